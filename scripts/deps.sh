@@ -1,0 +1,26 @@
+# deps.sh - sourced by scripts/test and scripts/run: installs the Debian
+# packages attnlab needs where they are missing (as root, or through sudo).
+# Usage: al_ensure_packages PKG...
+
+al_ensure_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "attnlab: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq >&2 &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >&2
+}
+
+# Build tools and libraries: every build needs these.
+AL_BUILD_PACKAGES=(gcc pkg-config meson ninja-build libopenblas-dev libyaml-dev
+                   libjansson-dev check libsubunit-dev)
+# Run-time: plots and the default corpus.
+AL_RUN_PACKAGES=(gnuplot-nox bible-kjv)
+# Tests only: the PyTorch reference implementation.
+AL_TEST_PACKAGES=(python3-torch python3-numpy)

@@ -1,0 +1,107 @@
+/*
+ * al_kernels.h - the shared numeric kernels of attnlab.
+ *
+ * Every layer is a plain function over float arrays: outputs first, then
+ * const inputs, then sizes (the llm.c convention). Shapes are written in
+ * comments; rows are contiguous. Backward functions ACCUMULATE (+=) into
+ * their gradient outputs, so the caller zeroes gradients once per step.
+ *
+ * Every matrix product goes through cblas_sgemm. No function here allocates;
+ * scratch buffers are passed in by the caller who owns them.
+ *
+ * These kernels are part of the variant interface: built-in variants and
+ * run-time plugins call the same functions.
+ */
+#ifndef AL_KERNELS_H
+#define AL_KERNELS_H
+
+#include <stddef.h>
+
+/* ---------------------------------------------------------------------------
+ * Linear layers. Weights are stored [out, in] like torch.nn.Linear.
+ * ------------------------------------------------------------------------- */
+
+/* out (N, OC) = inp (N, IC) . w^T, w (OC, IC). Overwrites out. */
+void al_linear_forward(float *out, const float *inp, const float *w,
+                       int N, int IC, int OC);
+
+/* Given dout (N, OC): dinp (N, IC) += dout . w ; dw (OC, IC) += dout^T . inp.
+ * dinp or dw may be NULL to skip that product. */
+void al_linear_backward(float *dinp, float *dw, const float *dout,
+                        const float *inp, const float *w, int N, int IC, int OC);
+
+/* Strided single-matrix helpers for attention (row-major, explicit leading
+ * dimensions). C (M, N) = alpha * A . B^T + beta * C with A (M, K), B (N, K). */
+void al_gemm_nt(float *C, int ldc, const float *A, int lda, const float *B,
+                int ldb, int M, int N, int K, float alpha, float beta);
+/* C (M, N) = alpha * A . B + beta * C with A (M, K), B (K, N). */
+void al_gemm_nn(float *C, int ldc, const float *A, int lda, const float *B,
+                int ldb, int M, int N, int K, float alpha, float beta);
+/* C (M, N) = alpha * A^T . B + beta * C with A (K, M), B (K, N). */
+void al_gemm_tn(float *C, int ldc, const float *A, int lda, const float *B,
+                int ldb, int M, int N, int K, float alpha, float beta);
+
+/* ---------------------------------------------------------------------------
+ * RMSNorm: out = x / sqrt(mean(x^2) + eps) * w, per row of C.
+ * ------------------------------------------------------------------------- */
+
+/* out (N, C), rstd (N) saved for backward (may be NULL), x (N, C), w (C). */
+void al_rmsnorm_forward(float *out, float *rstd, const float *x,
+                        const float *w, int N, int C, float eps);
+/* dx (N, C) += ..., dw (C) += ... (dw may be NULL: weightless use). */
+void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
+                         const float *x, const float *w, const float *rstd,
+                         int N, int C);
+
+/* ---------------------------------------------------------------------------
+ * GELU, tanh approximation (torch gelu(approximate='tanh')).
+ * ------------------------------------------------------------------------- */
+void al_gelu_forward(float *out, const float *x, size_t n);
+/* dx += dout * gelu'(x) */
+void al_gelu_backward(float *dx, const float *dout, const float *x, size_t n);
+
+/* ---------------------------------------------------------------------------
+ * RoPE, rotate-half convention (GPT-NeoX / HF LLaMA): within each head of
+ * width dim, element i pairs with i + dim/2 and is rotated by angle
+ * pos * base^(-2i/dim). x is (B, T, nh, stride-laid heads): head h of token
+ * (b, t) starts at x + (b*T + t)*row_stride + h*dim. Positions are
+ * pos0 + t. In place. dim must be even.
+ * ------------------------------------------------------------------------- */
+void al_rope_forward(float *x, int B, int T, int nh, int dim, int row_stride,
+                     int pos0, float base);
+/* In-place inverse rotation: turns d(rotated) into d(unrotated). */
+void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
+                      int pos0, float base);
+
+/* ---------------------------------------------------------------------------
+ * Scaled dot-product attention over grouped heads: the core every variant
+ * shares. Query head h reads K/V group h / (H / G).
+ *   q   (B, T, H * dqk)     k (B, T, G * dqk)     v (B, T, G * dv)
+ *   out (B, T, H * dv)      att (B, H, T, T) probabilities saved for backward
+ * scores = q.k * scale, causal mask when causal != 0, softmax over keys.
+ * With a causal mask the masked entries of att are stored as 0.
+ * ------------------------------------------------------------------------- */
+void al_sdpa_forward(float *out, float *att, const float *q, const float *k,
+                     const float *v, int B, int T, int H, int G, int dqk,
+                     int dv, float scale, int causal);
+/* dq, dk, dv accumulate. scratch holds T*T floats. */
+void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
+                      const float *dout, const float *att, const float *q,
+                      const float *k, const float *v, int B, int T, int H,
+                      int G, int dqk, int dvd, float scale, int causal);
+
+/* In-place softmax of a row of n floats (max-subtracted). */
+void al_softmax_row(float *x, int n);
+
+/* ---------------------------------------------------------------------------
+ * Cross-entropy over logits (N, V) against targets (N); weights (N) may be
+ * NULL (all ones). Returns the mean loss over sum(weights) in double.
+ * The backward overwrites logits with dlogits = (softmax - onehot) * w / sum(w)
+ * * dloss. Positions of weight 0 get a zero gradient.
+ * ------------------------------------------------------------------------- */
+double al_xent_forward(const float *logits, const int *targets,
+                       const float *weights, int N, int V);
+void al_xent_backward_inplace(float *logits, const int *targets,
+                              const float *weights, int N, int V, float dloss);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * al_util.h - errors, deterministic RNG, atomic file writes, timing, progress.
+ *
+ * Errors: a function that can fail on input (I/O, configuration, a corrupt
+ * file) returns a status and writes one line into an al_err the caller owns.
+ * Only main() prints and exits. Programming errors hit AL_ASSERT, which is
+ * always on and names file:line.
+ */
+#ifndef AL_UTIL_H
+#define AL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define AL_ERR_LEN 1024
+typedef struct al_err {
+    char msg[AL_ERR_LEN];
+} al_err;
+
+/* Format into e (if non-NULL); returns -1 so callers can `return al_errf(...)`. */
+int al_errf(al_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define AL_ASSERT(c)                                                          \
+    do {                                                                      \
+        if (!(c)) al_assert_fail(#c, __FILE__, __LINE__);                     \
+    } while (0)
+_Noreturn void al_assert_fail(const char *what, const char *file, int line);
+
+/* malloc/calloc that abort with a message on exhaustion (a research tool
+ * cannot continue without its buffers). */
+void *al_malloc(size_t n);
+void *al_calloc(size_t n, size_t size);
+
+/* ---- RNG: xoshiro256** seeded through splitmix64. Same seed, same stream. */
+typedef struct al_rng {
+    uint64_t s[4];
+} al_rng;
+void al_rng_seed(al_rng *r, uint64_t seed);
+uint64_t al_rng_u64(al_rng *r);
+uint64_t al_rng_below(al_rng *r, uint64_t n);   /* uniform in [0, n) */
+double al_rng_uniform(al_rng *r);               /* uniform in [0, 1) */
+double al_rng_normal(al_rng *r);                /* standard normal */
+
+/* ---- Files */
+/* Write data to path atomically: path.tmp.PID, fsync, rename. */
+int al_write_atomic(const char *path, const void *data, size_t n, al_err *e);
+/* Open path.tmp.PID for writing; al_commit_atomic fsyncs, closes and renames. */
+FILE *al_open_atomic(const char *path, char *tmp, size_t tmplen, al_err *e);
+int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e);
+/* Read a whole file; *out is malloc'ed (NUL-terminated beyond n). */
+int al_read_file(const char *path, char **out, size_t *n, al_err *e);
+/* mkdir -p */
+int al_mkdirs(const char *path, al_err *e);
+
+/* ---- Time */
+double al_now(void);   /* monotonic seconds */
+
+/* ---- Progress: a rewritten status line on a terminal, nothing otherwise. */
+int al_stderr_is_tty(void);
+void al_progress_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void al_progress_end(void);
+
+#endif

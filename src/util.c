@@ -1,0 +1,225 @@
+/*
+ * util.c - errors, RNG, atomic writes, timing and the progress line.
+ */
+#include "al_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int al_errf(al_err *e, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+_Noreturn void al_assert_fail(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "attnlab: internal error: %s:%d: assertion '%s' failed\n",
+            file, line, what);
+    abort();
+}
+
+void *al_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "attnlab: out of memory allocating %zu bytes\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *al_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "attnlab: out of memory allocating %zu x %zu bytes\n", n, size);
+        abort();
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------- RNG */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void al_rng_seed(al_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t al_rng_u64(al_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+uint64_t al_rng_below(al_rng *r, uint64_t n)
+{
+    AL_ASSERT(n > 0);
+    /* Rejection sampling keeps the draw exactly uniform. */
+    uint64_t lim = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do x = al_rng_u64(r); while (x >= lim);
+    return x % n;
+}
+
+double al_rng_uniform(al_rng *r) { return (al_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+double al_rng_normal(al_rng *r)
+{
+    /* Box-Muller, one value per call: simple and reproducible. */
+    double u1 = al_rng_uniform(r), u2 = al_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* ---------------------------------------------------------------- files */
+
+FILE *al_open_atomic(const char *path, char *tmp, size_t tmplen, al_err *e)
+{
+    snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) al_errf(e, "%s: cannot write: %s", tmp, strerror(errno));
+    return f;
+}
+
+int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e)
+{
+    int bad = fflush(f) != 0 || ferror(f);
+    bad |= fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        unlink(tmp);
+        return al_errf(e, "%s: write failed: %s", path, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return al_errf(e, "%s: cannot rename into place: %s", path, strerror(err));
+    }
+    return 0;
+}
+
+int al_write_atomic(const char *path, const void *data, size_t n, al_err *e)
+{
+    char tmp[4200];
+    FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+    if (!f) return -1;
+    if (n && fwrite(data, 1, n, f) != n) {
+        fclose(f);
+        unlink(tmp);
+        return al_errf(e, "%s: write failed: %s", path, strerror(errno));
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+int al_read_file(const char *path, char **out, size_t *n, al_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return al_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = al_malloc(cap);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return al_errf(e, "%s: out of memory", path); }
+            buf = nb;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return al_errf(e, "%s: read error", path);
+    }
+    buf[len] = 0;
+    *out = buf;
+    *n = len;
+    return 0;
+}
+
+int al_mkdirs(const char *path, al_err *e)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return al_errf(e, "%s: path too long", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return al_errf(e, "%s: cannot create directory: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return al_errf(e, "%s: not a directory", path);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- time */
+
+double al_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- progress */
+
+static int progress_open;
+
+int al_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+void al_progress_line(const char *fmt, ...)
+{
+    if (!al_stderr_is_tty()) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\r\033[K%s", buf);
+    fflush(stderr);
+    progress_open = 1;
+}
+
+void al_progress_end(void)
+{
+    if (progress_open) fputc('\n', stderr);
+    progress_open = 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * al_test.h - shared test helpers. One suite per source file; each exports
+ * NAME_suite() and is listed in tests/runner.c.
+ */
+#ifndef AL_TEST_H
+#define AL_TEST_H
+
+#include <check.h>
+#include <stdlib.h>
+
+/* Path to ../shared/data/tinyshakespeare.txt or NULL when absent. */
+const char *al_test_shakespeare(void);
+/* Directory of the source tree (for experiments/, scripts/). */
+const char *al_test_srcdir(void);
+/* Path of the built attnlab binary. */
+const char *al_test_binary(void);
+/* A fresh temporary directory (mkdtemp); the caller may leave it. */
+char *al_test_tmpdir(void);
+/* Write text to a file in dir; returns the malloc'ed path. */
+char *al_test_write(const char *dir, const char *name, const char *text);
+/* Run a shell command, capture stdout+stderr into *out (malloc'ed); returns
+ * the exit status (or -1). */
+int al_test_run(const char *cmd, char **out);
+
+#endif
