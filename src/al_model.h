@@ -1,0 +1,100 @@
+/*
+ * al_model.h - the GPT-style model: parameters, forward, backward.
+ *
+ * Spec (README "Model"): byte tokens, tied embedding tok_emb [V, D];
+ * n_layer pre-norm blocks x += attn(rmsnorm(x)); x += mlp(rmsnorm(x));
+ * final RMSNorm, logits = h . tok_emb^T. MLP w2 . gelu_tanh(w1 . x). No biases.
+ *
+ * Memory: parameters, gradients and activations are each one allocation,
+ * carved up by a tensor table (al_tensor). The model owns all of them;
+ * al_model_free releases everything. Attention is the variant's.
+ */
+#ifndef AL_MODEL_H
+#define AL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "al_config.h"
+
+#define AL_TENSOR_NAME 64
+
+typedef struct al_tensor {
+    char name[AL_TENSOR_NAME];  /* safetensors name, e.g. blocks.0.attn.wq.weight */
+    int ndim;                   /* 1 or 2 */
+    int shape[2];
+    size_t offset, numel;       /* into params / grads, in floats */
+    int init;                   /* enum al_init */
+    int decay;                  /* 1 for 2-D weights (AdamW weight decay) */
+} al_tensor;
+
+/* Per-layer views into the flat buffers. */
+typedef struct al_layer {
+    float *attn_norm, *mlp_norm, *w1, *w2;          /* (D) (D) (F,D) (D,F) */
+    float *d_attn_norm, *d_mlp_norm, *d_w1, *d_w2;
+    float *attn_p[AL_MAX_ATTN_PARAMS];              /* variant tensors */
+    float *attn_dp[AL_MAX_ATTN_PARAMS];
+    /* activations for the reserved (B, T) */
+    float *x_in;     /* (B,T,D) block input */
+    float *h1;       /* (B,T,D) rmsnorm(x_in) */
+    float *rstd1;    /* (B,T) */
+    float *attn_act; /* variant's saved state */
+    float *x_mid;    /* (B,T,D) after attention residual */
+    float *h2;       /* (B,T,D) */
+    float *rstd2;    /* (B,T) */
+    float *u;        /* (B,T,F) w1 . h2 */
+    float *g;        /* (B,T,F) gelu(u) */
+} al_layer;
+
+typedef struct al_model {
+    al_model_config cfg;
+    al_attn_shape ashape;
+    int d_ff, n_attn_params;
+    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+
+    int n_tensors;
+    al_tensor *tensors;          /* owned */
+    size_t n_params;
+    float *params, *grads;       /* owned, n_params each */
+    float *tok_emb, *final_norm, *d_tok_emb, *d_final_norm;
+    al_layer *layers;            /* owned, n_layer */
+
+    /* activations, sized by al_model_reserve */
+    int B, T;
+    float *acts;                 /* owned, one allocation */
+    float *x_final;              /* (B,T,D) residual after the last block */
+    float *hf;                   /* (B,T,D) final norm output */
+    float *rstdf;                /* (B,T) */
+    float *logits;               /* (B,T,V); dlogits after backward */
+    float *dx, *dtmp, *dff;      /* backward work: (B,T,D) (B,T,D) (B,T,F) */
+    float *scratch;              /* variant scratch */
+    int *targets;                /* (B,T) copy of the last targets */
+    float *weights;              /* (B,T) loss weights or NULL */
+    int has_weights, has_targets;
+    int fwd_B, fwd_T;            /* shape of the last forward */
+    int *inputs;                 /* (B,T) */
+} al_model;
+
+/* Build the tensor table and allocate parameters and gradients (zeroed). */
+int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
+/* Initialise weights per the spec from a seed. */
+void al_model_init_weights(al_model *m, uint64_t seed);
+/* Allocate activations for batches up to (B, T). Idempotent for the same
+ * or a smaller shape. */
+int al_model_reserve(al_model *m, int B, int T, al_err *e);
+/* Forward over inputs (B, T) with B, T within the reservation. With
+ * targets, returns the mean cross-entropy (weights may be NULL); without,
+ * returns 0 and leaves logits (B, T, V) in m->logits. */
+double al_model_forward(al_model *m, const int *inputs, const int *targets,
+                        const float *weights, int B, int T);
+/* Backward of the last forward (which must have had targets): grads +=. */
+void al_model_backward(al_model *m);
+void al_model_zero_grad(al_model *m);
+/* Find a tensor by name, or NULL. */
+const al_tensor *al_model_tensor(const al_model *m, const char *name);
+void al_model_free(al_model *m);
+
+/* Parameter count and KV floats per token summed over layers. */
+size_t al_model_kv_elems_per_token(const al_model_config *c);
+size_t al_model_param_count(const al_model_config *c, al_err *e);
+
+#endif

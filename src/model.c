@@ -1,0 +1,339 @@
+/*
+ * model.c - the GPT-style model over a pluggable attention variant.
+ *
+ * The core never branches on the variant: it asks the ops table for the
+ * attention parameters and buffer sizes, and calls forward/backward.
+ */
+#include "al_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ tensor table */
+
+static int model_d_ff(const al_model_config *c)
+{
+    return (int)lround(c->mlp_ratio * c->d_model);
+}
+
+static void add_tensor(al_model *m, size_t *off, const char *name, int rows,
+                       int cols, int init)
+{
+    al_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 0;
+    t->numel = (size_t)rows * (cols > 0 ? cols : 1);
+    t->offset = *off;
+    t->init = init;
+    t->decay = t->ndim == 2;
+    *off += t->numel;
+}
+
+/* Builds the table; returns 0 or -1 if the variant rejects the shape. */
+static int build_table(al_model *m, al_err *e)
+{
+    const al_model_config *c = &m->cfg;
+    char err[512] = "", name[AL_TENSOR_NAME];
+    if (c->attn->check && c->attn->check(&m->ashape, err, sizeof err) != 0)
+        return al_errf(e, "model.attention: %s", err);
+    m->n_attn_params = c->attn->params(&m->ashape, m->attn_spec);
+    AL_ASSERT(m->n_attn_params > 0 && m->n_attn_params <= AL_MAX_ATTN_PARAMS);
+    int D = c->d_model, F = m->d_ff;
+    m->tensors = al_calloc((size_t)c->n_layer * (4 + m->n_attn_params) + 2, sizeof(al_tensor));
+    size_t off = 0;
+    add_tensor(m, &off, "tok_emb.weight", c->vocab_size, D, AL_INIT_NORMAL);
+    for (int l = 0; l < c->n_layer; l++) {
+        snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
+        add_tensor(m, &off, name, D, 0, AL_INIT_ONES);
+        for (int i = 0; i < m->n_attn_params; i++) {
+            const al_param_spec *p = &m->attn_spec[i];
+            snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
+            add_tensor(m, &off, name, p->rows, p->cols, p->init);
+        }
+        snprintf(name, sizeof name, "blocks.%d.mlp_norm.weight", l);
+        add_tensor(m, &off, name, D, 0, AL_INIT_ONES);
+        snprintf(name, sizeof name, "blocks.%d.mlp.w1.weight", l);
+        add_tensor(m, &off, name, F, D, AL_INIT_NORMAL);
+        snprintf(name, sizeof name, "blocks.%d.mlp.w2.weight", l);
+        add_tensor(m, &off, name, D, F, AL_INIT_RESID);
+    }
+    add_tensor(m, &off, "final_norm.weight", D, 0, AL_INIT_ONES);
+    m->n_params = off;
+    return 0;
+}
+
+/* Points the per-layer views into params/grads, in table order. */
+static void bind_views(al_model *m)
+{
+    const al_tensor *t = m->tensors;
+    int k = 0;
+    m->tok_emb = m->params + t[k].offset;
+    m->d_tok_emb = m->grads + t[k++].offset;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        al_layer *L = &m->layers[l];
+        L->attn_norm = m->params + t[k].offset;
+        L->d_attn_norm = m->grads + t[k++].offset;
+        for (int i = 0; i < m->n_attn_params; i++) {
+            L->attn_p[i] = m->params + t[k].offset;
+            L->attn_dp[i] = m->grads + t[k++].offset;
+        }
+        L->mlp_norm = m->params + t[k].offset;
+        L->d_mlp_norm = m->grads + t[k++].offset;
+        L->w1 = m->params + t[k].offset;
+        L->d_w1 = m->grads + t[k++].offset;
+        L->w2 = m->params + t[k].offset;
+        L->d_w2 = m->grads + t[k++].offset;
+    }
+    m->final_norm = m->params + t[k].offset;
+    m->d_final_norm = m->grads + t[k++].offset;
+    AL_ASSERT(k == m->n_tensors);
+}
+
+static void fill_shape(al_attn_shape *s, const al_model_config *c)
+{
+    memset(s, 0, sizeof *s);
+    s->d_model = c->d_model;
+    s->n_head = c->n_head;
+    s->d_head = c->d_head;
+    s->seq_len = c->seq_len;
+    s->causal = c->causal;
+    s->rope_base = (float)c->rope_base;
+    s->norm_eps = (float)c->norm_eps;
+    memcpy(s->set, c->attn_set, sizeof s->set);
+}
+
+int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    AL_ASSERT(cfg->attn != NULL);
+    if (cfg->vocab_size <= 0 || cfg->n_layer <= 0 || cfg->d_model <= 0)
+        return al_errf(e, "model: vocab_size, n_layer and d_model must be positive");
+    fill_shape(&m->ashape, cfg);
+    m->d_ff = model_d_ff(cfg);
+    if (build_table(m, e) != 0) {
+        al_model_free(m);
+        return -1;
+    }
+    m->params = al_calloc(m->n_params, sizeof(float));
+    m->grads = al_calloc(m->n_params, sizeof(float));
+    m->layers = al_calloc((size_t)cfg->n_layer, sizeof(al_layer));
+    bind_views(m);
+    return 0;
+}
+
+void al_model_init_weights(al_model *m, uint64_t seed)
+{
+    al_rng rng;
+    al_rng_seed(&rng, seed);
+    double resid = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const al_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        for (size_t j = 0; j < t->numel; j++) {
+            switch (t->init) {
+            case AL_INIT_NORMAL: p[j] = (float)(0.02 * al_rng_normal(&rng)); break;
+            case AL_INIT_RESID: p[j] = (float)(resid * al_rng_normal(&rng)); break;
+            case AL_INIT_ONES: p[j] = 1.0f; break;
+            default: p[j] = 0.0f; break;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ activations */
+
+int al_model_reserve(al_model *m, int B, int T, al_err *e)
+{
+    if (B <= m->B && T <= m->T && m->acts) return 0;
+    if (B < 1 || T < 1) return al_errf(e, "model: batch shape (%d, %d) is empty", B, T);
+    B = B > m->B ? B : m->B;
+    T = T > m->T ? T : m->T;
+    free(m->acts);
+    free(m->targets);
+    free(m->inputs);
+    const al_model_config *c = &m->cfg;
+    const al_variant_ops *v = c->attn;
+    size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
+    size_t attn = v->act_floats(&m->ashape, B, T);
+    size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + attn;
+    size_t total = c->n_layer * per_layer + 2 * BT * D + BT + BT * V +
+                   2 * BT * D + 2 * BT * F + v->scratch_floats(&m->ashape, B, T) + BT;
+    float *p = m->acts = al_calloc(total, sizeof(float));
+    for (int l = 0; l < c->n_layer; l++) {
+        al_layer *L = &m->layers[l];
+        L->x_in = p; p += BT * D;
+        L->h1 = p; p += BT * D;
+        L->rstd1 = p; p += BT;
+        L->attn_act = p; p += attn;
+        L->x_mid = p; p += BT * D;
+        L->h2 = p; p += BT * D;
+        L->rstd2 = p; p += BT;
+        L->u = p; p += BT * F;
+        L->g = p; p += BT * F;
+    }
+    m->x_final = p; p += BT * D;
+    m->hf = p; p += BT * D;
+    m->rstdf = p; p += BT;
+    m->logits = p; p += BT * V;
+    m->dx = p; p += BT * D;
+    m->dtmp = p; p += BT * D;
+    m->dff = p; p += 2 * BT * F;
+    m->weights = p; p += BT;
+    m->scratch = p; p += v->scratch_floats(&m->ashape, B, T);
+    AL_ASSERT((size_t)(p - m->acts) == total);
+    m->targets = al_calloc(BT, sizeof(int));
+    m->inputs = al_calloc(BT, sizeof(int));
+    m->B = B;
+    m->T = T;
+    return 0;
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* x (BT, D) = tok_emb[inputs] */
+static void embed_forward(float *x, const float *tok_emb, const int *inputs,
+                          size_t BT, int D)
+{
+    for (size_t i = 0; i < BT; i++)
+        memcpy(x + i * D, tok_emb + (size_t)inputs[i] * D, D * sizeof(float));
+}
+
+static void residual_add(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+double al_model_forward(al_model *m, const int *inputs, const int *targets,
+                        const float *weights, int B, int T)
+{
+    AL_ASSERT(B <= m->B && T <= m->T);
+    const al_model_config *c = &m->cfg;
+    const al_variant_ops *v = c->attn;
+    int D = c->d_model, F = m->d_ff, V = c->vocab_size, BT = B * T;
+    float eps = (float)c->norm_eps;
+    for (int i = 0; i < BT; i++) AL_ASSERT(inputs[i] >= 0 && inputs[i] < V);
+    memcpy(m->inputs, inputs, BT * sizeof(int));
+    embed_forward(m->layers[0].x_in, m->tok_emb, inputs, BT, D);
+    float *tmp = m->dtmp; /* (BT, D) branch output; free during forward */
+    for (int l = 0; l < c->n_layer; l++) {
+        al_layer *L = &m->layers[l];
+        float *x_out = l + 1 < c->n_layer ? m->layers[l + 1].x_in : m->x_final;
+        al_rmsnorm_forward(L->h1, L->rstd1, L->x_in, L->attn_norm, BT, D, eps);
+        v->forward(&m->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
+        residual_add(L->x_mid, L->x_in, tmp, (size_t)BT * D);
+        al_rmsnorm_forward(L->h2, L->rstd2, L->x_mid, L->mlp_norm, BT, D, eps);
+        al_linear_forward(L->u, L->h2, L->w1, BT, D, F);
+        al_gelu_forward(L->g, L->u, (size_t)BT * F);
+        al_linear_forward(tmp, L->g, L->w2, BT, F, D);
+        residual_add(x_out, L->x_mid, tmp, (size_t)BT * D);
+    }
+    al_rmsnorm_forward(m->hf, m->rstdf, m->x_final, m->final_norm, BT, D, eps);
+    al_linear_forward(m->logits, m->hf, m->tok_emb, BT, D, V); /* tied head */
+    m->fwd_B = B;
+    m->fwd_T = T;
+    if (!targets) {
+        m->has_targets = 0;
+        return 0.0;
+    }
+    m->has_targets = 1;
+    memcpy(m->targets, targets, BT * sizeof(int));
+    m->has_weights = weights != NULL;
+    if (weights) memcpy(m->weights, weights, BT * sizeof(float));
+    return al_xent_forward(m->logits, m->targets, weights ? m->weights : NULL, BT, V);
+}
+
+/* ------------------------------------------------------------ backward */
+
+void al_model_zero_grad(al_model *m)
+{
+    memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+/* One block, given dx = d(block output); leaves d(block input) in dx. */
+static void block_backward(al_model *m, al_layer *L, int B, int T)
+{
+    const al_model_config *c = &m->cfg;
+    int D = c->d_model, F = m->d_ff, BT = B * T;
+    float *dx = m->dx, *dh = m->dtmp, *dg = m->dff, *du = m->dff + (size_t)BT * F;
+    /* x_out = x_mid + g . w2^T, g = gelu(u), u = h2 . w1^T */
+    memset(dg, 0, 2 * (size_t)BT * F * sizeof(float));
+    al_linear_backward(dg, L->d_w2, dx, L->g, L->w2, BT, F, D);
+    al_gelu_backward(du, dg, L->u, (size_t)BT * F);
+    memset(dh, 0, (size_t)BT * D * sizeof(float));
+    al_linear_backward(dh, L->d_w1, du, L->h2, L->w1, BT, D, F);
+    /* h2 = rmsnorm(x_mid): dx (already d x_mid via the residual) += */
+    al_rmsnorm_backward(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D);
+    /* x_mid = x_in + attn(h1), h1 = rmsnorm(x_in) */
+    memset(dh, 0, (size_t)BT * D * sizeof(float));
+    c->attn->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1,
+                      L->attn_act, L->attn_p, B, T);
+    al_rmsnorm_backward(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D);
+}
+
+void al_model_backward(al_model *m)
+{
+    AL_ASSERT(m->has_targets);
+    const al_model_config *c = &m->cfg;
+    int B = m->fwd_B, T = m->fwd_T, D = c->d_model, V = c->vocab_size, BT = B * T;
+    al_xent_backward_inplace(m->logits, m->targets, m->has_weights ? m->weights : NULL,
+                             BT, V, 1.0f);
+    m->has_targets = 0; /* logits now hold dlogits */
+    /* logits = hf . tok_emb^T */
+    memset(m->dtmp, 0, (size_t)BT * D * sizeof(float));
+    al_linear_backward(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V);
+    memset(m->dx, 0, (size_t)BT * D * sizeof(float));
+    al_rmsnorm_backward(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
+                        m->rstdf, BT, D);
+    for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, &m->layers[l], B, T);
+    /* x = tok_emb[inputs] */
+    for (int i = 0; i < BT; i++) {
+        float *g = m->d_tok_emb + (size_t)m->inputs[i] * D;
+        const float *d = m->dx + (size_t)i * D;
+        for (int j = 0; j < D; j++) g[j] += d[j];
+    }
+}
+
+/* ------------------------------------------------------------ queries */
+
+const al_tensor *al_model_tensor(const al_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+void al_model_free(al_model *m)
+{
+    free(m->tensors);
+    free(m->params);
+    free(m->grads);
+    free(m->layers);
+    free(m->acts);
+    free(m->targets);
+    free(m->inputs);
+    memset(m, 0, sizeof *m);
+}
+
+size_t al_model_kv_elems_per_token(const al_model_config *c)
+{
+    al_attn_shape s;
+    fill_shape(&s, c);
+    return (size_t)c->n_layer * c->attn->kv_elems(&s);
+}
+
+size_t al_model_param_count(const al_model_config *c, al_err *e)
+{
+    al_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *c;
+    fill_shape(&m.ashape, c);
+    m.d_ff = model_d_ff(c);
+    if (build_table(&m, e) != 0) return 0;
+    size_t n = m.n_params;
+    free(m.tensors);
+    return n;
+}

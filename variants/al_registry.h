@@ -1,0 +1,24 @@
+/*
+ * al_registry.h - the table of attention variants.
+ *
+ * Built-in variants are listed in one static NULL-terminated table
+ * (registry.c); plugins are appended at run time by the plugin loader.
+ */
+#ifndef AL_REGISTRY_H
+#define AL_REGISTRY_H
+
+#include "attnlab_variant.h"
+#include "../src/al_util.h"
+
+const al_variant_ops *al_variant_find(const char *name);
+int al_variant_count(void);
+const al_variant_ops *al_variant_at(int i);
+/* Where variant i comes from: "built-in" or the plugin's path. */
+const char *al_variant_origin(int i);
+/* Add a variant (plugins). Refuses a name clash and a version mismatch. */
+int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e);
+/* Index of a setting in ops->settings, or -1. */
+int al_variant_setting_index(const al_variant_ops *ops, const char *key);
+int al_variant_n_settings(const al_variant_ops *ops);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * attnlab_variant.h - the attention-variant interface (public, versioned).
+ *
+ * An attention variant is one `const al_variant_ops` table. The training core
+ * owns every buffer: it asks the variant how many parameters, activation
+ * floats and scratch floats it needs, allocates them once, and passes them
+ * in. A variant never allocates inside forward, backward or decode.
+ *
+ * The same header serves the built-in variants (the files in variants/) and run-time
+ * plugins: there is nothing private to the built-ins.
+ *
+ * Versioning: api_version is the first field of the table. Members are only
+ * ever appended; a table whose api_version differs from
+ * AL_VARIANT_API_VERSION is refused with both numbers in the message.
+ */
+#ifndef ATTNLAB_VARIANT_H
+#define ATTNLAB_VARIANT_H
+
+#include <stddef.h>
+#include "al_kernels.h"
+
+#define AL_VARIANT_API_VERSION 1
+#define AL_MAX_SETTINGS 8      /* settings one variant may declare */
+#define AL_MAX_ATTN_PARAMS 16  /* parameter tensors one variant may own */
+
+/* A variant's own setting under model.attention (e.g. n_kv_head). Values are
+ * carried as double; AL_SET_INT settings are checked to be whole numbers. */
+enum al_setting_kind { AL_SET_INT = 0, AL_SET_FLOAT = 1 };
+
+typedef struct al_setting {
+    const char *name;     /* key under model.attention */
+    int kind;             /* enum al_setting_kind */
+    double def;           /* default when not given (ignored if required) */
+    int required;         /* 1: the key must be given */
+    const char *help;     /* one line, shown by `attnlab variants` */
+} al_setting;
+
+/* Everything a variant may read about the model it lives in. */
+typedef struct al_attn_shape {
+    int d_model;          /* D */
+    int n_head;           /* H, query heads */
+    int d_head;           /* dh */
+    int seq_len;          /* trained context length */
+    int causal;           /* 1 unless the causal-mask ablation is on */
+    float rope_base;      /* 10000 by default */
+    float norm_eps;       /* RMSNorm epsilon, for variants with norms */
+    double set[AL_MAX_SETTINGS]; /* settings, in the order of ops->settings */
+} al_attn_shape;
+
+/* How a parameter tensor is initialised. */
+enum al_init {
+    AL_INIT_NORMAL = 0,   /* normal(0, 0.02) */
+    AL_INIT_RESID = 1,    /* normal(0, 0.02 / sqrt(2 * n_layer)): output projections */
+    AL_INIT_ONES = 2,     /* norm weights */
+    AL_INIT_ZEROS = 3
+};
+
+/* One parameter tensor. Named without the layer prefix and without the
+ * ".weight" suffix: "wq" becomes "blocks.{i}.attn.wq.weight". A 1-D tensor
+ * has cols == 0. Weights are [out, in]. */
+typedef struct al_param_spec {
+    char name[32];
+    int rows, cols;
+    int init;             /* enum al_init */
+} al_param_spec;
+
+/* The KV cache of one layer. The core allocates it for a context length and
+ * a storage dtype; the variant decides what one token's row holds
+ * (kv_elems floats). Rows are converted on write and read (src/al_kvcache.h). */
+typedef struct al_kv_cache al_kv_cache;
+
+typedef struct al_variant_ops {
+    int api_version;                  /* AL_VARIANT_API_VERSION, always first */
+    const char *name;                 /* registry key, e.g. "gqa" */
+    const char *description;          /* one line for `attnlab variants` */
+    const al_setting *settings;       /* terminated by {NULL}; may be NULL */
+
+    /* Validate the settings against the model shape. Returns 0, or -1 with a
+     * one-line message in err naming the key, its value and what was wanted. */
+    int (*check)(const al_attn_shape *s, char *err, size_t errlen);
+
+    /* Fill out[AL_MAX_ATTN_PARAMS]; return the number of tensors. */
+    int (*params)(const al_attn_shape *s, al_param_spec *out);
+
+    /* Floats of saved activations one layer needs for a (B, T) batch, and
+     * floats of scratch shared by all layers (reused between calls). */
+    size_t (*act_floats)(const al_attn_shape *s, int B, int T);
+    size_t (*scratch_floats)(const al_attn_shape *s, int B, int T);
+
+    /* out (B, T, D) = attention(x (B, T, D)). p holds the tensors in the
+     * order of params(). act is this layer's saved state for backward. */
+    void (*forward)(const al_attn_shape *s, float *out, float *act,
+                    float *scratch, const float *x, float *const *p,
+                    int B, int T);
+
+    /* Given dout (B, T, D): dx += d/dx, dp[i] += d/dp[i]. x, act and p are
+     * as in the forward pass that produced act. */
+    void (*backward)(const al_attn_shape *s, float *dx, float *const *dp,
+                     float *scratch, const float *dout, const float *x,
+                     const float *act, float *const *p, int B, int T);
+
+    /* KV-cache floats per token per layer (what decode stores). */
+    size_t (*kv_elems)(const al_attn_shape *s);
+
+    /* --- incremental decode (may be NULL: the variant cannot decode) --- */
+
+    /* After forward() on a batch of one sequence of T tokens, write the
+     * cache rows of positions 0..T-1 from the saved activations. */
+    void (*prefill)(const al_attn_shape *s, al_kv_cache *cache,
+                    const float *act, float *const *p, int T);
+
+    /* Scratch floats decode() needs for a context of `context` tokens. */
+    size_t (*decode_scratch_floats)(const al_attn_shape *s, int context);
+
+    /* One token at position pos: x (D) is the normalised input. Appends the
+     * token's row to the cache, attends over rows 0..pos, writes out (D). */
+    void (*decode)(const al_attn_shape *s, float *out, float *scratch,
+                   const float *x, float *const *p, al_kv_cache *cache,
+                   int pos);
+} al_variant_ops;
+
+/* Name of the function a plugin shared object exports; it returns a table
+ * terminated by NULL and writes the interface version it was built for. */
+#define AL_PLUGIN_ENTRY "attnlab_plugin_variants"
+typedef const al_variant_ops *const *(*al_plugin_entry_fn)(int *api_version);
+
+/* Helpers for variants. */
+static inline int al_set_int(const al_attn_shape *s, int i) { return (int)s->set[i]; }
+
+#endif

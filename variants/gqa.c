@@ -1,0 +1,137 @@
+/*
+ * gqa.c - grouped-query attention (Ainslie et al. 2023), and the shared
+ * implementation of the GQA family: mha (G = H) and mqa (G = 1) reuse it.
+ *
+ * Query head h reads K/V group h / (H / G): consecutive query heads share a
+ * group. Setting: n_kv_head (G), which must divide n_head.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab_variant.h"
+
+enum { SET_N_KV_HEAD };
+
+static int family_groups(const al_attn_shape *s) { return al_set_int(s, SET_N_KV_HEAD); }
+
+#define AL_GQA_FAMILY_MEMBERS
+#include "gqa_family.h"
+
+/* ------------------------------------------------------------ shared core */
+
+int al_gqa_params(const al_attn_shape *s, int G, al_param_spec *out)
+{
+    int D = s->d_model, Hd = s->n_head * s->d_head, Gd = G * s->d_head;
+    out[0] = (al_param_spec){"wq", Hd, D, AL_INIT_NORMAL};
+    out[1] = (al_param_spec){"wk", Gd, D, AL_INIT_NORMAL};
+    out[2] = (al_param_spec){"wv", Gd, D, AL_INIT_NORMAL};
+    out[3] = (al_param_spec){"wo", D, Hd, AL_INIT_RESID};
+    return 4;
+}
+
+/* Saved activations: q (BT,H*dh) | k (BT,G*dh) | v (BT,G*dh) | y (BT,H*dh) | att (B,H,T,T) */
+size_t al_gqa_act_floats(const al_attn_shape *s, int G, int B, int T)
+{
+    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
+    size_t Gd = (size_t)G * s->d_head;
+    return BT * (2 * Hd + 2 * Gd) + (size_t)B * s->n_head * T * T;
+}
+
+/* Backward scratch: dy, dq (BT,H*dh) | dk, dv (BT,G*dh) | sdpa (T,T) */
+size_t al_gqa_scratch_floats(const al_attn_shape *s, int G, int B, int T)
+{
+    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
+    size_t Gd = (size_t)G * s->d_head;
+    return BT * (2 * Hd + 2 * Gd) + (size_t)T * T;
+}
+
+size_t al_gqa_kv_elems(const al_attn_shape *s, int G)
+{
+    return 2 * (size_t)G * s->d_head;
+}
+
+typedef struct gqa_acts {
+    float *q, *k, *v, *y, *att;
+} gqa_acts;
+
+static gqa_acts carve(const al_attn_shape *s, int G, float *act, int B, int T)
+{
+    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
+    size_t Gd = (size_t)G * s->d_head;
+    gqa_acts a;
+    a.q = act;
+    a.k = a.q + BT * Hd;
+    a.v = a.k + BT * Gd;
+    a.y = a.v + BT * Gd;
+    a.att = a.y + BT * Hd;
+    return a;
+}
+
+void al_gqa_forward(const al_attn_shape *s, int G, float *out, float *act,
+                    float *scratch, const float *x, float *const *p, int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, BT = B * T;
+    gqa_acts a = carve(s, G, act, B, T);
+    al_linear_forward(a.q, x, p[0], BT, D, H * dh);   /* q = x . wq^T */
+    al_linear_forward(a.k, x, p[1], BT, D, G * dh);   /* k = x . wk^T */
+    al_linear_forward(a.v, x, p[2], BT, D, G * dh);   /* v = x . wv^T */
+    al_rope_forward(a.q, B, T, H, dh, H * dh, 0, s->rope_base);
+    al_rope_forward(a.k, B, T, G, dh, G * dh, 0, s->rope_base);
+    al_sdpa_forward(a.y, a.att, a.q, a.k, a.v, B, T, H, G, dh, dh,
+                    1.0f / sqrtf((float)dh), s->causal);
+    al_linear_forward(out, a.y, p[3], BT, H * dh, D); /* out = y . wo^T */
+}
+
+void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
+                     float *scratch, const float *dout, const float *x,
+                     const float *act, float *const *p, int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, BT = B * T;
+    size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
+    gqa_acts a = carve(s, G, (float *)act, B, T);
+    float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
+    float *sc = dv + nG;
+    memset(scratch, 0, (2 * nH + 2 * nG) * sizeof(float));
+    /* out = y . wo^T */
+    al_linear_backward(dy, dp[3], dout, a.y, p[3], BT, H * dh, D);
+    al_sdpa_backward(dq, dk, dv, sc, dy, a.att, a.q, a.k, a.v, B, T, H, G,
+                     dh, dh, 1.0f / sqrtf((float)dh), s->causal);
+    /* q = rope(q0), k = rope(k0): rotate the gradients back */
+    al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);
+    al_rope_backward(dk, B, T, G, dh, G * dh, 0, s->rope_base);
+    al_linear_backward(dx, dp[0], dq, x, p[0], BT, D, H * dh);
+    al_linear_backward(dx, dp[1], dk, x, p[1], BT, D, G * dh);
+    al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, G * dh);
+}
+
+/* ------------------------------------------------------------ gqa variant */
+
+static const al_setting gqa_settings[] = {
+    {"n_kv_head", AL_SET_INT, 0, 1, "K/V heads G; must divide n_head"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int gqa_check(const al_attn_shape *s, char *err, size_t errlen)
+{
+    int G = family_groups(s);
+    if (G < 1 || s->n_head % G != 0) {
+        snprintf(err, errlen, "'n_kv_head' (%d) must divide 'n_head' (%d)", G, s->n_head);
+        return -1;
+    }
+    return 0;
+}
+
+const al_variant_ops al_variant_gqa = {
+    .api_version = AL_VARIANT_API_VERSION,
+    .name = "gqa",
+    .description = "grouped-query attention: n_kv_head K/V heads shared by consecutive query heads",
+    .settings = gqa_settings,
+    .check = gqa_check,
+    .params = family_params,
+    .act_floats = family_act_floats,
+    .scratch_floats = family_scratch_floats,
+    .forward = family_forward,
+    .backward = family_backward,
+    .kv_elems = family_kv_elems,
+};

@@ -1,0 +1,24 @@
+/*
+ * mha.c - multi-head attention (Vaswani et al. 2017): every query head has
+ * its own K/V head, G = H. The largest cache of the family.
+ */
+#include "attnlab_variant.h"
+
+static int family_groups(const al_attn_shape *s) { return s->n_head; }
+
+#define AL_GQA_FAMILY_MEMBERS
+#include "gqa_family.h"
+
+const al_variant_ops al_variant_mha = {
+    .api_version = AL_VARIANT_API_VERSION,
+    .name = "mha",
+    .description = "multi-head attention: one K/V head per query head",
+    .settings = NULL,
+    .check = NULL,
+    .params = family_params,
+    .act_floats = family_act_floats,
+    .scratch_floats = family_scratch_floats,
+    .forward = family_forward,
+    .backward = family_backward,
+    .kv_elems = family_kv_elems,
+};

@@ -1,0 +1,326 @@
+/*
+ * mla.c - multi-head latent attention (DeepSeek-V2 §2.1, Appendix C).
+ *
+ * K and V of every head are expanded from one normalised latent per token,
+ * c = rmsnorm(wdkv . x) [d_latent]; position enters through a decoupled
+ * RoPE key k_r = rope(wkr . x) [d_rope] shared by all heads. The cache holds
+ * c and k_r only: d_latent + d_rope floats per token per layer.
+ *
+ *   queries   q = wq . x          or, compressed, c_q = rmsnorm(wdq . x),
+ *             q_r = rope(wqr . x)                  q = wuq . c_q, q_r = rope(wqr . c_q)
+ *   keys      k_h = [wuk_h . c, k_r]      values v_h = wuv_h . c
+ *   score     (q_h . k_c,h + q_r,h . k_r) / sqrt(d_head + d_rope)
+ *
+ * Training runs the concatenated heads through the shared attention core
+ * (al_sdpa_*) with d_qk = d_head + d_rope, d_v = d_head.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab_variant.h"
+
+enum { SET_D_LATENT, SET_D_ROPE, SET_D_Q_LATENT };
+
+static const al_setting mla_settings[] = {
+    {"d_latent", AL_SET_INT, 0, 1, "latent width d_c: the cached K/V state per token"},
+    {"d_rope", AL_SET_INT, 0, 1, "decoupled RoPE key width d_h^R (even), shared by all heads"},
+    {"d_q_latent", AL_SET_INT, 0, 0, "query latent width d_c'; 0 = no query compression"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* Dimensions, read once per call. */
+typedef struct dims {
+    int D, H, dh, dr, dc, dq, BT, dqk;
+} dims;
+
+static dims get_dims(const al_attn_shape *s, int B, int T)
+{
+    dims d = {s->d_model, s->n_head, s->d_head, al_set_int(s, SET_D_ROPE),
+              al_set_int(s, SET_D_LATENT), al_set_int(s, SET_D_Q_LATENT), B * T, 0};
+    d.dqk = d.dh + d.dr;
+    return d;
+}
+
+static int mla_check(const al_attn_shape *s, char *err, size_t n)
+{
+    dims d = get_dims(s, 1, 1);
+    if (d.dc < 1)
+        return snprintf(err, n, "'d_latent' (%d) must be positive", d.dc), -1;
+    if (d.dr < 2 || d.dr % 2)
+        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", d.dr), -1;
+    if (d.dq < 0)
+        return snprintf(err, n, "'d_q_latent' (%d) must be 0 (no query compression) or positive",
+                        d.dq), -1;
+    return 0;
+}
+
+static int mla_params(const al_attn_shape *s, al_param_spec *o)
+{
+    dims d = get_dims(s, 1, 1);
+    int k = 0, Hd = d.H * d.dh, qin = d.dq ? d.dq : d.D;
+    if (d.dq) {
+        o[k++] = (al_param_spec){"wdq", d.dq, d.D, AL_INIT_NORMAL};
+        o[k++] = (al_param_spec){"q_norm", d.dq, 0, AL_INIT_ONES};
+        o[k++] = (al_param_spec){"wuq", Hd, d.dq, AL_INIT_NORMAL};
+    } else {
+        o[k++] = (al_param_spec){"wq", Hd, d.D, AL_INIT_NORMAL};
+    }
+    o[k++] = (al_param_spec){"wqr", d.H * d.dr, qin, AL_INIT_NORMAL};
+    o[k++] = (al_param_spec){"wdkv", d.dc, d.D, AL_INIT_NORMAL};
+    o[k++] = (al_param_spec){"kv_norm", d.dc, 0, AL_INIT_ONES};
+    o[k++] = (al_param_spec){"wkr", d.dr, d.D, AL_INIT_NORMAL};
+    o[k++] = (al_param_spec){"wuk", Hd, d.dc, AL_INIT_NORMAL};
+    o[k++] = (al_param_spec){"wuv", Hd, d.dc, AL_INIT_NORMAL};
+    o[k++] = (al_param_spec){"wo", d.D, Hd, AL_INIT_RESID};
+    return k;
+}
+
+/* Named views of the parameter list, whichever query form is in use. */
+typedef struct mla_p {
+    float *wq, *wdq, *q_norm, *wuq, *wqr, *wdkv, *kv_norm, *wkr, *wuk, *wuv, *wo;
+} mla_p;
+
+static mla_p bind(const dims *d, float *const *p)
+{
+    mla_p w = {0};
+    int k = 0;
+    if (d->dq) {
+        w.wdq = p[k++];
+        w.q_norm = p[k++];
+        w.wuq = p[k++];
+    } else {
+        w.wq = p[k++];
+    }
+    w.wqr = p[k++];
+    w.wdkv = p[k++];
+    w.kv_norm = p[k++];
+    w.wkr = p[k++];
+    w.wuk = p[k++];
+    w.wuv = p[k++];
+    w.wo = p[k++];
+    return w;
+}
+
+/* Saved activations of one layer:
+ *   cq0, cq (BT,dq) rstdq (BT)   [query compression only]
+ *   c0, c (BT,dc) rstdc (BT)     latent before / after its norm
+ *   kr (BT,dr)                   rope'd shared key
+ *   qf, kf (BT,H,dqk)            per-head [content | rope] queries and keys
+ *   v, y (BT,H*dh)               values, attention output before wo
+ *   att (B,H,T,T)                                                           */
+typedef struct mla_a {
+    float *cq0, *cq, *rstdq, *c0, *c, *rstdc, *kr, *qf, *kf, *v, *y, *att;
+} mla_a;
+
+static mla_a carve(const dims *d, float *a, int B, int T)
+{
+    size_t BT = d->BT, Hqk = (size_t)d->H * d->dqk, Hd = (size_t)d->H * d->dh;
+    mla_a m;
+    m.cq0 = a; a += BT * d->dq;
+    m.cq = a; a += BT * d->dq;
+    m.rstdq = a; a += d->dq ? BT : 0;
+    m.c0 = a; a += BT * d->dc;
+    m.c = a; a += BT * d->dc;
+    m.rstdc = a; a += BT;
+    m.kr = a; a += BT * d->dr;
+    m.qf = a; a += BT * Hqk;
+    m.kf = a; a += BT * Hqk;
+    m.v = a; a += BT * Hd;
+    m.y = a; a += BT * Hd;
+    m.att = a;
+    (void)B, (void)T;
+    return m;
+}
+
+static size_t mla_act_floats(const al_attn_shape *s, int B, int T)
+{
+    dims d = get_dims(s, B, T);
+    size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
+    return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * d.dc + 1 + d.dr + 2 * Hqk + 2 * Hd) +
+           (size_t)B * d.H * T * T;
+}
+
+/* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
+ * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) | (T,T) */
+static size_t mla_scratch_floats(const al_attn_shape *s, int B, int T)
+{
+    dims d = get_dims(s, B, T);
+    size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
+    return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq) +
+           (size_t)T * T;
+}
+
+/* dst (BT, H, dqk) columns [off, off + w) of every head <- src (BT, H * w) */
+static void pack_heads(float *dst, const float *src, const dims *d, int off, int w)
+{
+    for (int i = 0; i < d->BT; i++)
+        for (int h = 0; h < d->H; h++)
+            memcpy(dst + ((size_t)i * d->H + h) * d->dqk + off,
+                   src + ((size_t)i * d->H + h) * w, w * sizeof(float));
+}
+
+/* dst (BT, H * w) <- columns [off, off + w) of every head of src (BT, H, dqk) */
+static void unpack_heads(float *dst, const float *src, const dims *d, int off, int w)
+{
+    for (int i = 0; i < d->BT; i++)
+        for (int h = 0; h < d->H; h++)
+            memcpy(dst + ((size_t)i * d->H + h) * w,
+                   src + ((size_t)i * d->H + h) * d->dqk + off, w * sizeof(float));
+}
+
+/* kf[i, h, dh:] = kr[i] for every head: one key shared by all heads. */
+static void broadcast_rope_key(float *kf, const float *kr, const dims *d)
+{
+    for (int i = 0; i < d->BT; i++)
+        for (int h = 0; h < d->H; h++)
+            memcpy(kf + ((size_t)i * d->H + h) * d->dqk + d->dh, kr + (size_t)i * d->dr,
+                   d->dr * sizeof(float));
+}
+
+/* Queries into a.qf (content | rope per head); tmp holds (BT, H*(dh+dr)). */
+static void queries_forward(const al_attn_shape *s, const dims *d, const mla_p *w,
+                            mla_a *a, float *tmp, const float *x, int B, int T)
+{
+    float *qn = tmp, *qr = tmp + (size_t)d->BT * d->H * d->dh;
+    const float *qin = x;
+    int nin = d->D;
+    if (d->dq) {
+        al_linear_forward(a->cq0, x, w->wdq, d->BT, d->D, d->dq);   /* c_q0 = wdq . x */
+        al_rmsnorm_forward(a->cq, a->rstdq, a->cq0, w->q_norm, d->BT, d->dq, s->norm_eps);
+        al_linear_forward(qn, a->cq, w->wuq, d->BT, d->dq, d->H * d->dh);
+        qin = a->cq;
+        nin = d->dq;
+    } else {
+        al_linear_forward(qn, x, w->wq, d->BT, d->D, d->H * d->dh);
+    }
+    al_linear_forward(qr, qin, w->wqr, d->BT, nin, d->H * d->dr);
+    al_rope_forward(qr, B, T, d->H, d->dr, d->H * d->dr, 0, s->rope_base);
+    pack_heads(a->qf, qn, d, 0, d->dh);
+    pack_heads(a->qf, qr, d, d->dh, d->dr);
+}
+
+static void mla_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                        const float *x, float *const *p, int B, int T)
+{
+    dims d = get_dims(s, B, T);
+    mla_p w = bind(&d, p);
+    mla_a a = carve(&d, act, B, T);
+    queries_forward(s, &d, &w, &a, scratch, x, B, T);
+    al_linear_forward(a.c0, x, w.wdkv, d.BT, d.D, d.dc);         /* c0 = wdkv . x */
+    al_rmsnorm_forward(a.c, a.rstdc, a.c0, w.kv_norm, d.BT, d.dc, s->norm_eps);
+    al_linear_forward(a.kr, x, w.wkr, d.BT, d.D, d.dr);          /* k_r = rope(wkr . x) */
+    al_rope_forward(a.kr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
+    float *kc = scratch;                                         /* k_c = wuk . c */
+    al_linear_forward(kc, a.c, w.wuk, d.BT, d.dc, d.H * d.dh);
+    pack_heads(a.kf, kc, &d, 0, d.dh);
+    broadcast_rope_key(a.kf, a.kr, &d);
+    al_linear_forward(a.v, a.c, w.wuv, d.BT, d.dc, d.H * d.dh);  /* v = wuv . c */
+    al_sdpa_forward(a.y, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
+                    1.0f / sqrtf((float)d.dqk), s->causal);
+    al_linear_forward(out, a.y, w.wo, d.BT, d.H * d.dh, d.D);    /* out = wo . y */
+}
+
+typedef struct mla_g {
+    float *dy, *dv, *dcont, *dqf, *dkf, *drope, *dkr, *dc, *dc0, *dcq, *dcq0, *sc;
+} mla_g;
+
+static mla_g carve_grads(const dims *d, float *s)
+{
+    size_t BT = d->BT, Hqk = (size_t)d->H * d->dqk, Hd = (size_t)d->H * d->dh;
+    mla_g g;
+    g.dy = s; s += BT * Hd;
+    g.dv = s; s += BT * Hd;
+    g.dcont = s; s += BT * Hd;
+    g.dqf = s; s += BT * Hqk;
+    g.dkf = s; s += BT * Hqk;
+    g.drope = s; s += BT * d->H * d->dr;
+    g.dkr = s; s += BT * d->dr;
+    g.dc = s; s += BT * d->dc;
+    g.dc0 = s; s += BT * d->dc;
+    g.dcq = s; s += BT * d->dq;
+    g.dcq0 = s; s += BT * d->dq;
+    g.sc = s;
+    return g;
+}
+
+/* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared). */
+static void reduce_rope_key(float *dkr, const float *dkf, const dims *d)
+{
+    memset(dkr, 0, (size_t)d->BT * d->dr * sizeof(float));
+    for (int i = 0; i < d->BT; i++)
+        for (int h = 0; h < d->H; h++) {
+            const float *src = dkf + ((size_t)i * d->H + h) * d->dqk + d->dh;
+            for (int j = 0; j < d->dr; j++) dkr[(size_t)i * d->dr + j] += src[j];
+        }
+}
+
+/* Query path backward, given g->dqf; accumulates into dx and the grads. */
+static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p *w,
+                             const mla_p *dw, const mla_a *a, mla_g *g, float *dx,
+                             const float *x, int B, int T)
+{
+    int Hd = d->H * d->dh, Hr = d->H * d->dr;
+    unpack_heads(g->dcont, g->dqf, d, 0, d->dh);
+    unpack_heads(g->drope, g->dqf, d, d->dh, d->dr);
+    al_rope_backward(g->drope, B, T, d->H, d->dr, Hr, 0, s->rope_base);
+    if (!d->dq) {
+        al_linear_backward(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd);
+        al_linear_backward(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr);
+        return;
+    }
+    memset(g->dcq, 0, (size_t)d->BT * d->dq * sizeof(float));
+    al_linear_backward(g->dcq, dw->wuq, g->dcont, a->cq, w->wuq, d->BT, d->dq, Hd);
+    al_linear_backward(g->dcq, dw->wqr, g->drope, a->cq, w->wqr, d->BT, d->dq, Hr);
+    memset(g->dcq0, 0, (size_t)d->BT * d->dq * sizeof(float));
+    al_rmsnorm_backward(g->dcq0, dw->q_norm, g->dcq, a->cq0, w->q_norm, a->rstdq, d->BT, d->dq);
+    al_linear_backward(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq);
+}
+
+static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                         const float *dout, const float *x, const float *act, float *const *p,
+                         int B, int T)
+{
+    dims d = get_dims(s, B, T);
+    mla_p w = bind(&d, p), dw = bind(&d, dp);
+    mla_a a = carve(&d, (float *)act, B, T);
+    mla_g g = carve_grads(&d, scratch);
+    size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Hqk = (size_t)d.H * d.dqk;
+    memset(g.dy, 0, BT * Hd * 2 * sizeof(float));           /* dy, dv */
+    memset(g.dqf, 0, BT * Hqk * 2 * sizeof(float));         /* dqf, dkf */
+    al_linear_backward(g.dy, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
+    al_sdpa_backward(g.dqf, g.dkf, g.dv, g.sc, g.dy, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H,
+                     d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
+    queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
+    /* k_c = wuk . c and v = wuv . c both feed dc */
+    unpack_heads(g.dcont, g.dkf, &d, 0, d.dh);
+    memset(g.dc, 0, BT * d.dc * sizeof(float));
+    al_linear_backward(g.dc, dw.wuk, g.dcont, a.c, w.wuk, d.BT, d.dc, (int)Hd);
+    al_linear_backward(g.dc, dw.wuv, g.dv, a.c, w.wuv, d.BT, d.dc, (int)Hd);
+    memset(g.dc0, 0, BT * d.dc * sizeof(float));
+    al_rmsnorm_backward(g.dc0, dw.kv_norm, g.dc, a.c0, w.kv_norm, a.rstdc, d.BT, d.dc);
+    al_linear_backward(dx, dw.wdkv, g.dc0, x, w.wdkv, d.BT, d.D, d.dc);
+    /* k_r = rope(wkr . x), shared by all heads */
+    reduce_rope_key(g.dkr, g.dkf, &d);
+    al_rope_backward(g.dkr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
+    al_linear_backward(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr);
+}
+
+static size_t mla_kv_elems(const al_attn_shape *s)
+{
+    return (size_t)al_set_int(s, SET_D_LATENT) + al_set_int(s, SET_D_ROPE);
+}
+
+const al_variant_ops al_variant_mla = {
+    .api_version = AL_VARIANT_API_VERSION,
+    .name = "mla",
+    .description = "multi-head latent attention (DeepSeek-V2): caches a d_latent latent and a shared d_rope RoPE key",
+    .settings = mla_settings,
+    .check = mla_check,
+    .params = mla_params,
+    .act_floats = mla_act_floats,
+    .scratch_floats = mla_scratch_floats,
+    .forward = mla_forward,
+    .backward = mla_backward,
+    .kv_elems = mla_kv_elems,
+};

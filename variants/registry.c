@@ -1,0 +1,96 @@
+/*
+ * registry.c - the attention variants known to this run.
+ *
+ * Built-ins come from one static NULL-terminated table, in the order they
+ * are listed by `attnlab variants`; plugins are appended by the loader.
+ */
+#include "al_registry.h"
+
+#include <string.h>
+
+extern const al_variant_ops al_variant_mha;
+extern const al_variant_ops al_variant_mqa;
+extern const al_variant_ops al_variant_gqa;
+extern const al_variant_ops al_variant_mla;
+
+static const al_variant_ops *const builtins[] = {
+    &al_variant_mha,
+    &al_variant_mqa,
+    &al_variant_gqa,
+    &al_variant_mla,
+    NULL,
+};
+
+#define MAX_VARIANTS 64
+static const al_variant_ops *extra[MAX_VARIANTS];
+static const char *extra_origin[MAX_VARIANTS];
+static int n_extra;
+
+static int n_builtins(void)
+{
+    int n = 0;
+    while (builtins[n]) n++;
+    return n;
+}
+
+int al_variant_count(void) { return n_builtins() + n_extra; }
+
+const al_variant_ops *al_variant_at(int i)
+{
+    int nb = n_builtins();
+    if (i < 0 || i >= nb + n_extra) return NULL;
+    return i < nb ? builtins[i] : extra[i - nb];
+}
+
+const char *al_variant_origin(int i)
+{
+    int nb = n_builtins();
+    return i < nb ? "built-in" : extra_origin[i - nb];
+}
+
+const al_variant_ops *al_variant_find(const char *name)
+{
+    for (int i = 0; i < al_variant_count(); i++)
+        if (strcmp(al_variant_at(i)->name, name) == 0) return al_variant_at(i);
+    return NULL;
+}
+
+int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e)
+{
+    if (ops->api_version != AL_VARIANT_API_VERSION)
+        return al_errf(e, "%s: variant '%s' was built for interface version %d, "
+                       "this attnlab has version %d", origin,
+                       ops->name ? ops->name : "?", ops->api_version,
+                       AL_VARIANT_API_VERSION);
+    if (!ops->name || !ops->forward || !ops->backward || !ops->params ||
+        !ops->act_floats || !ops->scratch_floats || !ops->kv_elems)
+        return al_errf(e, "%s: variant table is missing a required member", origin);
+    if (al_variant_n_settings(ops) > AL_MAX_SETTINGS)
+        return al_errf(e, "%s: variant '%s' declares more than %d settings",
+                       origin, ops->name, AL_MAX_SETTINGS);
+    for (int i = 0; i < al_variant_count(); i++)
+        if (strcmp(al_variant_at(i)->name, ops->name) == 0)
+            return al_errf(e, "%s: variant '%s' is already registered by %s",
+                           origin, ops->name, al_variant_origin(i));
+    if (n_extra == MAX_VARIANTS)
+        return al_errf(e, "%s: too many variants (at most %d plugins)", origin, MAX_VARIANTS);
+    extra[n_extra] = ops;
+    extra_origin[n_extra] = origin;
+    n_extra++;
+    return 0;
+}
+
+int al_variant_n_settings(const al_variant_ops *ops)
+{
+    int n = 0;
+    if (ops->settings)
+        while (ops->settings[n].name) n++;
+    return n;
+}
+
+int al_variant_setting_index(const al_variant_ops *ops, const char *key)
+{
+    for (int i = 0; i < al_variant_n_settings(ops); i++)
+        if (strcmp(ops->settings[i].name, key) == 0) return i;
+    return -1;
+}
