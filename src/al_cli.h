@@ -1,0 +1,48 @@
+/*
+ * al_cli.h - what the subcommands share: option parsing for commands that
+ * read an experiment file, config loading, exit statuses. Each subcommand
+ * lives in its own src/cmd_*.c and is listed in main.c's table.
+ *
+ * Exit status: 0 success, 1 a run-time failure (I/O), 2 bad input (usage,
+ * configuration, a missing or corrupt file), 3 a training run diverged.
+ */
+#ifndef AL_CLI_H
+#define AL_CLI_H
+
+#include "al_config.h"
+
+enum { AL_EXIT_RUNTIME = 1, AL_EXIT_INPUT = 2, AL_EXIT_DIVERGED = 3 };
+
+#define AL_CLI_MAX_SETS 64
+#define AL_CLI_MAX_PLUGINS 16
+
+/* Options shared by the commands that read an experiment file. */
+typedef struct al_cli_opts {
+    const char *file;
+    const char *sets[AL_CLI_MAX_SETS];
+    int n_sets;
+    const char *plugins[AL_CLI_MAX_PLUGINS];
+    int n_plugins;
+    const char *out;
+    long context;
+    int help;
+} al_cli_opts;
+
+/* Prints "attnlab: msg" to stderr and returns code. */
+int al_cli_fail(int code, const char *msg);
+/* Parses a whole number in [lo, hi]; 0 or -1. */
+int al_cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Parses FILE [--set k=v]... [--plugin P]... [--out DIR] [--context N]
+ * [--help]. Options a command handles itself are passed in `extra`
+ * (NULL-terminated names taking one value each) and left to it through
+ * the extra_val array (same order), NULL when absent. Returns 0 or an exit
+ * status with the message printed. */
+int al_cli_parse(int argc, char **argv, al_cli_opts *o, const char *cmd,
+                 const char *const *extra, const char **extra_val);
+/* Loads o->file with o->sets; prints the error and returns AL_EXIT_INPUT. */
+int al_cli_load_config(const al_cli_opts *o, al_config *c);
+
+int al_cmd_train(int argc, char **argv);
+int al_cmd_kv(int argc, char **argv);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * al_data.h - training data behind one interface.
+ *
+ * A data source fills batches of (inputs, targets) token windows, and for
+ * task data (synthetic recall) 0/1 loss weights marking the positions that
+ * must answer. Sources are listed in one static table in data.c; each is a
+ * const al_data_source. The al_data owns everything it loads.
+ */
+#ifndef AL_DATA_H
+#define AL_DATA_H
+
+#include <stddef.h>
+#include "al_config.h"
+
+enum al_split { AL_SPLIT_TRAIN = 0, AL_SPLIT_VAL = 1 };
+
+typedef struct al_data al_data;
+
+typedef struct al_data_source {
+    const char *name;
+    /* Vocabulary size the source produces, known before loading. */
+    int (*vocab)(const al_data_config *c);
+    /* Load or generate; seq_len is the model's window length. */
+    int (*open)(al_data *d, const al_data_config *c, int seq_len, al_err *e);
+    /* One batch: in, tgt (B, T) tokens; w (B, T) weights when has_weights.
+     * Windows are drawn with rng (seeded by the caller: train RNG, or the
+     * fixed eval seed so that every eval sees the same batches). */
+    void (*batch)(al_data *d, int split, al_rng *rng, int B, int T, int *in,
+                  int *tgt, float *w);
+    void (*close)(al_data *d);
+} al_data_source;
+
+struct al_data {
+    const al_data_source *src;
+    int vocab_size;            /* 256 for bytes */
+    int has_weights;           /* 1: task data, loss and accuracy on answers only */
+    unsigned char *bytes;      /* text sources: the whole file */
+    size_t n, n_train;         /* bytes, and how many are training data */
+    void *impl;                /* source-private state */
+};
+
+/* Vocabulary of a source without loading it; -1 for an unknown source. */
+int al_data_vocab(const al_data_config *c);
+int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e);
+void al_data_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
+                   int *tgt, float *w);
+void al_data_close(al_data *d);
+
+/* Text helpers shared by byte sources: split bytes[0..n) into train / val. */
+int al_data_text_split(al_data *d, const char *what, double val_fraction,
+                       int seq_len, al_err *e);
+
+#endif

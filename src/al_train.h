@@ -1,0 +1,46 @@
+/*
+ * al_train.h - one training run: data, model, AdamW, evaluation, outputs.
+ *
+ * Writes into outdir (when given): config.yaml (resolved, at the start),
+ * metrics.csv (rewritten atomically at every evaluation). A loss that
+ * becomes NaN or Inf ends the run with status AL_TRAIN_DIVERGED, not a crash.
+ */
+#ifndef AL_TRAIN_H
+#define AL_TRAIN_H
+
+#include "al_config.h"
+
+enum al_train_status { AL_TRAIN_OK = 0, AL_TRAIN_DIVERGED = 1 };
+
+typedef struct al_train_opts {
+    const char *outdir;     /* NULL: write no files */
+    int resume;             /* continue from outdir's checkpoint */
+    int log_lines;          /* plain progress lines when stderr is not a tty */
+    const char *label;      /* prefix of progress lines, or NULL */
+} al_train_opts;
+
+typedef struct al_train_result {
+    int status;             /* enum al_train_status */
+    char reason[256];       /* why a run diverged */
+    int steps_done;
+    double final_train_loss, val_loss, best_val_loss;
+    double val_accuracy;    /* NAN unless the data is a task with answers */
+    double tokens_per_s, wall_s;
+    size_t params, kv_elems_per_token;
+} al_train_result;
+
+/* Returns -1 with e set on bad input or I/O failure; otherwise 0 with the
+ * outcome (including divergence) in r. */
+int al_train(const al_config *c, const al_train_opts *o, al_train_result *r, al_err *e);
+
+/* Resolve values that depend on the data (model.vocab_size). */
+int al_train_resolve(al_config *c, int data_vocab, al_err *e);
+
+/* Mean validation loss (and accuracy for task data) over eval_batches
+ * batches drawn from the fixed eval seed. Exposed for tests and `score`. */
+struct al_model;
+struct al_data;
+double al_evaluate(struct al_model *m, struct al_data *d, const al_train_config *t,
+                   double *accuracy);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * data.c - data sources. "text": any file as bytes, the first
+ * 1 - val_fraction for training, the rest for validation; windows of
+ * T + 1 bytes at uniformly random offsets.
+ */
+#include "al_data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ byte text */
+
+int al_data_text_split(al_data *d, const char *what, double val_fraction,
+                       int seq_len, al_err *e)
+{
+    d->vocab_size = 256;
+    d->n_train = (size_t)((double)d->n * (1.0 - val_fraction));
+    size_t need = (size_t)seq_len + 1;
+    if (d->n_train < need || d->n - d->n_train < need)
+        return al_errf(e, "%s: too short: %zu bytes give %zu training and %zu "
+                       "validation bytes, each split needs at least seq_len + 1 = %zu",
+                       what, d->n, d->n_train, d->n - d->n_train, need);
+    return 0;
+}
+
+static int text_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
+{
+    if (!c->path[0]) return al_errf(e, "data.path: required for source 'text'");
+    char *buf;
+    size_t n;
+    if (al_read_file(c->path, &buf, &n, e) != 0) return -1;
+    d->bytes = (unsigned char *)buf;
+    d->n = n;
+    return al_data_text_split(d, c->path, c->val_fraction, seq_len, e);
+}
+
+static void text_batch(al_data *d, int split, al_rng *rng, int B, int T,
+                       int *in, int *tgt, float *w)
+{
+    size_t lo = split == AL_SPLIT_TRAIN ? 0 : d->n_train;
+    size_t hi = split == AL_SPLIT_TRAIN ? d->n_train : d->n;
+    size_t span = hi - lo - (size_t)T; /* offsets lo .. hi - T - 1 */
+    for (int b = 0; b < B; b++) {
+        const unsigned char *s = d->bytes + lo + al_rng_below(rng, span);
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = s[t];
+            tgt[b * T + t] = s[t + 1];
+        }
+    }
+    (void)w;
+}
+
+static void text_close(al_data *d) { free(d->bytes); }
+
+static int bytes_vocab(const al_data_config *c) { return 256; }
+
+static const al_data_source text_source = {"text", bytes_vocab, text_open, text_batch,
+                                           text_close};
+
+/* ------------------------------------------------------------ registry */
+
+static const al_data_source *const sources[] = {
+    &text_source,
+    NULL,
+};
+
+static const al_data_source *find_source(const char *name)
+{
+    for (int i = 0; sources[i]; i++)
+        if (strcmp(sources[i]->name, name) == 0) return sources[i];
+    return NULL;
+}
+
+int al_data_vocab(const al_data_config *c)
+{
+    const al_data_source *s = find_source(c->source);
+    return s ? s->vocab(c) : -1;
+}
+
+int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
+{
+    memset(d, 0, sizeof *d);
+    d->src = find_source(c->source);
+    if (d->src) {
+        if (d->src->open(d, c, seq_len, e) != 0) {
+            al_data_close(d);
+            return -1;
+        }
+        return 0;
+    }
+    return al_errf(e, "data.source: unknown source '%s'", c->source);
+}
+
+void al_data_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
+                   int *tgt, float *w)
+{
+    d->src->batch(d, split, rng, B, T, in, tgt, w);
+}
+
+void al_data_close(al_data *d)
+{
+    if (d->src && d->src->close) d->src->close(d);
+    memset(d, 0, sizeof *d);
+}

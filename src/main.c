@@ -1,0 +1,49 @@
+/*
+ * main.c - the attnlab command line: one table of subcommands (each in its
+ * own src/cmd_*.c). Only main() decides the exit status.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "al_cli.h"
+
+/* ------------------------------------------------------------ dispatch */
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"train", al_cmd_train, "train one model from a config file"},
+    {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: attnlab COMMAND [ARGS...]\n\n"
+               "attnlab trains small GPT-style models with pluggable attention variants\n"
+               "and measures what each costs in KV cache and buys in quality.\n\ncommands:\n");
+    for (int i = 0; commands[i].name; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'attnlab COMMAND --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return AL_EXIT_INPUT;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; commands[i].name; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "attnlab: unknown command '%s' (see 'attnlab --help')\n", argv[1]);
+    return AL_EXIT_INPUT;
+}

@@ -1,0 +1,300 @@
+/*
+ * train.c - the training loop shared by `attnlab train` and the sweep runner.
+ */
+#include "al_train.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "al_data.h"
+#include "al_model.h"
+#include "al_optim.h"
+
+/* ------------------------------------------------------------ metrics */
+
+typedef struct metric_row {
+    int step;
+    double train_loss, val_loss, val_acc, lr, tok_s, elapsed;
+} metric_row;
+
+typedef struct metrics {
+    metric_row *rows;
+    int n, cap;
+} metrics;
+
+static void metrics_add(metrics *mt, metric_row r)
+{
+    if (mt->n == mt->cap) {
+        mt->cap = mt->cap ? 2 * mt->cap : 64;
+        metric_row *nr = realloc(mt->rows, mt->cap * sizeof *nr);
+        AL_ASSERT(nr != NULL);
+        mt->rows = nr;
+    }
+    mt->rows[mt->n++] = r;
+}
+
+static void put_num(FILE *f, double x)
+{
+    if (!isnan(x)) fprintf(f, "%.6g", x);
+}
+
+static int metrics_write(const metrics *mt, const char *dir, al_err *e)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+    if (!f) return -1;
+    fprintf(f, "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s\n");
+    for (int i = 0; i < mt->n; i++) {
+        const metric_row *r = &mt->rows[i];
+        fprintf(f, "%d,", r->step);
+        put_num(f, r->train_loss);
+        fputc(',', f);
+        put_num(f, r->val_loss);
+        fputc(',', f);
+        put_num(f, r->val_acc);
+        fprintf(f, ",%.6g,%.1f,%.3f\n", r->lr, r->tok_s, r->elapsed);
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+static int write_config(const al_config *c, const char *dir, al_err *e)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+    if (!f) return -1;
+    al_config_write_yaml(c, f);
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+static double batch_accuracy(const float *logits, const int *tgt, const float *w,
+                             int BT, int V, double *count)
+{
+    double hit = 0;
+    for (int i = 0; i < BT; i++) {
+        if (w && w[i] == 0.0f) continue;
+        const float *row = logits + (size_t)i * V;
+        int best = 0;
+        for (int j = 1; j < V; j++)
+            if (row[j] > row[best]) best = j;
+        hit += best == tgt[i];
+        *count += 1;
+    }
+    return hit;
+}
+
+double al_evaluate(al_model *m, al_data *d, const al_train_config *t, double *accuracy)
+{
+    int B = t->batch_size, T = m->cfg.seq_len, BT = B * T, V = m->cfg.vocab_size;
+    int *in = al_malloc(BT * sizeof(int)), *tgt = al_malloc(BT * sizeof(int));
+    float *w = al_malloc(BT * sizeof(float));
+    al_rng rng;
+    al_rng_seed(&rng, t->eval_seed);
+    double sum = 0, hits = 0, count = 0;
+    for (int i = 0; i < t->eval_batches; i++) {
+        al_data_batch(d, AL_SPLIT_VAL, &rng, B, T, in, tgt, w);
+        const float *wp = d->has_weights ? w : NULL;
+        sum += al_model_forward(m, in, tgt, wp, B, T);
+        hits += batch_accuracy(m->logits, tgt, wp, BT, V, &count);
+    }
+    if (accuracy) *accuracy = d->has_weights ? (count > 0 ? hits / count : 0.0) : NAN;
+    free(in);
+    free(tgt);
+    free(w);
+    return sum / t->eval_batches;
+}
+
+/* ------------------------------------------------------------ loop */
+
+int al_train_resolve(al_config *c, int data_vocab, al_err *e)
+{
+    if (c->model.vocab_size == 0) c->model.vocab_size = data_vocab;
+    if (c->model.vocab_size != data_vocab)
+        return al_errf(e, "%s: 'model.vocab_size' (%d) does not match data source "
+                       "'%s' (vocabulary %d)", c->file, c->model.vocab_size,
+                       c->data.source, data_vocab);
+    return 0;
+}
+
+static void fmt_eta(char *buf, size_t n, double s)
+{
+    if (s < 0 || !isfinite(s)) snprintf(buf, n, "?");
+    else if (s < 90) snprintf(buf, n, "%.0fs", s);
+    else if (s < 5400) snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+    else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(s / 60, 60));
+}
+
+typedef struct run {
+    const al_config *c;
+    const al_train_opts *o;
+    al_data data;
+    al_model model;
+    al_adamw opt;
+    al_rng rng;
+    int *in, *tgt;
+    float *w;
+    metrics mt;
+    double t0, train_time;
+    long tokens;
+} run;
+
+static void report_progress(run *R, int step, double loss, double lr, int eval_line,
+                            double val, double acc)
+{
+    const al_train_config *t = &R->c->train;
+    double tok_s = R->train_time > 0 ? R->tokens / R->train_time : 0;
+    double eta = tok_s > 0 ? (double)(t->steps - step) * t->batch_size *
+                                 R->c->model.seq_len / tok_s : -1;
+    char etab[32];
+    fmt_eta(etab, sizeof etab, eta);
+    const char *lab = R->o->label ? R->o->label : "train";
+    const char *mask = R->c->model.causal ? "" : " [causal: false]";
+    if (al_stderr_is_tty()) {
+        al_progress_line("%s%s step %d/%d | loss %.4f | val %.4f | lr %.2e | %.0f tok/s | ETA %s",
+                         lab, mask, step, t->steps, loss, val, lr, tok_s, etab);
+    } else if (eval_line && R->o->log_lines) {
+        fprintf(stderr, "%s%s step %d/%d train_loss %.4f val_loss %.4f", lab, mask,
+                step, t->steps, loss, val);
+        if (!isnan(acc)) fprintf(stderr, " val_accuracy %.4f", acc);
+        fprintf(stderr, " lr %.3g tok/s %.0f eta %s\n", lr, tok_s, etab);
+    }
+}
+
+static int run_open(run *R, al_config *c, al_err *e)
+{
+    if (al_data_open(&R->data, &c->data, c->model.seq_len, e) != 0) return -1;
+    if (al_train_resolve(c, R->data.vocab_size, e) != 0) return -1;
+    if (al_model_init(&R->model, &c->model, e) != 0) return -1;
+    al_model_init_weights(&R->model, c->train.seed);
+    if (al_model_reserve(&R->model, c->train.batch_size, c->model.seq_len, e) != 0)
+        return -1;
+    al_adamw_init(&R->opt, R->model.n_params, c->train.beta1, c->train.beta2,
+                  c->train.weight_decay);
+    /* The data stream has its own seed-derived state, apart from the init. */
+    al_rng_seed(&R->rng, c->train.seed ^ 0xD1B54A32D192ED03ULL);
+    size_t BT = (size_t)c->train.batch_size * c->model.seq_len;
+    R->in = al_malloc(BT * sizeof(int));
+    R->tgt = al_malloc(BT * sizeof(int));
+    R->w = al_malloc(BT * sizeof(float));
+    return 0;
+}
+
+static void run_close(run *R)
+{
+    al_data_close(&R->data);
+    al_model_free(&R->model);
+    al_adamw_free(&R->opt);
+    free(R->in);
+    free(R->tgt);
+    free(R->w);
+    free(R->mt.rows);
+}
+
+/* One optimisation step; returns the loss (NaN/Inf on divergence). */
+static double train_step(run *R, int step)
+{
+    const al_train_config *t = &R->c->train;
+    int B = t->batch_size, T = R->c->model.seq_len;
+    double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
+    al_data_batch(&R->data, AL_SPLIT_TRAIN, &R->rng, B, T, R->in, R->tgt, R->w);
+    al_model_zero_grad(&R->model);
+    double loss = al_model_forward(&R->model, R->in, R->tgt,
+                                   R->data.has_weights ? R->w : NULL, B, T);
+    if (!isfinite(loss)) return loss;
+    al_model_backward(&R->model);
+    double norm = al_clip_grad_norm(&R->model, t->grad_clip);
+    if (!isfinite(norm)) return norm;
+    al_adamw_step(&R->opt, &R->model, lr);
+    return loss;
+}
+
+/* Evaluate, record a metrics row and rewrite metrics.csv. */
+static int eval_point(run *R, int step, double train_loss, al_train_result *r, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    double acc, val = al_evaluate(&R->model, &R->data, t, &acc);
+    double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
+    metric_row row = {step, train_loss, val, acc, lr,
+                      R->train_time > 0 ? R->tokens / R->train_time : 0,
+                      al_now() - R->t0};
+    metrics_add(&R->mt, row);
+    r->val_loss = val;
+    r->val_accuracy = acc;
+    if (isnan(r->best_val_loss) || val < r->best_val_loss) r->best_val_loss = val;
+    report_progress(R, step, train_loss, lr, 1, val, acc);
+    if (R->o->outdir && metrics_write(&R->mt, R->o->outdir, e) != 0) return -1;
+    return 0;
+}
+
+static int train_loop(run *R, al_train_result *r, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    double sum = 0, last_print = 0;
+    int count = 0;
+    for (int step = 0; step < t->steps; step++) {
+        if (step % t->eval_every == 0 &&
+            eval_point(R, step, count ? sum / count : NAN, r, e) != 0)
+            return -1;
+        if (step % t->eval_every == 0) sum = 0, count = 0;
+        double ts = al_now();
+        double loss = train_step(R, step);
+        R->train_time += al_now() - ts;
+        R->tokens += (long)t->batch_size * R->c->model.seq_len;
+        if (!isfinite(loss)) {
+            r->status = AL_TRAIN_DIVERGED;
+            snprintf(r->reason, sizeof r->reason, "loss became %s at step %d",
+                     isnan(loss) ? "NaN" : "Inf", step);
+            r->steps_done = step;
+            return 0;
+        }
+        sum += loss, count++;
+        r->final_train_loss = loss;
+        r->steps_done = step + 1;
+        if (al_stderr_is_tty() && al_now() - last_print > 0.1) {
+            last_print = al_now();
+            report_progress(R, step + 1, loss, al_lr_at(step, t->steps, t->warmup_steps,
+                            t->lr, t->min_lr), 0, r->val_loss, NAN);
+        }
+    }
+    if (eval_point(R, t->steps, count ? sum / count : NAN, r, e) != 0) return -1;
+    if (!isfinite(r->val_loss)) {
+        r->status = AL_TRAIN_DIVERGED;
+        snprintf(r->reason, sizeof r->reason, "validation loss is not finite");
+    }
+    return 0;
+}
+
+int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al_err *e)
+{
+    al_config c = *c0;
+    run R;
+    memset(&R, 0, sizeof R);
+    memset(r, 0, sizeof *r);
+    r->val_loss = r->best_val_loss = r->val_accuracy = r->final_train_loss = NAN;
+    R.c = &c;
+    R.o = o;
+    R.t0 = al_now();
+    int threads = c.train.threads > 0 ? c.train.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    openblas_set_num_threads(threads);
+    int rc = run_open(&R, &c, e);
+    if (rc == 0 && o->outdir) {
+        rc = al_mkdirs(o->outdir, e);
+        if (rc == 0) rc = write_config(&c, o->outdir, e);
+    }
+    if (rc == 0) {
+        r->params = R.model.n_params;
+        r->kv_elems_per_token = al_model_kv_elems_per_token(&c.model);
+        rc = train_loop(&R, r, e);
+        al_progress_end();
+    }
+    r->tokens_per_s = R.train_time > 0 ? R.tokens / R.train_time : 0;
+    r->wall_s = al_now() - R.t0;
+    run_close(&R);
+    return rc;
+}
