@@ -24,3 +24,7 @@ AL_BUILD_PACKAGES=(gcc pkg-config meson ninja-build libopenblas-dev libyaml-dev
 AL_RUN_PACKAGES=(gnuplot-nox bible-kjv)
 # Tests only: the PyTorch reference implementation.
 AL_TEST_PACKAGES=(python3-torch python3-numpy)
+# Optional, for running beyond one machine: MPI (data-parallel training,
+# the mpi sweep executor; the build picks it up when present). Tests that
+# need it skip with a message where it is missing.
+AL_MPI_PACKAGES=(openmpi-bin libopenmpi-dev)

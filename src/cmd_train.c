@@ -7,6 +7,7 @@
 
 #include "al_cli.h"
 #include "al_data.h"
+#include "al_dist.h"
 #include "al_model.h"
 #include "al_train.h"
 
@@ -21,23 +22,30 @@ static const char train_help[] =
     "Progress goes to standard error: a live line on a terminal, one plain\n"
     "line per evaluation otherwise. The last line on standard output is\n"
     "  val_loss=<nats/token> train_loss=... tokens_per_s=... wall_s=...\n"
-    "Exit status: 0 done, 2 bad input, 3 the loss diverged (NaN/Inf).\n";
+    "Exit status: 0 done, 2 bad input, 3 the loss diverged (NaN/Inf).\n"
+    "\n"
+    "Data-parallel: 'mpirun -np N attnlab train CONFIG' (or srun --mpi=pmix)\n"
+    "splits each batch of train.batch_size (divisible by N) across N ranks and\n"
+    "trains exactly as one process would; rank 0 writes DIR and the output.\n";
 
-int al_cmd_train(int argc, char **argv)
+/* Errors under MPI: al_dist_agree leaves a message only where it should be
+ * printed, so that a failure every rank shares is printed once. */
+static int train_fail(const al_err *e)
 {
-    al_cli_opts o;
-    int rc = al_cli_parse(argc, argv, &o, "train", NULL, NULL);
-    if (rc) return rc;
-    if (o.help) return fputs(train_help, stdout), 0;
+    if (e->msg[0]) fprintf(stderr, "%s\n", e->msg);
+    return AL_EXIT_INPUT;
+}
+
+static int train_ranked(const al_cli_opts *o)
+{
     al_config c;
-    if ((rc = al_cli_load_config(&o, &c))) return rc;
-    al_train_opts to = {.outdir = o.out ? o.out : "results/train", .log_lines = 1};
-    al_train_result r;
     al_err e;
-    if (al_train(&c, &to, &r, &e) != 0) {
-        fprintf(stderr, "%s\n", e.msg);
-        return AL_EXIT_INPUT;
-    }
+    int bad = al_config_load(o->file, o->sets, o->n_sets, &c, &e) != 0;
+    if (al_dist_agree(bad, &e) != 0) return train_fail(&e);
+    al_train_opts to = {.outdir = o->out ? o->out : "results/train", .log_lines = 1};
+    al_train_result r;
+    if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e);
+    if (al_dist_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;
     const char *mask = c.model.causal ? "" : " causal=false";
     if (r.status == AL_TRAIN_DIVERGED) {
         printf("status=diverged reason=\"%s\" steps=%d%s\n", r.reason, r.steps_done, mask);
@@ -46,9 +54,24 @@ int al_cmd_train(int argc, char **argv)
     printf("val_loss=%.4f best_val_loss=%.4f train_loss=%.4f", r.val_loss,
            r.best_val_loss, r.final_train_loss);
     if (!isnan(r.val_accuracy)) printf(" val_accuracy=%.4f", r.val_accuracy);
-    printf(" params=%zu tokens_per_s=%.0f wall_s=%.1f variant=%s%s\n", r.params,
+    printf(" params=%zu tokens_per_s=%.0f wall_s=%.1f variant=%s%s", r.params,
            r.tokens_per_s, r.wall_s, c.model.variant, mask);
+    if (al_dist_size() > 1) printf(" ranks=%d", al_dist_size());
+    putchar('\n');
     return 0;
+}
+
+int al_cmd_train(int argc, char **argv)
+{
+    al_cli_opts o;
+    int rc = al_cli_parse(argc, argv, &o, "train", NULL, NULL);
+    if (rc) return rc;
+    if (o.help) return fputs(train_help, stdout), 0;
+    al_err e;
+    if (al_dist_init(&e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    rc = train_ranked(&o);
+    al_dist_finalize();
+    return rc;
 }
 
 /* ------------------------------------------------------------ kv */

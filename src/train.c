@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "al_data.h"
+#include "al_dist.h"
 #include "al_model.h"
 #include "al_optim.h"
 
@@ -148,6 +149,7 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
                             double val, double acc)
 {
     const al_train_config *t = &R->c->train;
+    if (al_dist_rank() != 0) return;   /* rank 0 alone reports */
     double tok_s = R->train_time > 0 ? R->tokens / R->train_time : 0;
     double eta = tok_s > 0 ? (double)(t->steps - step) * t->batch_size *
                                  R->c->model.seq_len / tok_s : -1;
@@ -205,10 +207,9 @@ static double train_step(run *R, int step)
     double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
     al_data_batch(&R->data, AL_SPLIT_TRAIN, &R->rng, B, T, R->in, R->tgt, R->w);
     al_model_zero_grad(&R->model);
-    double loss = al_model_forward(&R->model, R->in, R->tgt,
-                                   R->data.has_weights ? R->w : NULL, B, T);
+    double loss = al_dp_forward_backward(&R->model, R->in, R->tgt,
+                                         R->data.has_weights ? R->w : NULL, B, T);
     if (!isfinite(loss)) return loss;
-    al_model_backward(&R->model);
     double norm = al_clip_grad_norm(&R->model, t->grad_clip);
     if (!isfinite(norm)) return norm;
     al_adamw_step(&R->opt, &R->model, lr);
@@ -229,8 +230,9 @@ static int eval_point(run *R, int step, double train_loss, al_train_result *r, a
     r->val_accuracy = acc;
     if (isnan(r->best_val_loss) || val < r->best_val_loss) r->best_val_loss = val;
     report_progress(R, step, train_loss, lr, 1, val, acc);
-    if (R->o->outdir && metrics_write(&R->mt, R->o->outdir, e) != 0) return -1;
-    return 0;
+    int bad = R->o->outdir && metrics_write(&R->mt, R->o->outdir, e) != 0;
+    if (al_dist_agree(bad, e) != 0) return -1;
+    return al_dp_check_replicas(&R->model, &R->rng, step, e);
 }
 
 static int train_loop(run *R, al_train_result *r, al_err *e)
@@ -278,16 +280,23 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     memset(&R, 0, sizeof R);
     memset(r, 0, sizeof *r);
     r->val_loss = r->best_val_loss = r->val_accuracy = r->final_train_loss = NAN;
+    /* Under MPI rank 0 alone writes files and shows progress. */
+    al_train_opts ro = *o;
+    if (al_dist_rank() != 0) ro.outdir = NULL, ro.log_lines = 0;
+    o = &ro;
     R.c = &c;
     R.o = o;
     R.t0 = al_now();
-    int threads = c.train.threads > 0 ? c.train.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_dist_local_size();
+    int threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? cores : 1;
     openblas_set_num_threads(threads);
-    int rc = run_open(&R, &c, e);
+    int rc = al_dp_check_batch(c.train.batch_size, e);
+    if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->outdir) {
         rc = al_mkdirs(o->outdir, e);
         if (rc == 0) rc = write_config(&c, o->outdir, e);
     }
+    rc = al_dist_agree(rc != 0, e);
     if (rc == 0) {
         r->params = R.model.n_params;
         r->kv_elems_per_token = al_model_kv_elems_per_token(&c.model);
