@@ -12,6 +12,8 @@
  * step). When MPI_Comm_size disagrees (another MPI's launcher, srun without
  * --mpi=pmix) the job would silently be N one-rank copies: al_dist_init
  * refuses instead, and so does a build without MPI launched as N > 1 ranks.
+ * Open MPI builds refuse before MPI_Init a launch without PMIx (no
+ * OMPI_COMM_WORLD_SIZE, no PMIX_RANK), which Open MPI would abort in it.
  *
  * Collectives must be called by every rank in the same order. Failures that
  * only one rank sees (a file it cannot write) are made collective with

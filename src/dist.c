@@ -63,8 +63,8 @@ static int mpi_start(long want, const char *var, al_err *e)
     MPI_Comm_size(MPI_COMM_WORLD, &D.size);
     if (want > 0 && D.size != want) {
         al_errf(e, "the launcher started %ld ranks (%s) but MPI_Comm_size is %d: it does not "
-                "match this build's MPI (Open MPI); launch with Open MPI's mpirun, or "
-                "srun --mpi=pmix under Slurm", want, var, D.size);
+                "match this build's MPI; launch with this MPI's own mpirun, or srun "
+                "--mpi=pmix under Slurm", want, var, D.size);
         MPI_Finalize();
         D.mpi = 0, D.rank = 0, D.size = 1;
         return -1;
@@ -87,6 +87,14 @@ int al_dist_init(al_err *e)
         return 0;
     }
 #ifdef AL_HAVE_MPI
+#ifdef OPEN_MPI
+    /* Open MPI starts only under its own mpirun or a PMIx server; anything
+     * else aborts inside MPI_Init or runs N one-rank copies. */
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK"))
+        return al_errf(e, "the launcher started %ld ranks (%s) without PMIx, which this "
+                       "build's MPI (Open MPI) needs: launch with Open MPI's mpirun, or "
+                       "srun --mpi=pmix under Slurm", want, var);
+#endif
     if (mpi_start(want, var, e) != 0) return -1;
     D.inited = 1;
     return 0;

@@ -150,15 +150,16 @@ static int have_mpirun(const char *test)
     return 1;
 }
 
-/* np 0: no mpirun. Returns the exit status, output in *out. */
-static int run_train(int np, const char *env, const char *cfg, const char *out_dir,
-                     const char *sets, char **out)
+/* np 0: no mpirun. env goes before the launcher, wrap between it and
+ * attnlab. Returns the exit status, output in *out. */
+static int run_train(int np, const char *env, const char *wrap, const char *cfg,
+                     const char *out_dir, const char *sets, char **out)
 {
     char cmd[8192];
     char launch[64] = "";
     if (np) snprintf(launch, sizeof launch, "timeout 300 mpirun -np %d", np);
-    snprintf(cmd, sizeof cmd, "%s %s %s %s train %s --out %s %s", mpi_prefix(), env, launch,
-             al_test_binary(), cfg, out_dir, sets);
+    snprintf(cmd, sizeof cmd, "%s %s %s %s %s train %s --out %s %s", mpi_prefix(), env,
+             launch, wrap, al_test_binary(), cfg, out_dir, sets);
     return al_test_run(cmd, out);
 }
 
@@ -210,9 +211,9 @@ START_TEST(two_ranks_train_like_one_process)
     char *dir = al_test_tmpdir(), *cfg = dp_config(dir), d1[4200], d2[4200], *out;
     snprintf(d1, sizeof d1, "%s/one", dir);
     snprintf(d2, sizeof d2, "%s/two", dir);
-    ck_assert_msg(run_train(0, "", cfg, d1, "", &out) == 0, "%s", out);
+    ck_assert_msg(run_train(0, "", "", cfg, d1, "", &out) == 0, "%s", out);
     free(out);
-    ck_assert_msg(run_train(2, "", cfg, d2, "", &out) == 0, "%s", out);
+    ck_assert_msg(run_train(2, "", "", cfg, d2, "", &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "ranks=2"), "%s", out);
     /* rank 0 alone prints the result line and the progress */
     ck_assert_msg(count(out, "best_val_loss=") == 1, "%s", out);
@@ -235,15 +236,15 @@ START_TEST(failures_under_mpirun_end_every_rank_with_one_message)
     if (!have_mpirun("failures_under_mpirun_end_every_rank_with_one_message")) return;
     char *dir = al_test_tmpdir(), *cfg = dp_config(dir), d[4200], *out;
     snprintf(d, sizeof d, "%s/x", dir);
-    ck_assert_int_eq(run_train(3, "", cfg, d, "", &out), 2);
+    ck_assert_int_eq(run_train(3, "", "", cfg, d, "", &out), 2);
     ck_assert_msg(count(out, "'train.batch_size' (8) must be divisible by the number of MPI "
                              "ranks (3)") == 1, "%s", out);
     free(out);
-    ck_assert_int_eq(run_train(2, "AL_DIST_TEST_PERTURB=1", cfg, d, "", &out), 2);
+    ck_assert_int_eq(run_train(2, "AL_DIST_TEST_PERTURB=1", "", cfg, d, "", &out), 2);
     ck_assert_msg(strstr(out, "replicas differ at step 5"), "%s", out);
     free(out);
     /* a loss that blows up stops both ranks (no rank left waiting) */
-    ck_assert_int_eq(run_train(2, "", cfg, d,
+    ck_assert_int_eq(run_train(2, "", "", cfg, d,
                                "--set train.lr=1e6 --set train.min_lr=1e6 --set train.grad_clip=0",
                                &out), 3);
     ck_assert_msg(count(out, "status=diverged") == 1, "%s", out);
@@ -251,18 +252,28 @@ START_TEST(failures_under_mpirun_end_every_rank_with_one_message)
 }
 END_TEST
 
-/* A PMI launcher claiming two ranks around a single process: with MPI the
- * size check refuses it, without MPI the build does. */
+/* A launcher whose rank count this build cannot honour. A PMI launcher's
+ * two ranks around one process: Open MPI needs PMIx, a build without MPI
+ * has none. Under mpirun, a launcher that says 3 ranks while MPI_Comm_size
+ * is 2: the size check after MPI_Init. */
 START_TEST(launcher_that_does_not_match_is_refused)
 {
     char *dir = al_test_tmpdir(), *cfg = dp_config(dir), d[4200], *out;
     snprintf(d, sizeof d, "%s/x", dir);
-    ck_assert_int_eq(run_train(0, "PMI_SIZE=2 PMI_RANK=0", cfg, d, "", &out), 2);
+    ck_assert_int_eq(run_train(0, "PMI_SIZE=2 PMI_RANK=0", "", cfg, d, "", &out), 2);
     const char *want = al_dist_available()
-                           ? "started 2 ranks (PMI_SIZE) but MPI_Comm_size is 1"
+                           ? "started 2 ranks (PMI_SIZE) without PMIx"
                            : "started 2 ranks (PMI_SIZE) but this attnlab was built without MPI";
     ck_assert_msg(strstr(out, want), "%s", out);
-    free(out), free(cfg), free(dir);
+    free(out);
+    if (have_mpirun("launcher_that_does_not_match_is_refused (size check)")) {
+        ck_assert_int_eq(run_train(2, "", "env -u OMPI_COMM_WORLD_SIZE SLURM_STEP_ID=0 "
+                                   "SLURM_STEP_NUM_TASKS=3", cfg, d, "", &out), 2);
+        ck_assert_msg(strstr(out, "started 3 ranks (SLURM_STEP_NUM_TASKS) but "
+                                  "MPI_Comm_size is 2"), "%s", out);
+        free(out);
+    }
+    free(cfg), free(dir);
 }
 END_TEST
 
