@@ -303,6 +303,36 @@ START_TEST(config_plugins_load_before_the_variant_is_decoded)
 }
 END_TEST
 
+/* The shipped sweep file: every point of its grid decodes, plugin included
+ * (the sweep runner expands the grid the same way: a value replaces the
+ * subtree at its key path). */
+START_TEST(plugin_sweep_file_decodes_at_every_grid_point)
+{
+    char path[PATH_MAX], set[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/experiments/plugin_vs_builtins.yaml", al_test_srcdir());
+    al_node *root;
+    al_err e;
+    ck_assert_msg(al_yaml_load(path, &root, &e) == 0, "%s", e.msg);
+    snprintf(set, sizeof set, "plugins=[%s]", AL_SWA_PLUGIN);   /* this build's copy */
+    ck_assert_int_eq(al_node_apply_set(root, set, &e), 0);
+    ck_assert_msg(al_plugin_load_listed(root, &e) == 0, "%s", e.msg);
+    const al_node *grid = al_node_get(al_node_get(root, "sweep"), "grid");
+    const al_node *axis = grid ? al_node_get(grid, "model.attention") : NULL;
+    ck_assert_ptr_nonnull(axis);
+    int n_swa = 0, n_builtin = 0;
+    for (int i = 0; i < axis->n; i++) {
+        al_config c;
+        ck_assert_int_eq(al_node_set_path(root, "model.attention", axis->items[i], 0, &e), 0);
+        ck_assert_msg(al_config_decode(root, &c, &e) == 0, "%s", e.msg);
+        if (strcmp(c.model.variant, "swa") == 0) n_swa++;
+        else n_builtin++;
+    }
+    ck_assert_int_eq(n_swa, 2);
+    ck_assert_int_ge(n_builtin, 4);
+    al_node_free(root);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the CLI */
 
 static int run(const char *args, char **out)
@@ -381,6 +411,33 @@ START_TEST(train_and_kv_accept_plugin_and_record_it)
 }
 END_TEST
 
+/* What a researcher outside this tree does: install the headers and the .pc
+ * file, build the example on its own through pkg-config, load it. */
+START_TEST(example_builds_alone_against_the_installed_headers)
+{
+    if (al_test_run("command -v meson && command -v ninja && command -v pkg-config", NULL)) {
+        printf("skipped: meson, ninja or pkg-config not on PATH\n");
+        return;
+    }
+    char *dir = al_test_tmpdir(), cmd[8 * PATH_MAX], *out;
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; meson install --no-rebuild -C '%s' --destdir \"$d/root\" "
+             ">/dev/null; pc=$(dirname \"$(find \"$d/root\" -name attnlab-variant.pc)\"); "
+             "cp -r '%s/variants/examples/swa' \"$d/swa\"; cd \"$d/swa\"; "
+             "PKG_CONFIG_SYSROOT_DIR=\"$d/root\" PKG_CONFIG_PATH=\"$pc\" PKG_CONFIG_LIBDIR= "
+             "meson setup b >/dev/null; ninja -C b >/dev/null; "
+             "grep -o -- '-I[^ ]*attnlab' b/build.ninja | sort -u; "
+             "'%s' variants --plugin b/libattnlab_swa.so",
+             dir, AL_BUILD_DIR, al_test_srcdir(), al_test_binary());
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "-I%s/root/", dir);
+    ck_assert_msg(strstr(out, cmd), "not built against the installed headers:\n%s", out);
+    ck_assert_msg(line_starting(out, "swa ") && strstr(out, "origin=b/libattnlab_swa.so"),
+                  "%s", out);
+    free(out), free(dir);
+}
+END_TEST
+
 Suite *plugin_suite(void)
 {
     Suite *s = suite_create("plugin");
@@ -396,8 +453,10 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, duplicate_name_is_refused_and_the_plugin_loads_not_at_all);
     tcase_add_test(tc, files_that_are_not_plugins_are_refused);
     tcase_add_test(tc, config_plugins_load_before_the_variant_is_decoded);
+    tcase_add_test(tc, plugin_sweep_file_decodes_at_every_grid_point);
     tcase_add_test(tc, variants_command_lists_plugins_with_their_origin);
     tcase_add_test(tc, train_and_kv_accept_plugin_and_record_it);
+    tcase_add_test(tc, example_builds_alone_against_the_installed_headers);
     suite_add_tcase(s, tc);
     return s;
 }
