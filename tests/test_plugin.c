@@ -227,10 +227,12 @@ START_TEST(plugin_for_another_interface_version_is_refused_with_both_numbers)
 }
 END_TEST
 
-START_TEST(plugin_without_entry_point_is_refused)
+START_TEST(plugin_without_entry_point_or_usable_variants_is_refused)
 {
     expect_refusal(broken("no_entry"), "no entry point 'attnlab_plugin_variants'", NULL);
     expect_refusal(broken("empty"), "exports no variants", NULL);
+    expect_refusal(broken("bad_name"), "variant name 'sliding window' must be 1 to 63 letters",
+                   NULL);
 }
 END_TEST
 
@@ -449,7 +451,7 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, swa_with_a_window_over_the_whole_sequence_is_mha);
     tcase_add_test(tc, example_plugin_trains_through_al_train);
     tcase_add_test(tc, plugin_for_another_interface_version_is_refused_with_both_numbers);
-    tcase_add_test(tc, plugin_without_entry_point_is_refused);
+    tcase_add_test(tc, plugin_without_entry_point_or_usable_variants_is_refused);
     tcase_add_test(tc, duplicate_name_is_refused_and_the_plugin_loads_not_at_all);
     tcase_add_test(tc, files_that_are_not_plugins_are_refused);
     tcase_add_test(tc, config_plugins_load_before_the_variant_is_decoded);

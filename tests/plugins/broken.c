@@ -7,6 +7,7 @@
  *   DUPLICATE           a new variant, then one named like a built-in
  *   UNDEFINED           calls a kernel the program does not export
  *   EMPTY               exports an empty table
+ *   BAD_NAME            a variant name that cannot be a YAML value or file name
  * The variant itself is a stub: the loader never calls it.
  */
 #include <string.h>
@@ -58,6 +59,9 @@ static const al_variant_ops dup = STUB("mha");
 static const al_variant_ops *const variants[] = {&first, &dup, NULL};
 #elif defined(EMPTY)
 static const al_variant_ops *const variants[] = {NULL};
+#elif defined(BAD_NAME)
+static const al_variant_ops spaced = STUB("sliding window");
+static const al_variant_ops *const variants[] = {&spaced, NULL};
 #else
 static const al_variant_ops *const variants[] = {&first, NULL};
 #endif
