@@ -894,7 +894,8 @@ static int unknown_variant(al_err *e, const al_node *at, const char *name, const
         snprintf(known + l, sizeof known - l, "%s%s", i ? ", " : "", names[i]);
     }
     did_you_mean(dym, sizeof dym, name, names, n);
-    /* a variant that is not built in may live in a plugin nobody loaded */
+    /* a variant that is not built in may live in a plugin nobody loaded; the
+     * hint goes inside the parenthesis of the did-you-mean */
     const char *hint = "; a plugin's variant needs --plugin PATH or 'plugins: [PATH]'";
     if (dym[0])
         return node_err(e, at, "unknown variant '%.80s' in '%s'%.*s%s)", name, path,
