@@ -19,6 +19,7 @@ static const command commands[] = {
     {"train", al_cmd_train, "train one model from a config file"},
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
     {"keys", al_cmd_keys, "every experiment-file key with its default and meaning"},
+    {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
     {NULL, NULL, NULL},
 };
 

@@ -17,6 +17,7 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *plugin_suite(void);
 Suite *dist_suite(void);
 
 static const struct {
@@ -29,6 +30,7 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"plugin", plugin_suite},
     {"dist", dist_suite},
     {NULL, NULL},
 };
