@@ -44,5 +44,7 @@ int al_cli_load_config(const al_cli_opts *o, al_config *c);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_score(int argc, char **argv);
+int al_cmd_grads(int argc, char **argv);
 
 #endif
