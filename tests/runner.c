@@ -17,6 +17,9 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *safetensors_suite(void);
+Suite *checkpoint_suite(void);
+Suite *cmd_score_suite(void);
 
 static const struct {
     const char *name;
@@ -28,6 +31,9 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"safetensors", safetensors_suite},
+    {"checkpoint", checkpoint_suite},
+    {"cmd_score", cmd_score_suite},
     {NULL, NULL},
 };
 
