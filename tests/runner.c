@@ -20,6 +20,7 @@ Suite *cli_suite(void);
 Suite *safetensors_suite(void);
 Suite *checkpoint_suite(void);
 Suite *cmd_score_suite(void);
+Suite *torch_suite(void);
 
 static const struct {
     const char *name;
@@ -34,6 +35,7 @@ static const struct {
     {"safetensors", safetensors_suite},
     {"checkpoint", checkpoint_suite},
     {"cmd_score", cmd_score_suite},
+    {"torch", torch_suite},
     {NULL, NULL},
 };
 
