@@ -48,7 +48,7 @@ typedef struct score_in {
 static int num_opt(const char *cmd, const char *name, const char *v, long *out)
 {
     char msg[300];
-    if (al_cli_parse_long(v, 1, INT_MAX / 2, out) == 0) return 0;
+    if (al_cli_parse_long(v, 1, 1L << 24, out) == 0) return 0;
     snprintf(msg, sizeof msg, "%s: %s wants a positive integer, got '%.100s'", cmd, name, v);
     return al_cli_fail(AL_EXIT_INPUT, msg);
 }
@@ -118,13 +118,17 @@ static int open_inputs(const score_opts *o, score_in *s, al_err *e)
 
 /* Activation floats one window of T tokens takes (as al_model_reserve
  * counts them), to choose how many windows go in one forward pass. */
-static long batch_for(const al_model *m, int T, long windows, long want)
+static size_t window_floats(const al_model *m, int T)
 {
     const al_model_config *c = &m->cfg;
-    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    size_t per = c->n_layer * (4 * T * D + 2 * T + 2 * T * F +
-                               c->attn->act_floats(&m->ashape, 1, T)) +
-                 (size_t)T * (5 * D + 2 + V + 2 * F) + c->attn->scratch_floats(&m->ashape, 1, T);
+    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T;
+    return c->n_layer * (4 * t * D + 2 * t + 2 * t * F + c->attn->act_floats(&m->ashape, 1, T)) +
+           t * (5 * D + 2 + V + 2 * F) + c->attn->scratch_floats(&m->ashape, 1, T);
+}
+
+static long batch_for(const al_model *m, int T, long windows, long want)
+{
+    size_t per = window_floats(m, T);
     long b = want ? want : (long)(SCORE_BUDGET_FLOATS / (per ? per : 1));
     if (!want && b > SCORE_MAX_BATCH) b = SCORE_MAX_BATCH;
     return b < 1 ? 1 : b > windows ? windows : b;
@@ -141,10 +145,18 @@ static void fill_batch(score_in *s, long w0, int B)
         }
 }
 
+/* Threads, and activations for B windows unless they cannot fit in memory
+ * (a huge --seq-len or --batch is an error, not an abort). */
 static int prepare(const score_opts *o, score_in *s, int B, al_err *e)
 {
     long threads = o->threads ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads((int)threads);
+    double need = 4.0 * B * (double)window_floats(&s->m, s->T);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have)
+        return al_errf(e, "%d windows of %d tokens need %.1f GB of activations, more than "
+                       "this machine's %.1f GB (lower --seq-len or --batch)", B, s->T,
+                       need / 1e9, have / 1e9);
     if (al_model_reserve(&s->m, B, s->T, e) != 0) return -1;
     s->in = al_malloc((size_t)B * s->T * sizeof(int));
     s->tgt = al_malloc((size_t)B * s->T * sizeof(int));
