@@ -5,7 +5,7 @@
  * to 1e-4, and the loss and every gradient at initialisation match
  * autograd (float64) to a relative 1e-4, for every built-in variant and
  * every optional setting a variant has (mla with d_q_latent). Skipped, with
- * a message, where torch is absent.
+ * a message, where torch is absent (AL_TORCH_PYTHON names another interpreter).
  *
  * torch takes seconds to import, so one unchecked fixture prepares every
  * checkpoint and runs the script once over a job list; the tests read its
