@@ -50,5 +50,7 @@ int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
 int al_cmd_keys(int argc, char **argv);
 int al_cmd_variants(int argc, char **argv);
+int al_cmd_score(int argc, char **argv);
+int al_cmd_grads(int argc, char **argv);
 
 #endif

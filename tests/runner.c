@@ -18,6 +18,10 @@ Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
 Suite *plugin_suite(void);
+Suite *safetensors_suite(void);
+Suite *checkpoint_suite(void);
+Suite *cmd_score_suite(void);
+Suite *torch_suite(void);
 Suite *dist_suite(void);
 
 static const struct {
@@ -31,6 +35,10 @@ static const struct {
     {"train", train_suite},
     {"cli", cli_suite},
     {"plugin", plugin_suite},
+    {"safetensors", safetensors_suite},
+    {"checkpoint", checkpoint_suite},
+    {"cmd_score", cmd_score_suite},
+    {"torch", torch_suite},
     {"dist", dist_suite},
     {NULL, NULL},
 };

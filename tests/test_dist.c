@@ -155,7 +155,7 @@ static int have_mpirun(const char *test)
 static int run_train(int np, const char *env, const char *wrap, const char *cfg,
                      const char *out_dir, const char *sets, char **out)
 {
-    char cmd[8192];
+    char cmd[24576];
     char launch[64] = "";
     if (np) snprintf(launch, sizeof launch, "timeout 300 mpirun -np %d", np);
     snprintf(cmd, sizeof cmd, "%s %s %s %s %s train %s --out %s %s", mpi_prefix(), env,
@@ -231,6 +231,45 @@ START_TEST(two_ranks_train_like_one_process)
 }
 END_TEST
 
+static int same_file(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t nx, ny;
+    al_err e;
+    ck_assert_msg(al_read_file(a, &x, &nx, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_read_file(b, &y, &ny, &e) == 0, "%s", e.msg);
+    int same = nx == ny && memcmp(x, y, nx) == 0;
+    free(x), free(y);
+    return same;
+}
+
+/* Rank 0 writes the checkpoint, every rank reads it back on --resume. */
+START_TEST(two_ranks_stop_and_resume_bit_identically)
+{
+    if (!have_mpirun("two_ranks_stop_and_resume_bit_identically")) return;
+    char *dir = al_test_tmpdir(), *cfg = dp_config(dir), d1[4200], d2[4200], *out;
+    snprintf(d1, sizeof d1, "%s/whole", dir);
+    snprintf(d2, sizeof d2, "%s/halves", dir);
+    ck_assert_msg(run_train(2, "", "", cfg, d1, "", &out) == 0, "%s", out);
+    free(out);
+    ck_assert_msg(run_train(2, "", "", cfg, d2, "--stop-after 10", &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "status=stopped steps=10"), "%s", out);
+    free(out);
+    char a[4300], b[4300];
+    snprintf(a, sizeof a, "--resume %s", d2);
+    ck_assert_msg(run_train(2, "", "", cfg, d2, a, &out) == 0, "%s", out);
+    free(out);
+    snprintf(a, sizeof a, "%s/model.safetensors", d1);
+    snprintf(b, sizeof b, "%s/model.safetensors", d2);
+    ck_assert(same_file(a, b));
+    double t1[8], v1[8], t2[8], v2[8];
+    ck_assert_int_eq(read_losses(d1, t1, v1, 8), 5);
+    ck_assert_int_eq(read_losses(d2, t2, v2, 8), 5);
+    ck_assert(memcmp(v1, v2, sizeof v1) == 0 && memcmp(t1 + 1, t2 + 1, 4 * sizeof *t1) == 0);
+    free(cfg), free(dir);
+}
+END_TEST
+
 START_TEST(failures_under_mpirun_end_every_rank_with_one_message)
 {
     if (!have_mpirun("failures_under_mpirun_end_every_rank_with_one_message")) return;
@@ -286,6 +325,7 @@ Suite *dist_suite(void)
     tcase_add_test(tc, slices_weighted_by_share_give_the_batch_loss_and_gradient);
     tcase_add_test(tc, single_rank_is_the_plain_forward_and_backward);
     tcase_add_test(tc, two_ranks_train_like_one_process);
+    tcase_add_test(tc, two_ranks_stop_and_resume_bit_identically);
     tcase_add_test(tc, failures_under_mpirun_end_every_rank_with_one_message);
     tcase_add_test(tc, launcher_that_does_not_match_is_refused);
     suite_add_tcase(s, tc);

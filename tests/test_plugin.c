@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "al_checkpoint.h"
 #include "al_plugin.h"
 #include "al_registry.h"
 #include "al_test.h"
@@ -379,6 +380,45 @@ END_TEST
 
 /* --plugin on a command that reads a config: the variant resolves, its
  * cache is counted, and the resolved config names the plugin. */
+/* A plugin variant's checkpoint: without the plugin, the error names the
+ * file to pass; with it, `score` equals the mean loss computed here over the
+ * same windows from the checkpoint loaded in-process. */
+static void check_plugin_checkpoint_scores(const char *dir, const char *data)
+{
+    char args[4 * PATH_MAX], *out, ckpt[PATH_MAX + 64], want[PATH_MAX + 64];
+    snprintf(ckpt, sizeof ckpt, "%s/run/model.safetensors", dir);
+    snprintf(args, sizeof args, "score %s %s", ckpt, data);
+    ck_assert_int_eq(run(args, &out), 2);
+    snprintf(want, sizeof want, "pass --plugin %s", AL_SWA_PLUGIN);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "score %s %s --plugin %s", ckpt, data, AL_SWA_PLUGIN);
+    ck_assert_int_eq(run(args, &out), 0);
+    const char *line = strstr(out, "loss=");
+    ck_assert_ptr_nonnull(line);
+    double cli = atof(line + 5);
+    free(out);
+    load_swa();
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_checkpoint_load(ckpt, &m, NULL, &e) == 0, "%s", e.msg);
+    enum { T = 8 };
+    int in[T], tgt[T];
+    size_t n = 2000;
+    double sum = 0;
+    int windows = 0;
+    al_model_reserve(&m, 1, T, &e);
+    for (size_t j = 0; j * T + T + 1 <= n; j++, windows++) {
+        for (int t = 0; t < T; t++) {
+            in[t] = "abcdefgh"[(j * T + t) % 8];
+            tgt[t] = "abcdefgh"[(j * T + t + 1) % 8];
+        }
+        sum += al_model_forward(&m, in, tgt, NULL, 1, T);
+    }
+    ck_assert_double_eq_tol(cli, sum / windows, 1e-5);
+    al_model_free(&m);
+}
+
 START_TEST(train_and_kv_accept_plugin_and_record_it)
 {
     char *dir = al_test_tmpdir(), text[2001];
@@ -409,6 +449,7 @@ START_TEST(train_and_kv_accept_plugin_and_record_it)
     ck_assert_int_eq(run(args, &out), 0);
     ck_assert_msg(strstr(out, "kv_elements_per_token: 96\n"), "%s", out);
     free(out);
+    check_plugin_checkpoint_scores(dir, data);
     free(data), free(cfg), free(dir);
 }
 END_TEST
