@@ -22,4 +22,9 @@ char *al_test_write(const char *dir, const char *name, const char *text);
  * the exit status (or -1). */
 int al_test_run(const char *cmd, char **out);
 
+/* Environment assignments for running attnlab under Open MPI's mpirun in
+ * tests (loopback, shared memory, as root, oversubscribed; ASan settings).
+ * Defined in test_dist.c. */
+const char *al_test_mpi_env(int leak_check);
+
 #endif
