@@ -17,6 +17,8 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *kvcache_suite(void);
+Suite *decode_suite(void);
 
 static const struct {
     const char *name;
@@ -28,6 +30,8 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"kvcache", kvcache_suite},
+    {"decode", decode_suite},
     {NULL, NULL},
 };
 
