@@ -19,6 +19,7 @@ Suite *train_suite(void);
 Suite *cli_suite(void);
 Suite *kvcache_suite(void);
 Suite *decode_suite(void);
+Suite *generate_suite(void);
 
 static const struct {
     const char *name;
@@ -32,6 +33,7 @@ static const struct {
     {"cli", cli_suite},
     {"kvcache", kvcache_suite},
     {"decode", decode_suite},
+    {"generate", generate_suite},
     {NULL, NULL},
 };
 
