@@ -23,7 +23,7 @@ static const char period[] = "hello world! ";
 static void overfit(al_model *m, const al_variant_ops *v, int seq_len, int steps)
 {
     al_model_config c;
-    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 32, 4, 8, seq_len, 256), 0);
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 1, 32, 4, 8, seq_len, 256), 0);
     al_err e;
     ck_assert_int_eq(al_model_init(m, &c, &e), 0);
     al_model_init_weights(m, 3);
