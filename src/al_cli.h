@@ -44,6 +44,7 @@ int al_cli_load_config(const al_cli_opts *o, al_config *c);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_keys(int argc, char **argv);
 int al_cmd_bench_decode(int argc, char **argv);
 
 #endif

@@ -91,3 +91,18 @@ int al_cmd_kv(int argc, char **argv)
     return 0;
 }
 
+
+/* ------------------------------------------------------------ keys */
+
+int al_cmd_keys(int argc, char **argv)
+{
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        puts("usage: attnlab keys\n\nPrint every experiment-file key with its default and "
+             "meaning, as a markdown table.");
+        return 0;
+    }
+    if (argc > 0) return al_cli_fail(AL_EXIT_INPUT, "keys: takes no arguments");
+    puts("| key | default | meaning |\n| --- | --- | --- |");
+    al_config_print_schema(stdout);
+    return 0;
+}

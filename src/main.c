@@ -18,6 +18,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", al_cmd_train, "train one model from a config file"},
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
+    {"keys", al_cmd_keys, "every experiment-file key with its default and meaning"},
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
     {NULL, NULL, NULL},
 };

@@ -159,8 +159,9 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
         al_progress_line("%s%s step %d/%d | loss %.4f | val %.4f | lr %.2e | %.0f tok/s | ETA %s",
                          lab, mask, step, t->steps, loss, val, lr, tok_s, etab);
     } else if (eval_line && R->o->log_lines) {
-        fprintf(stderr, "%s%s step %d/%d train_loss %.4f val_loss %.4f", lab, mask,
-                step, t->steps, loss, val);
+        fprintf(stderr, "%s%s step %d/%d", lab, mask, step, t->steps);
+        if (!isnan(loss)) fprintf(stderr, " train_loss %.4f", loss);
+        fprintf(stderr, " val_loss %.4f", val);
         if (!isnan(acc)) fprintf(stderr, " val_accuracy %.4f", acc);
         fprintf(stderr, " lr %.3g tok/s %.0f eta %s\n", lr, tok_s, etab);
     }
