@@ -52,7 +52,9 @@ size_t al_decoder_cache_bytes(const al_decoder *d);
 /* Run tokens[0..n) through one forward pass of the model (B = 1, which may
  * allocate the model's activations for T = n) and fill the caches from
  * the variant's saved activations. Starts from an empty cache. Leaves the
- * logits of the last token in d->logits. */
+ * logits of the last token in d->logits. Tokens past the trained seq_len
+ * are fed one at a time after the batched pass, so that a long prompt
+ * never needs more activation memory than training did. */
 int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e);
 /* Feed one token at position d->pos (< context); returns d->logits. */
 const float *al_decoder_step(al_decoder *d, int token);

@@ -87,14 +87,18 @@ int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return al_errf(e, "prefill: token %d at position %d is outside the vocabulary "
                            "(%d)", tokens[i], i, c->vocab_size);
-    if (al_model_reserve(m, 1, n, e) != 0) return -1;
-    al_model_forward(m, tokens, NULL, NULL, 1, n);
+    /* The batched pass stops at seq_len: its activations (T x T attention
+     * per head and layer) then never exceed the trained shape's. */
+    int nb = n < c->seq_len ? n : c->seq_len;
+    if (al_model_reserve(m, 1, nb, e) != 0) return -1;
+    al_model_forward(m, tokens, NULL, NULL, 1, nb);
     for (int l = 0; l < c->n_layer; l++)
         c->attn->prefill(&m->ashape, d->cache[l], m->layers[l].attn_act,
-                         m->layers[l].attn_p, n);
-    memcpy(d->logits, m->logits + (size_t)(n - 1) * c->vocab_size,
+                         m->layers[l].attn_p, nb);
+    memcpy(d->logits, m->logits + (size_t)(nb - 1) * c->vocab_size,
            c->vocab_size * sizeof(float));
-    d->pos = n;
+    d->pos = nb;
+    for (int i = nb; i < n; i++) al_decoder_step(d, tokens[i]);
     return 0;
 }
 

@@ -128,8 +128,8 @@ static void check_parity(const al_variant_ops *v, int opt)
     float full[CTX * VOCAB];
     random_tokens(tok, CTX, 5);
     full_logits(&m, tok, full);
-    static const int prompts[] = {1, 2, 7, SEQ};
-    for (int i = 0; i < 4; i++) {
+    static const int prompts[] = {1, 2, 7, SEQ, CTX - 1};   /* the last past seq_len */
+    for (int i = 0; i < 5; i++) {
         double amax = 0, diff = decode_vs_full(&m, tok, full, prompts[i], AL_KV_F32, &amax);
         ck_assert_msg(diff < 1e-4, "%s opt=%d prompt=%d: max |decode - forward| = %g", v->name,
                       opt, prompts[i], diff);
