@@ -61,6 +61,19 @@ void al_kv_row_get(const al_kv_cache *c, int pos, float *dst);
  * AL_KV_TILE) and tmp returned. */
 const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp);
 
+/* ---- matrix-vector products for one token. At batch 1 cblas_sgemm would
+ * repack the whole weight matrix on every call, costing more than the
+ * product itself; these go through cblas_sgemv. Row-major, leading
+ * dimension lda. */
+/* y (M) = alpha * A (M, N) . x (N) + beta * y */
+void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta);
+/* y (N) = alpha * A (M, N)^T . x (M) + beta * y */
+void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta);
+/* out (OC) = w (OC, IC) . x (IC): al_linear_forward for one row. */
+void al_linear_row(float *out, const float *x, const float *w, int IC, int OC);
+
 /* ---- attention of one new token over the cache (the decode core the
  * variants share). Query head h reads group h / (H / G) (as al_sdpa_*).
  *   q (H, dqk)  -> out (H, dv)

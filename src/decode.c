@@ -116,13 +116,13 @@ const float *al_decoder_step(al_decoder *d, int token)
         c->attn->decode(&m->ashape, d->a, d->scratch, d->h, L->attn_p, d->cache[l], d->pos);
         for (int i = 0; i < D; i++) d->x[i] += d->a[i];
         al_rmsnorm_forward(d->h, NULL, d->x, L->mlp_norm, 1, D, eps);
-        al_linear_forward(d->u, d->h, L->w1, 1, D, F);
+        al_linear_row(d->u, d->h, L->w1, D, F);
         al_gelu_forward(d->g, d->u, F);
-        al_linear_forward(d->a, d->g, L->w2, 1, F, D);
+        al_linear_row(d->a, d->g, L->w2, F, D);
         for (int i = 0; i < D; i++) d->x[i] += d->a[i];
     }
     al_rmsnorm_forward(d->h, NULL, d->x, m->final_norm, 1, D, eps);
-    al_linear_forward(d->logits, d->h, m->tok_emb, 1, D, V);   /* tied head */
+    al_linear_row(d->logits, d->h, m->tok_emb, D, V);   /* tied head */
     d->pos++;
     return d->logits;
 }

@@ -3,6 +3,7 @@
  */
 #include "al_kvcache.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,7 +195,42 @@ const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp)
     return tmp;
 }
 
+/* ------------------------------------------------------------ one-token kernels */
+
+void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta)
+{
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
+}
+
+void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta)
+{
+    cblas_sgemv(CblasRowMajor, CblasTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
+}
+
+void al_linear_row(float *out, const float *x, const float *w, int IC, int OC)
+{
+    al_gemv_n(out, w, IC, x, OC, IC, 1.0f, 0.0f);
+}
+
 /* ------------------------------------------------------------ attention */
+
+/* S rows (Hg, n) [ld n] = scale * q (Hg, dqk) . k^T, k (nt, dqk) [ld] */
+static void scores(float *S, int n, const float *q, int dqk, const float *k, int ld, int Hg,
+                   int nt, float scale)
+{
+    if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
+    else al_gemm_nt(S, n, q, dqk, k, ld, Hg, nt, dqk, scale, 0.0f);
+}
+
+/* out (Hg, dv) = P (Hg, nt) [ld n] . v (nt, dv) [ld] + beta * out */
+static void weighted(float *out, int dv, const float *P, int n, const float *v, int ld, int Hg,
+                     int nt, float beta)
+{
+    if (Hg == 1) al_gemv_t(out, v, ld, P, nt, dv, 1.0f, beta);
+    else al_gemm_nn(out, dv, P, n, v, ld, Hg, dv, nt, 1.0f, beta);
+}
 
 void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
                   int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
@@ -206,15 +242,15 @@ void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv
         int nt = n - t0 < step ? n - t0 : step;
         const float *rows = al_kv_rows(c, t0, nt, tile);
         for (int g = 0; g < G; g++)
-            al_gemm_nt(S + (size_t)g * Hg * n + t0, n, q + (size_t)g * Hg * dqk, dqk,
-                       rows + koff + g * dqk, ld, Hg, nt, dqk, scale, 0.0f);
+            scores(S + (size_t)g * Hg * n + t0, n, q + (size_t)g * Hg * dqk, dqk,
+                   rows + koff + g * dqk, ld, Hg, nt, scale);
     }
     for (int h = 0; h < H; h++) al_softmax_row(S + (size_t)h * n, n);
     for (int t0 = 0; t0 < n; t0 += step) {   /* out (H, dv) = P . v, per group */
         int nt = n - t0 < step ? n - t0 : step;
         const float *rows = al_kv_rows(c, t0, nt, tile);
         for (int g = 0; g < G; g++)
-            al_gemm_nn(out + (size_t)g * Hg * dv, dv, S + (size_t)g * Hg * n + t0, n,
-                       rows + voff + g * dv, ld, Hg, dv, nt, 1.0f, t0 ? 1.0f : 0.0f);
+            weighted(out + (size_t)g * Hg * dv, dv, S + (size_t)g * Hg * n + t0, n,
+                     rows + voff + g * dv, ld, Hg, nt, t0 ? 1.0f : 0.0f);
     }
 }

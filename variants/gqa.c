@@ -135,15 +135,15 @@ void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, co
     int context = al_kv_cache_context(cache);
     float *q = scratch, *y = q + H * dh, *kv = y + H * dh, *S = kv + 2 * Gd;
     float *tile = S + (size_t)H * context;
-    al_linear_forward(q, x, p[0], 1, D, H * dh);   /* q = x . wq^T */
-    al_linear_forward(kv, x, p[1], 1, D, Gd);      /* k = x . wk^T */
-    al_linear_forward(kv + Gd, x, p[2], 1, D, Gd); /* v = x . wv^T */
+    al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
+    al_linear_row(kv, x, p[1], D, Gd);        /* k = x . wk^T */
+    al_linear_row(kv + Gd, x, p[2], D, Gd);   /* v = x . wv^T */
     al_rope_forward(q, 1, 1, H, dh, H * dh, pos, s->rope_base);
     al_rope_forward(kv, 1, 1, G, dh, Gd, pos, s->rope_base);
     al_kv_row_put(cache, pos, kv);
     al_kv_attend(y, S, tile, q, cache, pos + 1, H, G, dh, dh, 0, Gd,
                  1.0f / sqrtf((float)dh));
-    al_linear_forward(out, y, p[3], 1, H * dh, D); /* out = y . wo^T */
+    al_linear_row(out, y, p[3], H * dh, D);   /* out = y . wo^T */
 }
 
 /* ------------------------------------------------------------ gqa variant */

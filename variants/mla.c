@@ -364,19 +364,19 @@ static void step_forward(const al_attn_shape *s, const dims *d, const mla_p *w, 
     int Hd = d->H * d->dh, Hr = d->H * d->dr, nin = d->D;
     const float *qin = x;
     if (d->dq) {
-        al_linear_forward(st->cq0, x, w->wdq, 1, d->D, d->dq);   /* c_q = rmsnorm(wdq . x) */
+        al_linear_row(st->cq0, x, w->wdq, d->D, d->dq);   /* c_q = rmsnorm(wdq . x) */
         al_rmsnorm_forward(st->cq, NULL, st->cq0, w->q_norm, 1, d->dq, s->norm_eps);
-        al_linear_forward(st->qn, st->cq, w->wuq, 1, d->dq, Hd);
+        al_linear_row(st->qn, st->cq, w->wuq, d->dq, Hd);
         qin = st->cq;
         nin = d->dq;
     } else {
-        al_linear_forward(st->qn, x, w->wq, 1, d->D, Hd);
+        al_linear_row(st->qn, x, w->wq, d->D, Hd);
     }
-    al_linear_forward(st->qr, qin, w->wqr, 1, nin, Hr);
+    al_linear_row(st->qr, qin, w->wqr, nin, Hr);
     al_rope_forward(st->qr, 1, 1, d->H, d->dr, Hr, pos, s->rope_base);
-    al_linear_forward(st->c0, x, w->wdkv, 1, d->D, d->dc);      /* c = rmsnorm(wdkv . x) */
+    al_linear_row(st->c0, x, w->wdkv, d->D, d->dc);      /* c = rmsnorm(wdkv . x) */
     al_rmsnorm_forward(st->row, NULL, st->c0, w->kv_norm, 1, d->dc, s->norm_eps);
-    al_linear_forward(st->row + d->dc, x, w->wkr, 1, d->D, d->dr); /* k_r = rope(wkr . x) */
+    al_linear_row(st->row + d->dc, x, w->wkr, d->D, d->dr); /* k_r = rope(wkr . x) */
     al_rope_forward(st->row + d->dc, 1, 1, 1, d->dr, d->dr, pos, s->rope_base);
     al_kv_row_put(cache, pos, st->row);
 }
@@ -403,17 +403,17 @@ static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const
     step_forward(s, &d, &w, &st, x, cache, pos);
     for (int h = 0; h < d.H; h++) {
         /* qa_h = [wuk_h^T q_h | q_r,h]: scored against the cached [c | k_r] */
-        al_gemm_nn(qa + (size_t)h * row, row, st.qn + (size_t)h * d.dh, d.dh,
-                   w.wuk + (size_t)h * d.dh * d.dc, d.dc, 1, d.dc, d.dh, 1.0f, 0.0f);
+        al_gemv_t(qa + (size_t)h * row, w.wuk + (size_t)h * d.dh * d.dc, d.dc,
+                  st.qn + (size_t)h * d.dh, d.dh, d.dc, 1.0f, 0.0f);
         memcpy(qa + (size_t)h * row + d.dc, st.qr + (size_t)h * d.dr, d.dr * sizeof(float));
     }
     /* o_h = sum_t p_h,t c_t: every head reads the one shared latent */
     al_kv_attend(o, S, tile, qa, cache, pos + 1, d.H, 1, row, d.dc, 0, 0,
                  1.0f / sqrtf((float)d.dqk));
     for (int h = 0; h < d.H; h++)   /* y_h = wuv_h . o_h, once per head */
-        al_gemm_nt(y + (size_t)h * d.dh, d.dh, o + (size_t)h * d.dc, d.dc,
-                   w.wuv + (size_t)h * d.dh * d.dc, d.dc, 1, d.dh, d.dc, 1.0f, 0.0f);
-    al_linear_forward(out, y, w.wo, 1, d.H * d.dh, d.D);      /* out = wo . y */
+        al_gemv_n(y + (size_t)h * d.dh, w.wuv + (size_t)h * d.dh * d.dc, d.dc,
+                  o + (size_t)h * d.dc, d.dh, d.dc, 1.0f, 0.0f);
+    al_linear_row(out, y, w.wo, d.H * d.dh, d.D);      /* out = wo . y */
 }
 
 /* ------------------------------------------------------------ naive decode (oracle) */
