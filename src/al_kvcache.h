@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../variants/attnlab_variant.h"
+#include "attnlab_variant.h"
 
 enum al_kv_dtype { AL_KV_F32 = 0, AL_KV_BF16 = 1, AL_KV_F16 = 2, AL_KV_NDTYPES = 3 };
 

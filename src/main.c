@@ -19,6 +19,9 @@ static const command commands[] = {
     {"train", al_cmd_train, "train one model from a config file"},
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
     {"keys", al_cmd_keys, "every experiment-file key with its default and meaning"},
+    {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
+    {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
+    {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
     {NULL, NULL, NULL},
 };
@@ -29,7 +32,7 @@ static void usage(FILE *f)
                "attnlab trains small GPT-style models with pluggable attention variants\n"
                "and measures what each costs in KV cache and buys in quality.\n\ncommands:\n");
     for (int i = 0; commands[i].name; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        if (commands[i].summary) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'attnlab COMMAND --help' describes one command.\n");
 }
 
