@@ -241,6 +241,159 @@ START_TEST(bench_decode_writes_a_table_and_csv)
 }
 END_TEST
 
+/* ------------------------------------------------------------ attnlab generate */
+
+/* One checkpoint for the generate tests, trained once by `attnlab train`
+ * (an unchecked fixture runs in the runner's process, before the forks):
+ * mqa overfit on "hello world! " repeated. */
+static char *ck_dir, *ck_cfg, ck_path[4200];
+
+static void train_checkpoint(void)
+{
+    ck_dir = al_test_tmpdir();
+    char text[5201], yaml[8192], args[8400], *out;
+    for (int i = 0; i < 5200; i++) text[i] = period[i % 13];
+    text[5200] = 0;
+    char *data = al_test_write(ck_dir, "d.txt", text);
+    snprintf(yaml, sizeof yaml,
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 1, d_model: 32, n_head: 4, d_head: 8, seq_len: 24,\n"
+             "        attention: {variant: mqa}}\n"
+             "train: {steps: 150, batch_size: 8, lr: 3e-3, min_lr: 3e-3, warmup_steps: 0,\n"
+             "        weight_decay: 0, eval_every: 150, eval_batches: 2, threads: 1}\n", data);
+    ck_cfg = al_test_write(ck_dir, "t.yaml", yaml);
+    snprintf(args, sizeof args, "train %s --out %s/run", ck_cfg, ck_dir);
+    int rc = run(args, &out);
+    if (rc != 0) fprintf(stderr, "train failed (%d): %s\n", rc, out);
+    free(out), free(data);
+    snprintf(ck_path, sizeof ck_path, "%s/run/model.safetensors", ck_dir);
+}
+
+static void drop_checkpoint(void)
+{
+    free(ck_cfg), free(ck_dir);
+}
+
+/* Runs `attnlab generate CHECKPOINT ARGS` with standard error to a file:
+ * *out holds standard output alone, *err the error file. */
+static int generate(const char *ckpt, const char *args, char **out, char **err)
+{
+    char errpath[4300];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", ck_dir);
+    size_t len = strlen(al_test_binary()) + strlen(ckpt) + strlen(args) + strlen(errpath) + 32;
+    char *cmd = malloc(len);
+    snprintf(cmd, len, "{ %s generate %s %s 2>%s; }", al_test_binary(), ckpt, args, errpath);
+    int rc = al_test_run(cmd, out);
+    free(cmd);
+    size_t n;
+    al_err e;
+    if (al_read_file(errpath, err, &n, &e) != 0) *err = strdup("");
+    return rc;
+}
+
+/* The number after `key` in text, or -1. */
+static long number_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? atol(p + strlen(key)) : -1;
+}
+
+START_TEST(generate_streams_only_the_generated_bytes)
+{
+    char *out, *err, want[64];
+    ck_assert_int_eq(generate(ck_path, "--prompt 'hello w' --tokens 17 --temperature 0", &out,
+                              &err), 0);
+    continuation(want, 7, 17);
+    ck_assert_msg(!strcmp(out, want), "stdout '%s', want '%s' (stderr: %s)", out, want, err);
+    free(out), free(err);
+    char *pf = al_test_write(ck_dir, "prompt.txt", "hello w"), args[4400];
+    snprintf(args, sizeof args, "--prompt-file %s --tokens 17 --temperature 0 --top-k 3", pf);
+    ck_assert_int_eq(generate(ck_path, args, &out, &err), 0);
+    ck_assert_msg(!strcmp(out, want), "stdout '%s'", out);
+    free(out), free(err), free(pf);
+    /* sampling: the same seed gives the same bytes */
+    char *again;
+    ck_assert_int_eq(generate(ck_path, "--prompt h --tokens 20 --temperature 1.5 --seed 4",
+                              &out, &err), 0);
+    free(err);
+    ck_assert_int_eq(generate(ck_path, "--prompt h --tokens 20 --temperature 1.5 --seed 4",
+                              &again, &err), 0);
+    ck_assert_uint_eq(strlen(out), 20);
+    ck_assert_str_eq(out, again);
+    free(out), free(again), free(err);
+}
+END_TEST
+
+/* --stats measures the bytes its caches hold; they equal `attnlab kv`'s
+ * figure for the same config and dtype. */
+START_TEST(generate_stats_match_attnlab_kv)
+{
+    static const char *const dtypes[] = {"f32", "bf16", "f16"};
+    for (int i = 0; i < 3; i++) {
+        char args[4400], *out, *err, *kv;
+        snprintf(args, sizeof args, "--prompt hello --tokens 5 --kv-dtype %s --stats", dtypes[i]);
+        ck_assert_int_eq(generate(ck_path, args, &out, &err), 0);
+        ck_assert_uint_eq(strlen(out), 5);
+        long got = number_after(err, "kv_bytes_per_token=");
+        snprintf(args, sizeof args, "kv %s --set model.kv_dtype=%s", ck_cfg, dtypes[i]);
+        ck_assert_int_eq(run(args, &kv), 0);
+        ck_assert_ptr_nonnull(strstr(kv, "kv_dtype: "));
+        long want = number_after(strstr(kv, "kv_dtype: "), "kv_bytes_per_token=");
+        /* by hand: 1 layer, mqa: 2 * 8 floats per token */
+        ck_assert_int_eq(want, 16 * (i ? 2 : 4));
+        ck_assert_msg(got == want, "%s: generate measured %ld, kv says %ld\n%s", dtypes[i], got,
+                      want, err);
+        ck_assert_int_eq(number_after(err, "kv_cache_bytes="), 24 * want);   /* seq_len 24 */
+        free(out), free(err), free(kv);
+    }
+}
+END_TEST
+
+/* Bad input: one line on standard error, exit 2, nothing on standard output. */
+static void expect_cli_error(const char *ckpt, const char *args, const char *what)
+{
+    char *out, *err;
+    int rc = generate(ckpt, args, &out, &err);
+    ck_assert_msg(rc == 2, "'%s' gave %d: %s", args, rc, err);
+    ck_assert_msg(strstr(err, what), "'%s': '%s' lacks '%s'", args, err, what);
+    ck_assert_msg(strlen(err) > 0 && strchr(err, '\n') == err + strlen(err) - 1,
+                  "'%s': not one line: %s", args, err);
+    ck_assert_msg(!strcmp(out, ""), "'%s' wrote '%s'", args, out);
+    free(out), free(err);
+}
+
+START_TEST(generate_refuses_bad_input)
+{
+    char missing[4300], corrupt[4300], truncated[4300];
+    snprintf(missing, sizeof missing, "%s/nope.safetensors", ck_dir);
+    expect_cli_error(missing, "--prompt hi", "nope.safetensors");
+    char *junk = al_test_write(ck_dir, "junk.safetensors", "this is not a checkpoint");
+    snprintf(corrupt, sizeof corrupt, "%s", junk);
+    expect_cli_error(corrupt, "--prompt hi", "junk.safetensors");
+    char *data;
+    size_t n;
+    al_err e;
+    ck_assert_int_eq(al_read_file(ck_path, &data, &n, &e), 0);
+    snprintf(truncated, sizeof truncated, "%s/cut.safetensors", ck_dir);
+    ck_assert_int_eq(al_write_atomic(truncated, data, n / 2, &e), 0);
+    expect_cli_error(truncated, "--prompt hi", "cut.safetensors");
+    expect_cli_error(ck_path, "--prompt ''", "the prompt is empty");
+    expect_cli_error(ck_path, "--prompt 'hello world, hello world, hello'", "longer than the context (24)");
+    expect_cli_error(ck_path, "--prompt hello --context 3", "longer than the context (3)");
+    expect_cli_error(ck_path, "--prompt hello --tokens 30", "--context 35");
+    expect_cli_error(ck_path, "--prompt hi --temperature -1", "--temperature");
+    expect_cli_error(ck_path, "--prompt hi --temperature abc", "--temperature");
+    expect_cli_error(ck_path, "--prompt hi --temperature nan", "--temperature");
+    expect_cli_error(ck_path, "--prompt hi --top-k -2", "--top-k");
+    expect_cli_error(ck_path, "--prompt hi --kv-dtype f8", "--kv-dtype");
+    expect_cli_error(ck_path, "", "--prompt");
+    expect_cli_error(ck_path, "--prompt hi --prompt-file x", "exactly one");
+    expect_cli_error(ck_path, "--prompt-file /nonexistent/p.txt", "/nonexistent/p.txt");
+    expect_cli_error(ck_path, "--prompt hi --frobnicate 1", "--frobnicate");
+    free(data), free(junk);
+}
+END_TEST
+
 Suite *generate_suite(void)
 {
     Suite *s = suite_create("generate");
@@ -251,5 +404,12 @@ Suite *generate_suite(void)
     tcase_add_test(tc, kv_reports_the_configured_kv_dtype);
     tcase_add_test(tc, bench_decode_writes_a_table_and_csv);
     suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("generate_cli");
+    tcase_set_timeout(cli, 300);
+    tcase_add_unchecked_fixture(cli, train_checkpoint, drop_checkpoint);
+    tcase_add_test(cli, generate_streams_only_the_generated_bytes);
+    tcase_add_test(cli, generate_stats_match_attnlab_kv);
+    tcase_add_test(cli, generate_refuses_bad_input);
+    suite_add_tcase(s, cli);
     return s;
 }
