@@ -133,13 +133,13 @@ void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
     al_rng r;
     al_rng_seed(&r, seed);
     size_t elems = al_kv_cache_elems(d->cache[0]);
-    float *row = d->scratch;   /* free between steps; holds one row */
-    AL_ASSERT(elems <= d->m->cfg.attn->decode_scratch_floats(&d->m->ashape, d->context));
+    float *row = al_malloc(elems * sizeof(float));   /* set-up, not a decode step */
     for (int l = 0; l < d->m->cfg.n_layer; l++)
         for (int t = 0; t < n; t++) {
             for (size_t j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
             al_kv_row_put(d->cache[l], t, row);
         }
+    free(row);
     d->pos = n;
 }
 
