@@ -5,7 +5,8 @@
  *
  * One generic loop: every registered variant with decode hooks, and every
  * optional setting of it that accepts the value 4 (MLA's d_q_latent: with
- * and without query compression), is run through the same checks.
+ * and without query compression), is run through the same checks;
+ * al_test_variant_decode runs them all on one variant (a plugin's).
  */
 #include <malloc.h>
 #include <math.h>
@@ -60,18 +61,24 @@ static unsigned optional_variations(const al_variant_ops *v)
     return mask;
 }
 
+/* Calls fn for v as configured and for each optional variation of it;
+ * returns the number of calls. */
+static int for_each_variation(const al_variant_ops *v, void (*fn)(const al_variant_ops *, int))
+{
+    int n = 1;
+    fn(v, -1);
+    unsigned opts = optional_variations(v);
+    for (int k = 0; k < AL_MAX_SETTINGS; k++)
+        if (opts & (1u << k)) fn(v, k), n++;
+    return n;
+}
+
 /* Calls fn for every decodable variant and each optional variation. */
 static int for_each_decodable(void (*fn)(const al_variant_ops *, int))
 {
     int n = 0;
-    for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
-        if (!decodable(v)) continue;
-        fn(v, -1), n++;
-        unsigned opts = optional_variations(v);
-        for (int k = 0; k < AL_MAX_SETTINGS; k++)
-            if (opts & (1u << k)) fn(v, k), n++;
-    }
+    for (int i = 0; i < al_variant_count(); i++)
+        if (decodable(al_variant_at(i))) n += for_each_variation(al_variant_at(i), fn);
     return n;
 }
 
@@ -145,7 +152,9 @@ START_TEST(every_variant_decodes_like_the_full_forward)
 END_TEST
 
 /* The comparison bites: a cache row overwritten after the prefill makes
- * the next logits differ from the full forward. */
+ * the next logits differ from the full forward. The row is the one just
+ * before the step, which every causal variant reads (a sliding window of
+ * 2 included). */
 static void check_sensitivity(const al_variant_ops *v, int opt)
 {
     al_model m;
@@ -160,8 +169,8 @@ static void check_sensitivity(const al_variant_ops *v, int opt)
     ck_assert_int_eq(al_decoder_prefill(&d, tok, 5, &e), 0);
     float row[512];
     ck_assert_uint_le(al_kv_cache_elems(d.cache[0]), 512);
-    al_kv_row_get(d.cache[0], 4, row);
-    al_kv_row_put(d.cache[0], 1, row);   /* position 1 now holds position 4's row */
+    al_kv_row_get(d.cache[0], 1, row);
+    al_kv_row_put(d.cache[0], 4, row);   /* position 4 now holds position 1's row */
     double diff = max_abs_diff(al_decoder_step(&d, tok[5]), full + 5 * VOCAB, VOCAB, NULL);
     ck_assert_msg(diff > 1e-3, "%s opt=%d: a corrupted cache went unnoticed (%g)", v->name,
                   opt, diff);
@@ -212,6 +221,7 @@ static size_t elems_by_hand(const al_model_config *c)
     if (!strcmp(n, "mqa")) return 2 * (size_t)c->d_head;
     if (!strcmp(n, "gqa")) return 2 * (size_t)c->attn_set[0] * c->d_head;
     if (!strcmp(n, "mla")) return (size_t)(c->attn_set[0] + c->attn_set[1]);
+    if (!strcmp(n, "swa")) return 2 * (size_t)c->n_head * c->d_head;   /* the example plugin */
     return 0;
 }
 
@@ -240,6 +250,17 @@ START_TEST(measured_cache_bytes_equal_the_formula)
     for_each_decodable(check_bytes);
 }
 END_TEST
+
+/* Every decode check above on one variant and its optional variations
+ * (al_test_variant_generic runs it on a plugin's variant). */
+void al_test_variant_decode(const al_variant_ops *v)
+{
+    ck_assert_msg(decodable(v), "%s has no decode hooks", v->name);
+    for_each_variation(v, check_parity);
+    for_each_variation(v, check_sensitivity);
+    for_each_variation(v, check_dtypes);
+    for_each_variation(v, check_bytes);
+}
 
 /* ------------------------------------------------------------ MLA */
 
