@@ -11,11 +11,13 @@
 #include "al_checkpoint.h"
 #include "al_cli.h"
 #include "al_decode.h"
+#include "al_plugin.h"
 
 static const char generate_help[] =
     "usage: attnlab generate CHECKPOINT [--prompt TEXT | --prompt-file F] [--tokens N]\n"
     "                        [--temperature T] [--top-k K] [--seed S] [--context N]\n"
     "                        [--kv-dtype f32|bf16|f16] [--threads N] [--stats]\n"
+    "                        [--plugin PATH ...]\n"
     "\n"
     "Continue a prompt with a trained byte model. The prompt is prefilled in one\n"
     "batched forward pass (past seq_len, token by token), then each byte is\n"
@@ -36,6 +38,8 @@ static const char generate_help[] =
     "  --threads N         BLAS threads (default 1: one token is too small to share)\n"
     "  --stats             print timings and the measured cache bytes per token,\n"
     "                      which equal `attnlab kv`'s figure for the same dtype\n"
+    "  --plugin PATH       load a variant plugin first (a checkpoint of a plugin\n"
+    "                      variant needs it); may repeat\n"
     "Exit status: 0 done, 2 bad input (options, prompt, missing or corrupt file).\n";
 
 typedef struct gen_args {
@@ -89,6 +93,9 @@ static int take(gen_args *a, const char *opt, const char *v)
         if (al_cli_parse_long(v, 1, 1L << 24, &a->o.context)) return bad(opt, v, "a positive count");
     } else if (!strcmp(opt, "--kv-dtype")) {
         if ((a->o.dtype = al_kv_dtype_parse(v)) < 0) return bad(opt, v, "f32, bf16 or f16");
+    } else if (!strcmp(opt, "--plugin")) {   /* before the checkpoint names its variant */
+        al_err e;
+        if (al_plugin_load(v, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     } else if (!strcmp(opt, "--threads")) {
         if (al_cli_parse_long(v, 1, 1024, &a->threads)) return bad(opt, v, "a positive count");
     } else {
