@@ -52,5 +52,7 @@ int al_cmd_keys(int argc, char **argv);
 int al_cmd_variants(int argc, char **argv);
 int al_cmd_score(int argc, char **argv);
 int al_cmd_grads(int argc, char **argv);
+int al_cmd_generate(int argc, char **argv);
+int al_cmd_bench_decode(int argc, char **argv);
 
 #endif

@@ -12,8 +12,15 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
                         int d_model, int n_head, int d_head, int seq_len, int vocab);
 /* The generic variant checks (tests/test_variants.c) on one variant:
  * finite-difference gradients (causal, unmasked, each optional setting),
- * the causal property, bit-for-bit determinism. */
+ * the causal property, bit-for-bit determinism, and, when it has decode
+ * hooks, al_test_variant_decode. */
 void al_test_variant_generic(const al_variant_ops *v);
+/* The decode checks (tests/test_decode.c) on one variant and each optional
+ * setting: cached incremental decode equals the full forward at every
+ * position for prompts of 1, 2, 7, seq_len and past seq_len tokens
+ * (< 1e-4), a corrupted row is noticed, bf16/f16 caches stay within
+ * tolerance, measured cache bytes equal the formula. */
+void al_test_variant_decode(const al_variant_ops *v);
 /* Relative error ||a - b|| / max(||a||, ||b||, tiny) over n doubles. */
 double al_test_rel_err(const double *a, const double *b, size_t n);
 

@@ -22,6 +22,9 @@ Suite *safetensors_suite(void);
 Suite *checkpoint_suite(void);
 Suite *cmd_score_suite(void);
 Suite *torch_suite(void);
+Suite *kvcache_suite(void);
+Suite *decode_suite(void);
+Suite *generate_suite(void);
 Suite *dist_suite(void);
 
 static const struct {
@@ -39,6 +42,9 @@ static const struct {
     {"checkpoint", checkpoint_suite},
     {"cmd_score", cmd_score_suite},
     {"torch", torch_suite},
+    {"kvcache", kvcache_suite},
+    {"decode", decode_suite},
+    {"generate", generate_suite},
     {"dist", dist_suite},
     {NULL, NULL},
 };

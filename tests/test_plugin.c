@@ -1,8 +1,8 @@
 /*
  * test_plugin.c - variants loaded at run time (variants/plugin.c): the
  * example plugin (variants/examples/swa, built by meson) is loaded, passes
- * the generic variant loop, matches an independent banded attention and
- * trains; broken plugins (tests/plugins/broken.c) are refused with one-line
+ * the generic variant loop (decode parity included), matches an independent
+ * banded attention, decodes over its window only, trains and generates; broken plugins (tests/plugins/broken.c) are refused with one-line
  * errors; configs and the CLI load plugins before they decode.
  */
 #include <limits.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_decode.h"
 #include "al_plugin.h"
 #include "al_registry.h"
 #include "al_test.h"
@@ -176,6 +177,46 @@ START_TEST(swa_with_a_window_over_the_whole_sequence_is_mha)
     ck_assert_uint_eq(v->kv_elems(&a.s), mha->kv_elems(&b.s));
     ck_assert_uint_eq(v->kv_elems(&a.s), 2 * 4 * 4);
     swa_run_free(&a), swa_run_free(&b), swa_run_free(&narrow);
+}
+END_TEST
+
+/* Decoding reads only the window: rows older than window - 1 positions can
+ * hold anything without changing a bit of the next logits, while the
+ * oldest row inside the window does change them. */
+static void overwrite_row(al_decoder *d, int dst, float *row)
+{
+    for (int l = 0; l < d->m->cfg.n_layer; l++) al_kv_row_put(d->cache[l], dst, row);
+}
+
+START_TEST(swa_decode_reads_only_the_window)
+{
+    const al_variant_ops *v = load_swa();
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 12, 11), 0);
+    c.attn_set[0] = 3;
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(&m, 5);
+    static const int tok[9] = {1, 7, 3, 9, 2, 5, 10, 4, 6};
+    float ref[11], junk[64];
+    for (int i = 0; i < 64; i++) junk[i] = (float)(i % 7) - 3.0f;
+    ck_assert_uint_le(v->kv_elems(&m.ashape), 64);
+    for (int pass = 0; pass < 3; pass++) {   /* clean, junk outside, junk inside the window */
+        al_decoder d;
+        ck_assert_int_eq(al_decoder_init(&d, &m, 12, AL_KV_F32, &e), 0);
+        ck_assert_int_eq(al_decoder_prefill(&d, tok, 8, &e), 0);
+        if (pass == 1) for (int t = 0; t <= 5; t++) overwrite_row(&d, t, junk);
+        if (pass == 2) overwrite_row(&d, 6, junk);
+        const float *lg = al_decoder_step(&d, tok[8]);   /* position 8 reads rows 6, 7, 8 */
+        if (pass == 0) memcpy(ref, lg, sizeof ref);
+        if (pass == 1) ck_assert_mem_eq(lg, ref, sizeof ref);
+        double diff = 0;
+        for (int i = 0; i < 11; i++) diff = fmax(diff, fabs(lg[i] - ref[i]));
+        if (pass == 2) ck_assert_msg(diff > 1e-4, "row 6 is in the window: %g", diff);
+        al_decoder_free(&d);
+    }
+    al_model_free(&m);
 }
 END_TEST
 
@@ -454,6 +495,56 @@ START_TEST(train_and_kv_accept_plugin_and_record_it)
 }
 END_TEST
 
+/* `attnlab generate` from a swa checkpoint, as a user runs it: a model
+ * trained by `attnlab train --plugin` on a repeated string (every 4 bytes
+ * of it determine the next, which a window of 4 sees) continues it
+ * greedily, and --stats measures mha's row per token for the whole
+ * context. Without --plugin the error names the file to pass. */
+static int run_generate(const char *dir, const char *args, char **out, char **err)
+{
+    char cmd[8 * PATH_MAX], errpath[PATH_MAX + 16];
+    snprintf(errpath, sizeof errpath, "%s/err.txt", dir);
+    snprintf(cmd, sizeof cmd, "{ %s generate %s/run/model.safetensors %s 2>%s; }",
+             al_test_binary(), dir, args, errpath);
+    int rc = al_test_run(cmd, out);
+    size_t n;
+    al_err e;
+    if (al_read_file(errpath, err, &n, &e) != 0) *err = strdup("");
+    return rc;
+}
+
+START_TEST(generate_continues_a_string_from_a_swa_checkpoint)
+{
+    static const char period[] = "hello world! ";
+    char *dir = al_test_tmpdir(), text[5201], yaml[PATH_MAX + 512], args[4 * PATH_MAX];
+    for (int i = 0; i < 5200; i++) text[i] = period[i % 13];
+    text[5200] = 0;
+    char *data = al_test_write(dir, "d.txt", text), *out, *err;
+    snprintf(yaml, sizeof yaml,
+             "data: {path: %s}\n"
+             "model: {n_layer: 1, d_model: 32, n_head: 4, d_head: 8, seq_len: 24,\n"
+             "        attention: {variant: swa, window: 4}}\n"
+             "train: {steps: 150, batch_size: 8, lr: 3e-3, min_lr: 3e-3, warmup_steps: 0,\n"
+             "        weight_decay: 0, eval_every: 150, eval_batches: 2, threads: 1}\n", data);
+    char *cfg = al_test_write(dir, "c.yaml", yaml);
+    snprintf(args, sizeof args, "train %s --plugin %s --out %s/run", cfg, AL_SWA_PLUGIN, dir);
+    ck_assert_msg(run(args, &out) == 0, "%s", out);
+    free(out);
+    ck_assert_int_eq(run_generate(dir, "--prompt 'hello w' --tokens 17 --temperature 0", &out,
+                                  &err), 2);
+    ck_assert_msg(strstr(err, "pass --plugin ") && strstr(err, AL_SWA_PLUGIN), "%s", err);
+    free(out), free(err);
+    snprintf(args, sizeof args, "--plugin %s --prompt 'hello w' --tokens 17 --temperature 0 "
+             "--stats", AL_SWA_PLUGIN);
+    ck_assert_int_eq(run_generate(dir, args, &out, &err), 0);
+    ck_assert_msg(!strcmp(out, "orld! hello world"), "greedy gave '%s' (%s)", out, err);
+    /* by hand: 1 layer * (k, v) * 4 heads * 8 floats * 4 bytes, for 24 positions */
+    ck_assert_msg(strstr(err, "kv_bytes_per_token=256") && strstr(err, "kv_cache_bytes=6144"),
+                  "%s", err);
+    free(out), free(err), free(cfg), free(data), free(dir);
+}
+END_TEST
+
 /* What a researcher outside this tree does: install the headers and the .pc
  * file, build the example on its own through pkg-config, load it. */
 START_TEST(example_builds_alone_against_the_installed_headers)
@@ -490,6 +581,7 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, example_plugin_passes_the_generic_variant_checks);
     tcase_add_test(tc, swa_matches_an_independent_banded_attention);
     tcase_add_test(tc, swa_with_a_window_over_the_whole_sequence_is_mha);
+    tcase_add_test(tc, swa_decode_reads_only_the_window);
     tcase_add_test(tc, example_plugin_trains_through_al_train);
     tcase_add_test(tc, plugin_for_another_interface_version_is_refused_with_both_numbers);
     tcase_add_test(tc, plugin_without_entry_point_or_usable_variants_is_refused);
@@ -499,6 +591,7 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, plugin_sweep_file_decodes_at_every_grid_point);
     tcase_add_test(tc, variants_command_lists_plugins_with_their_origin);
     tcase_add_test(tc, train_and_kv_accept_plugin_and_record_it);
+    tcase_add_test(tc, generate_continues_a_string_from_a_swa_checkpoint);
     tcase_add_test(tc, example_builds_alone_against_the_installed_headers);
     suite_add_tcase(s, tc);
     return s;

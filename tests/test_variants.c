@@ -2,7 +2,8 @@
  * test_variants.c - one generic loop that every registered variant goes
  * through (built-ins and plugins alike): gradients of every parameter tensor
  * and of the input against finite differences, the causal property, and
- * bit-for-bit determinism. A variant added to the registry is tested here
+ * bit-for-bit determinism (decode parity and cache bytes: test_decode.c,
+ * which al_test_variant_generic calls too). A variant added to the registry is tested here
  * the day it is added.
  */
 #include <math.h>
@@ -190,6 +191,7 @@ void al_test_variant_generic(const al_variant_ops *v)
     check_grads(v);
     check_causal(v);
     check_deterministic(v);
+    if (v->prefill || v->decode || v->decode_scratch_floats) al_test_variant_decode(v);
 }
 
 START_TEST(every_variant_gradients_match_finite_differences)

@@ -8,13 +8,17 @@
  * Parameters, RoPE and scaling are those of `mha`, so a window that covers
  * the whole sequence gives exactly mha's function.
  *
- * KV cache: kv_elems reports 2 * n_head * d_head floats per token per layer,
- * the same row as mha, because interface version 1 sizes a cache as
- * context x row and the row is what one token stores. A decoder for this
- * variant could keep only the last `window` rows (a ring buffer), so its
- * total cache is bounded by window x row whatever the context; the
- * per-token figure that `attnlab kv` and sweep reports print does not show
- * that bound. Incremental decode hooks are not provided (NULL).
+ * KV cache: a token's row is mha's, its RoPE'd keys then its values
+ * (2 * n_head * d_head floats per layer), and kv_elems reports that row,
+ * because interface version 1 has the core size a cache as context x row
+ * and the row is what one token stores. Decoding writes the row of
+ * position pos at row pos and attends over rows pos-window+1 .. pos (the
+ * training forward's band), so the rows older than the window are kept but
+ * never read again: the measured cache is context x row, as `attnlab kv`
+ * and `generate --stats` print. A decoder that owned its allocation could
+ * keep only the last `window` rows (a ring buffer) and bound the cache by
+ * window x row whatever the context; interface version 1 gives a variant
+ * no say in the allocation, so that bound is not shown.
  *
  * Training cost: scores are computed for the full (T, T) block through the
  * shared gemm wrappers and the band is applied by the softmax, so training
@@ -26,6 +30,7 @@
 #include <string.h>
 
 #include "attnlab_variant.h"
+#include "al_kvcache.h"
 
 enum { SET_WINDOW };
 
@@ -165,6 +170,82 @@ static void swa_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, Hd);
 }
 
+/* ------------------------------------------------------------ decode */
+
+/* Cache row of a token: its RoPE'd keys (H*dh), then its values (H*dh),
+ * exactly the k and v rows forward() saved (B = 1). */
+static void swa_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+                        float *const *p, int T)
+{
+    int Hd = s->n_head * s->d_head;
+    size_t n = (size_t)T * Hd;
+    const float *k = act + n, *v = k + n;
+    for (int t = 0; t < T; t++) {
+        al_kv_put(cache, t, 0, Hd, k + (size_t)t * Hd);
+        al_kv_put(cache, t, Hd, Hd, v + (size_t)t * Hd);
+    }
+}
+
+/* Rows one step reads: the window, or the whole context when shorter. */
+static int window_rows(const al_attn_shape *s, int context)
+{
+    int w = al_set_int(s, SET_WINDOW);
+    return w < context ? w : context;
+}
+
+/* q, y (H*dh) | the new row k, v (2*H*dh) | scores (H, window) | tile */
+static size_t swa_decode_scratch_floats(const al_attn_shape *s, int context)
+{
+    size_t Hd = (size_t)s->n_head * s->d_head, row = swa_kv_elems(s);
+    return 2 * Hd + row + (size_t)s->n_head * window_rows(s, context) +
+           (size_t)AL_KV_TILE * row;
+}
+
+/* y (H, dh) = softmax(scale * q . k^T) . v over cache rows lo .. lo+n-1,
+ * one head at a time (al_kv_attend reads rows from 0, the band does not).
+ * S holds H * n scores; a non-f32 cache is read AL_KV_TILE rows at a time
+ * through tile. */
+static void attend_band(float *y, float *S, float *tile, const float *q, const al_kv_cache *c,
+                        int lo, int n, int H, int dh, float scale)
+{
+    int Hd = H * dh, ld = (int)al_kv_cache_elems(c);
+    int step = al_kv_cache_dtype(c) == AL_KV_F32 ? n : AL_KV_TILE;
+    for (int t0 = 0; t0 < n; t0 += step) {   /* S (H, n) = scale * q . k^T */
+        int nt = n - t0 < step ? n - t0 : step;
+        const float *rows = al_kv_rows(c, lo + t0, nt, tile);
+        for (int h = 0; h < H; h++)
+            al_gemv_n(S + (size_t)h * n + t0, rows + h * dh, ld, q + h * dh, nt, dh, scale,
+                      0.0f);
+    }
+    for (int h = 0; h < H; h++) al_softmax_row(S + (size_t)h * n, n);
+    for (int t0 = 0; t0 < n; t0 += step) {   /* y (H, dh) = P . v */
+        int nt = n - t0 < step ? n - t0 : step;
+        const float *rows = al_kv_rows(c, lo + t0, nt, tile);
+        for (int h = 0; h < H; h++)
+            al_gemv_t(y + h * dh, rows + Hd + h * dh, ld, S + (size_t)h * n + t0, nt, dh,
+                      1.0f, t0 ? 1.0f : 0.0f);
+    }
+}
+
+/* One token at pos: append its row, attend over the band band() gives a
+ * causal query at pos, lo .. pos. */
+static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                       float *const *p, al_kv_cache *cache, int pos)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, lo, hi;
+    float *q = scratch, *y = q + Hd, *kv = y + Hd, *S = kv + 2 * Hd;
+    float *tile = S + (size_t)H * window_rows(s, al_kv_cache_context(cache));
+    band(s, pos, pos + 1, &lo, &hi);
+    al_linear_row(q, x, p[0], D, Hd);        /* q = x . wq^T */
+    al_linear_row(kv, x, p[1], D, Hd);       /* k = x . wk^T */
+    al_linear_row(kv + Hd, x, p[2], D, Hd);  /* v = x . wv^T */
+    al_rope_forward(q, 1, 1, H, dh, Hd, pos, s->rope_base);
+    al_rope_forward(kv, 1, 1, H, dh, Hd, pos, s->rope_base);
+    al_kv_row_put(cache, pos, kv);
+    attend_band(y, S, tile, q, cache, lo, hi - lo + 1, H, dh, 1.0f / sqrtf((float)dh));
+    al_linear_row(out, y, p[3], Hd, D);      /* out = y . wo^T */
+}
+
 static const al_variant_ops swa_ops = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "swa",
@@ -177,7 +258,9 @@ static const al_variant_ops swa_ops = {
     .forward = swa_forward,
     .backward = swa_backward,
     .kv_elems = swa_kv_elems,
-    /* prefill / decode_scratch_floats / decode: NULL, this plugin cannot generate */
+    .prefill = swa_prefill,
+    .decode_scratch_floats = swa_decode_scratch_floats,
+    .decode = swa_decode,
 };
 
 static const al_variant_ops *const variants[] = {&swa_ops, NULL};
