@@ -44,5 +44,8 @@ int al_cli_load_config(const al_cli_opts *o, al_config *c);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_sweep(int argc, char **argv);
+int al_cmd_trial(int argc, char **argv);
+int al_cmd_report(int argc, char **argv);
 
 #endif

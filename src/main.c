@@ -18,6 +18,9 @@ typedef struct command {
 static const command commands[] = {
     {"train", al_cmd_train, "train one model from a config file"},
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
+    {"sweep", al_cmd_sweep, "train every trial of an experiment's sweep, then report"},
+    {"trial", al_cmd_trial, "run one trial of a sweep (the sweep's worker)"},
+    {"report", al_cmd_report, "report.md and plots from a sweep's results directory"},
     {NULL, NULL, NULL},
 };
 
