@@ -159,10 +159,12 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     if (rc) fprintf(stderr, "attnlab: sweep: %s\n", e.msg);
     int rrc = report_after(a->out);
     close(lock);
-    printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s\n", s->name,
-           st.ok, st.diverged, st.failed, st.skipped, st.wall_s);
-    if (rc || st.failed || rrc) return AL_EXIT_RUNTIME;
-    return st.interrupted ? EXIT_INTERRUPTED : 0;
+    printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s%s\n",
+           s->name, st.ok, st.diverged, st.failed, st.skipped, st.wall_s,
+           st.interrupted ? "; interrupted (run it again to resume)" : "");
+    if (rc) return AL_EXIT_RUNTIME;
+    if (st.interrupted) return EXIT_INTERRUPTED;
+    return st.failed || rrc ? AL_EXIT_RUNTIME : 0;
 }
 
 int al_cmd_sweep(int argc, char **argv)

@@ -423,6 +423,7 @@ static void md_table_row(FILE *f, const report *R, const group *g)
     fmt_int(a, sizeof a, w->params);
     fmt_int(b, sizeof b, w->kv);
     fmt_mean(c, sizeof c, g->loss, g->loss_sd, g->n_ok);
+    if (!g->n_ok) snprintf(c, sizeof c, "– (%s)", w->status);
     fprintf(f, " %s | %s | %s |", a, b, c);
     if (any_col(R, offsetof(row, val_acc)))
         fmt_mean(a, sizeof a, g->acc, g->acc_sd, g->n_ok), fprintf(f, " %s |", a);

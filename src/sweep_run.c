@@ -28,18 +28,21 @@
 
 typedef struct worker_ctx {
     char path[TDIR_LEN + 16], tmp[TDIR_LEN + 32];
-    double last;
+    double last, last_val;
 } worker_ctx;
 
 /* The live state for the runner's display: replaced by rename so it is
- * never read half-written, but not fsync'ed: nothing trusts it. */
+ * never read half-written, but not fsync'ed: nothing trusts it. Written
+ * twice a second, and at every evaluation (a new val_loss). */
 static void worker_progress(void *ctx, int step, int steps, double loss, double val,
                             double tok_s)
 {
     worker_ctx *w = ctx;
     double now = al_now();
-    if (step < steps && now - w->last < 0.5) return;
+    int new_val = !isnan(val) && val != w->last_val;
+    if (step < steps && !new_val && now - w->last < 0.5) return;
     w->last = now;
+    w->last_val = val;
     FILE *f = fopen(w->tmp, "w");
     if (!f) return;
     fprintf(f, "%d %d %.6g %.6g %.1f\n", step, steps, loss, val, tok_s);
@@ -54,7 +57,7 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     if (al_mkdirs(tdir, e) || al_results_write_trial(tdir, s, t, e)) return AL_EXIT_RUNTIME;
     al_config c = t->cfg;
     if (threads > 0) c.train.threads = threads;
-    worker_ctx w = {.last = -1};
+    worker_ctx w = {.last = -1, .last_val = NAN};
     snprintf(w.path, sizeof w.path, "%s/progress", tdir);
     snprintf(w.tmp, sizeof w.tmp, "%s/progress.tmp.%ld", tdir, (long)getpid());
     al_train_opts o = {.outdir = tdir, .log_lines = 1, .label = t->id,
@@ -70,8 +73,9 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
         r.status = tr.status == AL_TRAIN_DIVERGED ? AL_TRIAL_DIVERGED : AL_TRIAL_OK;
         snprintf(r.reason, sizeof r.reason, "%s", tr.status == AL_TRAIN_DIVERGED ? tr.reason : "");
         r.steps_done = tr.steps_done;
-        r.final_train_loss = tr.final_train_loss;
-        r.val_loss = tr.val_loss;
+        /* a diverged run has no final losses; its best evaluation stands */
+        r.final_train_loss = r.status == AL_TRIAL_OK ? tr.final_train_loss : NAN;
+        r.val_loss = r.status == AL_TRIAL_OK ? tr.val_loss : NAN;
         r.best_val_loss = tr.best_val_loss;
         r.val_accuracy = tr.val_accuracy;
         r.tokens_per_s = tr.tokens_per_s;
@@ -117,7 +121,8 @@ typedef struct runner {
     slot *slots;                   /* o->jobs */
     int n_running;
     int *pending, n_pending, next; /* trial indices without a final result */
-    long steps_total, steps_finished;
+    long steps_total;              /* of the pending trials */
+    long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
     double t0, last_poll, last_log, stop_t;
     int tty, live_lines, stopping;
 } runner;
@@ -147,14 +152,16 @@ static int term_cols(void)
 
 /* ------------------------------------------------------------ display */
 
-/* Done, failed, running and the ETA from the steps trained so far. */
+/* Done, failed, running and the ETA: the steps left at the rate of the
+ * steps trained so far (a trial that ended early leaves none). */
 static void status_text(const runner *R, char *buf, size_t n)
 {
-    long done_steps = R->steps_finished;
+    long running = 0;
     for (int i = 0; i < R->o->jobs; i++)
-        if (R->slots[i].pid && R->slots[i].has_p) done_steps += R->slots[i].p.step;
-    double el = al_now() - R->t0;
-    double eta = done_steps > 0 ? (R->steps_total - done_steps) * el / done_steps : NAN;
+        if (R->slots[i].pid && R->slots[i].has_p) running += R->slots[i].p.step;
+    double el = al_now() - R->t0, trained = (double)(R->steps_trained + running);
+    double left = (double)(R->steps_total - R->steps_closed - running);
+    double eta = trained > 0 ? left * el / trained : NAN;
     char elb[32], etab[32];
     fmt_dur(elb, sizeof elb, el);
     fmt_dur(etab, sizeof etab, eta);
@@ -186,7 +193,7 @@ static void live_draw(runner *R)
         const slot *sl = &R->slots[i];
         if (!sl->pid) continue;
         if (sl->has_p)
-            snprintf(buf, sizeof buf, "  %-28s step %5d/%-5d loss %.4f  val %.4f  %6.0f tok/s",
+            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7.4g val %-7.4g %6.0f tok/s",
                      sl->t->id, sl->p.step, sl->p.steps, sl->p.loss, sl->p.val_loss,
                      sl->p.tokens_per_s);
         else
@@ -371,7 +378,8 @@ static void count_ending(runner *R, const slot *sl, const al_trial_result *r)
         event(R, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
         return;
     }
-    R->steps_finished += sl->t->cfg.train.steps;
+    R->steps_closed += sl->t->cfg.train.steps;
+    R->steps_trained += r->steps_done;
     if (r->status == AL_TRIAL_OK) {
         R->st->ok++;
         event(R, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending, sl->t->id,

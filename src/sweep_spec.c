@@ -633,7 +633,8 @@ static void config_label(const al_sweep *s, const int *choice, char *out, size_t
     for (int a = 0; a < s->n_axes; a++) {
         if (s->axes[a].n < 2) continue;
         const char *p = s->axes[a].path, *last = strrchr(p, '.');
-        if (out[0]) append(out, n, "_");
+        size_t len = strlen(out);
+        if (len && len + 1 < n) out[len] = '_', out[len + 1] = 0;   /* between axes */
         value_label(out, n, last ? last + 1 : p, s->axes[a].key->items[choice[a]]);
     }
     if (!out[0]) snprintf(out, n, "base");
