@@ -49,7 +49,10 @@ void al_trial_result_init(al_trial_result *r);
 /* Refuse DIR when it holds another experiment's sweep (or is a non-empty
  * directory that is no sweep's). 0 when absent, empty or ours. */
 int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e);
-int al_results_write_marker(const char *dir, const al_sweep *s, al_err *e);
+/* The marker also keeps the --set assignments of the latest run, for the
+ * report. */
+int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
+                            int n_sets, al_err *e);
 
 /* DIR/<id>/trial.json; al_results_trial_hash reads its hash (0, or -1
  * when there is none). */

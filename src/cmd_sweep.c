@@ -147,7 +147,7 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     al_err e;
     char exe[AL_PATH_LEN];
     int lock = -1;
-    if (al_mkdirs(a->out, &e) || al_results_write_marker(a->out, s, &e) ||
+    if (al_mkdirs(a->out, &e) || al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
         lock_dir(a->out, &lock, &e) || self_exe(exe, sizeof exe, &e)) {
         if (lock >= 0) close(lock);
         return al_cli_fail(AL_EXIT_RUNTIME, e.msg);

@@ -258,6 +258,7 @@ typedef struct report {
     group *g;
     int n_groups, use_acc, n_front, n_ok, plots;
     char name[256], file[DIR_LEN], description[512];
+    char sets[2048];     /* " --set 'k=v'" for each, from sweep.json */
 } report;
 
 static int is_ok(const row *w) { return strcmp(w->status, "ok") == 0; }
@@ -343,6 +344,12 @@ static void read_marker(report *R)
     if ((v = json_string_value(json_object_get(j, "file")))) snprintf(R->file, sizeof R->file, "%s", v);
     if ((v = json_string_value(json_object_get(j, "description"))))
         snprintf(R->description, sizeof R->description, "%s", v);
+    const json_t *sets = json_object_get(j, "sets");
+    for (size_t i = 0; i < json_array_size(sets); i++) {
+        size_t len = strlen(R->sets);
+        if ((v = json_string_value(json_array_get(sets, i))))
+            snprintf(R->sets + len, sizeof R->sets - len, " --set '%s'", v);
+    }
     json_decref(j);
 }
 
@@ -476,7 +483,10 @@ static void md_unfinished(FILE *f, const report *R)
         const row *w = &R->sm.rows[i];
         if (is_ok(w)) continue;
         fprintf(f, "| %s | %s | ", w->trial, w->status);
-        for (const char *p = w->reason; *p; p++) fputs(*p == '|' ? "\\|" : (char[2]){*p, 0}, f);
+        for (const char *p = w->reason; *p; p++) {
+            if (*p == '|') fputc('\\', f);   /* a table cell */
+            fputc(*p, f);
+        }
         fputs(" |\n", f);
     }
 }
@@ -524,12 +534,16 @@ static void md_write(FILE *f, const report *R)
     if (R->description[0]) fprintf(f, "%s\n\n", R->description);
     if (R->file[0])
         fprintf(f, "Experiment file: `%s`; re-run (finished trials are kept) with `attnlab "
-                "sweep %s`.\n\n", R->file, R->file);
+                "sweep %s%s`.\n\n", R->file, R->file, R->sets);
     for (int i = 0; i < R->sm.n; i++) counts[is_ok(&R->sm.rows[i])]++;
-    fprintf(f, "%d trials: %d ok, %d not (below). %d configurations. Values are the mean ± "
-            "sample standard deviation over the seeds that finished; KV bytes/token is the "
-            "f32 K/V cache of one token summed over all layers. Losses are in nats per token.\n",
-            R->sm.n, counts[1], counts[0], R->n_groups);
+    if (counts[0])
+        fprintf(f, "%d trials: %d ok, %d did not finish (listed below). ", R->sm.n, counts[1],
+                counts[0]);
+    else
+        fprintf(f, "%d trials, all ok. ", R->sm.n);
+    fprintf(f, "%d configurations. Values are the mean ± sample standard deviation over the "
+            "seeds that finished; KV bytes/token is the f32 K/V cache of one token summed over "
+            "all layers. Losses are in nats per token.\n", R->n_groups);
     fprintf(f, "\n## Configurations\n\n");
     md_table_head(f, R);
     for (int k = 0; k < R->n_groups; k++) md_table_row(f, R, &R->g[k]);

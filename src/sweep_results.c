@@ -130,7 +130,8 @@ int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e)
     return rc;
 }
 
-int al_results_write_marker(const char *dir, const al_sweep *s, al_err *e)
+int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
+                            int n_sets, al_err *e)
 {
     char path[AL_PATH_LEN + 32];
     snprintf(path, sizeof path, "%s/sweep.json", dir);
@@ -138,6 +139,9 @@ int al_results_write_marker(const char *dir, const al_sweep *s, al_err *e)
     json_object_set_new(j, "experiment", json_string(s->name));
     json_object_set_new(j, "file", json_string(s->file));
     json_object_set_new(j, "description", json_string(s->description));
+    json_t *a = json_array();
+    for (int i = 0; i < n_sets; i++) json_array_append_new(a, json_string(sets[i]));
+    json_object_set_new(j, "sets", a);
     return write_json(path, j, e);
 }
 

@@ -192,10 +192,12 @@ static void live_draw(runner *R)
     for (int i = 0; i < R->o->jobs; i++) {
         const slot *sl = &R->slots[i];
         if (!sl->pid) continue;
+        char loss[32] = "-", val[32] = "-";
+        if (sl->has_p && !isnan(sl->p.loss)) snprintf(loss, sizeof loss, "%.4g", sl->p.loss);
+        if (sl->has_p && !isnan(sl->p.val_loss)) snprintf(val, sizeof val, "%.4g", sl->p.val_loss);
         if (sl->has_p)
-            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7.4g val %-7.4g %6.0f tok/s",
-                     sl->t->id, sl->p.step, sl->p.steps, sl->p.loss, sl->p.val_loss,
-                     sl->p.tokens_per_s);
+            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7s val %-7s %6.0f tok/s",
+                     sl->t->id, sl->p.step, sl->p.steps, loss, val, sl->p.tokens_per_s);
         else
             snprintf(buf, sizeof buf, "  %-28s starting", sl->t->id);
         live_line(R, cols, buf);
