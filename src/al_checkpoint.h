@@ -10,18 +10,65 @@
  * Writes are atomic (temp file, fsync, rename). Loading checks every name,
  * shape, dtype and offset: a truncated, corrupt or mismatched file is an
  * error naming the file and what is wrong, never a crash.
+ *
+ * "attnlab.config" names every setting: {"n_layer", "d_model", "n_head",
+ * "d_head", "vocab_size", "seq_len", "mlp_ratio", "d_ff", "norm_eps",
+ * "rope_base", "causal", "attention": {"variant", <its settings by name>}}.
+ * "attnlab.variant_origin" says where the variant came from ("built-in" or
+ * a plugin's path), so that loading without the plugin can say which one to
+ * pass. Loading accepts tensors in any order as long as their data regions
+ * tile the data section; values must be finite.
  */
 #ifndef AL_CHECKPOINT_H
 #define AL_CHECKPOINT_H
 
 #include "al_model.h"
+#include "al_optim.h"
+
+#define AL_CHECKPOINT_FILE "model.safetensors"
+#define AL_TRAIN_STATE_FILE "train_state.safetensors"
 
 /* Save the model's parameters with its config and training step. */
 int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e);
 
 /* Load a checkpoint: reads the config from its metadata, initialises *m
  * (al_model_init) and fills the parameters. *step may be NULL. The caller
- * frees with al_model_free. */
+ * frees with al_model_free. On failure *m is zeroed (safe to free). */
 int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e);
+
+/* The "attnlab.config" text of a model (malloc'ed JSON). */
+char *al_checkpoint_config_json(const al_model *m);
+
+/* ---- Resuming a training run.
+ * DIR/train_state.safetensors holds what the parameters alone do not:
+ * AdamW's moments (adamw.m, adamw.v, F32 [n_params]) and step, the
+ * training-data RNG (data_rng, U64 [4]), the metrics rows so far (metrics,
+ * F64 [rows, AL_METRIC_COLS]), the counters below, and the fully resolved
+ * config as YAML. It is always written together with DIR/model.safetensors
+ * for the same step (state first), and a resume checks that they agree. */
+#define AL_METRIC_COLS 7   /* step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s */
+
+typedef struct al_train_state {
+    long step;              /* optimizer steps done */
+    al_rng rng;             /* the training-data RNG after those steps */
+    long tokens;            /* training tokens seen */
+    double train_time;      /* seconds spent in training steps */
+    double elapsed;         /* wall seconds since the run started */
+    double loss_sum;        /* train losses since the last evaluation ... */
+    long loss_count;        /* ... and how many */
+    double last_loss;       /* loss of the last step (NaN before any) */
+    int n_rows;
+    double *rows;           /* n_rows * AL_METRIC_COLS; malloc'ed by resume */
+} al_train_state;
+
+/* Write DIR/train_state.safetensors, then DIR/model.safetensors. */
+int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *m,
+                           const al_adamw *o, const al_train_state *s, al_err *e);
+
+/* Restore a run saved in dir into m (built from c), o and s. The saved
+ * config must equal c except train.checkpoint_every; otherwise the error
+ * names the first key that differs. The caller frees s->rows. */
+int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_adamw *o,
+                         al_train_state *s, al_err *e);
 
 #endif

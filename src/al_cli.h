@@ -39,11 +39,19 @@ int al_cli_parse_long(const char *s, long lo, long hi, long *out);
  * status with the message printed. */
 int al_cli_parse(int argc, char **argv, al_cli_opts *o, const char *cmd,
                  const char *const *extra, const char **extra_val);
-/* Loads o->file with o->sets; prints the error and returns AL_EXIT_INPUT. */
+/* Loads the --plugin files, then o->file with o->sets and the plugins it
+ * lists (al_plugin_config_load); the --plugin files are recorded in
+ * c->plugins. Prints the error and returns AL_EXIT_INPUT. */
 int al_cli_load_config(const al_cli_opts *o, al_config *c);
+/* Loads the --plugin files only (commands that read no experiment file). */
+int al_cli_load_plugins(const al_cli_opts *o);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_keys(int argc, char **argv);
+int al_cmd_variants(int argc, char **argv);
+int al_cmd_score(int argc, char **argv);
+int al_cmd_grads(int argc, char **argv);
 int al_cmd_sweep(int argc, char **argv);
 int al_cmd_trial(int argc, char **argv);
 int al_cmd_report(int argc, char **argv);

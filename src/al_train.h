@@ -2,7 +2,12 @@
  * al_train.h - one training run: data, model, AdamW, evaluation, outputs.
  *
  * Writes into outdir (when given): config.yaml (resolved, at the start),
- * metrics.csv (rewritten atomically at every evaluation). A loss that
+ * metrics.csv (rewritten atomically at every evaluation), model.safetensors
+ * and train_state.safetensors (al_checkpoint.h) at the end, every
+ * train.checkpoint_every steps and at stop_after. With resume, the run
+ * continues from outdir's state bit-identically to one never interrupted
+ * (same thread count); a config that differs from the saved one (other
+ * than train.checkpoint_every) is an error naming the key. A loss that
  * becomes NaN or Inf ends the run with status AL_TRAIN_DIVERGED, not a crash.
  */
 #ifndef AL_TRAIN_H
@@ -10,13 +15,19 @@
 
 #include "al_config.h"
 
-enum al_train_status { AL_TRAIN_OK = 0, AL_TRAIN_DIVERGED = 1 };
+enum al_train_status {
+    AL_TRAIN_OK = 0,
+    AL_TRAIN_DIVERGED = 1,
+    AL_TRAIN_STOPPED = 2    /* stopped at stop_after with a checkpoint to resume from */
+};
 
 typedef struct al_train_opts {
     const char *outdir;     /* NULL: write no files */
     int resume;             /* continue from outdir's checkpoint */
     int log_lines;          /* plain progress lines when stderr is not a tty */
     const char *label;      /* prefix of progress lines, or NULL */
+    int stop_after;         /* > 0: stop once this many steps are done, after
+                               writing a checkpoint (as if interrupted) */
     /* Called at every evaluation and about every 0.1 s of training, when
      * set: how a sweep worker reports its state. val_loss is the last
      * evaluation's (NAN before the first). */

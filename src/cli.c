@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_plugin.h"
 
 int al_cli_fail(int code, const char *msg)
 {
@@ -85,12 +86,26 @@ int al_cli_parse(int argc, char **argv, al_cli_opts *o, const char *cmd,
     return rc;
 }
 
+int al_cli_load_plugins(const al_cli_opts *o)
+{
+    al_err e;
+    for (int i = 0; i < o->n_plugins; i++)
+        if (al_plugin_load(o->plugins[i], &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    return 0;
+}
+
+/* Plugins first (--plugin, then the file's `plugins:`): the attention
+ * mapping names variants they add. */
 int al_cli_load_config(const al_cli_opts *o, al_config *c)
 {
     al_err e;
-    if (al_config_load(o->file, o->sets, o->n_sets, c, &e) != 0) {
+    int rc = al_cli_load_plugins(o);
+    if (rc) return rc;
+    if (al_plugin_config_load(o->file, o->sets, o->n_sets, c, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return AL_EXIT_INPUT;
     }
+    for (int i = 0; i < o->n_plugins; i++)
+        if (al_plugin_note(c, o->plugins[i], &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * cmd_train.c - `attnlab train` and `attnlab kv`.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "al_cli.h"
@@ -14,24 +16,95 @@
 
 static const char train_help[] =
     "usage: attnlab train CONFIG.yaml [--set key.path=value ...] [--out DIR]\n"
+    "                     [--stop-after N]\n"
+    "       attnlab train [CONFIG.yaml] --resume DIR [--set ...] [--stop-after N]\n"
     "\n"
     "Train one model as CONFIG describes. Writes DIR/config.yaml (resolved,\n"
-    "defaults included) and DIR/metrics.csv (step,train_loss,val_loss,\n"
-    "val_accuracy,lr,tokens_per_s,elapsed_s). DIR defaults to results/train.\n"
+    "defaults included), DIR/metrics.csv (step,train_loss,val_loss,\n"
+    "val_accuracy,lr,tokens_per_s,elapsed_s), and DIR/model.safetensors with\n"
+    "DIR/train_state.safetensors at the end and every train.checkpoint_every\n"
+    "steps. DIR defaults to results/train.\n"
+    "--stop-after N stops after N steps with a checkpoint, as if interrupted.\n"
+    "--resume DIR continues the run saved in DIR bit-identically to one never\n"
+    "interrupted (same thread count). Without CONFIG it reads DIR/config.yaml;\n"
+    "a config that differs from the saved run (other than\n"
+    "train.checkpoint_every) is an error naming the key.\n"
     "Progress goes to standard error: a live line on a terminal, one plain\n"
     "line per evaluation otherwise. The last line on standard output is\n"
     "  val_loss=<nats/token> train_loss=... tokens_per_s=... wall_s=...\n"
     "Exit status: 0 done, 2 bad input, 3 the loss diverged (NaN/Inf).\n";
 
+static const char *const train_extra[] = {"--resume", "--stop-after", NULL};
+
+/* Whether the arguments name a CONFIG, skipping the values of the options
+ * that take one (al_cli_parse's and train_extra). */
+static int has_config_arg(int argc, char **argv)
+{
+    static const char *const valued[] = {"--set", "--plugin", "--out", "--context",
+                                         "--resume", "--stop-after", NULL};
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] != '-' || !argv[i][1]) return 1;
+        for (int k = 0; valued[k]; k++)
+            if (!strcmp(argv[i], valued[k])) {
+                i++;
+                break;
+            }
+    }
+    return 0;
+}
+
+/* `train --resume DIR` without CONFIG reads DIR/config.yaml: parse the
+ * arguments with that path appended. */
+static int parse_train_args(int argc, char **argv, al_cli_opts *o, const char **xv,
+                            char *cfg, size_t n)
+{
+    const char *dir = NULL;
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--resume")) dir = argv[i + 1];
+    if (!dir || has_config_arg(argc, argv))
+        return al_cli_parse(argc, argv, o, "train", train_extra, xv);
+    char **args = al_calloc((size_t)argc + 2, sizeof *args);
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    snprintf(cfg, n, "%s/config.yaml", dir);
+    args[argc] = cfg;
+    int rc = al_cli_parse(argc + 1, args, o, "train", train_extra, xv);
+    free(args);
+    return rc;
+}
+
+/* --resume DIR and --stop-after N into the training options. */
+static int resume_opts(const al_cli_opts *o, const char **xv, al_train_opts *to)
+{
+    long n;
+    char msg[600];
+    if (xv[1] && al_cli_parse_long(xv[1], 1, INT_MAX, &n) != 0) {
+        snprintf(msg, sizeof msg, "train: --stop-after wants a positive integer, got '%.200s'", xv[1]);
+        return al_cli_fail(AL_EXIT_INPUT, msg);
+    }
+    if (xv[1]) to->stop_after = (int)n;
+    if (!xv[0]) return 0;
+    if (o->out && strcmp(o->out, xv[0]) != 0) {
+        snprintf(msg, sizeof msg, "train: --out %.200s and --resume %.200s name different "
+                 "directories", o->out, xv[0]);
+        return al_cli_fail(AL_EXIT_INPUT, msg);
+    }
+    to->outdir = xv[0];
+    to->resume = 1;
+    return 0;
+}
+
 int al_cmd_train(int argc, char **argv)
 {
     al_cli_opts o;
-    int rc = al_cli_parse(argc, argv, &o, "train", NULL, NULL);
+    const char *xv[2];
+    char cfgpath[4200];
+    int rc = parse_train_args(argc, argv, &o, xv, cfgpath, sizeof cfgpath);
     if (rc) return rc;
     if (o.help) return fputs(train_help, stdout), 0;
     al_config c;
     if ((rc = al_cli_load_config(&o, &c))) return rc;
     al_train_opts to = {.outdir = o.out ? o.out : "results/train", .log_lines = 1};
+    if ((rc = resume_opts(&o, xv, &to))) return rc;
     al_train_result r;
     al_err e;
     if (al_train(&c, &to, &r, &e) != 0) {
@@ -39,6 +112,11 @@ int al_cmd_train(int argc, char **argv)
         return AL_EXIT_INPUT;
     }
     const char *mask = c.model.causal ? "" : " causal=false";
+    if (r.status == AL_TRAIN_STOPPED) {
+        printf("status=stopped steps=%d checkpoint=%s/model.safetensors%s\n", r.steps_done,
+               to.outdir, mask);
+        return 0;
+    }
     if (r.status == AL_TRAIN_DIVERGED) {
         printf("status=diverged reason=\"%s\" steps=%d%s\n", r.reason, r.steps_done, mask);
         return AL_EXIT_DIVERGED;
@@ -83,3 +161,18 @@ int al_cmd_kv(int argc, char **argv)
     return 0;
 }
 
+
+/* ------------------------------------------------------------ keys */
+
+int al_cmd_keys(int argc, char **argv)
+{
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        puts("usage: attnlab keys\n\nPrint every experiment-file key with its default and "
+             "meaning, as a markdown table.");
+        return 0;
+    }
+    if (argc > 0) return al_cli_fail(AL_EXIT_INPUT, "keys: takes no arguments");
+    puts("| key | default | meaning |\n| --- | --- | --- |");
+    al_config_print_schema(stdout);
+    return 0;
+}

@@ -894,9 +894,14 @@ static int unknown_variant(al_err *e, const al_node *at, const char *name, const
         snprintf(known + l, sizeof known - l, "%s%s", i ? ", " : "", names[i]);
     }
     did_you_mean(dym, sizeof dym, name, names, n);
+    /* a variant that is not built in may live in a plugin nobody loaded; the
+     * hint goes inside the parenthesis of the did-you-mean */
+    const char *hint = "; a plugin's variant needs --plugin PATH or 'plugins: [PATH]'";
     if (dym[0])
-        return node_err(e, at, "unknown variant '%.80s' in '%s'%s", name, path, dym);
-    return node_err(e, at, "unknown variant '%.80s' in '%s' (known: %s)", name, path, known);
+        return node_err(e, at, "unknown variant '%.80s' in '%s'%.*s%s)", name, path,
+                        (int)strlen(dym) - 1, dym, hint);
+    return node_err(e, at, "unknown variant '%.80s' in '%s' (known: %s%s)", name, path,
+                    known, hint);
 }
 
 static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_ops *ops)

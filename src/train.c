@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "al_checkpoint.h"
 #include "al_data.h"
 #include "al_model.h"
 #include "al_optim.h"
@@ -142,6 +143,9 @@ typedef struct run {
     metrics mt;
     double t0, train_time;
     long tokens;
+    int start;                  /* first step: 0, or where a resume picks up */
+    double loss_sum;            /* train losses since the last evaluation */
+    long loss_count;
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -160,8 +164,9 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
         al_progress_line("%s%s step %d/%d | loss %.4f | val %.4f | lr %.2e | %.0f tok/s | ETA %s",
                          lab, mask, step, t->steps, loss, val, lr, tok_s, etab);
     } else if (eval_line && R->o->log_lines) {
-        fprintf(stderr, "%s%s step %d/%d train_loss %.4f val_loss %.4f", lab, mask,
-                step, t->steps, loss, val);
+        fprintf(stderr, "%s%s step %d/%d", lab, mask, step, t->steps);
+        if (!isnan(loss)) fprintf(stderr, " train_loss %.4f", loss);
+        fprintf(stderr, " val_loss %.4f", val);
         if (!isnan(acc)) fprintf(stderr, " val_accuracy %.4f", acc);
         fprintf(stderr, " lr %.3g tok/s %.0f eta %s\n", lr, tok_s, etab);
     }
@@ -233,16 +238,81 @@ static int eval_point(run *R, int step, double train_loss, al_train_result *r, a
     return 0;
 }
 
+/* ------------------------------------------------------------ checkpoints */
+
+/* Everything a bit-identical resume needs, handed to checkpoint.c, which
+ * writes DIR/train_state.safetensors and DIR/model.safetensors. */
+static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
+{
+    if (!R->o->outdir) return 0;
+    al_train_state s = {steps_done, R->rng, R->tokens, R->train_time, al_now() - R->t0,
+                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL};
+    s.rows = al_malloc((size_t)R->mt.n * AL_METRIC_COLS * sizeof(double));
+    for (int i = 0; i < R->mt.n; i++) {
+        const metric_row *m = &R->mt.rows[i];
+        double row[AL_METRIC_COLS] = {m->step, m->train_loss, m->val_loss, m->val_acc,
+                                      m->lr, m->tok_s, m->elapsed};
+        memcpy(s.rows + (size_t)i * AL_METRIC_COLS, row, sizeof row);
+    }
+    int rc = al_checkpoint_save_run(R->o->outdir, R->c, &R->model, &R->opt, &s, e);
+    free(s.rows);
+    return rc;
+}
+
+/* The inverse of save_run: model, optimizer, data RNG, metrics, counters. */
+static int resume_run(run *R, al_train_result *r, al_err *e)
+{
+    al_train_state s;
+    if (!R->o->outdir) return al_errf(e, "resume: no output directory to resume from");
+    if (al_checkpoint_resume(R->o->outdir, R->c, &R->model, &R->opt, &s, e) != 0) return -1;
+    if (s.step >= R->c->train.steps) {
+        free(s.rows);
+        return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
+                       R->o->outdir, R->c->train.steps);
+    }
+    R->start = r->steps_done = (int)s.step;
+    R->rng = s.rng;
+    R->tokens = s.tokens;
+    R->train_time = s.train_time;
+    R->t0 = al_now() - s.elapsed;
+    R->loss_sum = s.loss_sum;
+    R->loss_count = s.loss_count;
+    r->final_train_loss = s.last_loss;
+    for (int i = 0; i < s.n_rows; i++) {
+        const double *x = s.rows + (size_t)i * AL_METRIC_COLS;
+        metrics_add(&R->mt, (metric_row){(int)x[0], x[1], x[2], x[3], x[4], x[5], x[6]});
+        r->val_loss = x[2];
+        r->val_accuracy = x[3];
+        if (isnan(r->best_val_loss) || x[2] < r->best_val_loss) r->best_val_loss = x[2];
+    }
+    free(s.rows);
+    return 0;
+}
+
+/* After a step: a checkpoint every checkpoint_every steps, and at
+ * stop_after, where the run stops (status AL_TRAIN_STOPPED). */
+static int after_step(run *R, int done, al_train_result *r, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    int stop = done == R->o->stop_after;
+    if (done >= t->steps || !(stop || (t->checkpoint_every && done % t->checkpoint_every == 0)))
+        return 0;
+    if (save_run(R, done, r, e) != 0) return -1;
+    if (stop) r->status = AL_TRAIN_STOPPED;
+    return 0;
+}
+
+/* ------------------------------------------------------------ loop */
+
 static int train_loop(run *R, al_train_result *r, al_err *e)
 {
     const al_train_config *t = &R->c->train;
-    double sum = 0, last_print = 0;
-    int count = 0;
-    for (int step = 0; step < t->steps; step++) {
+    double last_print = 0;
+    for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&
-            eval_point(R, step, count ? sum / count : NAN, r, e) != 0)
+            eval_point(R, step, R->loss_count ? R->loss_sum / R->loss_count : NAN, r, e) != 0)
             return -1;
-        if (step % t->eval_every == 0) sum = 0, count = 0;
+        if (step % t->eval_every == 0) R->loss_sum = 0, R->loss_count = 0;
         double ts = al_now();
         double loss = train_step(R, step);
         R->train_time += al_now() - ts;
@@ -254,21 +324,25 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
             r->steps_done = step;
             return 0;
         }
-        sum += loss, count++;
+        R->loss_sum += loss, R->loss_count++;
         r->final_train_loss = loss;
         r->steps_done = step + 1;
+        if (after_step(R, step + 1, r, e) != 0) return -1;
+        if (r->status == AL_TRAIN_STOPPED) return 0;
         if ((al_stderr_is_tty() || R->o->on_progress) && al_now() - last_print > 0.1) {
             last_print = al_now();
             report_progress(R, step + 1, loss, al_lr_at(step, t->steps, t->warmup_steps,
                             t->lr, t->min_lr), 0, r->val_loss, NAN);
         }
     }
-    if (eval_point(R, t->steps, count ? sum / count : NAN, r, e) != 0) return -1;
+    if (eval_point(R, t->steps, R->loss_count ? R->loss_sum / R->loss_count : NAN, r, e) != 0)
+        return -1;
     if (!isfinite(r->val_loss)) {
         r->status = AL_TRAIN_DIVERGED;
         snprintf(r->reason, sizeof r->reason, "validation loss is not finite");
+        return 0;
     }
-    return 0;
+    return save_run(R, t->steps, r, e);
 }
 
 int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al_err *e)
@@ -284,6 +358,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     int threads = c.train.threads > 0 ? c.train.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads(threads);
     int rc = run_open(&R, &c, e);
+    if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
     if (rc == 0 && o->outdir) {
         rc = al_mkdirs(o->outdir, e);
         if (rc == 0) rc = write_config(&c, o->outdir, e);

@@ -17,6 +17,11 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *plugin_suite(void);
+Suite *safetensors_suite(void);
+Suite *checkpoint_suite(void);
+Suite *cmd_score_suite(void);
+Suite *torch_suite(void);
 Suite *sweep_suite(void);
 Suite *report_suite(void);
 
@@ -30,6 +35,11 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"plugin", plugin_suite},
+    {"safetensors", safetensors_suite},
+    {"checkpoint", checkpoint_suite},
+    {"cmd_score", cmd_score_suite},
+    {"torch", torch_suite},
     {"sweep", sweep_suite},
     {"report", report_suite},
     {NULL, NULL},

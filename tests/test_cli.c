@@ -72,6 +72,34 @@ START_TEST(kv_reports_params_and_cache_bytes)
 }
 END_TEST
 
+/* MLA caches the latent and the shared RoPE key: (d_latent + d_rope) per
+ * token per layer, whatever the head count. Parameters by hand: wq, wqr,
+ * wdkv, kv_norm, wkr, wuk, wuv, wo. */
+START_TEST(kv_reports_mla_latent_plus_rope_bytes)
+{
+    char *dir = al_test_tmpdir();
+    char *cfg = al_test_write(dir, "mla.yaml",
+                              "data: {path: /nonexistent}\n"
+                              "model:\n  n_layer: 4\n  d_model: 128\n  n_head: 4\n  d_head: 32\n"
+                              "  attention: {variant: mla, d_latent: 32, d_rope: 16}\n");
+    char args[4200], *out, want[128];
+    snprintf(args, sizeof args, "kv %s --context 1000", cfg);
+    ck_assert_int_eq(run(args, &out), 0);
+    size_t D = 128, Hd = 4 * 32, dc = 32, dr = 16;
+    size_t attn = Hd * D + 4 * dr * D + dc * D + dc + dr * D + 2 * Hd * dc + D * Hd;
+    snprintf(want, sizeof want, "parameters: %zu\n",
+             256 * D + 4 * (2 * D + attn + 8 * D * D) + D);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    /* 4 layers * (32 + 16) = 192 elements */
+    ck_assert_msg(strstr(out, "kv_elements_per_token: 192\n"), "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "kv_bytes_per_token: f32=768 bf16=384 f16=384"));
+    ck_assert_ptr_nonnull(strstr(out, "kv_bytes_at_context_1000: f32=768000"));
+    free(out);
+    free(cfg);
+    free(dir);
+}
+END_TEST
+
 START_TEST(config_errors_are_one_line_with_position)
 {
     char *dir = al_test_tmpdir();
@@ -149,6 +177,7 @@ Suite *cli_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, help_lists_the_commands);
     tcase_add_test(tc, kv_reports_params_and_cache_bytes);
+    tcase_add_test(tc, kv_reports_mla_latent_plus_rope_bytes);
     tcase_add_test(tc, config_errors_are_one_line_with_position);
     tcase_add_test(tc, train_writes_config_metrics_and_a_result_line);
     suite_add_tcase(s, tc);

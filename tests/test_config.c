@@ -358,7 +358,8 @@ START_TEST(bad_variant_suggests_a_registered_name)
 {
     expect_error("model:\n  attention:\n    variant: gqa2\n", NULL,
                  "%F:3:14: error: unknown variant 'gqa2' in 'model.attention.variant' "
-                 "(did you mean 'gqa'?)");
+                 "(did you mean 'gqa'?; a plugin's variant needs --plugin PATH or "
+                 "'plugins: [PATH]')");
     /* no close name: list the registered ones */
     al_config c;
     al_err e;

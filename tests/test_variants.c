@@ -132,64 +132,81 @@ static void check_variant_grads(const al_variant_ops *v, int causal, int opt)
     vt_free(&t);
 }
 
+static void check_grads(const al_variant_ops *v)
+{
+    check_variant_grads(v, 1, -1);
+    check_variant_grads(v, 0, -1);
+    unsigned opts = optional_variations(v);
+    for (int k = 0; k < AL_MAX_SETTINGS; k++)
+        if (opts & (1u << k)) check_variant_grads(v, 1, k);
+}
+
+static void check_causal(const al_variant_ops *v)
+{
+    vt t;
+    vt_init(&t, v, 1);
+    size_t row = 16, cut = 3; /* change positions > 3 of sequence 0 */
+    vt_loss(&t);
+    float *before = malloc(t.B * t.T * row * sizeof(float));
+    memcpy(before, t.out, t.B * t.T * row * sizeof(float));
+    for (size_t j = (cut + 1) * row; j < t.T * row; j++) t.x[j] += 1.0f;
+    vt_loss(&t);
+    double d_past = 0, d_future = 0;
+    for (size_t j = 0; j < (size_t)t.T * row; j++) {
+        double d = fabs(before[j] - t.out[j]);
+        if (j < (cut + 1) * row) d_past = fmax(d_past, d);
+        else d_future = fmax(d_future, d);
+    }
+    ck_assert_msg(d_past <= 1e-6, "%s: past changed by %g", t.v->name, d_past);
+    ck_assert_msg(d_future > 1e-3, "%s: future unchanged", t.v->name);
+    free(before);
+    vt_free(&t);
+}
+
+static void check_deterministic(const al_variant_ops *v)
+{
+    vt a, b;
+    vt_init(&a, v, 1);
+    vt_init(&b, v, 1);
+    vt_loss(&a);
+    vt_loss(&b);
+    size_t n = (size_t)a.B * a.T * 16;
+    ck_assert_mem_eq(a.out, b.out, n * sizeof(float));
+    a.v->backward(&a.s, a.dx, a.dp, a.scratch, a.R, a.x, a.act, a.p, a.B, a.T);
+    b.v->backward(&b.s, b.dx, b.dp, b.scratch, b.R, b.x, b.act, b.p, b.B, b.T);
+    ck_assert_mem_eq(a.dx, b.dx, n * sizeof(float));
+    for (int k = 0; k < a.np; k++) {
+        size_t m = (size_t)a.spec[k].rows * (a.spec[k].cols ? a.spec[k].cols : 1);
+        ck_assert_mem_eq(a.dp[k], b.dp[k], m * sizeof(float));
+    }
+    vt_free(&a);
+    vt_free(&b);
+}
+
+/* The whole generic loop for one variant (tests/test_plugin.c runs it on a
+ * variant loaded from a plugin). */
+void al_test_variant_generic(const al_variant_ops *v)
+{
+    check_grads(v);
+    check_causal(v);
+    check_deterministic(v);
+}
+
 START_TEST(every_variant_gradients_match_finite_differences)
 {
-    for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
-        check_variant_grads(v, 1, -1);
-        check_variant_grads(v, 0, -1);
-        unsigned opts = optional_variations(v);
-        for (int k = 0; k < AL_MAX_SETTINGS; k++)
-            if (opts & (1u << k)) check_variant_grads(v, 1, k);
-    }
+    for (int i = 0; i < al_variant_count(); i++) check_grads(al_variant_at(i));
 }
 END_TEST
 
 START_TEST(every_variant_is_causal)
 {
-    for (int i = 0; i < al_variant_count(); i++) {
-        vt t;
-        vt_init(&t, al_variant_at(i), 1);
-        size_t row = 16, cut = 3; /* change positions > 3 of sequence 0 */
-        vt_loss(&t);
-        float *before = malloc(t.B * t.T * row * sizeof(float));
-        memcpy(before, t.out, t.B * t.T * row * sizeof(float));
-        for (size_t j = (cut + 1) * row; j < t.T * row; j++) t.x[j] += 1.0f;
-        vt_loss(&t);
-        double d_past = 0, d_future = 0;
-        for (size_t j = 0; j < (size_t)t.T * row; j++) {
-            double d = fabs(before[j] - t.out[j]);
-            if (j < (cut + 1) * row) d_past = fmax(d_past, d);
-            else d_future = fmax(d_future, d);
-        }
-        ck_assert_msg(d_past <= 1e-6, "%s: past changed by %g", t.v->name, d_past);
-        ck_assert_msg(d_future > 1e-3, "%s: future unchanged", t.v->name);
-        free(before);
-        vt_free(&t);
-    }
+    for (int i = 0; i < al_variant_count(); i++) check_causal(al_variant_at(i));
 }
 END_TEST
 
 START_TEST(every_variant_is_deterministic)
 {
-    for (int i = 0; i < al_variant_count(); i++) {
-        vt a, b;
-        vt_init(&a, al_variant_at(i), 1);
-        vt_init(&b, al_variant_at(i), 1);
-        vt_loss(&a);
-        vt_loss(&b);
-        size_t n = (size_t)a.B * a.T * 16;
-        ck_assert_mem_eq(a.out, b.out, n * sizeof(float));
-        a.v->backward(&a.s, a.dx, a.dp, a.scratch, a.R, a.x, a.act, a.p, a.B, a.T);
-        b.v->backward(&b.s, b.dx, b.dp, b.scratch, b.R, b.x, b.act, b.p, b.B, b.T);
-        ck_assert_mem_eq(a.dx, b.dx, n * sizeof(float));
-        for (int k = 0; k < a.np; k++) {
-            size_t m = (size_t)a.spec[k].rows * (a.spec[k].cols ? a.spec[k].cols : 1);
-            ck_assert_mem_eq(a.dp[k], b.dp[k], m * sizeof(float));
-        }
-        vt_free(&a);
-        vt_free(&b);
-    }
+    for (int i = 0; i < al_variant_count(); i++) check_deterministic(al_variant_at(i));
 }
 END_TEST
 

@@ -17,6 +17,8 @@ const al_variant_ops *al_variant_at(int i);
 const char *al_variant_origin(int i);
 /* Add a variant (plugins). Refuses a name clash and a version mismatch. */
 int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e);
+/* Forget the plugin variants registered after the first `count` variants. */
+void al_variant_truncate(int count);
 /* Index of a setting in ops->settings, or -1. */
 int al_variant_setting_index(const al_variant_ops *ops, const char *key);
 int al_variant_n_settings(const al_variant_ops *ops);

@@ -124,6 +124,16 @@ typedef struct al_variant_ops {
 #define AL_PLUGIN_ENTRY "attnlab_plugin_variants"
 typedef const al_variant_ops *const *(*al_plugin_entry_fn)(int *api_version);
 
+/* A plugin defines the entry point with this prototype (so the compiler
+ * checks it) and exports it even when built with hidden visibility:
+ *   AL_PLUGIN_EXPORT const al_variant_ops *const *
+ *   attnlab_plugin_variants(int *api_version)
+ *   { *api_version = AL_VARIANT_API_VERSION; return my_variants; }
+ * The loader refuses a plugin whose version differs, then checks each
+ * table's api_version and registers the tables under their names. */
+#define AL_PLUGIN_EXPORT __attribute__((visibility("default")))
+AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version);
+
 /* Helpers for variants. */
 static inline int al_set_int(const al_attn_shape *s, int i) { return (int)s->set[i]; }
 

@@ -94,3 +94,13 @@ int al_variant_setting_index(const al_variant_ops *ops, const char *key)
         if (strcmp(ops->settings[i].name, key) == 0) return i;
     return -1;
 }
+
+/* The plugin loader registers a plugin's tables one by one; when a later
+ * one is refused it drops the earlier ones, so a plugin loads whole or not
+ * at all. Built-ins are never dropped. */
+void al_variant_truncate(int count)
+{
+    int nb = n_builtins();
+    AL_ASSERT(count >= nb && count <= nb + n_extra);
+    n_extra = count - nb;
+}

@@ -1,0 +1,345 @@
+#!/usr/bin/python3
+"""attnlab_torch.py - attnlab models in PyTorch, built from a checkpoint.
+
+An independent implementation of the model spec in the README (and of MLA as
+issue 3 writes it), for Debian's /usr/bin/python3 with python3-torch and
+nothing else: the safetensors file is read by hand (struct + json).
+
+Command line:
+  attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
+      mean next-token cross-entropy over FILE's bytes, windows as in
+      `attnlab score`; the last line is `loss=<nats per byte> tokens=<count>`.
+  attnlab_torch.py grads CHECKPOINT FILE GRADS [--tol 1e-4]
+      recompute the loss and every gradient that `attnlab grads` wrote to
+      GRADS (same windows) with autograd in float64 and compare them: one
+      line per tensor, then `grads ok ...` or `grads MISMATCH ...` (exit 1).
+  attnlab_torch.py batch JOBS
+      run one of the commands above per line of JOBS in this process (torch
+      loads once), each output preceded by `== <line>`; exit status: the
+      worst of them.
+
+In Python:
+  from attnlab_torch import load_model
+  model, meta = load_model("results/train/model.safetensors")
+  logits = model(torch.tensor([[72, 101, 108, 108, 111]]))   # (B, T, vocab)
+"""
+import argparse
+import json
+import math
+import shlex
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------- safetensors
+
+_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+    "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+    "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+}
+
+
+def read_safetensors(path):
+    """Returns ({name: tensor}, metadata). Tensors of dtypes torch lacks
+    (e.g. U64) are returned as raw bytes."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < 8:
+        raise ValueError(f"{path}: not a safetensors file")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if 8 + n > len(buf):
+        raise ValueError(f"{path}: header length {n} does not fit the file")
+    header = json.loads(buf[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = memoryview(buf)[8 + n:]
+    out = {}
+    for name, ent in header.items():
+        b, e = ent["data_offsets"]
+        if not 0 <= b <= e <= len(data):
+            raise ValueError(f"{path}: tensor {name}: offsets out of range")
+        dt = _DTYPES.get(ent["dtype"])
+        if dt is None:
+            out[name] = bytes(data[b:e])
+        elif e == b:
+            out[name] = torch.empty(ent["shape"], dtype=dt)
+        else:
+            out[name] = torch.frombuffer(bytearray(data[b:e]), dtype=dt).reshape(ent["shape"])
+    return out, meta
+
+# ---------------------------------------------------------------- the model
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x, base):
+    """Rotate-half RoPE over the last dim of x (..., T, d), positions 0..T-1:
+    element i pairs with i + d/2, angle pos * base^(-2i/d)."""
+    T, d = x.shape[-2], x.shape[-1]
+    half = d // 2
+    inv = base ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attend(q, k, v, scale, causal):
+    """q, k (B, H, T, dqk), v (B, H, T, dv) -> (B, H, T, dv)."""
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        T = q.shape[-2]
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def linear(i, o):
+    return nn.Linear(i, o, bias=False)
+
+
+class GQA(nn.Module):
+    """mha (G = H), mqa (G = 1), gqa (G = n_kv_head): query head h reads K/V
+    group h // (H / G)."""
+
+    def __init__(self, cfg, groups):
+        super().__init__()
+        D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
+        self.H, self.G, self.dh = H, groups, dh
+        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.wq, self.wk = linear(D, H * dh), linear(D, groups * dh)
+        self.wv, self.wo = linear(D, groups * dh), linear(H * dh, D)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, G, dh = self.H, self.G, self.dh
+        q = rope(self.wq(x).view(B, T, H, dh).transpose(1, 2), self.base)
+        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
+        v = self.wv(x).view(B, T, G, dh).transpose(1, 2)
+        k = k.repeat_interleave(H // G, dim=1)
+        v = v.repeat_interleave(H // G, dim=1)
+        y = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+
+
+class MLA(nn.Module):
+    """DeepSeek-V2 multi-head latent attention:
+    c = rmsnorm(wdkv x), k_r = rope(wkr x) shared by all heads, k_c = wuk c,
+    v = wuv c; q = wq x, q_r = rope(wqr x), or with d_q_latent
+    c_q = rmsnorm(wdq x), q = wuq c_q, q_r = rope(wqr c_q); score of head h
+    (q_h . k_c,h + q_r,h . k_r) / sqrt(d_head + d_rope)."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh, eps = cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["norm_eps"]
+        dc, dr, dq = a["d_latent"], a["d_rope"], a.get("d_q_latent", 0)
+        self.H, self.dh, self.dr, self.dq = H, dh, dr, dq
+        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        if dq:
+            self.wdq, self.q_norm, self.wuq = linear(D, dq), RMSNorm(dq, eps), linear(dq, H * dh)
+        else:
+            self.wq = linear(D, H * dh)
+        self.wqr = linear(dq or D, H * dr)
+        self.wdkv, self.kv_norm, self.wkr = linear(D, dc), RMSNorm(dc, eps), linear(D, dr)
+        self.wuk, self.wuv, self.wo = linear(dc, H * dh), linear(dc, H * dh), linear(H * dh, D)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dh, dr = self.H, self.dh, self.dr
+        if self.dq:
+            cq = self.q_norm(self.wdq(x))
+            q, qr = self.wuq(cq), self.wqr(cq)
+        else:
+            q, qr = self.wq(x), self.wqr(x)
+        q = q.view(B, T, H, dh).transpose(1, 2)
+        qr = rope(qr.view(B, T, H, dr).transpose(1, 2), self.base)
+        c = self.kv_norm(self.wdkv(x))
+        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, dr)
+        kc = self.wuk(c).view(B, T, H, dh).transpose(1, 2)
+        v = self.wuv(c).view(B, T, H, dh).transpose(1, 2)
+        qf = torch.cat([q, qr], dim=-1)
+        kf = torch.cat([kc, kr.expand(B, H, T, dr)], dim=-1)
+        y = attend(qf, kf, v, 1.0 / math.sqrt(dh + dr), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+
+
+VARIANTS = {
+    "mha": lambda cfg, a: GQA(cfg, cfg["n_head"]),
+    "mqa": lambda cfg, a: GQA(cfg, 1),
+    "gqa": lambda cfg, a: GQA(cfg, a["n_kv_head"]),
+    "mla": MLA,
+}
+
+
+class MLP(nn.Module):
+    def __init__(self, D, F_):
+        super().__init__()
+        self.w1, self.w2 = linear(D, F_), linear(F_, D)
+
+    def forward(self, x):
+        return self.w2(F.gelu(self.w1(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        D, eps, a = cfg["d_model"], cfg["norm_eps"], cfg["attention"]
+        if a["variant"] not in VARIANTS:
+            raise ValueError(f"variant '{a['variant']}' is not implemented here "
+                             f"(known: {', '.join(VARIANTS)})")
+        self.attn_norm, self.mlp_norm = RMSNorm(D, eps), RMSNorm(D, eps)
+        self.attn = VARIANTS[a["variant"]](cfg, a)
+        self.mlp = MLP(D, cfg["d_ff"])
+
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class AttnlabModel(nn.Module):
+    """Byte-level GPT: tied embedding, pre-norm blocks, final RMSNorm.
+    Parameter names are the checkpoint's tensor names."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layer"]))
+        self.final_norm = RMSNorm(cfg["d_model"], cfg["norm_eps"])
+
+    def forward(self, idx):
+        x = self.tok_emb(idx)
+        for b in self.blocks:
+            x = b(x)
+        return self.final_norm(x) @ self.tok_emb.weight.T
+
+
+def load_model(path, dtype=torch.float64):
+    """The model in an attnlab checkpoint, and the file's metadata."""
+    tensors, meta = read_safetensors(path)
+    if "attnlab.config" not in meta:
+        raise ValueError(f"{path}: no attnlab.config in __metadata__")
+    cfg = json.loads(meta["attnlab.config"])
+    model = AttnlabModel(cfg).to(dtype)
+    model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=True)
+    return model, meta
+
+# ---------------------------------------------------------------- commands
+
+
+def windows(path, T, vocab):
+    """Inputs and targets (windows, T): window j feeds bytes [jT, jT+T) and
+    predicts [jT+1, jT+T+1); a window that does not fit whole is dropped."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = (len(data) - 1) // T if data else 0
+    if n <= 0:
+        raise ValueError(f"{path}: too short for one window of {T} tokens")
+    b = torch.frombuffer(bytearray(data[:n * T + 1]), dtype=torch.uint8).long()
+    if int(b.max()) >= vocab:
+        raise ValueError(f"{path}: a byte is outside the vocabulary ({vocab})")
+    return b[:n * T].view(n, T), b[1:n * T + 1].view(n, T)
+
+
+def cmd_score(args):
+    model, _ = load_model(args.checkpoint)
+    T = args.seq_len or model.cfg["seq_len"]
+    x, y = windows(args.file, T, model.cfg["vocab_size"])
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, x.shape[0], args.batch):
+            logits = model(x[i:i + args.batch])
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                     y[i:i + args.batch].reshape(-1), reduction="sum").item()
+    print(f"variant={model.cfg['attention']['variant']} seq_len={T} windows={x.shape[0]}")
+    print(f"loss={total / y.numel():.6f} tokens={y.numel()}")
+    return 0
+
+
+def rel_err(got, ref):
+    den = max(ref.norm().item(), got.norm().item(), 1e-30)
+    return (got - ref).norm().item() / den
+
+
+def cmd_grads(args):
+    model, _ = load_model(args.checkpoint)
+    grads, meta = read_safetensors(args.grads)
+    B, T = int(meta["attnlab.windows"]), int(meta["attnlab.seq_len"])
+    x, y = windows(args.file, T, model.cfg["vocab_size"])
+    logits = model(x[:B])
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:B].reshape(-1))
+    loss.backward()
+    params = dict(model.named_parameters())
+    bad = sorted(set(params) ^ set(grads))
+    if bad:
+        print(f"grads MISMATCH: tensors only on one side: {', '.join(bad)}")
+        return 1
+    worst = 0.0
+    for name, p in params.items():
+        err = rel_err(grads[name].double(), p.grad)
+        worst = max(worst, err)
+        print(f"{name} rel_err={err:.3e}")
+    lerr = abs(float(meta["attnlab.loss"]) - loss.item()) / abs(loss.item())
+    ok = worst < args.tol and lerr < args.tol
+    print(f"grads {'ok' if ok else 'MISMATCH'} tensors={len(params)} loss={loss.item():.9g} "
+          f"loss_rel_err={lerr:.3e} max_rel_err={worst:.3e} tol={args.tol:g}")
+    return 0 if ok else 1
+
+
+def cmd_batch(args):
+    worst = 0
+    with open(args.jobs) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            print(f"== {line.strip()}", flush=True)
+            worst = max(worst, main(shlex.split(line)))
+    return worst
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="attnlab_torch.py",
+                                description="attnlab models in PyTorch, from a checkpoint")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score", help="mean next-token loss over a file")
+    s.add_argument("checkpoint")
+    s.add_argument("file")
+    s.add_argument("--seq-len", type=int, default=0)
+    s.add_argument("--batch", type=int, default=16)
+    s.set_defaults(run=cmd_score)
+    g = sub.add_parser("grads", help="compare `attnlab grads` output with autograd")
+    g.add_argument("checkpoint")
+    g.add_argument("file")
+    g.add_argument("grads")
+    g.add_argument("--tol", type=float, default=1e-4)
+    g.set_defaults(run=cmd_grads)
+    b = sub.add_parser("batch", help="run one command per line of a file")
+    b.add_argument("jobs")
+    b.set_defaults(run=cmd_batch)
+    return p
+
+
+def main(argv):
+    try:
+        args = parser().parse_args(argv)
+        return args.run(args)
+    except SystemExit as e:          # argparse errors, inside `batch` too
+        return e.code if isinstance(e.code, int) else 2
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        print(f"attnlab_torch.py: error: {e}", file=sys.stderr, flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

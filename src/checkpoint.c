@@ -1,0 +1,602 @@
+/*
+ * checkpoint.c - a model onto safetensors and back, and the state that lets
+ * a training run resume bit-identically. The container itself is
+ * safetensors.c; here are the names, the config metadata and the checks
+ * against the model table.
+ */
+#include "al_checkpoint.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_registry.h"
+#include "al_safetensors.h"
+
+/* Sizes a checkpoint may declare. They keep every product the model and
+ * the variants form in int range, so a corrupt config is an error rather
+ * than an overflow or a huge allocation. */
+#define MAX_DIM (1 << 14)
+#define MAX_LONG_DIM (1 << 24)
+#define MAX_MLP_RATIO 64.0
+/* Refuse to allocate a model this much larger than the file's data. */
+#define MAX_UNBACKED_FLOATS (1u << 22)
+
+/* ------------------------------------------------------------ config <-> JSON */
+
+static const char *variant_origin(const al_variant_ops *ops)
+{
+    for (int i = 0; i < al_variant_count(); i++)
+        if (al_variant_at(i) == ops) return al_variant_origin(i);
+    return "built-in";
+}
+
+static json_t *attention_json(const al_model_config *c)
+{
+    json_t *a = json_pack("{s:s}", "variant", c->attn->name);
+    for (int j = 0; j < al_variant_n_settings(c->attn); j++) {
+        const al_setting *s = &c->attn->settings[j];
+        json_object_set_new(a, s->name, s->kind == AL_SET_INT
+                                            ? json_integer((json_int_t)llround(c->attn_set[j]))
+                                            : json_real(c->attn_set[j]));
+    }
+    return a;
+}
+
+char *al_checkpoint_config_json(const al_model *m)
+{
+    const al_model_config *c = &m->cfg;
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:b, s:o}",
+                          "n_layer", c->n_layer, "d_model", c->d_model, "n_head", c->n_head,
+                          "d_head", c->d_head, "vocab_size", c->vocab_size, "seq_len",
+                          c->seq_len, "mlp_ratio", c->mlp_ratio, "d_ff", m->d_ff, "norm_eps",
+                          c->norm_eps, "rope_base", c->rope_base, "causal", c->causal,
+                          "attention", attention_json(c));
+    AL_ASSERT(o != NULL);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    AL_ASSERT(text != NULL);
+    return text;
+}
+
+static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
+{
+    char msg[600], clean[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return al_errf(e, "%s: attnlab.config: %s", path, al_st_printable(clean, sizeof clean, msg));
+}
+
+static int get_int(const char *path, json_t *o, const char *key, long lo, long hi, int *out,
+                   al_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return cfg_err(e, path, "'%s' is missing", key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", key, lo, hi);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+/* A number in (0, hi]. */
+static int get_real(const char *path, json_t *o, const char *key, double hi, double *out,
+                    al_err *e)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return cfg_err(e, path, "'%s' is missing", key);
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x > 0 && x <= hi))
+        return cfg_err(e, path, "'%s' must be a number in (0, %g]", key, hi);
+    *out = x;
+    return 0;
+}
+
+static int unknown_variant(al_err *e, const char *path, const char *name, const char *origin)
+{
+    char known[512] = "", clean[128], corig[600];
+    for (int i = 0; i < al_variant_count(); i++) {
+        size_t l = strlen(known);
+        snprintf(known + l, sizeof known - l, "%s%s", i ? ", " : "", al_variant_at(i)->name);
+    }
+    al_st_printable(clean, sizeof clean, name);
+    if (origin && strcmp(origin, "built-in") != 0)
+        return al_errf(e, "%s: attention variant '%s' is not registered; it came from a "
+                       "plugin: pass --plugin %s", path, clean,
+                       al_st_printable(corig, sizeof corig, origin));
+    return al_errf(e, "%s: attention variant '%s' is not registered (known: %s); it may come "
+                   "from a plugin: pass --plugin PATH", path, clean, known);
+}
+
+static int get_setting(const char *path, const al_setting *s, json_t *v, double *out, al_err *e)
+{
+    if (s->kind == AL_SET_INT) {
+        if (!json_is_integer(v) || llabs(json_integer_value(v)) > MAX_DIM)
+            return cfg_err(e, path, "'attention.%s' must be an integer in [-%d, %d]", s->name,
+                           MAX_DIM, MAX_DIM);
+        *out = (double)json_integer_value(v);
+    } else {
+        if (!json_is_number(v) || !isfinite(json_number_value(v)))
+            return cfg_err(e, path, "'attention.%s' must be a finite number", s->name);
+        *out = json_number_value(v);
+    }
+    return 0;
+}
+
+static int decode_attention(const char *path, json_t *a, const char *origin,
+                            al_model_config *c, al_err *e)
+{
+    json_t *vn = json_object_get(a, "variant");
+    if (!json_is_object(a) || !json_is_string(vn))
+        return cfg_err(e, path, "'attention' must be an object with a 'variant' name");
+    const al_variant_ops *ops = al_variant_find(json_string_value(vn));
+    if (!ops) return unknown_variant(e, path, json_string_value(vn), origin);
+    int given[AL_MAX_SETTINGS] = {0};
+    const char *k;
+    json_t *v;
+    json_object_foreach(a, k, v) {
+        if (strcmp(k, "variant") == 0) continue;
+        int j = al_variant_setting_index(ops, k);
+        if (j < 0) return cfg_err(e, path, "unknown setting '%.60s' for variant '%s'", k, ops->name);
+        if (get_setting(path, &ops->settings[j], v, &c->attn_set[j], e)) return -1;
+        given[j] = 1;
+    }
+    for (int j = 0; j < al_variant_n_settings(ops); j++) {
+        if (given[j]) continue;
+        if (ops->settings[j].required)
+            return cfg_err(e, path, "'attention.%s' is required for variant '%s'",
+                           ops->settings[j].name, ops->name);
+        c->attn_set[j] = ops->settings[j].def;
+    }
+    c->attn = ops;
+    snprintf(c->variant, sizeof c->variant, "%s", ops->name);
+    return 0;
+}
+
+static const char *const config_keys[] = {"n_layer", "d_model", "n_head", "d_head",
+                                          "vocab_size", "seq_len", "mlp_ratio", "d_ff",
+                                          "norm_eps", "rope_base", "causal", "attention", NULL};
+
+static int known_keys(const char *path, json_t *o, al_err *e)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        int i = 0;
+        while (config_keys[i] && strcmp(config_keys[i], k) != 0) i++;
+        if (!config_keys[i]) return cfg_err(e, path, "unknown key '%.60s'", k);
+    }
+    return 0;
+}
+
+/* Fields of the model mapping, each checked for type and range. */
+static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d_ff, al_err *e)
+{
+    json_t *causal = json_object_get(o, "causal");
+    if (known_keys(path, o, e) || get_int(path, o, "n_layer", 1, MAX_DIM, &c->n_layer, e) ||
+        get_int(path, o, "d_model", 1, MAX_DIM, &c->d_model, e) ||
+        get_int(path, o, "n_head", 1, MAX_DIM, &c->n_head, e) ||
+        get_int(path, o, "d_head", 1, MAX_DIM, &c->d_head, e) ||
+        get_int(path, o, "vocab_size", 1, MAX_LONG_DIM, &c->vocab_size, e) ||
+        get_int(path, o, "seq_len", 1, MAX_LONG_DIM, &c->seq_len, e) ||
+        get_real(path, o, "mlp_ratio", MAX_MLP_RATIO, &c->mlp_ratio, e) ||
+        get_int(path, o, "d_ff", 1, (long)(MAX_DIM * MAX_MLP_RATIO), d_ff, e) ||
+        get_real(path, o, "norm_eps", 1.0, &c->norm_eps, e) ||
+        get_real(path, o, "rope_base", 1e30, &c->rope_base, e))
+        return -1;
+    if (!json_is_boolean(causal)) return cfg_err(e, path, "'causal' must be true or false");
+    c->causal = json_is_true(causal);
+    return 0;
+}
+
+/* Rebuild the model config from the "attnlab.config" text and check it as
+ * a config file would be checked. */
+static int config_from_json(const char *path, const char *text, const char *origin,
+                            al_model_config *out, al_err *e)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return cfg_err(e, path, "not a JSON object (%s)", o ? "wrong type" : je.text);
+    }
+    al_config full;
+    al_config_defaults(&full);
+    snprintf(full.file, sizeof full.file, "%s", path);
+    al_model_config *c = &full.model;
+    int d_ff = 0, rc = decode_fields(path, o, c, &d_ff, e);
+    if (rc == 0) rc = decode_attention(path, json_object_get(o, "attention"), origin, c, e);
+    json_decref(o);
+    if (rc == 0) rc = al_config_validate(&full, NULL, e);
+    if (rc == 0 && lround(c->mlp_ratio * c->d_model) != d_ff)
+        rc = cfg_err(e, path, "'d_ff' (%d) is not mlp_ratio * d_model (%ld)", d_ff,
+                     lround(c->mlp_ratio * c->d_model));
+    if (rc == 0) *out = *c;
+    return rc;
+}
+
+/* ------------------------------------------------------------ saving */
+
+int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e)
+{
+    al_st_out *t = al_calloc((size_t)m->n_tensors, sizeof *t);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const al_tensor *x = &m->tensors[i];
+        t[i] = (al_st_out){x->name, AL_ST_F32, x->ndim, {x->shape[0], x->shape[1]},
+                           m->params + x->offset};
+    }
+    char *cfg = al_checkpoint_config_json(m), stepbuf[32], ver[16];
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
+    const char *meta[] = {"format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
+                          "attnlab.interface_version", ver, "attnlab.variant_origin",
+                          variant_origin(m->cfg.attn)};
+    int rc = al_st_write(path, t, m->n_tensors, meta, 5, e);
+    free(cfg);
+    free(t);
+    return rc;
+}
+
+/* ------------------------------------------------------------ loading */
+
+/* A whole number in [lo, hi] from a metadata string. */
+static int meta_long(const al_st_file *f, const char *key, long lo, long hi, long *out, al_err *e)
+{
+    const char *s = al_st_meta(f, key);
+    char *end;
+    if (!s) return al_errf(e, "%s: no '%s' in __metadata__ (not an attnlab file?)", f->path, key);
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return al_errf(e, "%s: __metadata__ '%s' must be a whole number in [%ld, %ld]",
+                       f->path, key, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int read_meta(const al_st_file *f, al_model_config *c, long *step, al_err *e)
+{
+    long ver;
+    const char *cfg = al_st_meta(f, "attnlab.config");
+    if (!cfg)
+        return al_errf(e, "%s: no 'attnlab.config' in __metadata__ (not an attnlab "
+                       "checkpoint?)", f->path);
+    if (meta_long(f, "attnlab.step", 0, 1L << 62, step, e) ||
+        meta_long(f, "attnlab.interface_version", 1, 1L << 30, &ver, e))
+        return -1;
+    return config_from_json(f->path, cfg, al_st_meta(f, "attnlab.variant_origin"), c, e);
+}
+
+static void fmt_shape(char *out, size_t n, int ndim, const int64_t *shape)
+{
+    size_t l = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < ndim && l < n; d++)
+        l += (size_t)snprintf(out + l, n - l, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (l < n) snprintf(out + l, n - l, "]");
+}
+
+/* One model tensor against the file: present, F32, same shape, finite. */
+static int check_tensor(const al_st_file *f, const al_tensor *x, al_err *e)
+{
+    const al_st_tensor *t = al_st_find(f, x->name);
+    if (!t) return al_errf(e, "%s: missing tensor '%s'", f->path, x->name);
+    if (t->dtype != AL_ST_F32)
+        return al_errf(e, "%s: tensor '%s' has dtype %s, expected F32", f->path, x->name,
+                       al_st_dtype_name(t->dtype));
+    int64_t want[2] = {x->shape[0], x->shape[1]};
+    if (t->ndim != x->ndim || t->shape[0] != want[0] || (x->ndim == 2 && t->shape[1] != want[1])) {
+        char a[96], b[96];
+        fmt_shape(a, sizeof a, t->ndim, t->shape);
+        fmt_shape(b, sizeof b, x->ndim, want);
+        return al_errf(e, "%s: tensor '%s' has shape %s, the model's config wants %s",
+                       f->path, x->name, a, b);
+    }
+    for (size_t i = 0; i < t->numel; i++) {
+        float v;
+        memcpy(&v, t->data + 4 * i, 4);
+        if (!isfinite(v))
+            return al_errf(e, "%s: tensor '%s' holds a non-finite value at index %zu",
+                           f->path, x->name, i);
+    }
+    return 0;
+}
+
+/* Every tensor of the model's table is in the file, and nothing else. */
+static int check_table(const al_st_file *f, const al_model *m, al_err *e)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (check_tensor(f, &m->tensors[i], e)) return -1;
+    for (int i = 0; i < f->n; i++)
+        if (!al_model_tensor(m, f->t[i].name)) {
+            char name[128];
+            return al_errf(e, "%s: unexpected tensor '%s' (not in the model its config "
+                           "describes)", f->path, al_st_printable(name, sizeof name, f->t[i].name));
+        }
+    return 0;
+}
+
+/* The model the file's config describes, unless it would be far larger
+ * than the file's data (a corrupt size): then an error, not an allocation. */
+static int init_model(const al_st_file *f, const al_model_config *c, al_model *m, al_err *e)
+{
+    char msg[AL_ERR_LEN];
+    al_err sub;
+    size_t n = al_model_param_count(c, &sub), have = (f->size - f->data_start) / 4;
+    if (!n) {
+        snprintf(msg, sizeof msg, "%s", sub.msg);
+        return al_errf(e, "%s: %s", f->path, msg);
+    }
+    if (n > have && n - have > MAX_UNBACKED_FLOATS)
+        return al_errf(e, "%s: the config describes %zu parameters but the file holds %zu "
+                       "floats", f->path, n, have);
+    if (al_model_init(m, c, &sub) != 0) {
+        snprintf(msg, sizeof msg, "%s", sub.msg);
+        return al_errf(e, "%s: %s", f->path, msg);
+    }
+    return 0;
+}
+
+int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
+{
+    memset(m, 0, sizeof *m);
+    al_st_file f;
+    if (al_st_read(path, &f, e) != 0) return -1;
+    al_model_config c;
+    long st = 0;
+    int rc = read_meta(&f, &c, &st, e);
+    if (rc == 0) rc = init_model(&f, &c, m, e);
+    if (rc == 0) rc = check_table(&f, m, e);
+    for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
+        const al_tensor *x = &m->tensors[i];
+        memcpy(m->params + x->offset, al_st_find(&f, x->name)->data, x->numel * sizeof(float));
+    }
+    if (rc == 0 && step) *step = st;
+    if (rc != 0) al_model_free(m);
+    al_st_free(&f);
+    return rc;
+}
+
+/* ------------------------------------------------------------ training state */
+
+static char *config_yaml(const al_config *c)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    AL_ASSERT(f != NULL);
+    al_config_write_yaml(c, f);
+    AL_ASSERT(fclose(f) == 0);
+    return buf;
+}
+
+static void put_double(char *buf, size_t n, double x) { snprintf(buf, n, "%.17g", x); }
+
+int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *m,
+                           const al_adamw *o, const al_train_state *s, al_err *e)
+{
+    AL_ASSERT(o->n == m->n_params);
+    char path[4200], v[8][40], *yaml = config_yaml(c);
+    const al_st_out t[] = {
+        {"adamw.m", AL_ST_F32, 1, {(int64_t)o->n}, o->m},
+        {"adamw.v", AL_ST_F32, 1, {(int64_t)o->n}, o->v},
+        {"data_rng", AL_ST_U64, 1, {4}, s->rng.s},
+        {"metrics", AL_ST_F64, 2, {s->n_rows, AL_METRIC_COLS}, s->rows},
+    };
+    snprintf(v[0], sizeof v[0], "%ld", s->step);
+    snprintf(v[1], sizeof v[1], "%ld", o->step);
+    snprintf(v[2], sizeof v[2], "%ld", s->tokens);
+    snprintf(v[3], sizeof v[3], "%ld", s->loss_count);
+    put_double(v[4], sizeof v[4], s->train_time);
+    put_double(v[5], sizeof v[5], s->elapsed);
+    put_double(v[6], sizeof v[6], s->loss_sum);
+    put_double(v[7], sizeof v[7], s->last_loss);
+    const char *meta[] = {
+        "attnlab.step", v[0], "attnlab.adamw_step", v[1], "attnlab.tokens", v[2],
+        "attnlab.loss_count", v[3], "attnlab.train_time", v[4], "attnlab.elapsed", v[5],
+        "attnlab.loss_sum", v[6], "attnlab.last_loss", v[7], "attnlab.config_yaml", yaml,
+        "attnlab.metric_columns", "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s",
+    };
+    snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
+    int rc = al_st_write(path, t, 4, meta, (int)(sizeof meta / sizeof meta[0] / 2), e);
+    free(yaml);
+    if (rc != 0) return -1;
+    snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
+    return al_checkpoint_save(path, m, s->step, e);
+}
+
+/* The resolved-config YAML (two-space indents, "key: value", "key:" opening a
+ * mapping, "- item" in a list) as "path=value" lines, without the keys a
+ * resume may change. Returns the line count; lines are malloc'ed. */
+static int flatten_yaml(const char *yaml, char ***out)
+{
+    static const char *const may_change[] = {"train.checkpoint_every", NULL};
+    char stack[8][128], line[4400];
+    int n = 0, cap = 64;
+    char **lines = al_malloc(cap * sizeof *lines);
+    for (const char *p = yaml; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        len = strlen(line);
+        int ind = (int)strspn(line, " "), lev = ind / 2 < 8 ? ind / 2 : 7;
+        char *key = line + ind, *colon = strstr(key, ": "), path[1200] = "";
+        int opens = !colon && len > 0 && line[len - 1] == ':';
+        if (opens) line[len - 1] = 0;
+        if (colon) *colon = 0;
+        for (int i = 0; i < lev; i++)
+            snprintf(path + strlen(path), sizeof path - strlen(path), "%s.", stack[i]);
+        snprintf(path + strlen(path), sizeof path - strlen(path), "%s",
+                 key[0] == '-' ? "[]" : key);
+        if (opens) snprintf(stack[lev], sizeof stack[lev], "%s", key);
+        if (opens || !key[0]) continue;
+        int skip = 0;
+        for (int i = 0; may_change[i]; i++) skip |= strcmp(path, may_change[i]) == 0;
+        if (skip) continue;
+        if (n == cap) lines = realloc(lines, (cap *= 2) * sizeof *lines);
+        AL_ASSERT(lines != NULL);
+        size_t need = strlen(path) + 4400;
+        lines[n] = al_malloc(need);
+        snprintf(lines[n++], need, "%s=%s", path,
+                 colon ? colon + 2 : key[0] == '-' ? key + 2 : "");
+    }
+    *out = lines;
+    return n;
+}
+
+static void free_lines(char **l, int n)
+{
+    for (int i = 0; i < n; i++) free(l[i]);
+    free(l);
+}
+
+/* The saved config against the current one: the first key that differs. */
+static int check_same_config(const al_st_file *f, const al_config *c, al_err *e)
+{
+    const char *saved = al_st_meta(f, "attnlab.config_yaml");
+    if (!saved) return al_errf(e, "%s: no 'attnlab.config_yaml' in __metadata__", f->path);
+    char *now = config_yaml(c), **a, **b;
+    int na = flatten_yaml(saved, &a), nb = flatten_yaml(now, &b), rc = 0;
+    free(now);
+    for (int i = 0; i < na; i++)   /* the saved text may be corrupt: keep errors one line */
+        for (unsigned char *q = (unsigned char *)a[i]; *q; q++)
+            if (*q < 0x20 || *q > 0x7e) *q = '?';
+    for (int i = 0; i < na || i < nb; i++) {
+        const char *x = i < na ? a[i] : "(nothing)=", *y = i < nb ? b[i] : "(nothing)=";
+        if (strcmp(x, y) == 0) continue;
+        size_t kx = strcspn(x, "="), ky = strcspn(y, "=");
+        if (kx == ky && strncmp(x, y, kx) == 0)
+            rc = al_errf(e, "%s: cannot resume: '%.*s' is %.200s in the saved run but %.200s "
+                         "now", f->path, (int)kx, x, x + kx + 1, y + ky + 1);
+        else
+            rc = al_errf(e, "%s: cannot resume: the saved run's config has '%.*s' where the "
+                         "current one has '%.*s'", f->path, (int)kx, x, (int)ky, y);
+        break;
+    }
+    free_lines(a, na);
+    free_lines(b, nb);
+    return rc;
+}
+
+static int meta_double(const al_st_file *f, const char *key, double *out, al_err *e)
+{
+    const char *s = al_st_meta(f, key);
+    char *end;
+    if (!s) return al_errf(e, "%s: no '%s' in __metadata__", f->path, key);
+    *out = strtod(s, &end);
+    if (end == s || *end) return al_errf(e, "%s: __metadata__ '%s' is not a number", f->path, key);
+    return 0;
+}
+
+static int read_counters(const al_st_file *f, al_train_state *s, long *adam_step, al_err *e)
+{
+    const long big = 1L << 62;
+    return meta_long(f, "attnlab.step", 0, big, &s->step, e) ||
+           meta_long(f, "attnlab.adamw_step", 0, big, adam_step, e) ||
+           meta_long(f, "attnlab.tokens", 0, big, &s->tokens, e) ||
+           meta_long(f, "attnlab.loss_count", 0, big, &s->loss_count, e) ||
+           meta_double(f, "attnlab.train_time", &s->train_time, e) ||
+           meta_double(f, "attnlab.elapsed", &s->elapsed, e) ||
+           meta_double(f, "attnlab.loss_sum", &s->loss_sum, e) ||
+           meta_double(f, "attnlab.last_loss", &s->last_loss, e) ? -1 : 0;
+}
+
+/* A state tensor of the given dtype and shape (ndim 1 or 2; cols < 0 means
+ * any number of rows of -cols). */
+static const al_st_tensor *state_tensor(const al_st_file *f, const char *name, int dtype,
+                                        int64_t rows, int64_t cols, al_err *e)
+{
+    const al_st_tensor *t = al_st_find(f, name);
+    int ok = t && t->dtype == dtype && t->ndim == (cols ? 2 : 1) &&
+             (rows < 0 || t->shape[0] == rows) && (!cols || t->shape[1] == cols);
+    if (!ok) {
+        al_errf(e, "%s: tensor '%s' is missing or not %s of the expected shape", f->path,
+                name, al_st_dtype_name(dtype));
+        return NULL;
+    }
+    return t;
+}
+
+static int read_state_tensors(const al_st_file *f, al_adamw *o, al_train_state *s, al_err *e)
+{
+    const al_st_tensor *m = state_tensor(f, "adamw.m", AL_ST_F32, (int64_t)o->n, 0, e);
+    const al_st_tensor *v = m ? state_tensor(f, "adamw.v", AL_ST_F32, (int64_t)o->n, 0, e) : NULL;
+    const al_st_tensor *r = v ? state_tensor(f, "data_rng", AL_ST_U64, 4, 0, e) : NULL;
+    const al_st_tensor *x = r ? state_tensor(f, "metrics", AL_ST_F64, -1, AL_METRIC_COLS, e) : NULL;
+    if (!x) return -1;
+    memcpy(o->m, m->data, o->n * sizeof(float));
+    memcpy(o->v, v->data, o->n * sizeof(float));
+    memcpy(s->rng.s, r->data, sizeof s->rng.s);
+    s->n_rows = (int)x->shape[0];
+    s->rows = al_malloc(x->numel * sizeof(double));
+    memcpy(s->rows, x->data, x->numel * sizeof(double));
+    return 0;
+}
+
+/* The first key of the model config that differs between two models. */
+static void config_diff(const al_model *a, const al_model *b, char *out, size_t n)
+{
+    char *ta = al_checkpoint_config_json(a), *tb = al_checkpoint_config_json(b);
+    json_t *ja = json_loads(ta, 0, NULL), *jb = json_loads(tb, 0, NULL);
+    const char *k;
+    json_t *v;
+    snprintf(out, n, "?");
+    json_object_foreach(jb, k, v) {
+        if (json_equal(json_object_get(ja, k), v)) continue;
+        snprintf(out, n, "%s", k);
+        break;
+    }
+    json_decref(ja), json_decref(jb), free(ta), free(tb);
+}
+
+/* The parameters from dir's model.safetensors, which must hold the model
+ * m describes at the state's step. */
+static int restore_params(const char *dir, al_model *m, long step, al_err *e)
+{
+    char path[4200], key[64];
+    al_model saved;
+    long at;
+    snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
+    if (al_checkpoint_load(path, &saved, &at, e) != 0) return -1;
+    int rc = 0;
+    config_diff(&saved, m, key, sizeof key);
+    if (saved.n_params != m->n_params || strcmp(key, "?") != 0)
+        rc = al_errf(e, "%s: cannot resume: its model differs from the run's config in '%s'",
+                     path, key);
+    else if (at != step)
+        rc = al_errf(e, "%s: cannot resume: it is at step %ld but %s is at step %ld", path,
+                     at, AL_TRAIN_STATE_FILE, step);
+    else
+        memcpy(m->params, saved.params, m->n_params * sizeof(float));
+    al_model_free(&saved);
+    return rc;
+}
+
+int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_adamw *o,
+                         al_train_state *s, al_err *e)
+{
+    char path[4200];
+    long adam_step = 0;
+    memset(s, 0, sizeof *s);
+    snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
+    al_st_file f;
+    if (al_st_read(path, &f, e) != 0) return -1;
+    int rc = check_same_config(&f, c, e);
+    if (rc == 0) rc = read_counters(&f, s, &adam_step, e);
+    if (rc == 0) rc = read_state_tensors(&f, o, s, e);
+    if (rc == 0) rc = restore_params(dir, m, s->step, e);
+    al_st_free(&f);
+    if (rc != 0) {
+        free(s->rows);
+        memset(s, 0, sizeof *s);
+        return -1;
+    }
+    o->step = adam_step;
+    return 0;
+}

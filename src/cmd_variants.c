@@ -1,0 +1,75 @@
+/*
+ * cmd_variants.c - `attnlab variants`: what model.attention.variant may name.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "al_cli.h"
+#include "al_registry.h"
+
+static const char variants_help[] =
+    "usage: attnlab variants [--plugin PATH ...]\n"
+    "\n"
+    "List every registered attention variant, one a line:\n"
+    "  NAME  SETTING=DEFAULT ... SETTING=required  origin=built-in|PLUGIN  -- description\n"
+    "Settings go under model.attention beside `variant: NAME`. --plugin loads a\n"
+    "shared object that adds variants (see variants/README.md); every command\n"
+    "that reads an experiment file accepts it too.\n";
+
+/* "n_kv_head=required d_q_latent=0", or "-" for a variant without settings */
+static int settings_text(const al_variant_ops *v, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int j = 0; j < al_variant_n_settings(v) && len < n; j++) {
+        const al_setting *s = &v->settings[j];
+        const char *sep = j ? " " : "";
+        if (s->required) len += snprintf(buf + len, n - len, "%s%s=required", sep, s->name);
+        else len += snprintf(buf + len, n - len, "%s%s=%g", sep, s->name, s->def);
+    }
+    if (!buf[0]) snprintf(buf, n, "-");
+    return (int)strlen(buf);
+}
+
+static void print_variant(int i, int name_w, int set_w)
+{
+    const al_variant_ops *v = al_variant_at(i);
+    char set[512];
+    settings_text(v, set, sizeof set);
+    printf("%-*s  %-*s  origin=%s  -- %s\n", name_w, v->name, set_w, set,
+           al_variant_origin(i), v->description ? v->description : "");
+}
+
+int al_cmd_variants(int argc, char **argv)
+{
+    al_cli_opts o;
+    memset(&o, 0, sizeof o);
+    char msg[512];
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return fputs(variants_help, stdout), 0;
+        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
+            snprintf(msg, sizeof msg, "variants: unknown or incomplete argument '%.200s' (see "
+                     "'attnlab variants --help')", argv[i]);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        if (o.n_plugins == AL_CLI_MAX_PLUGINS) {
+            snprintf(msg, sizeof msg, "variants: too many --plugin options (at most %d)",
+                     AL_CLI_MAX_PLUGINS);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        o.plugins[o.n_plugins++] = argv[++i];
+    }
+    int rc = al_cli_load_plugins(&o);
+    if (rc) return rc;
+    int name_w = 0, set_w = 0;
+    char set[512];
+    for (int i = 0; i < al_variant_count(); i++) {
+        int n = (int)strlen(al_variant_at(i)->name), m = settings_text(al_variant_at(i), set,
+                                                                       sizeof set);
+        name_w = n > name_w ? n : name_w;
+        set_w = m > set_w ? m : set_w;
+    }
+    for (int i = 0; i < al_variant_count(); i++) print_variant(i, name_w, set_w);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * broken.c - plugins the loader must refuse, one per -D flag (tests/meson.build
+ * builds each into its own shared object):
+ *   BAD_PLUGIN_VERSION  the entry reports another interface version
+ *   BAD_TABLE_VERSION   the entry is current but the table is not
+ *   NO_ENTRY            no attnlab_plugin_variants symbol at all
+ *   DUPLICATE           a new variant, then one named like a built-in
+ *   UNDEFINED           calls a kernel the program does not export
+ *   EMPTY               exports an empty table
+ *   BAD_NAME            a variant name that cannot be a YAML value or file name
+ * The variant itself is a stub: the loader never calls it.
+ */
+#include <string.h>
+
+#include "attnlab_variant.h"
+
+static int stub_params(const al_attn_shape *s, al_param_spec *out)
+{
+    out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
+    return 1;
+}
+static size_t stub_floats(const al_attn_shape *s, int B, int T) { return 1; }
+static size_t stub_kv(const al_attn_shape *s) { return 1; }
+
+#ifdef UNDEFINED
+void al_kernel_from_the_future(float *out, int n);
+#endif
+
+static void stub_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                         const float *x, float *const *p, int B, int T)
+{
+    memset(out, 0, (size_t)B * T * s->d_model * sizeof(float));
+#ifdef UNDEFINED
+    al_kernel_from_the_future(out, B * T * s->d_model);
+#endif
+}
+
+static void stub_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                          const float *dout, const float *x, const float *act,
+                          float *const *p, int B, int T)
+{
+}
+
+#ifdef BAD_TABLE_VERSION
+#define TABLE_VERSION (AL_VARIANT_API_VERSION + 41)
+#else
+#define TABLE_VERSION AL_VARIANT_API_VERSION
+#endif
+
+#define STUB(NAME)                                                                    \
+    {.api_version = TABLE_VERSION, .name = NAME, .description = "test stub",          \
+     .params = stub_params, .act_floats = stub_floats, .scratch_floats = stub_floats, \
+     .forward = stub_forward, .backward = stub_backward, .kv_elems = stub_kv}
+
+static const al_variant_ops first = STUB("tp_first");
+static const al_variant_ops dup = STUB("mha");
+
+#ifdef DUPLICATE
+static const al_variant_ops *const variants[] = {&first, &dup, NULL};
+#elif defined(EMPTY)
+static const al_variant_ops *const variants[] = {NULL};
+#elif defined(BAD_NAME)
+static const al_variant_ops spaced = STUB("sliding window");
+static const al_variant_ops *const variants[] = {&spaced, NULL};
+#else
+static const al_variant_ops *const variants[] = {&first, NULL};
+#endif
+
+#ifdef NO_ENTRY
+AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version);
+AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version)
+#else
+AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version)
+#endif
+{
+#ifdef BAD_PLUGIN_VERSION
+    *api_version = AL_VARIANT_API_VERSION + 7;
+#else
+    *api_version = AL_VARIANT_API_VERSION;
+#endif
+    (void)dup, (void)first;
+    return variants;
+}

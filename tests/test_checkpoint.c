@@ -1,0 +1,507 @@
+/*
+ * test_checkpoint.c - model checkpoints and resumable training: a round trip
+ * for every built-in variant, the config stored by setting name, every kind
+ * of mismatch as a clear error, a fuzzed loader that never crashes, and a
+ * resumed run that is bit-identical to one never interrupted.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "al_checkpoint.h"
+#include "al_registry.h"
+#include "al_safetensors.h"
+#include "al_test.h"
+#include "al_test_model.h"
+#include "al_train.h"
+
+/* A tiny model of variant v with weights from seed; opt >= 0 sets optional
+ * setting opt to 4. Returns 0, or -1 when the variant rejects that. */
+static int tiny_model(al_model *m, const al_variant_ops *v, int opt, uint64_t seed)
+{
+    al_model_config c;
+    al_err e;
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 8, 256), 0);
+    if (opt >= 0) c.attn_set[opt] = 4;
+    if (al_model_init(m, &c, &e) != 0) return -1;
+    al_model_init_weights(m, seed);
+    return 0;
+}
+
+static void expect_same_model(const al_model *a, const al_model *b)
+{
+    const al_model_config *x = &a->cfg, *y = &b->cfg;
+    ck_assert_int_eq(x->n_layer, y->n_layer);
+    ck_assert_int_eq(x->d_model, y->d_model);
+    ck_assert_int_eq(x->n_head, y->n_head);
+    ck_assert_int_eq(x->d_head, y->d_head);
+    ck_assert_int_eq(x->seq_len, y->seq_len);
+    ck_assert_int_eq(x->vocab_size, y->vocab_size);
+    ck_assert(x->mlp_ratio == y->mlp_ratio && x->norm_eps == y->norm_eps &&
+              x->rope_base == y->rope_base);
+    ck_assert_int_eq(x->causal, y->causal);
+    ck_assert_ptr_eq(x->attn, y->attn);
+    ck_assert_str_eq(x->variant, y->variant);
+    for (int j = 0; j < al_variant_n_settings(x->attn); j++)
+        ck_assert(x->attn_set[j] == y->attn_set[j]);
+    ck_assert_int_eq(a->n_tensors, b->n_tensors);
+    for (int i = 0; i < a->n_tensors; i++) ck_assert_str_eq(a->tensors[i].name, b->tensors[i].name);
+    ck_assert_uint_eq(a->n_params, b->n_params);
+    ck_assert_mem_eq(a->params, b->params, a->n_params * sizeof(float));
+}
+
+START_TEST(save_then_load_round_trips_every_builtin_variant)
+{
+    char *dir = al_test_tmpdir(), path[4200];
+    int cases = 0;
+    for (int i = 0; i < al_variant_count(); i++) {
+        const al_variant_ops *v = al_variant_at(i);
+        for (int opt = -1; opt < al_variant_n_settings(v); opt++) {
+            if (opt >= 0 && v->settings[opt].required) continue;
+            al_model m, back;
+            if (tiny_model(&m, v, opt, 7 + i) != 0) continue;
+            m.cfg.causal = (opt + i) & 1;   /* both values of the flag travel */
+            snprintf(path, sizeof path, "%s/%s_%d.safetensors", dir, v->name, opt);
+            al_err e;
+            long step = -1;
+            ck_assert_msg(al_checkpoint_save(path, &m, 123, &e) == 0, "%s", e.msg);
+            ck_assert_msg(al_checkpoint_load(path, &back, &step, &e) == 0, "%s: %s", v->name, e.msg);
+            ck_assert_int_eq(step, 123);
+            expect_same_model(&m, &back);
+            al_model_free(&m);
+            al_model_free(&back);
+            cases++;
+        }
+    }
+    ck_assert_int_ge(cases, 5);   /* mha, mqa, gqa, mla, mla with d_q_latent */
+    free(dir);
+}
+END_TEST
+
+START_TEST(metadata_holds_the_config_by_setting_name)
+{
+    char *dir = al_test_tmpdir(), path[4200];
+    al_model m;
+    const al_variant_ops *mla = al_variant_find("mla");
+    ck_assert_int_eq(tiny_model(&m, mla, al_variant_setting_index(mla, "d_q_latent"), 1), 0);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    al_err e;
+    ck_assert_int_eq(al_checkpoint_save(path, &m, 5, &e), 0);
+    al_st_file f;
+    ck_assert_int_eq(al_st_read(path, &f, &e), 0);
+    json_t *c = json_loads(al_st_meta(&f, "attnlab.config"), 0, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "n_layer")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "d_ff")), 32);
+    ck_assert(json_real_value(json_object_get(c, "norm_eps")) == 1e-5);
+    ck_assert(json_is_true(json_object_get(c, "causal")));
+    json_t *a = json_object_get(c, "attention");
+    ck_assert_str_eq(json_string_value(json_object_get(a, "variant")), "mla");
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "d_q_latent")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "d_latent")), (int)m.cfg.attn_set[0]);
+    ck_assert(json_is_integer(json_object_get(a, "d_rope")));
+    json_decref(c);
+    ck_assert_str_eq(al_st_meta(&f, "attnlab.step"), "5");
+    ck_assert_int_eq(atoi(al_st_meta(&f, "attnlab.interface_version")), AL_VARIANT_API_VERSION);
+    ck_assert_str_eq(al_st_meta(&f, "attnlab.variant_origin"), "built-in");
+    const al_st_tensor *t = al_st_find(&f, "blocks.1.attn.wuk.weight");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->shape[0], 16);   /* [H*dh, d_latent] */
+    ck_assert_int_eq(t->shape[1], (int)m.cfg.attn_set[0]);
+    ck_assert_ptr_nonnull(al_st_find(&f, "blocks.0.attn.q_norm.weight"));
+    ck_assert_ptr_nonnull(al_st_find(&f, "tok_emb.weight"));
+    al_st_free(&f);
+    al_model_free(&m);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ mismatches */
+
+/* A checkpoint of m written with one thing changed. */
+typedef struct mut {
+    const char *key;        /* set this config key ("attention.x" nests) ... */
+    const char *value;      /* ... to this JSON (NULL: remove the key) */
+    const char *raw_cfg;    /* or replace the config text wholesale */
+    const char *origin;     /* attnlab.variant_origin */
+    const char *drop, *extra, *flat, *f16, *nan;   /* tensor edits */
+    int no_config;
+} mut;
+
+static char *mutated_config(const al_model *m, const mut *x)
+{
+    char *text = al_checkpoint_config_json(m);
+    if (!x->key) return text;
+    json_t *c = json_loads(text, 0, NULL), *at = c;
+    free(text);
+    const char *k = x->key;
+    if (strncmp(k, "attention.", 10) == 0) at = json_object_get(c, "attention"), k += 10;
+    if (x->value) json_object_set_new(at, k, json_loads(x->value, JSON_DECODE_ANY, NULL));
+    else json_object_del(at, k);
+    text = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    return text;
+}
+
+static void write_mutated(const char *path, const al_model *m, const mut *x)
+{
+    al_st_out t[64];
+    float *p = malloc(m->n_params * sizeof(float));
+    memcpy(p, m->params, m->n_params * sizeof(float));
+    int n = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const al_tensor *a = &m->tensors[i];
+        if (x->drop && !strcmp(a->name, x->drop)) continue;
+        t[n] = (al_st_out){a->name, AL_ST_F32, a->ndim, {a->shape[0], a->shape[1]}, p + a->offset};
+        if (x->flat && !strcmp(a->name, x->flat)) t[n].ndim = 1, t[n].shape[0] = (int64_t)a->numel;
+        if (x->f16 && !strcmp(a->name, x->f16)) t[n].dtype = AL_ST_F16;
+        if (x->nan && !strcmp(a->name, x->nan)) p[a->offset + 1] = NAN;
+        n++;
+    }
+    if (x->extra) t[n++] = (al_st_out){x->extra, AL_ST_F32, 1, {4}, p};
+    char *cfg = x->raw_cfg ? strdup(x->raw_cfg) : mutated_config(m, x);
+    const char *meta[] = {"attnlab.config", cfg, "attnlab.step", "3", "attnlab.interface_version",
+                          "1", "attnlab.variant_origin", x->origin ? x->origin : "built-in"};
+    al_err e;
+    ck_assert_int_eq(al_st_write(path, t, n, x->no_config ? meta + 2 : meta, x->no_config ? 3 : 4, &e), 0);
+    free(cfg);
+    free(p);
+}
+
+static void expect_load_error(const char *dir, const al_model *m, mut x, const char *want)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/bad.safetensors", dir);
+    write_mutated(path, m, &x);
+    al_model back;
+    al_err e;
+    ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) != 0, "accepted (%s)", want);
+    ck_assert_msg(strncmp(e.msg, path, strlen(path)) == 0, "no path in: %s", e.msg);
+    ck_assert_msg(strstr(e.msg, want), "'%s' not in: %s", want, e.msg);
+    ck_assert_msg(!strchr(e.msg, '\n'), "not one line: %s", e.msg);
+    ck_assert_ptr_null(back.params);
+}
+
+START_TEST(mismatched_checkpoints_are_clear_errors)
+{
+    char *dir = al_test_tmpdir();
+    al_model m;
+    ck_assert_int_eq(tiny_model(&m, al_variant_find("gqa"), -1, 3), 0);
+    expect_load_error(dir, &m, (mut){.drop = "blocks.1.mlp.w2.weight"},
+                      "missing tensor 'blocks.1.mlp.w2.weight'");
+    expect_load_error(dir, &m, (mut){.extra = "blocks.0.attn.bonus.weight"},
+                      "unexpected tensor 'blocks.0.attn.bonus.weight'");
+    expect_load_error(dir, &m, (mut){.flat = "blocks.0.attn.wk.weight"},
+                      "'blocks.0.attn.wk.weight' has shape [128], the model's config wants [8, 16]");
+    expect_load_error(dir, &m, (mut){.f16 = "final_norm.weight"}, "has dtype F16, expected F32");
+    expect_load_error(dir, &m, (mut){.nan = "blocks.0.mlp.w1.weight"}, "non-finite value at index 1");
+    expect_load_error(dir, &m, (mut){.no_config = 1}, "no 'attnlab.config'");
+    expect_load_error(dir, &m, (mut){.raw_cfg = "{\"n_layer\": "}, "attnlab.config: not a JSON object");
+    expect_load_error(dir, &m, (mut){.key = "attention.variant", .value = "\"sliding\""},
+                      "variant 'sliding' is not registered (known: mha, mqa, gqa, mla");
+    expect_load_error(dir, &m, (mut){.key = "attention.variant", .value = "\"sliding\""},
+                      "it may come from a plugin: pass --plugin PATH");
+    expect_load_error(dir, &m, (mut){.key = "attention.variant", .value = "\"sliding\"",
+                                     .origin = "/opt/x/libsliding.so"},
+                      "it came from a plugin: pass --plugin /opt/x/libsliding.so");
+    expect_load_error(dir, &m, (mut){.key = "attention.n_kv_head", .value = "3"},
+                      "'n_kv_head' (3) must divide 'n_head' (4)");
+    expect_load_error(dir, &m, (mut){.key = "attention.n_kv_heads", .value = "2"},
+                      "unknown setting 'n_kv_heads' for variant 'gqa'");
+    expect_load_error(dir, &m, (mut){.key = "attention.n_kv_head", .value = NULL},
+                      "'attention.n_kv_head' is required");
+    expect_load_error(dir, &m, (mut){.key = "n_heads", .value = "4"}, "unknown key 'n_heads'");
+    expect_load_error(dir, &m, (mut){.key = "norm_eps", .value = NULL}, "'norm_eps' is missing");
+    expect_load_error(dir, &m, (mut){.key = "causal", .value = "1"}, "'causal' must be true or false");
+    expect_load_error(dir, &m, (mut){.key = "d_ff", .value = "33"}, "'d_ff' (33) is not");
+    expect_load_error(dir, &m, (mut){.key = "d_model", .value = "100000"},
+                      "'d_model' must be an integer in [1, 16384]");
+    expect_load_error(dir, &m, (mut){.key = "d_head", .value = "3"}, "must be even for RoPE");
+    expect_load_error(dir, &m, (mut){.key = "n_layer", .value = "3"},
+                      "missing tensor 'blocks.2.attn_norm.weight'");
+    expect_load_error(dir, &m, (mut){.key = "vocab_size", .value = "16000000"},
+                      "the config describes");   /* far more than the file holds */
+    al_model_free(&m);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ fuzzing */
+
+static int load_bytes(const char *path, const char *buf, size_t n, char *msg, size_t msglen)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    if (n) ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    al_model m;
+    al_err e = {""};
+    int rc = al_checkpoint_load(path, &m, NULL, &e);
+    if (rc == 0) al_model_free(&m);
+    else snprintf(msg, msglen, "%s", e.msg);
+    ck_assert_msg(rc == 0 || (!strchr(e.msg, '\n') && strstr(e.msg, path)), "bad message: %s", e.msg);
+    return rc;
+}
+
+/* Truncations at every length through the header and at steps through the
+ * data, and flipped bytes in the header and the data: an error or a valid
+ * load, never a crash (the suite also runs under ASan). */
+START_TEST(fuzzed_checkpoints_load_or_fail_cleanly)
+{
+    char *dir = al_test_tmpdir(), good[4200], path[4200], msg[AL_ERR_LEN];
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    /* thousands of small files: on tmpfs where there is one, not the disk */
+    snprintf(path, sizeof path, "%s/attnlab-fuzz-%d.safetensors",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : dir, (int)getpid());
+    al_model m;
+    al_model_config c;
+    const al_variant_ops *mla = al_variant_find("mla");
+    ck_assert_int_eq(al_test_tiny_config(&c, mla, 1, 8, 2, 4, 8, 32), 0);
+    c.attn_set[al_variant_setting_index(mla, "d_q_latent")] = 4;
+    al_err e;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    al_model_init_weights(&m, 9);
+    ck_assert_int_eq(al_checkpoint_save(good, &m, 1, &e), 0);
+    al_model_free(&m);
+    char *buf;
+    size_t n;
+    ck_assert_int_eq(al_read_file(good, &buf, &n, &e), 0);
+    size_t hend = 8 + (size_t)(unsigned char)buf[0] + 256 * (size_t)(unsigned char)buf[1];
+    ck_assert_uint_lt(hend, n);
+    for (size_t len = 0; len < n; len += len < hend + 64 ? 1 : 61)
+        ck_assert_msg(load_bytes(path, buf, len, msg, sizeof msg) != 0, "truncated to %zu loaded", len);
+    int loaded = 0;
+    static const unsigned char flips[] = {0x01, 0x20, 0x80, 0xff};
+    for (size_t i = 0; i < hend; i++)
+        for (int k = 0; k < 4; k++) {
+            buf[i] ^= flips[k];
+            loaded += load_bytes(path, buf, n, msg, sizeof msg) == 0;
+            buf[i] ^= flips[k];
+        }
+    for (size_t i = hend; i < n; i += 7) {
+        buf[i] ^= 0xff;
+        int rc = load_bytes(path, buf, n, msg, sizeof msg);
+        ck_assert_msg(rc == 0 || strstr(msg, "non-finite"), "data flip at %zu: %s", i, msg);
+        buf[i] ^= 0xff;
+    }
+    fprintf(stderr, "fuzz: %zu-byte header, %d of %zu header flips still load\n", hend, loaded,
+            4 * hend);
+    ck_assert_int_eq(load_bytes(path, buf, n, msg, sizeof msg), 0);   /* restored */
+    unlink(path);
+    free(buf);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ resuming */
+
+static void resume_config(al_config *c, const char *dir)
+{
+    char text[6001];
+    const char *s = "It is a truth universally acknowledged, that a single man in possession ";
+    for (int i = 0; i < 6000; i++) text[i] = s[(i * 7 + i / 13) % strlen(s)];
+    text[6000] = 0;
+    char *path = al_test_write(dir, "data.txt", text);
+    al_config_defaults(c);
+    snprintf(c->data.path, sizeof c->data.path, "%s", path);
+    free(path);
+    c->model.n_layer = 1;
+    c->model.d_model = 16;
+    c->model.n_head = 2;
+    c->model.d_head = 8;
+    c->model.seq_len = 16;
+    c->model.attn = al_variant_find("gqa");
+    snprintf(c->model.variant, sizeof c->model.variant, "gqa");
+    c->model.attn_set[0] = 1;
+    c->train.steps = 24;
+    c->train.batch_size = 4;
+    c->train.lr = 1e-2;
+    c->train.warmup_steps = 3;
+    c->train.eval_every = 5;
+    c->train.eval_batches = 2;
+    c->train.threads = 1;
+}
+
+/* metrics.csv without the wall-clock columns (tokens_per_s, elapsed_s). */
+static char *loss_columns(const char *dir)
+{
+    char path[4200], *buf;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    ck_assert_int_eq(al_read_file(path, &buf, &n, &e), 0);
+    char *out = calloc(n + 1, 1), *o = out;
+    int commas = 0;
+    for (char *p = buf; *p; p++) {
+        if (*p == '\n') commas = 0, *o++ = '\n';
+        else if ((commas += *p == ',') < 5) *o++ = *p;
+    }
+    free(buf);
+    return out;
+}
+
+static char *file_bytes(const char *dir, const char *name, size_t *n)
+{
+    char path[4200], *buf;
+    al_err e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(al_read_file(path, &buf, n, &e) == 0, "%s", e.msg);
+    return buf;
+}
+
+static void train_ok(const al_config *c, const char *dir, int resume, int stop,
+                     al_train_result *r, int want)
+{
+    al_train_opts o = {.outdir = dir, .resume = resume, .stop_after = stop};
+    al_err e;
+    ck_assert_msg(al_train(c, &o, r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r->status, want);
+}
+
+/* Stops at 10 (an evaluation step) and 17 (between evaluations, with a
+ * checkpoint_every that differs), each resumed: the metrics, the result and
+ * the final model are those of the run never interrupted, bit for bit. */
+START_TEST(resumed_run_is_bit_identical_to_an_uninterrupted_one)
+{
+    char *d1 = al_test_tmpdir(), *d2 = al_test_tmpdir();
+    al_config c;
+    resume_config(&c, d1);
+    al_train_result r1, r2;
+    train_ok(&c, d1, 0, 0, &r1, AL_TRAIN_OK);
+    c.train.checkpoint_every = 5;
+    train_ok(&c, d2, 0, 10, &r2, AL_TRAIN_STOPPED);
+    ck_assert_int_eq(r2.steps_done, 10);
+    al_model m;
+    long step;
+    al_err e;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", d2);
+    ck_assert_int_eq(al_checkpoint_load(path, &m, &step, &e), 0);
+    ck_assert_int_eq(step, 10);
+    al_model_free(&m);
+    c.train.checkpoint_every = 4;
+    train_ok(&c, d2, 1, 17, &r2, AL_TRAIN_STOPPED);
+    c.train.checkpoint_every = 0;
+    train_ok(&c, d2, 1, 0, &r2, AL_TRAIN_OK);
+    char *m1 = loss_columns(d1), *m2 = loss_columns(d2);
+    ck_assert_str_eq(m1, m2);
+    ck_assert_ptr_nonnull(strstr(m1, "\n15,"));
+    ck_assert_ptr_nonnull(strstr(m1, "\n24,"));
+    ck_assert_mem_eq(&r1.val_loss, &r2.val_loss, sizeof(double));
+    ck_assert_mem_eq(&r1.best_val_loss, &r2.best_val_loss, sizeof(double));
+    ck_assert_mem_eq(&r1.final_train_loss, &r2.final_train_loss, sizeof(double));
+    size_t n1, n2;
+    char *b1 = file_bytes(d1, "model.safetensors", &n1), *b2 = file_bytes(d2, "model.safetensors", &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert_msg(memcmp(b1, b2, n1) == 0, "final checkpoints differ");
+    free(m1), free(m2), free(b1), free(b2), free(d1), free(d2);
+}
+END_TEST
+
+static void expect_resume_error(const al_config *c, const char *dir, const char *want)
+{
+    al_train_opts o = {.outdir = dir, .resume = 1};
+    al_train_result r;
+    al_err e;
+    ck_assert_msg(al_train(c, &o, &r, &e) != 0, "resumed despite: %s", want);
+    ck_assert_msg(strstr(e.msg, want), "'%s' not in: %s", want, e.msg);
+    ck_assert_msg(!strchr(e.msg, '\n'), "not one line: %s", e.msg);
+}
+
+START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
+{
+    char *dir = al_test_tmpdir(), *other = al_test_tmpdir(), path[4200];
+    al_config c, d;
+    resume_config(&c, dir);
+    expect_resume_error(&c, dir, "train_state.safetensors: cannot open");
+    al_train_result r;
+    train_ok(&c, dir, 0, 8, &r, AL_TRAIN_STOPPED);
+    d = c, d.train.steps = 30;
+    expect_resume_error(&d, dir, "'train.steps' is 24 in the saved run but 30 now");
+    d = c, d.train.lr = 2e-2;
+    expect_resume_error(&d, dir, "'train.lr' is 0.01 in the saved run but 0.02 now");
+    d = c, d.model.attn_set[0] = 2;
+    expect_resume_error(&d, dir, "'model.attention.n_kv_head' is 1 in the saved run but 2 now");
+    d = c, d.train.threads = 2;
+    expect_resume_error(&d, dir, "'train.threads'");
+    /* a model.safetensors from another step than the state */
+    train_ok(&c, other, 0, 6, &r, AL_TRAIN_STOPPED);
+    char *b;
+    size_t n;
+    al_err e;
+    b = file_bytes(other, "model.safetensors", &n);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_int_eq(al_write_atomic(path, b, n, &e), 0);
+    free(b);
+    expect_resume_error(&c, dir, "it is at step 6 but train_state.safetensors is at step 8");
+    train_ok(&c, other, 1, 0, &r, AL_TRAIN_OK);
+    expect_resume_error(&c, other, "nothing to resume: the run has done all 24 steps");
+    free(dir), free(other);
+}
+END_TEST
+
+static int run_bin(const char *args, char **out)
+{
+    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
+    char *cmd = malloc(n);
+    snprintf(cmd, n, "%s %s", al_test_binary(), args);
+    int rc = al_test_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+/* `attnlab train --resume DIR` reads DIR/config.yaml; --out elsewhere is refused. */
+START_TEST(train_resume_dir_continues_from_the_saved_config)
+{
+    char *dir = al_test_tmpdir(), yaml[8000], args[9000], *out;
+    al_config c;
+    resume_config(&c, dir);
+    snprintf(yaml, sizeof yaml,
+             "data: {path: %s}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16, "
+             "attention: {variant: mla, d_latent: 4, d_rope: 2}}\n"
+             "train: {steps: 12, batch_size: 2, eval_every: 4, eval_batches: 1, threads: 1}\n",
+             c.data.path);
+    char *cfg = al_test_write(dir, "c.yaml", yaml);
+    snprintf(args, sizeof args, "train %s --out %s/full", cfg, dir);
+    ck_assert_int_eq(run_bin(args, &out), 0);
+    free(out);
+    snprintf(args, sizeof args, "train %s --out %s/part --stop-after 5", cfg, dir);
+    ck_assert_int_eq(run_bin(args, &out), 0);
+    ck_assert_msg(strstr(out, "status=stopped steps=5"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train --resume %s/part --out %s/elsewhere", dir, dir);
+    ck_assert_int_eq(run_bin(args, &out), 2);
+    ck_assert_msg(strstr(out, "name different directories"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train --resume %s/part --set train.checkpoint_every=3", dir);
+    ck_assert_int_eq(run_bin(args, &out), 0);
+    ck_assert_msg(strstr(out, "val_loss="), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "%s/full", dir);
+    size_t n1, n2;
+    char *b1 = file_bytes(args, "model.safetensors", &n1);
+    snprintf(args, sizeof args, "%s/part", dir);
+    char *b2 = file_bytes(args, "model.safetensors", &n2);
+    ck_assert(n1 == n2 && memcmp(b1, b2, n1) == 0);
+    free(b1), free(b2), free(cfg), free(dir);
+}
+END_TEST
+
+Suite *checkpoint_suite(void)
+{
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("checkpoint");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, save_then_load_round_trips_every_builtin_variant);
+    tcase_add_test(tc, metadata_holds_the_config_by_setting_name);
+    tcase_add_test(tc, mismatched_checkpoints_are_clear_errors);
+    tcase_add_test(tc, fuzzed_checkpoints_load_or_fail_cleanly);
+    tcase_add_test(tc, resumed_run_is_bit_identical_to_an_uninterrupted_one);
+    tcase_add_test(tc, resume_refuses_a_different_config_or_inconsistent_files);
+    tcase_add_test(tc, train_resume_dir_continues_from_the_saved_config);
+    suite_add_tcase(s, tc);
+    return s;
+}

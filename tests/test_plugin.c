@@ -1,0 +1,505 @@
+/*
+ * test_plugin.c - variants loaded at run time (variants/plugin.c): the
+ * example plugin (variants/examples/swa, built by meson) is loaded, passes
+ * the generic variant loop, matches an independent banded attention and
+ * trains; broken plugins (tests/plugins/broken.c) are refused with one-line
+ * errors; configs and the CLI load plugins before they decode.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "al_checkpoint.h"
+#include "al_plugin.h"
+#include "al_registry.h"
+#include "al_test.h"
+#include "al_test_model.h"
+#include "al_train.h"
+
+static const al_variant_ops *load_swa(void)
+{
+    al_err e;
+    ck_assert_msg(al_plugin_load(AL_SWA_PLUGIN, &e) == 0, "%s", e.msg);
+    const al_variant_ops *v = al_variant_find("swa");
+    ck_assert_ptr_nonnull(v);
+    return v;
+}
+
+static int variant_index(const char *name)
+{
+    for (int i = 0; i < al_variant_count(); i++)
+        if (strcmp(al_variant_at(i)->name, name) == 0) return i;
+    return -1;
+}
+
+/* Loading a broken plugin: must fail, register nothing, and say `want`. */
+static void expect_refusal(const char *path, const char *want, const char *want2)
+{
+    al_err e = {{0}};
+    int before = al_variant_count();
+    ck_assert_int_ne(al_plugin_load(path, &e), 0);
+    ck_assert_int_eq(al_variant_count(), before);
+    ck_assert_msg(strstr(e.msg, path) && strstr(e.msg, want), "%s", e.msg);
+    ck_assert_msg(!want2 || strstr(e.msg, want2), "%s", e.msg);
+    ck_assert_ptr_null(strchr(e.msg, '\n'));
+}
+
+static char *broken(const char *kind)
+{
+    static char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/libbroken_%s.so", AL_BROKEN_PLUGIN_DIR, kind);
+    return path;
+}
+
+/* ------------------------------------------------------------ loading */
+
+START_TEST(example_plugin_registers_with_its_path_as_origin)
+{
+    int before = al_variant_count();
+    const al_variant_ops *v = load_swa();
+    ck_assert_int_eq(al_variant_count(), before + 1);
+    ck_assert_str_eq(al_variant_origin(variant_index("swa")), AL_SWA_PLUGIN);
+    ck_assert_str_eq(al_variant_origin(variant_index("mha")), "built-in");
+    ck_assert_int_eq(v->api_version, AL_VARIANT_API_VERSION);
+    /* the same file again (as --plugin and in the config) is not a clash */
+    load_swa();
+    ck_assert_int_eq(al_variant_count(), before + 1);
+}
+END_TEST
+
+START_TEST(example_plugin_passes_the_generic_variant_checks)
+{
+    al_test_variant_generic(load_swa());
+}
+END_TEST
+
+/* ------------------------------------------------------------ the example's numbers */
+
+typedef struct swa_run {
+    al_attn_shape s;
+    int B, T, np;
+    al_param_spec spec[AL_MAX_ATTN_PARAMS];
+    float *p[AL_MAX_ATTN_PARAMS], *x, *out, *act, *scratch;
+} swa_run;
+
+static void swa_run_init(swa_run *r, const al_variant_ops *v, int window, int causal)
+{
+    memset(r, 0, sizeof *r);
+    r->s = (al_attn_shape){16, 4, 4, 7, causal, 10000.0f, 1e-5f, {window}};
+    r->B = 2;
+    r->T = 7;
+    r->np = v->params(&r->s, r->spec);
+    al_rng g;
+    al_rng_seed(&g, 3);
+    for (int i = 0; i < r->np; i++) {
+        size_t n = (size_t)r->spec[i].rows * r->spec[i].cols;
+        r->p[i] = malloc(n * sizeof(float));
+        for (size_t j = 0; j < n; j++) r->p[i][j] = 0.5f * (float)al_rng_normal(&g);
+    }
+    size_t BTD = (size_t)r->B * r->T * 16;
+    r->x = malloc(BTD * sizeof(float));
+    for (size_t j = 0; j < BTD; j++) r->x[j] = (float)al_rng_normal(&g);
+    r->out = calloc(BTD, sizeof(float));
+    r->act = calloc(v->act_floats(&r->s, r->B, r->T), sizeof(float));
+    r->scratch = calloc(v->scratch_floats(&r->s, r->B, r->T), sizeof(float));
+    v->forward(&r->s, r->out, r->act, r->scratch, r->x, r->p, r->B, r->T);
+}
+
+static void swa_run_free(swa_run *r)
+{
+    for (int i = 0; i < r->np; i++) free(r->p[i]);
+    free(r->x), free(r->out), free(r->act), free(r->scratch);
+}
+
+/* y of head h at (b, t), in double, from the saved q, k, v: softmax over
+ * the keys the window allows, written out by hand. */
+static double band_ref(const swa_run *r, int b, int t, int h, int c, int window)
+{
+    int T = r->T, Hd = 16, dh = 4;
+    size_t n = (size_t)r->B * T * Hd;
+    const float *q = r->act, *k = q + n, *v = k + n;
+    double w[16], mx = -1e300, z = 0, y = 0;
+    for (int s = 0; s < T; s++) {
+        int ok = r->s.causal ? (s <= t && t - s < window) : abs(t - s) < window;
+        w[s] = -INFINITY;
+        if (!ok) continue;
+        double dot = 0;
+        for (int d = 0; d < dh; d++)
+            dot += (double)q[(b * T + t) * Hd + h * dh + d] * k[(b * T + s) * Hd + h * dh + d];
+        w[s] = dot / 2.0;   /* sqrt(d_head) */
+        mx = fmax(mx, w[s]);
+    }
+    for (int s = 0; s < T; s++) z += w[s] == -INFINITY ? 0 : exp(w[s] - mx);
+    for (int s = 0; s < T; s++)
+        if (w[s] != -INFINITY) y += exp(w[s] - mx) / z * v[(b * T + s) * Hd + h * dh + c];
+    return y;
+}
+
+START_TEST(swa_matches_an_independent_banded_attention)
+{
+    const al_variant_ops *v = load_swa();
+    for (int causal = 0; causal <= 1; causal++) {
+        swa_run r;
+        swa_run_init(&r, v, 3, causal);
+        size_t n = (size_t)r.B * r.T * 16;
+        const float *y = r.act + 3 * n;
+        double err = 0;
+        for (int b = 0; b < r.B; b++)
+            for (int t = 0; t < r.T; t++)
+                for (int h = 0; h < 4; h++)
+                    for (int c = 0; c < 4; c++)
+                        err = fmax(err, fabs(y[(b * r.T + t) * 16 + h * 4 + c] -
+                                             band_ref(&r, b, t, h, c, 3)));
+        ck_assert_msg(err < 1e-5, "causal=%d: max error %g", causal, err);
+        swa_run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(swa_with_a_window_over_the_whole_sequence_is_mha)
+{
+    const al_variant_ops *v = load_swa(), *mha = al_variant_find("mha");
+    swa_run a, b, narrow;
+    swa_run_init(&a, v, 7, 1);
+    swa_run_init(&b, mha, 0, 1);
+    swa_run_init(&narrow, v, 2, 1);
+    double d = 0, dn = 0;
+    for (size_t j = 0; j < (size_t)a.B * a.T * 16; j++) {
+        d = fmax(d, fabs(a.out[j] - b.out[j]));
+        dn = fmax(dn, fabs(narrow.out[j] - b.out[j]));
+    }
+    ck_assert_msg(d < 1e-5, "window 7 differs from mha by %g", d);
+    ck_assert_msg(dn > 1e-3, "window 2 equals mha");
+    /* the cache row is mha's: the window bounds how many rows, not their size */
+    ck_assert_uint_eq(v->kv_elems(&a.s), mha->kv_elems(&b.s));
+    ck_assert_uint_eq(v->kv_elems(&a.s), 2 * 4 * 4);
+    swa_run_free(&a), swa_run_free(&b), swa_run_free(&narrow);
+}
+END_TEST
+
+/* A repeated string of distinct bytes: each byte determines the next, which
+ * a window of 2 can see. */
+START_TEST(example_plugin_trains_through_al_train)
+{
+    load_swa();
+    char *dir = al_test_tmpdir(), text[3201];
+    for (int i = 0; i < 3200; i++) text[i] = "abcdefghijklmnop"[i % 16];
+    text[3200] = 0;
+    char *data = al_test_write(dir, "rep.txt", text);
+    char yaml[8192];
+    snprintf(yaml, sizeof yaml,
+             "data: {path: %s}\n"
+             "model: {n_layer: 1, d_model: 32, n_head: 2, d_head: 16, seq_len: 16,\n"
+             "        attention: {variant: swa, window: 2}}\n"
+             "train: {steps: 60, batch_size: 8, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5,\n"
+             "        eval_every: 60, eval_batches: 2, threads: 1}\n", data);
+    char *cfg = al_test_write(dir, "c.yaml", yaml);
+    al_config c;
+    al_err e;
+    ck_assert_msg(al_plugin_config_load(cfg, NULL, 0, &c, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(c.model.variant, "swa");
+    ck_assert_int_eq((int)c.model.attn_set[0], 2);
+    al_train_opts o = {.outdir = dir};
+    al_train_result r;
+    ck_assert_msg(al_train(&c, &o, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.status, AL_TRAIN_OK);
+    ck_assert_msg(r.val_loss < 0.5, "val loss %g (ln 16 = 2.77 knows only the alphabet)",
+                  r.val_loss);
+    free(data), free(cfg), free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ refusals */
+
+START_TEST(plugin_for_another_interface_version_is_refused_with_both_numbers)
+{
+    char want[128], have[64];
+    snprintf(want, sizeof want, "built for variant interface version %d",
+             AL_VARIANT_API_VERSION + 7);
+    snprintf(have, sizeof have, "this attnlab has version %d", AL_VARIANT_API_VERSION);
+    expect_refusal(broken("bad_plugin_version"), want, have);
+    /* the entry is current, its table is not */
+    snprintf(want, sizeof want, "variant 'tp_first' was built for interface version %d",
+             AL_VARIANT_API_VERSION + 41);
+    expect_refusal(broken("bad_table_version"), want, have);
+    ck_assert_ptr_null(al_variant_find("tp_first"));
+}
+END_TEST
+
+START_TEST(plugin_without_entry_point_or_usable_variants_is_refused)
+{
+    expect_refusal(broken("no_entry"), "no entry point 'attnlab_plugin_variants'", NULL);
+    expect_refusal(broken("empty"), "exports no variants", NULL);
+    expect_refusal(broken("bad_name"), "variant name 'sliding window' must be 1 to 63 letters",
+                   NULL);
+}
+END_TEST
+
+START_TEST(duplicate_name_is_refused_and_the_plugin_loads_not_at_all)
+{
+    expect_refusal(broken("duplicate"), "variant 'mha' is already registered by built-in",
+                   NULL);
+    ck_assert_ptr_null(al_variant_find("tp_first"));   /* registered first, then dropped */
+    /* a second copy of the example at another path clashes with the first */
+    load_swa();
+    char *dir = al_test_tmpdir(), cmd[4 * PATH_MAX], copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s/libswa_copy.so", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", AL_SWA_PLUGIN, copy);
+    ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "variant 'swa' is already registered by %s", AL_SWA_PLUGIN);
+    expect_refusal(copy, want, NULL);
+    free(dir);
+}
+END_TEST
+
+START_TEST(files_that_are_not_plugins_are_refused)
+{
+    char *dir = al_test_tmpdir();
+    char *text = al_test_write(dir, "libnot.so", "this is not an ELF file\n");
+    expect_refusal(text, "not a loadable shared object (", NULL);
+    char missing[PATH_MAX];
+    snprintf(missing, sizeof missing, "%s/nope.so", dir);
+    expect_refusal(missing, "cannot load plugin: No such file or directory", NULL);
+    expect_refusal(dir, "not a regular file", NULL);
+    expect_refusal(broken("undefined"), "undefined symbol: al_kernel_from_the_future", NULL);
+    free(text), free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ configs */
+
+START_TEST(config_plugins_load_before_the_variant_is_decoded)
+{
+    char *dir = al_test_tmpdir(), link[PATH_MAX], real[PATH_MAX], cmd[3 * PATH_MAX];
+    snprintf(link, sizeof link, "%s/sub", dir);
+    snprintf(cmd, sizeof cmd, "mkdir '%s' && ln -s '%s' '%s/libswa.so'", link, AL_SWA_PLUGIN,
+             link);
+    ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    /* relative to the YAML file, not to the current directory */
+    char *cfg = al_test_write(dir, "c.yaml", "plugins: [sub/libswa.so]\n"
+                              "model: {attention: {variant: swa, window: 5}}\n");
+    al_config c;
+    al_err e;
+    ck_assert_msg(al_plugin_config_load(cfg, NULL, 0, &c, &e) == 0, "%s", e.msg);
+    ck_assert_ptr_eq(c.model.attn, al_variant_find("swa"));
+    ck_assert_int_eq(c.n_plugins, 1);
+    ck_assert_ptr_nonnull(realpath(AL_SWA_PLUGIN, real));
+    ck_assert_str_eq(c.plugins[0], real);   /* absolute: the written config loads anywhere */
+    free(cfg);
+    cfg = al_test_write(dir, "bad.yaml", "model: {n_layer: 1}\nplugins: [nope.so]\n");
+    ck_assert_int_ne(al_plugin_config_load(cfg, NULL, 0, &c, &e), 0);
+    char want[4 * PATH_MAX];
+    snprintf(want, sizeof want, "%s:2:11: error: plugin 'nope.so': No such file or directory "
+             "(looked for '%s/nope.so')", cfg, dir);
+    ck_assert_str_eq(e.msg, want);
+    free(cfg);
+    snprintf(want, sizeof want, "plugins: [%s]\n", broken("bad_plugin_version"));
+    cfg = al_test_write(dir, "old.yaml", want);
+    ck_assert_int_ne(al_plugin_config_load(cfg, NULL, 0, &c, &e), 0);
+    snprintf(want, sizeof want, "%s:1:11: error: ", cfg);
+    ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0 && strstr(e.msg, "version"), "%s",
+                  e.msg);
+    free(cfg), free(dir);
+}
+END_TEST
+
+/* The shipped sweep file: every point of its grid decodes, plugin included
+ * (the sweep runner expands the grid the same way: a value replaces the
+ * subtree at its key path). */
+START_TEST(plugin_sweep_file_decodes_at_every_grid_point)
+{
+    char path[PATH_MAX], set[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/experiments/plugin_vs_builtins.yaml", al_test_srcdir());
+    al_node *root;
+    al_err e;
+    ck_assert_msg(al_yaml_load(path, &root, &e) == 0, "%s", e.msg);
+    snprintf(set, sizeof set, "plugins=[%s]", AL_SWA_PLUGIN);   /* this build's copy */
+    ck_assert_int_eq(al_node_apply_set(root, set, &e), 0);
+    ck_assert_msg(al_plugin_load_listed(root, &e) == 0, "%s", e.msg);
+    const al_node *grid = al_node_get(al_node_get(root, "sweep"), "grid");
+    const al_node *axis = grid ? al_node_get(grid, "model.attention") : NULL;
+    ck_assert_ptr_nonnull(axis);
+    int n_swa = 0, n_builtin = 0;
+    for (int i = 0; i < axis->n; i++) {
+        al_config c;
+        ck_assert_int_eq(al_node_set_path(root, "model.attention", axis->items[i], 0, &e), 0);
+        ck_assert_msg(al_config_decode(root, &c, &e) == 0, "%s", e.msg);
+        if (strcmp(c.model.variant, "swa") == 0) n_swa++;
+        else n_builtin++;
+    }
+    ck_assert_int_eq(n_swa, 2);
+    ck_assert_int_ge(n_builtin, 4);
+    al_node_free(root);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the CLI */
+
+static int run(const char *args, char **out)
+{
+    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
+    char *cmd = malloc(n);
+    snprintf(cmd, n, "%s %s", al_test_binary(), args);
+    int rc = al_test_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+static const char *line_starting(const char *out, const char *prefix)
+{
+    for (const char *l = out; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, strlen(prefix)) == 0) return l;
+    return NULL;
+}
+
+START_TEST(variants_command_lists_plugins_with_their_origin)
+{
+    char args[PATH_MAX + 64], *out, want[PATH_MAX + 64];
+    snprintf(args, sizeof args, "variants --plugin %s", AL_SWA_PLUGIN);
+    ck_assert_int_eq(run(args, &out), 0);
+    const char *swa = line_starting(out, "swa "), *gqa = line_starting(out, "gqa ");
+    ck_assert_msg(swa && gqa, "%s", out);
+    snprintf(want, sizeof want, "origin=%s  --", AL_SWA_PLUGIN);
+    ck_assert_msg(strstr(swa, "window=required") && strstr(swa, want), "%s", out);
+    ck_assert_msg(strstr(gqa, "n_kv_head=required") && strstr(gqa, "origin=built-in"), "%s",
+                  out);
+    free(out);
+    ck_assert_int_eq(run("variants", &out), 0);
+    ck_assert_ptr_null(line_starting(out, "swa "));
+    free(out);
+    snprintf(args, sizeof args, "variants --plugin %s", broken("bad_plugin_version"));
+    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_msg(strstr(out, "interface version") && strchr(out, '\n') == out + strlen(out) - 1,
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* --plugin on a command that reads a config: the variant resolves, its
+ * cache is counted, and the resolved config names the plugin. */
+/* A plugin variant's checkpoint: without the plugin, the error names the
+ * file to pass; with it, `score` equals the mean loss computed here over the
+ * same windows from the checkpoint loaded in-process. */
+static void check_plugin_checkpoint_scores(const char *dir, const char *data)
+{
+    char args[4 * PATH_MAX], *out, ckpt[PATH_MAX + 64], want[PATH_MAX + 64];
+    snprintf(ckpt, sizeof ckpt, "%s/run/model.safetensors", dir);
+    snprintf(args, sizeof args, "score %s %s", ckpt, data);
+    ck_assert_int_eq(run(args, &out), 2);
+    snprintf(want, sizeof want, "pass --plugin %s", AL_SWA_PLUGIN);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "score %s %s --plugin %s", ckpt, data, AL_SWA_PLUGIN);
+    ck_assert_int_eq(run(args, &out), 0);
+    const char *line = strstr(out, "loss=");
+    ck_assert_ptr_nonnull(line);
+    double cli = atof(line + 5);
+    free(out);
+    load_swa();
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_checkpoint_load(ckpt, &m, NULL, &e) == 0, "%s", e.msg);
+    enum { T = 8 };
+    int in[T], tgt[T];
+    size_t n = 2000;
+    double sum = 0;
+    int windows = 0;
+    al_model_reserve(&m, 1, T, &e);
+    for (size_t j = 0; j * T + T + 1 <= n; j++, windows++) {
+        for (int t = 0; t < T; t++) {
+            in[t] = "abcdefgh"[(j * T + t) % 8];
+            tgt[t] = "abcdefgh"[(j * T + t + 1) % 8];
+        }
+        sum += al_model_forward(&m, in, tgt, NULL, 1, T);
+    }
+    ck_assert_double_eq_tol(cli, sum / windows, 1e-5);
+    al_model_free(&m);
+}
+
+START_TEST(train_and_kv_accept_plugin_and_record_it)
+{
+    char *dir = al_test_tmpdir(), text[2001];
+    for (int i = 0; i < 2000; i++) text[i] = "abcdefgh"[i % 8];
+    text[2000] = 0;
+    char *data = al_test_write(dir, "d.txt", text), yaml[PATH_MAX + 512];
+    snprintf(yaml, sizeof yaml,
+             "data: {path: %s}\n"
+             "model: {n_layer: 3, d_model: 16, n_head: 2, d_head: 8, seq_len: 8,\n"
+             "        attention: {variant: swa, window: 4}}\n"
+             "train: {steps: 3, batch_size: 2, eval_every: 3, eval_batches: 1, threads: 1}\n",
+             data);
+    char *cfg = al_test_write(dir, "c.yaml", yaml), args[4 * PATH_MAX], *out;
+    snprintf(args, sizeof args, "kv %s", cfg);
+    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_msg(strstr(out, "needs --plugin PATH"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "kv %s --plugin %s", cfg, AL_SWA_PLUGIN);
+    ck_assert_int_eq(run(args, &out), 0);
+    /* 3 layers * (k, v) * 2 heads * 8 */
+    ck_assert_msg(strstr(out, "kv_elements_per_token: 96\n"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train %s --plugin %s --out %s/run", cfg, AL_SWA_PLUGIN, dir);
+    ck_assert_int_eq(run(args, &out), 0);
+    free(out);
+    /* the written config loads without --plugin */
+    snprintf(args, sizeof args, "kv %s/run/config.yaml", dir);
+    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_msg(strstr(out, "kv_elements_per_token: 96\n"), "%s", out);
+    free(out);
+    check_plugin_checkpoint_scores(dir, data);
+    free(data), free(cfg), free(dir);
+}
+END_TEST
+
+/* What a researcher outside this tree does: install the headers and the .pc
+ * file, build the example on its own through pkg-config, load it. */
+START_TEST(example_builds_alone_against_the_installed_headers)
+{
+    if (al_test_run("command -v meson && command -v ninja && command -v pkg-config", NULL)) {
+        printf("skipped: meson, ninja or pkg-config not on PATH\n");
+        return;
+    }
+    char *dir = al_test_tmpdir(), cmd[8 * PATH_MAX], *out;
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; meson install --no-rebuild -C '%s' --destdir \"$d/root\" "
+             ">/dev/null; pc=$(dirname \"$(find \"$d/root\" -name attnlab-variant.pc)\"); "
+             "cp -r '%s/variants/examples/swa' \"$d/swa\"; cd \"$d/swa\"; "
+             "PKG_CONFIG_SYSROOT_DIR=\"$d/root\" PKG_CONFIG_PATH=\"$pc\" PKG_CONFIG_LIBDIR= "
+             "meson setup b >/dev/null; ninja -C b >/dev/null; "
+             "grep -o -- '-I[^ ]*attnlab' b/build.ninja | sort -u; "
+             "'%s' variants --plugin b/libattnlab_swa.so",
+             dir, AL_BUILD_DIR, al_test_srcdir(), al_test_binary());
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "-I%s/root/", dir);
+    ck_assert_msg(strstr(out, cmd), "not built against the installed headers:\n%s", out);
+    ck_assert_msg(line_starting(out, "swa ") && strstr(out, "origin=b/libattnlab_swa.so"),
+                  "%s", out);
+    free(out), free(dir);
+}
+END_TEST
+
+Suite *plugin_suite(void)
+{
+    Suite *s = suite_create("plugin");
+    TCase *tc = tcase_create("plugin");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, example_plugin_registers_with_its_path_as_origin);
+    tcase_add_test(tc, example_plugin_passes_the_generic_variant_checks);
+    tcase_add_test(tc, swa_matches_an_independent_banded_attention);
+    tcase_add_test(tc, swa_with_a_window_over_the_whole_sequence_is_mha);
+    tcase_add_test(tc, example_plugin_trains_through_al_train);
+    tcase_add_test(tc, plugin_for_another_interface_version_is_refused_with_both_numbers);
+    tcase_add_test(tc, plugin_without_entry_point_or_usable_variants_is_refused);
+    tcase_add_test(tc, duplicate_name_is_refused_and_the_plugin_loads_not_at_all);
+    tcase_add_test(tc, files_that_are_not_plugins_are_refused);
+    tcase_add_test(tc, config_plugins_load_before_the_variant_is_decoded);
+    tcase_add_test(tc, plugin_sweep_file_decodes_at_every_grid_point);
+    tcase_add_test(tc, variants_command_lists_plugins_with_their_origin);
+    tcase_add_test(tc, train_and_kv_accept_plugin_and_record_it);
+    tcase_add_test(tc, example_builds_alone_against_the_installed_headers);
+    suite_add_tcase(s, tc);
+    return s;
+}

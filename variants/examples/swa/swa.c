@@ -1,0 +1,191 @@
+/*
+ * swa.c - sliding-window attention (Beltagy et al. 2020, Longformer; the
+ * local layers of Mistral 7B), as an attnlab plugin.
+ *
+ * Multi-head attention in which query t sees only the `window` most recent
+ * positions, itself included: keys t-window+1 .. t. With the causal-mask
+ * ablation (causal: false) the band is symmetric, |t - s| < window.
+ * Parameters, RoPE and scaling are those of `mha`, so a window that covers
+ * the whole sequence gives exactly mha's function.
+ *
+ * KV cache: kv_elems reports 2 * n_head * d_head floats per token per layer,
+ * the same row as mha, because interface version 1 sizes a cache as
+ * context x row and the row is what one token stores. A decoder for this
+ * variant could keep only the last `window` rows (a ring buffer), so its
+ * total cache is bounded by window x row whatever the context; the
+ * per-token figure that `attnlab kv` and sweep reports print does not show
+ * that bound. Incremental decode hooks are not provided (NULL).
+ *
+ * Training cost: scores are computed for the full (T, T) block through the
+ * shared gemm wrappers and the band is applied by the softmax, so training
+ * costs what mha costs; the window changes what the model can see, not the
+ * arithmetic.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attnlab_variant.h"
+
+enum { SET_WINDOW };
+
+static const al_setting swa_settings[] = {
+    {"window", AL_SET_INT, 0, 1, "positions each query attends to, itself included (>= 1)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int swa_check(const al_attn_shape *s, char *err, size_t errlen)
+{
+    if (s->set[SET_WINDOW] < 1) {
+        snprintf(err, errlen, "'window' (%g) must be at least 1", s->set[SET_WINDOW]);
+        return -1;
+    }
+    return 0;
+}
+
+/* The keys query t may attend to: lo..hi inclusive. */
+static void band(const al_attn_shape *s, int t, int T, int *lo, int *hi)
+{
+    int w = al_set_int(s, SET_WINDOW);
+    *lo = t - w + 1 > 0 ? t - w + 1 : 0;
+    *hi = s->causal ? t : (t + w - 1 < T - 1 ? t + w - 1 : T - 1);
+}
+
+static int swa_params(const al_attn_shape *s, al_param_spec *out)
+{
+    int D = s->d_model, Hd = s->n_head * s->d_head;
+    out[0] = (al_param_spec){"wq", Hd, D, AL_INIT_NORMAL};
+    out[1] = (al_param_spec){"wk", Hd, D, AL_INIT_NORMAL};
+    out[2] = (al_param_spec){"wv", Hd, D, AL_INIT_NORMAL};
+    out[3] = (al_param_spec){"wo", D, Hd, AL_INIT_RESID};
+    return 4;
+}
+
+/* Saved activations: q, k (RoPE'd), v, y (BT, H*dh) | att (B, H, T, T) */
+static size_t swa_act_floats(const al_attn_shape *s, int B, int T)
+{
+    return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)B * s->n_head * T * T;
+}
+
+/* Backward scratch: dy, dq, dk, dv (BT, H*dh) | dscores (T, T) */
+static size_t swa_scratch_floats(const al_attn_shape *s, int B, int T)
+{
+    return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)T * T;
+}
+
+static size_t swa_kv_elems(const al_attn_shape *s)
+{
+    return 2 * (size_t)s->n_head * s->d_head;
+}
+
+/* ------------------------------------------------------------ attention core */
+
+/* att (T, T) = softmax over the band of q . k^T * scale, zero outside it;
+ * y (T, dh) = att . v. q, k, v, y are one head's columns (row stride ld). */
+static void head_forward(const al_attn_shape *s, float *y, float *att, const float *q,
+                         const float *k, const float *v, int T, int ld, float scale)
+{
+    int dh = s->d_head;
+    al_gemm_nt(att, T, q, ld, k, ld, T, T, dh, scale, 0.0f);
+    for (int t = 0; t < T; t++) {
+        int lo, hi;
+        band(s, t, T, &lo, &hi);
+        float *row = att + (size_t)t * T;
+        al_softmax_row(row + lo, hi - lo + 1);
+        memset(row, 0, (size_t)lo * sizeof(float));
+        memset(row + hi + 1, 0, (size_t)(T - 1 - hi) * sizeof(float));
+    }
+    al_gemm_nn(y, ld, att, T, v, ld, T, dh, T, 1.0f, 0.0f);
+}
+
+/* Given dy: dq, dk, dv += ...; ds is (T, T) scratch. Entries outside the
+ * band have att = 0 and so get no gradient. */
+static void head_backward(const al_attn_shape *s, float *dq, float *dk, float *dv, float *ds,
+                          const float *dy, const float *att, const float *q, const float *k,
+                          const float *v, int T, int ld, float scale)
+{
+    int dh = s->d_head;
+    al_gemm_nt(ds, T, dy, ld, v, ld, T, T, dh, 1.0f, 0.0f);   /* datt = dy . v^T */
+    al_gemm_tn(dv, ld, att, T, dy, ld, T, dh, T, 1.0f, 1.0f); /* dv += att^T . dy */
+    for (int t = 0; t < T; t++) {                              /* softmax backward */
+        const float *a = att + (size_t)t * T;
+        float *d = ds + (size_t)t * T, dot = 0.0f;
+        for (int j = 0; j < T; j++) dot += a[j] * d[j];
+        for (int j = 0; j < T; j++) d[j] = a[j] * (d[j] - dot) * scale;
+    }
+    al_gemm_nn(dq, ld, ds, T, k, ld, T, dh, T, 1.0f, 1.0f);   /* dq += ds . k */
+    al_gemm_tn(dk, ld, ds, T, q, ld, T, dh, T, 1.0f, 1.0f);   /* dk += ds^T . q */
+}
+
+/* ------------------------------------------------------------ ops */
+
+static void swa_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                        const float *x, float *const *p, int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
+    size_t n = (size_t)BT * Hd;
+    float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
+    float scale = 1.0f / sqrtf((float)dh);
+    al_linear_forward(q, x, p[0], BT, D, Hd);   /* q = x . wq^T */
+    al_linear_forward(k, x, p[1], BT, D, Hd);   /* k = x . wk^T */
+    al_linear_forward(v, x, p[2], BT, D, Hd);   /* v = x . wv^T */
+    al_rope_forward(q, B, T, H, dh, Hd, 0, s->rope_base);
+    al_rope_forward(k, B, T, H, dh, Hd, 0, s->rope_base);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t o = (size_t)b * T * Hd + (size_t)h * dh;
+            head_forward(s, y + o, att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o,
+                         T, Hd, scale);
+        }
+    al_linear_forward(out, y, p[3], BT, Hd, D); /* out = y . wo^T */
+}
+
+static void swa_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                         const float *dout, const float *x, const float *act,
+                         float *const *p, int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
+    size_t n = (size_t)BT * Hd;
+    const float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
+    float *dy = scratch, *dq = dy + n, *dk = dq + n, *dv = dk + n, *ds = dv + n;
+    float scale = 1.0f / sqrtf((float)dh);
+    memset(scratch, 0, 4 * n * sizeof(float));
+    al_linear_backward(dy, dp[3], dout, y, p[3], BT, Hd, D);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t o = (size_t)b * T * Hd + (size_t)h * dh;
+            head_backward(s, dq + o, dk + o, dv + o, ds, dy + o,
+                          att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o, T, Hd, scale);
+        }
+    /* q = rope(q0), k = rope(k0): rotate the gradients back */
+    al_rope_backward(dq, B, T, H, dh, Hd, 0, s->rope_base);
+    al_rope_backward(dk, B, T, H, dh, Hd, 0, s->rope_base);
+    al_linear_backward(dx, dp[0], dq, x, p[0], BT, D, Hd);
+    al_linear_backward(dx, dp[1], dk, x, p[1], BT, D, Hd);
+    al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, Hd);
+}
+
+static const al_variant_ops swa_ops = {
+    .api_version = AL_VARIANT_API_VERSION,
+    .name = "swa",
+    .description = "sliding-window attention: each query sees the last `window` positions",
+    .settings = swa_settings,
+    .check = swa_check,
+    .params = swa_params,
+    .act_floats = swa_act_floats,
+    .scratch_floats = swa_scratch_floats,
+    .forward = swa_forward,
+    .backward = swa_backward,
+    .kv_elems = swa_kv_elems,
+    /* prefill / decode_scratch_floats / decode: NULL, this plugin cannot generate */
+};
+
+static const al_variant_ops *const variants[] = {&swa_ops, NULL};
+
+/* The one symbol the plugin exports (meson.build builds it with hidden
+ * visibility). */
+AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version)
+{
+    *api_version = AL_VARIANT_API_VERSION;
+    return variants;
+}

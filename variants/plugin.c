@@ -1,0 +1,198 @@
+/*
+ * plugin.c - the plugin loader: dlopen, one entry point, version checks,
+ * registration (al_plugin.h).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "al_plugin.h"
+#include "al_registry.h"
+
+#define MAX_LOADED 32
+
+/* Loaded plugins: the handle (to recognise a file loaded twice) and the
+ * path, which the registry keeps as the variants' origin. Never freed: the
+ * variants stay registered until the process ends. */
+static struct {
+    void *handle;
+    char *path;
+} loaded[MAX_LOADED];
+static int n_loaded;
+
+/* ------------------------------------------------------------ opening */
+
+/* dlerror() repeats the path it was given; keep only what follows it. */
+static const char *dl_reason(const char *dlpath)
+{
+    const char *why = dlerror();
+    if (!why) return "unknown dlopen error";
+    size_t n = strlen(dlpath);
+    if (strncmp(why, dlpath, n) == 0 && why[n] == ':') why += n + 1;
+    while (*why == ' ') why++;
+    return why;
+}
+
+static int open_object(const char *path, void **h, al_err *e)
+{
+    struct stat st;
+    if (strlen(path) >= PATH_MAX) return al_errf(e, "%.80s...: plugin path too long", path);
+    if (stat(path, &st) != 0)
+        return al_errf(e, "%s: cannot load plugin: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return al_errf(e, "%s: cannot load plugin: not a regular file", path);
+    /* dlopen searches the library path for a name without a slash */
+    char dlpath[PATH_MAX + 2];
+    snprintf(dlpath, sizeof dlpath, "%s%s", strchr(path, '/') ? "" : "./", path);
+    dlerror();
+    *h = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    if (*h) return 0;
+    const char *why = dl_reason(dlpath);
+    if (strstr(why, "undefined symbol"))
+        return al_errf(e, "%s: cannot load plugin: %s (a symbol this attnlab does not "
+                       "export: built for another version?)", path, why);
+    return al_errf(e, "%s: not a loadable shared object (%s)", path, why);
+}
+
+/* ------------------------------------------------------------ registering */
+
+/* Names become YAML values, trial ids and file names: keep them plain. */
+static int check_name(const al_variant_ops *ops, const char *origin, al_err *e)
+{
+    const char *n = ops->name;
+    if (ops->api_version != AL_VARIANT_API_VERSION || !n) return 0; /* the registry says */
+    size_t len = strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    if (len == 0 || n[len] || len >= AL_NAME_LEN)
+        return al_errf(e, "%s: variant name '%.80s' must be 1 to %d letters, digits, '_' "
+                       "or '-'", origin, n, AL_NAME_LEN - 1);
+    return 0;
+}
+
+static int register_variants(void *h, const char *origin, al_err *e)
+{
+    void *sym = dlsym(h, AL_PLUGIN_ENTRY);
+    if (!sym)
+        return al_errf(e, "%s: no entry point '%s' (not an attnlab plugin)", origin,
+                       AL_PLUGIN_ENTRY);
+    al_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);   /* POSIX: object to function pointer */
+    int version = -1;
+    const al_variant_ops *const *list = entry(&version);
+    if (version != AL_VARIANT_API_VERSION)
+        return al_errf(e, "%s: plugin was built for variant interface version %d, "
+                       "this attnlab has version %d", origin, version, AL_VARIANT_API_VERSION);
+    if (!list || !list[0]) return al_errf(e, "%s: plugin exports no variants", origin);
+    int before = al_variant_count();
+    for (int i = 0; list[i]; i++) {
+        if (check_name(list[i], origin, e) || al_variant_register(list[i], origin, e)) {
+            al_variant_truncate(before);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int al_plugin_load(const char *path, al_err *e)
+{
+    if (!path || !path[0]) return al_errf(e, "plugin path is empty");
+    void *h;
+    if (open_object(path, &h, e)) return -1;
+    for (int i = 0; i < n_loaded; i++) {
+        if (loaded[i].handle == h) {   /* the same file again (dlopen counts it) */
+            dlclose(h);
+            return 0;
+        }
+    }
+    if (n_loaded == MAX_LOADED) {
+        dlclose(h);
+        return al_errf(e, "%s: too many plugins (at most %d)", path, MAX_LOADED);
+    }
+    char *origin = strdup(path);
+    AL_ASSERT(origin != NULL);
+    if (register_variants(h, origin, e)) {
+        dlclose(h);
+        free(origin);
+        return -1;
+    }
+    loaded[n_loaded].handle = h;
+    loaded[n_loaded++].path = origin;
+    return 0;
+}
+
+/* ------------------------------------------------------------ configs */
+
+/* path relative to the directory of `file` (no directory: as given). */
+static int relative_to(char *out, size_t n, const char *file, const char *path)
+{
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    int len;
+    if (path[0] == '/' || !slash) len = snprintf(out, n, "%s", path);
+    else len = snprintf(out, n, "%.*s/%s", (int)(slash - file), file, path);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+static int load_listed_one(al_node *x, al_err *e)
+{
+    char joined[PATH_MAX], abs[PATH_MAX];
+    al_err sub;
+    if (relative_to(joined, sizeof joined, x->file, x->value) != 0)
+        return al_errf(e, "%s:%d:%d: error: plugin path too long", x->file, x->line, x->col);
+    if (!realpath(joined, abs)) {
+        const char *why = strerror(errno);
+        if (strcmp(joined, x->value) == 0)
+            return al_errf(e, "%s:%d:%d: error: plugin '%.300s': %s", x->file, x->line,
+                           x->col, x->value, why);
+        return al_errf(e, "%s:%d:%d: error: plugin '%.300s': %s (looked for '%.300s')",
+                       x->file, x->line, x->col, x->value, why, joined);
+    }
+    if (al_plugin_load(abs, &sub) != 0)
+        return al_errf(e, "%s:%d:%d: error: %s", x->file, x->line, x->col, sub.msg);
+    free(x->value);
+    x->value = strdup(abs);
+    AL_ASSERT(x->value != NULL);
+    return 0;
+}
+
+int al_plugin_load_listed(al_node *root, al_err *e)
+{
+    al_node *list = root && root->kind == AL_NODE_MAP ? al_node_get(root, "plugins") : NULL;
+    if (!list || list->kind != AL_NODE_SEQ) return 0;
+    for (int i = 0; i < list->n; i++) {
+        al_node *x = list->items[i];
+        if (x->kind != AL_NODE_SCALAR || !x->value[0]) continue;
+        if (load_listed_one(x, e) != 0) return -1;
+    }
+    return 0;
+}
+
+int al_plugin_config_load(const char *path, const char *const *sets, int n_sets,
+                          al_config *c, al_err *e)
+{
+    al_node *root;
+    if (al_yaml_load(path, &root, e)) return -1;
+    int rc = 0;
+    for (int i = 0; i < n_sets && rc == 0; i++) rc = al_node_apply_set(root, sets[i], e);
+    if (rc == 0) rc = al_plugin_load_listed(root, e);
+    if (rc == 0) rc = al_config_decode(root, c, e);
+    if (rc == 0) snprintf(c->file, sizeof c->file, "%s", path);
+    al_node_free(root);
+    return rc;
+}
+
+int al_plugin_note(al_config *c, const char *path, al_err *e)
+{
+    char abs[PATH_MAX];
+    if (!realpath(path, abs)) return al_errf(e, "%s: %s", path, strerror(errno));
+    for (int i = 0; i < c->n_plugins; i++)
+        if (strcmp(c->plugins[i], abs) == 0) return 0;
+    if (c->n_plugins == AL_MAX_PLUGINS)
+        return al_errf(e, "%s: a config names at most %d plugins", path, AL_MAX_PLUGINS);
+    if (strlen(abs) >= AL_PATH_LEN)
+        return al_errf(e, "%s: plugin path too long (at most %d bytes)", path, AL_PATH_LEN - 1);
+    memset(c->plugins[c->n_plugins], 0, AL_PATH_LEN);
+    memcpy(c->plugins[c->n_plugins++], abs, strlen(abs));
+    return 0;
+}
