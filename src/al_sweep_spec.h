@@ -73,11 +73,13 @@ typedef struct al_sweep {
     al_sweep_trial *trials;            /* owned */
 } al_sweep;
 
-/* Load FILE, apply the --set assignments, parse the sweep mapping, expand
- * and decode every trial. On error s is left empty (nothing to free) and
- * e holds one line "file:line:col: error: ...". */
-int al_sweep_load(const char *path, const char *const *sets, int n_sets, al_sweep *s,
-                  al_err *e);
+/* Load the --plugin files, then FILE, apply the --set assignments, load
+ * the plugins the file lists, parse the sweep mapping, expand and decode
+ * every trial (each config names every plugin it was decoded with). On
+ * error s is left empty (nothing to free) and e holds one line
+ * "file:line:col: error: ...". */
+int al_sweep_load(const char *path, const char *const *sets, int n_sets,
+                  const char *const *plugins, int n_plugins, al_sweep *s, al_err *e);
 void al_sweep_free(al_sweep *s);
 
 /* Fill every trial's id against the results directory outdir (may not

@@ -175,7 +175,7 @@ int al_cmd_sweep(int argc, char **argv)
     if (a.o.help) return fputs(sweep_help, stdout), 0;
     al_sweep s;
     al_err e;
-    if (al_sweep_load(a.o.file, a.o.sets, a.o.n_sets, &s, &e)) {
+    if (al_sweep_load(a.o.file, a.o.sets, a.o.n_sets, a.o.plugins, a.o.n_plugins, &s, &e)) {
         fprintf(stderr, "%s\n", e.msg);
         return AL_EXIT_INPUT;
     }
@@ -220,7 +220,7 @@ int al_cmd_trial(int argc, char **argv)
                            "and --threads M >= 1 if given");
     al_sweep s;
     al_err e;
-    if (al_sweep_load(o.file, o.sets, o.n_sets, &s, &e)) {
+    if (al_sweep_load(o.file, o.sets, o.n_sets, o.plugins, o.n_plugins, &s, &e)) {
         fprintf(stderr, "%s\n", e.msg);
         return AL_EXIT_INPUT;
     }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "al_checkpoint.h"
 #include "al_cli.h"
 #include "al_train.h"
 
@@ -49,6 +50,29 @@ static void worker_progress(void *ctx, int step, int steps, double loss, double 
     if (fclose(f) == 0) rename(w->tmp, w->path);
 }
 
+/* A trial dir holding a checkpoint of an unfinished run (the trial was
+ * interrupted or killed after train.checkpoint_every steps). */
+static int has_checkpoint(const char *tdir)
+{
+    char path[TDIR_LEN + 32];
+    snprintf(path, sizeof path, "%s/%s", tdir, AL_TRAIN_STATE_FILE);
+    return access(path, R_OK) == 0;
+}
+
+/* Train, resuming from the trial's checkpoint when there is one. A
+ * checkpoint that cannot be resumed (another thread count, a run that had
+ * already ended) is set aside with a note in the log: the trial starts over. */
+static int train_trial(const al_config *c, al_train_opts *o, al_train_result *tr, al_err *e)
+{
+    o->resume = has_checkpoint(o->outdir);
+    if (o->resume) fprintf(stderr, "%s: resuming from the checkpoint in %s\n", o->label, o->outdir);
+    if (al_train(c, o, tr, e) == 0) return 0;
+    if (!o->resume) return -1;
+    fprintf(stderr, "%s: cannot resume (%s); starting over\n", o->label, e->msg);
+    o->resume = 0;
+    return al_train(c, o, tr, e);
+}
+
 int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *dir,
                        int threads, al_err *e)
 {
@@ -66,7 +90,7 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     al_trial_result r;
     al_trial_result_init(&r);
     r.steps = c.train.steps;
-    if (al_train(&c, &o, &tr, e) != 0) {
+    if (train_trial(&c, &o, &tr, e) != 0) {
         r.status = AL_TRIAL_FAILED;
         snprintf(r.reason, sizeof r.reason, "%.500s", e->msg);
     } else {
@@ -322,7 +346,8 @@ static int launch(runner *R, slot *sl, const al_sweep_trial *t, al_err *e)
     sl->t0 = al_now();
     sl->n = R->next;
     R->n_running++;
-    event(R, "[%d/%d] start %s", sl->n, R->n_pending, t->id);
+    event(R, "[%d/%d] start %s%s", sl->n, R->n_pending, t->id,
+          has_checkpoint(sl->tdir) ? " (resuming from its checkpoint)" : "");
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "al_data.h"
 #include "al_model.h"
+#include "al_plugin.h"
 #include "al_registry.h"
 #include "al_sweep_results.h"
 #include "al_train.h"
@@ -21,6 +22,8 @@
 /* Everything the parse needs while the tree is alive. */
 typedef struct spec_ctx {
     al_sweep *s;
+    const char *const *plugins;   /* --plugin files, noted in every trial */
+    int n_plugins;
     const al_node *sweep;      /* the sweep mapping, or NULL */
     const al_node *exclude;    /* a sequence of mappings, or NULL */
     const al_node *seeds;      /* the seeds node, or NULL */
@@ -647,6 +650,8 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     al_err *e = C->e;
     if (al_config_decode(tree, &t->cfg, e) || check_data(tree, &t->cfg, e)) goto fail;
     snprintf(t->cfg.file, sizeof t->cfg.file, "%s", C->s->file);
+    for (int i = 0; i < C->n_plugins; i++)
+        if (al_plugin_note(&t->cfg, C->plugins[i], e)) goto fail;
     if (al_train_resolve(&t->cfg, al_data_vocab(&t->cfg.data), e)) goto fail;
     t->seed = t->cfg.train.seed;
     t->params = al_model_param_count(&t->cfg.model, e);
@@ -740,15 +745,18 @@ static int expand(spec_ctx *C)
     return finish_names(C);
 }
 
-int al_sweep_load(const char *path, const char *const *sets, int n_sets, al_sweep *s,
-                  al_err *e)
+int al_sweep_load(const char *path, const char *const *sets, int n_sets,
+                  const char *const *plugins, int n_plugins, al_sweep *s, al_err *e)
 {
     memset(s, 0, sizeof *s);
-    spec_ctx C = {.s = s, .e = e};
+    spec_ctx C = {.s = s, .plugins = plugins, .n_plugins = n_plugins, .e = e};
     snprintf(s->file, sizeof s->file, "%s", path);
+    for (int i = 0; i < n_plugins; i++)
+        if (al_plugin_load(plugins[i], e)) return -1;
     if (al_yaml_load(path, &s->root, e)) return -1;
     int rc = 0;
     for (int i = 0; i < n_sets && !rc; i++) rc = al_node_apply_set(s->root, sets[i], e);
+    if (!rc) rc = al_plugin_load_listed(s->root, e);   /* before any variant is decoded */
     C.sweep = al_node_get(s->root, "sweep");
     if (!rc) rc = parse_sweep(&C);
     if (!rc) rc = expand(&C);

@@ -63,7 +63,7 @@ static char *write_exp(const char *dir, const char *name, const char *train, con
 static void load_ok(const char *path, al_sweep *s)
 {
     al_err e;
-    ck_assert_msg(al_sweep_load(path, NULL, 0, s, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_sweep_load(path, NULL, 0, NULL, 0, s, &e) == 0, "%s", e.msg);
 }
 
 static const al_sweep_trial *find(const al_sweep *s, const char *label)
@@ -317,7 +317,7 @@ START_TEST(spec_errors_name_file_line_and_column)
     al_sweep s;
     al_err e;
     snprintf(want, sizeof want, "%s:%s", path, b->want);
-    ck_assert_int_eq(al_sweep_load(path, NULL, 0, &s, &e), -1);
+    ck_assert_int_eq(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e), -1);
     ck_assert_str_eq(e.msg, want);
     ck_assert_int_eq(s.n_trials, 0);   /* nothing left to free */
     free(path), free(dir);
@@ -399,6 +399,27 @@ START_TEST(dry_run_lists_sizes_and_trains_nothing)
     snprintf(r, sizeof r, "%s/r", dir);
     ck_assert(!exists(r));
     free(path), free(dir);
+}
+END_TEST
+
+/* A variant from a plugin (--plugin, or the file's `plugins:`) can be
+ * swept like a built-in one, its settings included; without the plugin
+ * the error points at the value. */
+START_TEST(plugin_variants_can_be_swept)
+{
+    char *dir = al_test_tmpdir(), *out, want[256];
+    char *path = write_exp(dir, "plug", "steps: 4",
+                           "sweep:\n  grid:\n    model.attention: [{variant: mha}, "
+                           "{variant: swa, window: 4}]\n");
+    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run --plugin %s", path, dir,
+                         AL_SWA_PLUGIN), 0);
+    snprintf(want, sizeof want, "swa-window4_seed1                    swa      %12ld",
+             params_by_hand(16, 2, 2));
+    ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
+    free(out);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
+    ck_assert_msg(strstr(out, ":8:49: error: unknown variant 'swa'"), "%s", out);
+    free(out), free(path), free(dir);
 }
 END_TEST
 
@@ -488,12 +509,14 @@ static void wait_exit(pid_t pid, int *status)
 
 /* A sweep killed with SIGKILL in the middle of its second trial leaves the
  * first trial's result, nothing for the second that a resume would trust,
- * and no worker behind; resuming gives exactly the summary of a sweep that
- * was never interrupted (same trials, statuses and losses, bit for bit). */
+ * and no worker behind; resuming (the second trial from its checkpoint)
+ * gives exactly the summary of a sweep that was never interrupted (same
+ * trials, statuses and losses, bit for bit). */
 START_TEST(sigkilled_sweep_resumes_to_the_uninterrupted_summary)
 {
     char *dir = al_test_tmpdir(), *out, r1[4200], r2[4200], res[4400];
-    char *path = write_exp(dir, "kill", "steps: 120, eval_every: 40", three_trials);
+    char *path = write_exp(dir, "kill", "steps: 120, eval_every: 40, checkpoint_every: 20",
+                           three_trials);
     snprintf(r1, sizeof r1, "%s/full", dir);
     snprintf(r2, sizeof r2, "%s/killed", dir);
     ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r1), 0);
@@ -512,7 +535,17 @@ START_TEST(sigkilled_sweep_resumes_to_the_uninterrupted_summary)
     free(mid);
     ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r2), 0);
     ck_assert_msg(strstr(out, "2 ok, 0 diverged, 0 failed, 1 kept from before"), "%s", out);
+    ck_assert_msg(strstr(out, "start mqa_seed1 (resuming from its checkpoint)"), "%s", out);
     free(out);
+    snprintf(res, sizeof res, "%s/mqa_seed1/log.txt", r2);
+    char *log = read_text(res);
+    ck_assert_msg(strstr(log, "mqa_seed1: resuming from the checkpoint in"), "%s", log);
+    /* killed between the two checkpoint files, the pair disagrees: then
+     * the trial starts over, and must still end the same */
+    ck_assert_msg(!strstr(log, "starting over") || strstr(log, "cannot resume ("), "%s", log);
+    free(log);
+    snprintf(res, sizeof res, "%s/mqa_seed1/model.safetensors", r2);
+    ck_assert(exists(res));
     char *a = summary_without_timing(r1), *b = summary_without_timing(r2);
     ck_assert_str_eq(a, b);
     ck_assert_ptr_null(strstr(a, "pending"));
@@ -641,6 +674,7 @@ Suite *sweep_suite(void)
     tcase_add_test(run_tc, bad_spec_exits_2_and_writes_nothing);
     tcase_add_test(run_tc, foreign_results_directory_is_refused_untouched);
     tcase_add_test(run_tc, dry_run_lists_sizes_and_trains_nothing);
+    tcase_add_test(run_tc, plugin_variants_can_be_swept);
     tcase_add_test(run_tc, sweep_resume_skips_finished_trials);
     tcase_add_test(run_tc, sigkilled_sweep_resumes_to_the_uninterrupted_summary);
     tcase_add_test(run_tc, diverging_trial_is_recorded_while_the_others_finish);
