@@ -24,8 +24,8 @@
  *
  * Identity. A trial's label is built from the values that vary, e.g.
  * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
- * written as YAML, with train.threads left out (a thread count is how a
- * trial is run, not what it is). Its id is the label, or "label-HASH" where
+ * written as YAML, with train.threads and train.checkpoint_every left out
+ * (how a trial is run, not what it is). Its id is the label, or "label-HASH" where
  * the label alone would be ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
  * hash (al_sweep_assign_ids). So an edited file never reuses a result.
@@ -86,8 +86,8 @@ void al_sweep_free(al_sweep *s);
  * exist yet): see "Identity" above. Reads outdir/<label>/trial.json. */
 void al_sweep_assign_ids(al_sweep *s, const char *outdir);
 
-/* Hash of a resolved config (threads and, with no_seed, the seeds left
- * out) as 16 hex digits into out[17]. */
+/* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
+ * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
 
 /* What a trial is, for tables: n_kv_head (-1 when not a grouped-query

@@ -788,7 +788,8 @@ void al_sweep_assign_ids(al_sweep *s, const char *outdir)
 void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
 {
     al_config c = *c0;
-    c.train.threads = 0;
+    c.train.threads = 0;            /* how a trial runs, not what it computes */
+    c.train.checkpoint_every = 0;
     if (no_seed) {
         if (c.data.seed == c.train.seed) c.data.seed = 0;
         c.train.seed = 0;

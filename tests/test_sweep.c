@@ -218,8 +218,12 @@ START_TEST(ids_are_stable_and_never_reuse_another_config)
     char h1[17], h2[17];
     al_sweep_config_hash(&c, 0, h1);
     c.train.threads = 7;
+    c.train.checkpoint_every = 3;
     al_sweep_config_hash(&c, 0, h2);
     ck_assert_str_eq(h1, h2);
+    c.train.lr *= 2;
+    al_sweep_config_hash(&c, 0, h2);
+    ck_assert_str_ne(h1, h2);
     snprintf(out, sizeof out, "%s/results", dir);
     snprintf(tdir, sizeof tdir, "%s/%s", out, a.trials[3].label);
     al_err e;
