@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_decode.h"
 #include "al_data.h"
 #include "al_model.h"
 #include "al_train.h"
@@ -135,7 +136,9 @@ static const char kv_help[] =
     "usage: attnlab kv CONFIG.yaml [--set key.path=value ...] [--context N]\n"
     "\n"
     "Print the parameter count and the KV-cache size per token, summed over\n"
-    "all layers, at f32, bf16 and f16; with --context N also for N tokens.\n";
+    "all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
+    "with --context N also for N tokens. `attnlab generate --stats` measures\n"
+    "the same figure from the caches it allocates.\n";
 
 int al_cmd_kv(int argc, char **argv)
 {
@@ -150,14 +153,19 @@ int al_cmd_kv(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     size_t params = al_model_param_count(&c.model, &e);
     if (!params) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    size_t elems = al_model_kv_elems_per_token(&c.model);
+    size_t b[AL_KV_NDTYPES];
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c.model, dt);
+    int dt = al_kv_dtype_parse(c.model.kv_dtype);
+    AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     printf("variant: %s\n", c.model.variant);
     printf("parameters: %zu\n", params);
-    printf("kv_elements_per_token: %zu\n", elems);
-    printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", 4 * elems, 2 * elems, 2 * elems);
+    printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(&c.model));
+    printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
+           b[AL_KV_F16]);
+    printf("kv_dtype: %s kv_bytes_per_token=%zu\n", c.model.kv_dtype, b[dt]);
     if (o.context)
         printf("kv_bytes_at_context_%ld: f32=%zu bf16=%zu f16=%zu\n", o.context,
-               4 * elems * o.context, 2 * elems * o.context, 2 * elems * o.context);
+               b[AL_KV_F32] * o.context, b[AL_KV_BF16] * o.context, b[AL_KV_F16] * o.context);
     return 0;
 }
 

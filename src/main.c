@@ -22,6 +22,8 @@ static const command commands[] = {
     {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
     {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
+    {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
+    {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
     {"sweep", al_cmd_sweep, "train every trial of an experiment's sweep, then report"},
     {"trial", al_cmd_trial, "run one trial of a sweep (the sweep's worker)"},
     {"report", al_cmd_report, "report.md and plots from a sweep's results directory"},
@@ -34,7 +36,7 @@ static void usage(FILE *f)
                "attnlab trains small GPT-style models with pluggable attention variants\n"
                "and measures what each costs in KV cache and buys in quality.\n\ncommands:\n");
     for (int i = 0; commands[i].name; i++)
-        if (commands[i].summary) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        if (commands[i].summary) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'attnlab COMMAND --help' describes one command.\n");
 }
 

@@ -7,6 +7,9 @@
  */
 #include "al_report.h"
 
+#include "al_checkpoint.h"
+#include "al_decode.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -310,8 +313,8 @@ static void mark_front(report *R)
     int n = R->n_groups, *on = al_calloc((size_t)n + 1, sizeof *on);
     double *cost = al_calloc((size_t)n + 1, sizeof *cost);
     double *q = al_calloc((size_t)n + 1, sizeof *q);
-    for (int k = 0; k < n; k++) {
-        cost[k] = R->g[k].first->kv;
+    for (int k = 0; k < n; k++) {   /* an unmasked model's loss is not comparable */
+        cost[k] = R->g[k].first->causal == 0 ? NAN : R->g[k].first->kv;
         q[k] = R->use_acc ? R->g[k].acc : R->g[k].loss;
     }
     R->n_front = al_pareto_front(n, cost, q, R->use_acc, on);
@@ -445,15 +448,19 @@ static void md_front(FILE *f, const report *R)
 {
     const group *base = NULL;
     for (int k = 0; k < R->n_groups; k++)
-        if (R->g[k].n_ok && (!base || R->g[k].first->kv > base->first->kv)) base = &R->g[k];
+        if (R->g[k].n_ok && R->g[k].first->causal != 0 &&
+            (!base || R->g[k].first->kv > base->first->kv))
+            base = &R->g[k];
     fprintf(f, "\n## Pareto front: %s against KV-cache bytes per token\n\n", R->use_acc
             ? "val accuracy" : "val loss");
     if (!R->n_front) {
         fputs("No configuration finished, so there is no front.\n", f);
         return;
     }
-    fprintf(f, "No other configuration has both a smaller (or equal) cache and a %s; from the "
-            "smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy" : "lower (or equal) loss");
+    fprintf(f, "No other configuration has both a smaller (or equal) cache and a %s%s; from "
+            "the smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy"
+            : "lower (or equal) loss", any_unmasked(R) ? " (configurations without the causal "
+            "mask are left out: their loss is not comparable)" : "");
     for (int k = R->n_groups - 1; k >= 0; k--) {
         const group *g = &R->g[k];
         if (!g->front) continue;
@@ -491,16 +498,70 @@ static void md_unfinished(FILE *f, const report *R)
     }
 }
 
+/* ------------------------------------------------------------ samples */
+
+#define SAMPLE_PROMPT "The "   /* continued to the trained context, at most 256 bytes */
+
+/* Text from a trial's checkpoint, one byte at a time through the KV cache
+ * (malloc'ed; NULL with e set when there is none). A cache holds only the
+ * past, which is what the causal mask enforces: a model trained without
+ * the mask is decoded all the same (the decoder refuses it by default),
+ * since how it fares without the future is the point of the ablation. */
+static char *sample_trial(const report *R, const row *w, al_err *e)
+{
+    char path[DIR_LEN + 300], *text = NULL;
+    size_t len = 0;
+    al_model m;
+    snprintf(path, sizeof path, "%s/%s/%s", R->dir, w->trial, AL_CHECKPOINT_FILE);
+    if (al_checkpoint_load(path, &m, NULL, e)) return NULL;
+    m.cfg.causal = 1;
+    m.ashape.causal = 1;
+    al_generate_opts o = {.prompt = (const unsigned char *)SAMPLE_PROMPT,
+                          .prompt_len = strlen(SAMPLE_PROMPT), .tokens = -1,
+                          .temperature = 0.8, .top_k = 40, .seed = 1, .dtype = -1};
+    FILE *mem = open_memstream(&text, &len);
+    AL_ASSERT(mem != NULL);
+    int rc = al_generate(&m, &o, mem, stderr, NULL, e);
+    fclose(mem);
+    al_model_free(&m);
+    if (rc) free(text);
+    return rc ? NULL : text;
+}
+
+/* A sample as a fenced block: unprintable bytes as '.', no backquotes. */
+static void md_sample(FILE *f, const char *text)
+{
+    fputs("```text\n" SAMPLE_PROMPT, f);
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        fputc(*p == '\n' || (*p >= 0x20 && *p < 0x7f && *p != '`') ? *p : '.', f);
+    fputs("\n```\n", f);
+}
+
 static void md_causal(FILE *f, const report *R)
 {
     if (!any_unmasked(R)) return;
     fputs("\n## The causal mask\n\nConfigurations with causal **false** trained without the "
           "causal mask: every position also sees the tokens after it, including the one it "
-          "must predict, so its training and validation loss fall far below the masked "
+          "must predict, so their training and validation loss fall far below the masked "
           "model's. That loss is not language modelling: generating one token at a time from "
-          "a KV cache, the future it learned to copy is not there, and its text is garbage. "
-          "Compare the curves below; `attnlab generate` on each trial's checkpoint shows the "
-          "samples.\n", f);
+          "a KV cache, the future it learned to copy is not there. Samples from each "
+          "configuration's first finished trial (prompt \"" SAMPLE_PROMPT "\", temperature "
+          "0.8, top-k 40, seed 1):\n", f);
+    for (int k = 0; k < R->n_groups; k++) {
+        const group *g = &R->g[k];
+        const row *w = NULL;
+        for (int i = 0; i < R->sm.n && !w; i++)
+            if (strcmp(R->sm.rows[i].config, g->first->config) == 0 && is_ok(&R->sm.rows[i]))
+                w = &R->sm.rows[i];
+        if (!w) continue;
+        al_err e;
+        char *text = sample_trial(R, w, &e);
+        fprintf(f, "\n**%s** (causal %s, val loss %.4f):\n\n", g->first->config,
+                w->causal ? "true" : "false", w->val_loss);
+        if (text) md_sample(f, text);
+        else fprintf(f, "(no sample: %s)\n", e.msg);
+        free(text);
+    }
 }
 
 static void md_plots(FILE *f, const report *R)
@@ -509,10 +570,12 @@ static void md_plots(FILE *f, const report *R)
     if (R->plots == AL_PLOTS_DRAWN) {
         fprintf(f, "![%s against KV-cache bytes per token](tradeoff.png)\n\n"
                 "Each point is one configuration (mean over seeds, bars: ± one standard "
-                "deviation); the dashed line is the Pareto front. [SVG](tradeoff.svg)\n\n"
+                "deviation); the dashed line is the Pareto front%s. [SVG](tradeoff.svg)\n\n"
                 "![validation loss curves](curves.png)\n\n"
                 "Validation loss against optimizer step and against tokens trained (mean "
-                "over seeds). [SVG](curves.svg)\n\n", R->use_acc ? "val accuracy" : "val loss");
+                "over seeds). [SVG](curves.svg)\n\n", R->use_acc ? "val accuracy" : "val loss",
+                any_unmasked(R) ? " (configurations without the causal mask are not drawn)"
+                : "");
         fputs("The plots are drawn by gnuplot from `tradeoff.gp` and `curves.gp` (and their "
               "`.dat` files), kept here to edit and re-run.\n", f);
     } else if (R->plots == AL_PLOTS_NO_GNUPLOT) {
@@ -589,7 +652,7 @@ static int write_tradeoff(const report *R, al_err *e)
     for (int k = 0; k < R->n_groups; k++) {
         const group *g = &R->g[k];
         double q = R->use_acc ? g->acc : g->loss, sd = R->use_acc ? g->acc_sd : g->loss_sd;
-        if (!isnan(q) && g->first->kv > 0)
+        if (!isnan(q) && g->first->kv > 0 && g->first->causal != 0)
             fprintf(f, "%.0f %.9g %.9g \"%s\" %d\n", g->first->kv, q, sd, g->first->config, g->front);
     }
     if (al_commit_atomic(f, tmp, path, e)) return -1;

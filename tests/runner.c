@@ -22,6 +22,9 @@ Suite *safetensors_suite(void);
 Suite *checkpoint_suite(void);
 Suite *cmd_score_suite(void);
 Suite *torch_suite(void);
+Suite *kvcache_suite(void);
+Suite *decode_suite(void);
+Suite *generate_suite(void);
 Suite *sweep_suite(void);
 Suite *report_suite(void);
 
@@ -40,6 +43,9 @@ static const struct {
     {"checkpoint", checkpoint_suite},
     {"cmd_score", cmd_score_suite},
     {"torch", torch_suite},
+    {"kvcache", kvcache_suite},
+    {"decode", decode_suite},
+    {"generate", generate_suite},
     {"sweep", sweep_suite},
     {"report", report_suite},
     {NULL, NULL},

@@ -26,6 +26,7 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
     c->causal = 1;
     c->attn = v;
     snprintf(c->variant, sizeof c->variant, "%s", v->name);
+    snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
     static const double tries[] = {2, 1, 4, 8};
     for (int i = 0; v->settings && v->settings[i].name; i++) {
         c->attn_set[i] = v->settings[i].def;

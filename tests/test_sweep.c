@@ -74,9 +74,11 @@ static const al_sweep_trial *find(const al_sweep *s, const char *label)
     return NULL;
 }
 
-static char *read_text(const char *path)
+/* noinline: inlined, gcc 12 mistakes the returned buffer for a pointer
+ * to the local that received it (-Wdangling-pointer). */
+static __attribute__((noinline)) char *read_text(const char *path)
 {
-    char *t;
+    char *t = NULL;
     size_t n;
     al_err e;
     ck_assert_msg(al_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
@@ -581,6 +583,44 @@ START_TEST(diverging_trial_is_recorded_while_the_others_finish)
 }
 END_TEST
 
+/* The causal-mask ablation: the unmasked model's loss collapses below the
+ * masked one's; the report leaves it off the Pareto front and shows a
+ * sample of each, generated one byte at a time through the KV cache. */
+START_TEST(causal_ablation_report_shows_the_collapse_and_samples)
+{
+    char *dir = al_test_tmpdir(), *out, r[4200], p[4400];
+    char *path = write_exp(dir, "causal", "steps: 200, eval_every: 100, lr: 1.0e-2",
+                           "sweep:\n  grid:\n    model.attention: [{variant: mha}]\n"
+                           "    model.causal: [true, false]\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", path, r), 0);
+    free(out);
+    al_trial_result masked, unmasked;
+    snprintf(p, sizeof p, "%s/causal-true_seed1", r);
+    al_sweep s;
+    load_ok(path, &s);
+    ck_assert_int_eq(al_results_read_result(p, s.trials[0].hash, &masked), 0);
+    snprintf(p, sizeof p, "%s/causal-false_seed1", r);
+    ck_assert_int_eq(al_results_read_result(p, s.trials[1].hash, &unmasked), 0);
+    al_sweep_free(&s);
+    ck_assert_msg(unmasked.val_loss < 0.75 * masked.val_loss, "unmasked %g, masked %g",
+                  unmasked.val_loss, masked.val_loss);
+    snprintf(p, sizeof p, "%s/report.md", r);
+    char *md = read_text(p), *c = strstr(md, "## The causal mask");
+    ck_assert_ptr_nonnull(c);
+    ck_assert_msg(strstr(c, "**causal-false** (causal false, val loss ") &&
+                  strstr(c, "**causal-true** (causal true, val loss "), "%s", c);
+    int fences = 0;
+    for (char *q = c; (q = strstr(q, "```text\nThe ")); q++) fences++;
+    ck_assert_int_eq(fences, 2);
+    ck_assert_msg(strstr(md, "| causal-false | mha | 2 | **false** |"), "%s", md);
+    char *row = strstr(md, "| causal-false |");
+    row = strndup(row, strcspn(row, "\n"));
+    ck_assert_ptr_null(strstr(row, "**yes**"));
+    free(row), free(md), free(path), free(dir);
+}
+END_TEST
+
 /* The pid of the worker running in results directory r, or 0. */
 static pid_t find_worker(const char *r)
 {
@@ -682,6 +722,7 @@ Suite *sweep_suite(void)
     tcase_add_test(run_tc, sweep_resume_skips_finished_trials);
     tcase_add_test(run_tc, sigkilled_sweep_resumes_to_the_uninterrupted_summary);
     tcase_add_test(run_tc, diverging_trial_is_recorded_while_the_others_finish);
+    tcase_add_test(run_tc, causal_ablation_report_shows_the_collapse_and_samples);
     tcase_add_test(run_tc, killed_worker_and_stopped_sweep_are_recorded_then_resumed);
     tcase_add_test(run_tc, failing_trial_is_recorded_with_its_reason);
     suite_add_tcase(s, run_tc);

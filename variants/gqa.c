@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attnlab_variant.h"
+#include "al_kvcache.h"
 
 enum { SET_N_KV_HEAD };
 
@@ -105,6 +106,46 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, G * dh);
 }
 
+/* ------------------------------------------------------------ decode */
+
+/* Cache row of a token: its G RoPE'd keys (G*dh), then its G values (G*dh),
+ * exactly the k and v rows forward() saved. */
+void al_gqa_prefill(const al_attn_shape *s, int G, al_kv_cache *cache, const float *act,
+                    float *const *p, int T)
+{
+    gqa_acts a = carve(s, G, (float *)act, 1, T);
+    int Gd = G * s->d_head;
+    for (int t = 0; t < T; t++) {
+        al_kv_put(cache, t, 0, Gd, a.k + (size_t)t * Gd);
+        al_kv_put(cache, t, Gd, Gd, a.v + (size_t)t * Gd);
+    }
+}
+
+/* q, y (H*dh) | the new row k, v (2*G*dh) | scores (H, context) | tile */
+size_t al_gqa_decode_scratch_floats(const al_attn_shape *s, int G, int context)
+{
+    size_t Hd = (size_t)s->n_head * s->d_head, row = al_gqa_kv_elems(s, G);
+    return 2 * Hd + row + (size_t)s->n_head * context + (size_t)AL_KV_TILE * row;
+}
+
+void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, const float *x,
+                   float *const *p, al_kv_cache *cache, int pos)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Gd = G * dh;
+    int context = al_kv_cache_context(cache);
+    float *q = scratch, *y = q + H * dh, *kv = y + H * dh, *S = kv + 2 * Gd;
+    float *tile = S + (size_t)H * context;
+    al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
+    al_linear_row(kv, x, p[1], D, Gd);        /* k = x . wk^T */
+    al_linear_row(kv + Gd, x, p[2], D, Gd);   /* v = x . wv^T */
+    al_rope_forward(q, 1, 1, H, dh, H * dh, pos, s->rope_base);
+    al_rope_forward(kv, 1, 1, G, dh, Gd, pos, s->rope_base);
+    al_kv_row_put(cache, pos, kv);
+    al_kv_attend(y, S, tile, q, cache, pos + 1, H, G, dh, dh, 0, Gd,
+                 1.0f / sqrtf((float)dh));
+    al_linear_row(out, y, p[3], H * dh, D);   /* out = y . wo^T */
+}
+
 /* ------------------------------------------------------------ gqa variant */
 
 static const al_setting gqa_settings[] = {
@@ -134,4 +175,7 @@ const al_variant_ops al_variant_gqa = {
     .forward = family_forward,
     .backward = family_backward,
     .kv_elems = family_kv_elems,
+    .prefill = family_prefill,
+    .decode_scratch_floats = family_decode_scratch_floats,
+    .decode = family_decode,
 };

@@ -25,6 +25,11 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
                      float *scratch, const float *dout, const float *x,
                      const float *act, float *const *p, int B, int T);
 size_t al_gqa_kv_elems(const al_attn_shape *s, int G);
+void al_gqa_prefill(const al_attn_shape *s, int G, al_kv_cache *cache, const float *act,
+                    float *const *p, int T);
+size_t al_gqa_decode_scratch_floats(const al_attn_shape *s, int G, int context);
+void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, const float *x,
+                   float *const *p, al_kv_cache *cache, int pos);
 
 #ifdef AL_GQA_FAMILY_MEMBERS
 /* Ops members of a family variant: thin adapters that supply G. */
@@ -55,6 +60,20 @@ static void family_backward(const al_attn_shape *s, float *dx, float *const *dp,
 static size_t family_kv_elems(const al_attn_shape *s)
 {
     return al_gqa_kv_elems(s, family_groups(s));
+}
+static void family_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+                           float *const *p, int T)
+{
+    al_gqa_prefill(s, family_groups(s), cache, act, p, T);
+}
+static size_t family_decode_scratch_floats(const al_attn_shape *s, int context)
+{
+    return al_gqa_decode_scratch_floats(s, family_groups(s), context);
+}
+static void family_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                          float *const *p, al_kv_cache *cache, int pos)
+{
+    al_gqa_decode(s, family_groups(s), out, scratch, x, p, cache, pos);
 }
 #endif
 

@@ -13,12 +13,19 @@
  *
  * Training runs the concatenated heads through the shared attention core
  * (al_sdpa_*) with d_qk = d_head + d_rope, d_v = d_head.
+ *
+ * Decoding absorbs the up-projections (DeepSeek-V2 App. C): q_h . (wuk_h c)
+ * = (wuk_h^T q_h) . c, and sum_t p_t wuv_h c_t = wuv_h (sum_t p_t c_t), so
+ * attention runs over the cached latents directly, as multi-query
+ * attention with one shared key [c | k_r] and one shared value c.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "attnlab_variant.h"
+#include "al_kvcache.h"
+#include "mla_internal.h"
 
 enum { SET_D_LATENT, SET_D_ROPE, SET_D_Q_LATENT };
 
@@ -311,6 +318,160 @@ static size_t mla_kv_elems(const al_attn_shape *s)
     return (size_t)al_set_int(s, SET_D_LATENT) + al_set_int(s, SET_D_ROPE);
 }
 
+/* ------------------------------------------------------------ decode */
+
+/* Cache row of a token: c [dc] (after kv_norm), then k_r [dr] (RoPE'd). */
+static void mla_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+                        float *const *p, int T)
+{
+    dims d = get_dims(s, 1, T);
+    mla_a a = carve(&d, (float *)act, 1, T);
+    for (int t = 0; t < T; t++) {
+        al_kv_put(cache, t, 0, d.dc, a.c + (size_t)t * d.dc);
+        al_kv_put(cache, t, d.dc, d.dr, a.kr + (size_t)t * d.dr);
+    }
+}
+
+/* What both decode paths compute for the new token, carved from scratch:
+ * content queries qn (H*dh), rope queries qr (H*dr), the query latent
+ * cq0, cq (dq), the cache row [c | k_r] (dc+dr) and c before its norm. */
+typedef struct mla_step {
+    float *qn, *qr, *cq0, *cq, *row, *c0, *end;
+} mla_step;
+
+static mla_step carve_step(const dims *d, float *s)
+{
+    mla_step st;
+    st.qn = s; s += d->H * d->dh;
+    st.qr = s; s += d->H * d->dr;
+    st.cq0 = s; s += d->dq;
+    st.cq = s; s += d->dq;
+    st.row = s; s += d->dc + d->dr;
+    st.c0 = s; s += d->dc;
+    st.end = s;
+    return st;
+}
+
+static size_t step_floats(const dims *d)
+{
+    return (size_t)d->H * (d->dh + d->dr) + 2 * d->dq + 2 * d->dc + d->dr;
+}
+
+/* The token's queries, and its cache row written at pos. */
+static void step_forward(const al_attn_shape *s, const dims *d, const mla_p *w, mla_step *st,
+                         const float *x, al_kv_cache *cache, int pos)
+{
+    int Hd = d->H * d->dh, Hr = d->H * d->dr, nin = d->D;
+    const float *qin = x;
+    if (d->dq) {
+        al_linear_row(st->cq0, x, w->wdq, d->D, d->dq);   /* c_q = rmsnorm(wdq . x) */
+        al_rmsnorm_forward(st->cq, NULL, st->cq0, w->q_norm, 1, d->dq, s->norm_eps);
+        al_linear_row(st->qn, st->cq, w->wuq, d->dq, Hd);
+        qin = st->cq;
+        nin = d->dq;
+    } else {
+        al_linear_row(st->qn, x, w->wq, d->D, Hd);
+    }
+    al_linear_row(st->qr, qin, w->wqr, nin, Hr);
+    al_rope_forward(st->qr, 1, 1, d->H, d->dr, Hr, pos, s->rope_base);
+    al_linear_row(st->c0, x, w->wdkv, d->D, d->dc);      /* c = rmsnorm(wdkv . x) */
+    al_rmsnorm_forward(st->row, NULL, st->c0, w->kv_norm, 1, d->dc, s->norm_eps);
+    al_linear_row(st->row + d->dc, x, w->wkr, d->D, d->dr); /* k_r = rope(wkr . x) */
+    al_rope_forward(st->row + d->dc, 1, 1, 1, d->dr, d->dr, pos, s->rope_base);
+    al_kv_row_put(cache, pos, st->row);
+}
+
+/* step | absorbed queries qa (H, dc+dr) | latent outputs o (H, dc) |
+ * y (H*dh) | scores (H, context) | tile */
+static size_t mla_decode_scratch_floats(const al_attn_shape *s, int context)
+{
+    dims d = get_dims(s, 1, 1);
+    size_t row = (size_t)d.dc + d.dr;
+    return step_floats(&d) + (size_t)d.H * (row + d.dc + d.dh) + (size_t)d.H * context +
+           (size_t)AL_KV_TILE * row;
+}
+
+static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                       float *const *p, al_kv_cache *cache, int pos)
+{
+    dims d = get_dims(s, 1, 1);
+    mla_p w = bind(&d, p);
+    mla_step st = carve_step(&d, scratch);
+    int row = d.dc + d.dr;
+    float *qa = st.end, *o = qa + (size_t)d.H * row, *y = o + (size_t)d.H * d.dc;
+    float *S = y + (size_t)d.H * d.dh, *tile = S + (size_t)d.H * al_kv_cache_context(cache);
+    step_forward(s, &d, &w, &st, x, cache, pos);
+    for (int h = 0; h < d.H; h++) {
+        /* qa_h = [wuk_h^T q_h | q_r,h]: scored against the cached [c | k_r] */
+        al_gemv_t(qa + (size_t)h * row, w.wuk + (size_t)h * d.dh * d.dc, d.dc,
+                  st.qn + (size_t)h * d.dh, d.dh, d.dc, 1.0f, 0.0f);
+        memcpy(qa + (size_t)h * row + d.dc, st.qr + (size_t)h * d.dr, d.dr * sizeof(float));
+    }
+    /* o_h = sum_t p_h,t c_t: every head reads the one shared latent */
+    al_kv_attend(o, S, tile, qa, cache, pos + 1, d.H, 1, row, d.dc, 0, 0,
+                 1.0f / sqrtf((float)d.dqk));
+    for (int h = 0; h < d.H; h++)   /* y_h = wuv_h . o_h, once per head */
+        al_gemv_n(y + (size_t)h * d.dh, w.wuv + (size_t)h * d.dh * d.dc, d.dc,
+                  o + (size_t)h * d.dc, d.dh, d.dc, 1.0f, 0.0f);
+    al_linear_row(out, y, w.wo, d.H * d.dh, d.D);      /* out = wo . y */
+}
+
+/* ------------------------------------------------------------ naive decode (oracle) */
+
+/* step | latents C (context, dc), rope keys Kr (context, dr) | expanded
+ * keys K and values V (context, H*dh) | probabilities (context) | y (H*dh) */
+size_t al_mla_naive_scratch_floats(const al_attn_shape *s, int context)
+{
+    dims d = get_dims(s, 1, 1);
+    size_t Hd = (size_t)d.H * d.dh;
+    return step_floats(&d) + (size_t)context * (d.dc + d.dr + 2 * Hd + 1) + Hd;
+}
+
+/* y_h = softmax_t((q_h . K[t,h] + q_r,h . Kr[t]) * scale) . V[t,h], in double */
+static void naive_head(float *y, float *P, const float *q, const float *qr, const float *K,
+                       const float *Kr, const float *V, const dims *d, int n, int h)
+{
+    size_t Hd = (size_t)d->H * d->dh;
+    double mx = -INFINITY, sum = 0, scale = 1.0 / sqrt((double)d->dqk);
+    for (int t = 0; t < n; t++) {
+        double sc = 0;
+        for (int j = 0; j < d->dh; j++) sc += (double)q[j] * K[t * Hd + (size_t)h * d->dh + j];
+        for (int j = 0; j < d->dr; j++) sc += (double)qr[j] * Kr[(size_t)t * d->dr + j];
+        P[t] = (float)(sc * scale);
+        mx = P[t] > mx ? P[t] : mx;
+    }
+    for (int t = 0; t < n; t++) sum += exp(P[t] - mx);
+    for (int j = 0; j < d->dh; j++) {
+        double acc = 0;
+        for (int t = 0; t < n; t++)
+            acc += exp(P[t] - mx) / sum * V[t * Hd + (size_t)h * d->dh + j];
+        y[j] = (float)acc;
+    }
+}
+
+void al_mla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                         float *const *p, al_kv_cache *cache, int pos)
+{
+    dims d = get_dims(s, 1, 1);
+    mla_p w = bind(&d, p);
+    mla_step st = carve_step(&d, scratch);
+    int n = pos + 1, ctx = al_kv_cache_context(cache), Hd = d.H * d.dh;
+    float *C = st.end, *Kr = C + (size_t)ctx * d.dc, *K = Kr + (size_t)ctx * d.dr;
+    float *V = K + (size_t)ctx * Hd, *P = V + (size_t)ctx * Hd, *y = P + ctx;
+    step_forward(s, &d, &w, &st, x, cache, pos);
+    for (int t = 0; t < n; t++) {   /* read back the rows: c then k_r */
+        al_kv_row_get(cache, t, st.row);
+        memcpy(C + (size_t)t * d.dc, st.row, d.dc * sizeof(float));
+        memcpy(Kr + (size_t)t * d.dr, st.row + d.dc, d.dr * sizeof(float));
+    }
+    al_linear_forward(K, C, w.wuk, n, d.dc, Hd);   /* k_c = wuk . c, every token and head */
+    al_linear_forward(V, C, w.wuv, n, d.dc, Hd);   /* v = wuv . c */
+    for (int h = 0; h < d.H; h++)
+        naive_head(y + (size_t)h * d.dh, P, st.qn + (size_t)h * d.dh, st.qr + (size_t)h * d.dr,
+                   K, Kr, V, &d, n, h);
+    al_linear_forward(out, y, w.wo, 1, Hd, d.D);
+}
+
 const al_variant_ops al_variant_mla = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "mla",
@@ -323,4 +484,7 @@ const al_variant_ops al_variant_mla = {
     .forward = mla_forward,
     .backward = mla_backward,
     .kv_elems = mla_kv_elems,
+    .prefill = mla_prefill,
+    .decode_scratch_floats = mla_decode_scratch_floats,
+    .decode = mla_decode,
 };

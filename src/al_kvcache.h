@@ -1,0 +1,86 @@
+/*
+ * al_kvcache.h - the KV cache of one layer, and the number formats it stores.
+ *
+ * A cache holds `context` rows of `elems` floats each; what a row means is
+ * the variant's business (attnlab_variant.h: kv_elems, prefill, decode).
+ * Rows are stored as f32, bf16 or f16: converted on write, computed on in
+ * f32. The conversions are written here (round to nearest, ties to even;
+ * IEEE binary16 with subnormals, inf and NaN), not left to the compiler,
+ * so every build stores the same bits.
+ *
+ * Memory: al_kv_cache_new makes exactly context * elems * al_kv_dtype_size
+ * bytes of storage, counted in the cache (al_kv_cache_bytes) and in a
+ * process-wide tally of live cache storage (al_kv_bytes_live), so that the
+ * bytes a decoder holds are measured, not recomputed from a formula.
+ * al_kv_cache_free releases both. Nothing here allocates after _new.
+ */
+#ifndef AL_KVCACHE_H
+#define AL_KVCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attnlab_variant.h"
+
+enum al_kv_dtype { AL_KV_F32 = 0, AL_KV_BF16 = 1, AL_KV_F16 = 2, AL_KV_NDTYPES = 3 };
+
+/* Rows that decode loops read per block when the cache is not f32: a
+ * variant's scratch holds AL_KV_TILE * kv_elems floats for the conversion. */
+#define AL_KV_TILE 64
+
+/* "f32" | "bf16" | "f16" -> enum al_kv_dtype, or -1. */
+int al_kv_dtype_parse(const char *name);
+const char *al_kv_dtype_name(int dtype);
+size_t al_kv_dtype_size(int dtype);   /* bytes per stored element */
+
+/* ---- number formats (exposed for tests) */
+uint16_t al_f32_to_bf16(float f);
+float al_bf16_to_f32(uint16_t h);
+uint16_t al_f32_to_f16(float f);
+float al_f16_to_f32(uint16_t h);
+
+/* ---- one layer's cache */
+al_kv_cache *al_kv_cache_new(size_t elems, int context, int dtype);
+void al_kv_cache_free(al_kv_cache *c);   /* NULL is fine */
+size_t al_kv_cache_bytes(const al_kv_cache *c);   /* storage held */
+size_t al_kv_cache_elems(const al_kv_cache *c);
+int al_kv_cache_context(const al_kv_cache *c);
+int al_kv_cache_dtype(const al_kv_cache *c);
+
+/* Bytes of cache storage currently allocated by this process. */
+size_t al_kv_bytes_live(void);
+
+/* Write a whole row (elems floats) at position pos, or n floats of it
+ * starting at element off. pos < context. */
+void al_kv_row_put(al_kv_cache *c, int pos, const float *src);
+void al_kv_put(al_kv_cache *c, int pos, int off, int n, const float *src);
+/* Read row pos back into dst (elems floats). */
+void al_kv_row_get(const al_kv_cache *c, int pos, float *dst);
+/* Rows t0 .. t0+n-1 as f32, row stride elems: a pointer into the storage
+ * for an f32 cache, else converted into tmp (n * elems floats, n <=
+ * AL_KV_TILE) and tmp returned. */
+const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp);
+
+/* ---- matrix-vector products for one token. At batch 1 cblas_sgemm would
+ * repack the whole weight matrix on every call, costing more than the
+ * product itself; these go through cblas_sgemv. Row-major, leading
+ * dimension lda. */
+/* y (M) = alpha * A (M, N) . x (N) + beta * y */
+void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta);
+/* y (N) = alpha * A (M, N)^T . x (M) + beta * y */
+void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
+               float beta);
+/* out (OC) = w (OC, IC) . x (IC): al_linear_forward for one row. */
+void al_linear_row(float *out, const float *x, const float *w, int IC, int OC);
+
+/* ---- attention of one new token over the cache (the decode core the
+ * variants share). Query head h reads group h / (H / G) (as al_sdpa_*).
+ *   q (H, dqk)  -> out (H, dv)
+ * Keys of group g are elements [koff + g*dqk, +dqk) of each row 0..n-1,
+ * values [voff + g*dv, +dv). softmax(scale * q.k) over the n rows.
+ * S holds H * n floats; tile AL_KV_TILE * elems (unused for f32). */
+void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
+                  int n, int H, int G, int dqk, int dv, int koff, int voff, float scale);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * cmd_bench_decode.c - `attnlab bench-decode`: decode speed of each variant
+ * at several context lengths (batch 1), with the cache bytes it holds.
+ *
+ * For a context C the caches are filled with C - N random rows (the speed
+ * of a step does not depend on what the rows hold), then N tokens are
+ * decoded and timed: each step attends over C - N .. C - 1 cached tokens.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_cli.h"
+#include "al_data.h"
+#include "al_decode.h"
+#include "al_train.h"
+
+static const char bench_help[] =
+    "usage: attnlab bench-decode CONFIG.yaml [--set key.path=value ...] [--variants LIST]\n"
+    "                            [--contexts 256,1024,4096] [--tokens N] [--kv-dtype D]\n"
+    "                            [--threads N] [--out FILE.csv]\n"
+    "\n"
+    "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
+    "length, batch 1, with the measured cache bytes beside it. Prints a table\n"
+    "and writes CSV (default results/bench_decode.csv).\n"
+    "  --variants LIST   ';'-separated, each a name and its settings, default\n"
+    "                    \"mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16\"\n"
+    "  --tokens N        decode steps timed per cell (default 32)\n"
+    "  --kv-dtype D      f32, bf16 or f16 (default: CONFIG's model.kv_dtype)\n"
+    "  --threads N       BLAS threads (default 1)\n";
+
+#define MAX_VARIANTS 16
+#define MAX_CONTEXTS 16
+
+typedef struct bench_cell {
+    char variant[128];
+    int context, dtype, tokens;
+    double tokens_per_s;
+    size_t cache_bytes, bytes_per_token;
+} bench_cell;
+
+/* "gqa n_kv_head=2" -> "model.attention={variant: gqa, n_kv_head: 2}" */
+static int variant_set(const char *spec, char *out, size_t n, al_err *e)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *w = strtok_r(buf, " \t", &save);
+    if (!w) return al_errf(e, "bench-decode: --variants has an empty entry");
+    size_t len = (size_t)snprintf(out, n, "model.attention={variant: %s", w);
+    while ((w = strtok_r(NULL, " \t", &save)) && len < n) {
+        char *eq = strchr(w, '=');
+        if (!eq || eq == w || !eq[1])
+            return al_errf(e, "bench-decode: --variants: '%s' is not key=value", w);
+        *eq = 0;
+        len += (size_t)snprintf(out + len, n - len, ", %s: %s", w, eq + 1);
+    }
+    if (len + 2 > n) return al_errf(e, "bench-decode: --variants entry too long: '%s'", spec);
+    strcat(out, "}");
+    return 0;
+}
+
+static int parse_contexts(const char *s, int *ctx, int *n, al_err *e)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (*n == MAX_CONTEXTS || al_cli_parse_long(w, 2, 1L << 24, &v) != 0)
+            return al_errf(e, "bench-decode: --contexts wants up to %d lengths >= 2 separated "
+                           "by commas, got '%s'", MAX_CONTEXTS, s);
+        ctx[(*n)++] = (int)v;
+    }
+    return *n ? 0 : al_errf(e, "bench-decode: --contexts is empty");
+}
+
+/* Time `tokens` steps with the cache filled up to context - tokens. */
+static void bench_one(al_model *m, int context, int dtype, int tokens, bench_cell *cell)
+{
+    al_decoder d;
+    al_err e;
+    AL_ASSERT(al_decoder_init(&d, m, context, dtype, &e) == 0);
+    int V = m->cfg.vocab_size;
+    al_decoder_fill_random(&d, context - tokens - 1, 7);
+    al_decoder_step(&d, 1);   /* warm-up */
+    double t0 = al_now();
+    for (int i = 0; i < tokens; i++) al_decoder_step(&d, (i * 31 + 7) % V);
+    double dt = al_now() - t0;
+    cell->context = context;
+    cell->dtype = dtype;
+    cell->tokens = tokens;
+    cell->tokens_per_s = dt > 0 ? tokens / dt : 0;
+    cell->cache_bytes = al_decoder_cache_bytes(&d);
+    cell->bytes_per_token = cell->cache_bytes / (size_t)context;
+    al_decoder_free(&d);
+}
+
+/* One variant: load CONFIG with its attention, build the model, run the contexts. */
+static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx, int nctx,
+                         int tokens, int dtype, bench_cell *cells, al_err *e)
+{
+    const char *sets[AL_CLI_MAX_SETS + 1];
+    char set[512];
+    if (variant_set(spec, set, sizeof set, e) != 0) return -1;
+    memcpy(sets, o->sets, o->n_sets * sizeof *sets);
+    sets[o->n_sets] = set;
+    al_config c;
+    if (al_config_load(o->file, sets, o->n_sets + 1, &c, e) != 0) return -1;
+    if (al_train_resolve(&c, al_data_vocab(&c.data), e) != 0) return -1;
+    al_model m;
+    if (al_model_init(&m, &c.model, e) != 0) return -1;
+    al_model_init_weights(&m, 1);
+    int dt = dtype >= 0 ? dtype : al_kv_dtype_parse(c.model.kv_dtype), rc = 0;
+    for (int i = 0; i < nctx && rc == 0; i++) {
+        if (ctx[i] <= tokens + 1) {
+            rc = al_errf(e, "bench-decode: context %d leaves no room for %d timed tokens",
+                         ctx[i], tokens);
+            break;
+        }
+        al_progress_line("bench-decode: %s at context %d", spec, ctx[i]);
+        bench_one(&m, ctx[i], dt, tokens, &cells[i]);
+        snprintf(cells[i].variant, sizeof cells[i].variant, "%s", spec);
+    }
+    al_progress_end();
+    al_model_free(&m);
+    return rc;
+}
+
+static int write_csv(const char *path, const bench_cell *cells, int n, al_err *e)
+{
+    char tmp[AL_PATH_LEN + 64];
+    FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+    if (!f) return -1;
+    fprintf(f, "variant,context,kv_dtype,tokens,tokens_per_s,kv_bytes_per_token,cache_bytes\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu\n", cells[i].variant, cells[i].context,
+                al_kv_dtype_name(cells[i].dtype), cells[i].tokens, cells[i].tokens_per_s,
+                cells[i].bytes_per_token, cells[i].cache_bytes);
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+static void print_table(const bench_cell *cells, int n)
+{
+    printf("%-28s %8s %6s %13s %19s %12s\n", "variant", "context", "dtype", "tokens_per_s",
+           "kv_bytes_per_token", "cache_bytes");
+    for (int i = 0; i < n; i++)
+        printf("%-28s %8d %6s %13.1f %19zu %12zu\n", cells[i].variant, cells[i].context,
+               al_kv_dtype_name(cells[i].dtype), cells[i].tokens_per_s,
+               cells[i].bytes_per_token, cells[i].cache_bytes);
+}
+
+/* Splits the --variants list in place; returns the count or -1. */
+static int split_variants(char *list, char **out, al_err *e)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(list, ";", &save); w; w = strtok_r(NULL, ";", &save)) {
+        while (*w == ' ') w++;
+        if (!*w) continue;
+        if (n == MAX_VARIANTS)
+            return al_errf(e, "bench-decode: at most %d --variants entries", MAX_VARIANTS);
+        out[n++] = w;
+    }
+    return n ? n : al_errf(e, "bench-decode: --variants is empty");
+}
+
+int al_cmd_bench_decode(int argc, char **argv)
+{
+    static const char *const extra[] = {"--variants", "--contexts", "--tokens", "--kv-dtype",
+                                        "--threads", NULL};
+    const char *val[5];
+    al_cli_opts o;
+    int rc = al_cli_parse(argc, argv, &o, "bench-decode", extra, val);
+    if (rc) return rc;
+    if (o.help) return fputs(bench_help, stdout), 0;
+    char list[1024], *specs[MAX_VARIANTS];
+    snprintf(list, sizeof list, "%s",
+             val[0] ? val[0] : "mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16");
+    int ctx[MAX_CONTEXTS], nctx, nvar, dtype = val[3] ? al_kv_dtype_parse(val[3]) : -1;
+    long tokens = 32, threads = 1;
+    al_err e;
+    if ((nvar = split_variants(list, specs, &e)) < 0 ||
+        parse_contexts(val[1] ? val[1] : "256,1024,4096", ctx, &nctx, &e) != 0)
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if ((val[2] && al_cli_parse_long(val[2], 1, 1L << 20, &tokens) != 0) ||
+        (val[3] && dtype < 0) || (val[4] && al_cli_parse_long(val[4], 1, 1024, &threads) != 0))
+        return al_cli_fail(AL_EXIT_INPUT, "bench-decode: --tokens and --threads want positive "
+                                          "counts, --kv-dtype f32, bf16 or f16");
+    openblas_set_num_threads((int)threads);
+    bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
+    for (int v = 0; v < nvar && rc == 0; v++)
+        if (bench_variant(&o, specs[v], ctx, nctx, (int)tokens, dtype, cells + v * nctx, &e))
+            rc = AL_EXIT_INPUT;
+    const char *out = o.out ? o.out : "results/bench_decode.csv";
+    if (rc == 0) {
+        print_table(cells, nvar * nctx);
+        char dir[AL_PATH_LEN];
+        snprintf(dir, sizeof dir, "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        if ((slash && al_mkdirs(dir, &e) != 0) || write_csv(out, cells, nvar * nctx, &e) != 0)
+            rc = AL_EXIT_RUNTIME;
+    }
+    if (rc) fprintf(stderr, "attnlab: %s\n", e.msg);
+    free(cells);
+    return rc;
+}

@@ -1,0 +1,401 @@
+/*
+ * test_decode.c - incremental decoding through every variant's decode
+ * hooks, against the full-sequence forward pass; MLA's absorbed decode
+ * against its naive oracle; cache bytes against hand formulas; sampling.
+ *
+ * One generic loop: every registered variant with decode hooks, and every
+ * optional setting of it that accepts the value 4 (MLA's d_q_latent: with
+ * and without query compression), is run through the same checks.
+ */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "al_decode.h"
+#include "al_registry.h"
+#include "al_test.h"
+#include "al_test_model.h"
+#include "mla_internal.h"
+
+enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13 };
+
+static int decodable(const al_variant_ops *v)
+{
+    return v->prefill && v->decode && v->decode_scratch_floats;
+}
+
+/* Tiny model of variant v (optional setting opt = 4 when opt >= 0) with
+ * its matrices scaled up so attention is sharp and logits are O(1): a
+ * decode that reads the wrong rows or positions shows at 1e-4. */
+static void make_model(al_model *m, const al_variant_ops *v, int opt, uint64_t seed)
+{
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, SEQ, VOCAB), 0);
+    if (opt >= 0) c.attn_set[opt] = 4;
+    al_err e;
+    ck_assert_msg(al_model_init(m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(m, seed);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2)
+            for (size_t j = 0; j < m->tensors[i].numel; j++)
+                m->params[m->tensors[i].offset + j] *= 20.0f;
+}
+
+/* Optional settings of v whose value 4 passes the variant's check (bit i
+ * for setting i), as tests/test_variants.c chooses them. */
+static unsigned optional_variations(const al_variant_ops *v)
+{
+    unsigned mask = 0;
+    for (int i = 0; v->settings && v->settings[i].name; i++) {
+        if (v->settings[i].required) continue;
+        al_model_config c;
+        al_test_tiny_config(&c, v, 2, 16, 4, 4, SEQ, VOCAB);
+        c.attn_set[i] = 4;
+        al_model m;
+        al_err e;
+        if (al_model_init(&m, &c, &e) == 0) mask |= 1u << i;
+        al_model_free(&m);
+    }
+    return mask;
+}
+
+/* Calls fn for every decodable variant and each optional variation. */
+static int for_each_decodable(void (*fn)(const al_variant_ops *, int))
+{
+    int n = 0;
+    for (int i = 0; i < al_variant_count(); i++) {
+        const al_variant_ops *v = al_variant_at(i);
+        if (!decodable(v)) continue;
+        fn(v, -1), n++;
+        unsigned opts = optional_variations(v);
+        for (int k = 0; k < AL_MAX_SETTINGS; k++)
+            if (opts & (1u << k)) fn(v, k), n++;
+    }
+    return n;
+}
+
+static void random_tokens(int *tok, int n, uint64_t seed)
+{
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) tok[i] = (int)al_rng_below(&r, VOCAB);
+}
+
+/* Full-sequence logits (CTX, VOCAB) of tok, past the trained seq_len. */
+static void full_logits(al_model *m, const int *tok, float *out)
+{
+    al_err e;
+    ck_assert_int_eq(al_model_reserve(m, 1, CTX, &e), 0);
+    al_model_forward(m, tok, NULL, NULL, 1, CTX);
+    memcpy(out, m->logits, sizeof(float) * CTX * VOCAB);
+}
+
+static double max_abs_diff(const float *a, const float *b, int n, double *amax)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        if (amax) *amax = fmax(*amax, fabs((double)b[i]));
+    }
+    return d;
+}
+
+/* Prefill P tokens, then decode the rest; diff against the full forward
+ * at every position from P - 1 on. Returns the largest |difference|. */
+static double decode_vs_full(al_model *m, const int *tok, const float *full, int P, int dtype,
+                             double *amax)
+{
+    al_decoder d;
+    al_err e;
+    ck_assert_msg(al_decoder_init(&d, m, CTX, dtype, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_decoder_prefill(&d, tok, P, &e) == 0, "%s", e.msg);
+    double worst = max_abs_diff(d.logits, full + (P - 1) * VOCAB, VOCAB, amax);
+    for (int t = P; t < CTX; t++) {
+        const float *lg = al_decoder_step(&d, tok[t]);
+        worst = fmax(worst, max_abs_diff(lg, full + t * VOCAB, VOCAB, amax));
+    }
+    ck_assert_int_eq(d.pos, CTX);
+    al_decoder_free(&d);
+    return worst;
+}
+
+static void check_parity(const al_variant_ops *v, int opt)
+{
+    al_model m;
+    make_model(&m, v, opt, 17);
+    int tok[CTX];
+    float full[CTX * VOCAB];
+    random_tokens(tok, CTX, 5);
+    full_logits(&m, tok, full);
+    static const int prompts[] = {1, 2, 7, SEQ, CTX - 1};   /* the last past seq_len */
+    for (int i = 0; i < 5; i++) {
+        double amax = 0, diff = decode_vs_full(&m, tok, full, prompts[i], AL_KV_F32, &amax);
+        ck_assert_msg(diff < 1e-4, "%s opt=%d prompt=%d: max |decode - forward| = %g", v->name,
+                      opt, prompts[i], diff);
+        ck_assert_msg(amax > 1.0, "%s: logits too small (%g) for the test to bite", v->name, amax);
+    }
+    al_model_free(&m);
+}
+
+START_TEST(every_variant_decodes_like_the_full_forward)
+{
+    ck_assert_int_ge(for_each_decodable(check_parity), 5);
+}
+END_TEST
+
+/* The comparison bites: a cache row overwritten after the prefill makes
+ * the next logits differ from the full forward. */
+static void check_sensitivity(const al_variant_ops *v, int opt)
+{
+    al_model m;
+    make_model(&m, v, opt, 19);
+    int tok[CTX];
+    float full[CTX * VOCAB];
+    random_tokens(tok, CTX, 6);
+    full_logits(&m, tok, full);
+    al_decoder d;
+    al_err e;
+    ck_assert_int_eq(al_decoder_init(&d, &m, CTX, AL_KV_F32, &e), 0);
+    ck_assert_int_eq(al_decoder_prefill(&d, tok, 5, &e), 0);
+    float row[512];
+    ck_assert_uint_le(al_kv_cache_elems(d.cache[0]), 512);
+    al_kv_row_get(d.cache[0], 4, row);
+    al_kv_row_put(d.cache[0], 1, row);   /* position 1 now holds position 4's row */
+    double diff = max_abs_diff(al_decoder_step(&d, tok[5]), full + 5 * VOCAB, VOCAB, NULL);
+    ck_assert_msg(diff > 1e-3, "%s opt=%d: a corrupted cache went unnoticed (%g)", v->name,
+                  opt, diff);
+    al_decoder_free(&d);
+    al_model_free(&m);
+}
+
+START_TEST(a_corrupted_cache_breaks_parity)
+{
+    for_each_decodable(check_sensitivity);
+}
+END_TEST
+
+/* bf16 and f16 caches stay close to f32 (stated tolerance: 2 % of the
+ * largest logit for bf16's 8-bit mantissa, 0.5 % for f16's 11 bits) and
+ * do differ from it (the conversion really happens). */
+static void check_dtypes(const al_variant_ops *v, int opt)
+{
+    al_model m;
+    make_model(&m, v, opt, 23);
+    int tok[CTX];
+    float full[CTX * VOCAB];
+    random_tokens(tok, CTX, 7);
+    full_logits(&m, tok, full);
+    static const double tol[AL_KV_NDTYPES] = {1e-4, 0.02, 0.005};
+    for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
+        double amax = 0, diff = decode_vs_full(&m, tok, full, 2, dt, &amax);
+        ck_assert_msg(diff < tol[dt] * amax, "%s opt=%d %s: max diff %g, largest logit %g",
+                      v->name, opt, al_kv_dtype_name(dt), diff, amax);
+        ck_assert_msg(diff > 1e-7, "%s %s: identical to f32?", v->name, al_kv_dtype_name(dt));
+    }
+    al_model_free(&m);
+}
+
+START_TEST(reduced_precision_caches_stay_within_tolerance)
+{
+    for_each_decodable(check_dtypes);
+}
+END_TEST
+
+/* Cache elements per token per layer, written out from each variant's
+ * definition (README): 2 G d_head for the GQA family, d_c + d_rope for
+ * MLA. 0 for a variant this test does not know. */
+static size_t elems_by_hand(const al_model_config *c)
+{
+    const char *n = c->attn->name;
+    if (!strcmp(n, "mha")) return 2 * (size_t)c->n_head * c->d_head;
+    if (!strcmp(n, "mqa")) return 2 * (size_t)c->d_head;
+    if (!strcmp(n, "gqa")) return 2 * (size_t)c->attn_set[0] * c->d_head;
+    if (!strcmp(n, "mla")) return (size_t)(c->attn_set[0] + c->attn_set[1]);
+    return 0;
+}
+
+static void check_bytes(const al_variant_ops *v, int opt)
+{
+    al_model m;
+    make_model(&m, v, opt, 29);
+    size_t hand = elems_by_hand(&m.cfg);
+    if (!hand) hand = v->kv_elems(&m.ashape);   /* a plugin: at least the allocator is checked */
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
+        size_t live0 = al_kv_bytes_live(), want = hand * m.cfg.n_layer * al_kv_dtype_size(dt);
+        al_decoder d;
+        al_err e;
+        ck_assert_int_eq(al_decoder_init(&d, &m, 37, dt, &e), 0);
+        ck_assert_uint_eq(al_kv_bytes_live() - live0, 37 * want);
+        ck_assert_uint_eq(al_decoder_cache_bytes(&d), 37 * want);
+        ck_assert_uint_eq(al_kv_bytes_per_token(&m.cfg, dt), want);
+        al_decoder_free(&d);
+        ck_assert_uint_eq(al_kv_bytes_live(), live0);
+    }
+    al_model_free(&m);
+}
+
+START_TEST(measured_cache_bytes_equal_the_formula)
+{
+    for_each_decodable(check_bytes);
+}
+END_TEST
+
+/* ------------------------------------------------------------ MLA */
+
+/* One MLA layer, random weights, d_latent 8, d_rope 4: absorbed decode,
+ * naive decode and the training forward agree position by position. */
+static void check_mla_absorbed(int dq, int dtype)
+{
+    const al_variant_ops *v = al_variant_find("mla");
+    ck_assert_ptr_nonnull(v);
+    al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}};
+    al_param_spec spec[AL_MAX_ATTN_PARAMS];
+    int np = v->params(&s, spec), n = 20, D = 16;
+    float *p[AL_MAX_ATTN_PARAMS];
+    al_rng r;
+    al_rng_seed(&r, 99);
+    for (int i = 0; i < np; i++) {
+        size_t k = (size_t)spec[i].rows * (spec[i].cols ? spec[i].cols : 1);
+        p[i] = malloc(k * sizeof(float));
+        for (size_t j = 0; j < k; j++)
+            p[i][j] = (float)(spec[i].init == AL_INIT_ONES ? 1 + 0.1 * al_rng_normal(&r)
+                                                           : 0.5 * al_rng_normal(&r));
+    }
+    float *x = malloc((size_t)n * D * sizeof(float)), *fwd = malloc((size_t)n * D * sizeof(float));
+    for (int j = 0; j < n * D; j++) x[j] = (float)al_rng_normal(&r);
+    float *act = calloc(v->act_floats(&s, 1, n), sizeof(float));
+    float *fs = calloc(v->scratch_floats(&s, 1, n), sizeof(float));
+    v->forward(&s, fwd, act, fs, x, p, 1, n);
+    al_kv_cache *ca = al_kv_cache_new(v->kv_elems(&s), n, dtype);
+    al_kv_cache *cb = al_kv_cache_new(v->kv_elems(&s), n, dtype);
+    float *sa = calloc(v->decode_scratch_floats(&s, n), sizeof(float));
+    float *sb = calloc(al_mla_naive_scratch_floats(&s, n), sizeof(float));
+    float oa[16], ob[16];
+    double worst = 0, worst_fwd = 0, amax = 0;
+    for (int t = 0; t < n; t++) {
+        v->decode(&s, oa, sa, x + t * D, p, ca, t);
+        al_mla_decode_naive(&s, ob, sb, x + t * D, p, cb, t);
+        worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
+        worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
+    }
+    ck_assert_msg(worst < 1e-4, "dq=%d %s: absorbed vs naive %g", dq, al_kv_dtype_name(dtype),
+                  worst);
+    ck_assert_msg(amax > 1.0, "outputs too small (%g)", amax);
+    if (dtype == AL_KV_F32) ck_assert_msg(worst_fwd < 1e-4, "naive vs forward %g", worst_fwd);
+    for (int i = 0; i < np; i++) free(p[i]);
+    free(x), free(fwd), free(act), free(fs), free(sa), free(sb);
+    al_kv_cache_free(ca), al_kv_cache_free(cb);
+}
+
+START_TEST(mla_absorbed_decode_equals_naive_decode)
+{
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
+        check_mla_absorbed(0, dt);
+        check_mla_absorbed(6, dt);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ sampling */
+
+START_TEST(greedy_and_top1_sampling_take_the_argmax)
+{
+    float lg[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f, 0.0f}, work[6];
+    al_rng r;
+    al_rng_seed(&r, 1);
+    ck_assert_int_eq(al_sample(lg, 6, 0.0, 0, &r, work), 1);   /* first of the tied maxima */
+    for (int i = 0; i < 200; i++) ck_assert_int_eq(al_sample(lg, 6, 5.0, 1, &r, work), 1);
+}
+END_TEST
+
+/* Draw frequencies against softmax(logits / T) over the kept tokens. */
+static void check_frequencies(double temp, int top_k)
+{
+    enum { V = 5, N = 40000 };
+    float lg[V] = {0.0f, 1.0f, 2.0f, -1.0f, 1.5f}, work[V];
+    double p[V], sum = 0;
+    int count[V] = {0}, order[V] = {2, 4, 1, 0, 3};   /* by logit, largest first */
+    for (int i = 0; i < V; i++) p[i] = 0;
+    for (int i = 0; i < (top_k ? top_k : V); i++) sum += p[order[i]] = exp(lg[order[i]] / temp);
+    al_rng r;
+    al_rng_seed(&r, 42);
+    for (int n = 0; n < N; n++) count[al_sample(lg, V, temp, top_k, &r, work)]++;
+    for (int i = 0; i < V; i++)
+        ck_assert_msg(fabs((double)count[i] / N - p[i] / sum) < 0.01,
+                      "T=%g k=%d token %d: %g vs %g", temp, top_k, i, (double)count[i] / N,
+                      p[i] / sum);
+}
+
+START_TEST(sampling_follows_the_tempered_softmax_over_the_top_k)
+{
+    check_frequencies(1.0, 0);
+    check_frequencies(0.5, 0);
+    check_frequencies(2.0, 2);
+    check_frequencies(1.0, 3);
+}
+END_TEST
+
+START_TEST(decoder_refuses_what_cannot_generate)
+{
+    al_model m;
+    al_model_config c;
+    al_decoder d;
+    al_err e;
+    ck_assert_int_eq(al_test_tiny_config(&c, al_variant_find("mha"), 1, 16, 4, 4, 8, 11), 0);
+    c.causal = 0;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    ck_assert_int_eq(al_decoder_init(&d, &m, 8, AL_KV_F32, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "causal"));
+    al_model_free(&m);
+    al_variant_ops blind = *al_variant_find("mha");   /* a variant without decode hooks */
+    blind.decode = NULL;
+    c.causal = 1;
+    c.attn = &blind;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    ck_assert_int_eq(al_decoder_init(&d, &m, 8, AL_KV_F32, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "no decode hooks"));
+    al_model_free(&m);
+}
+END_TEST
+
+/* Decode steps allocate nothing: the heap in use is the same before and
+ * after (glibc's count; sanitizer builds keep their own and report 0). */
+START_TEST(decode_steps_do_not_allocate)
+{
+    al_model m;
+    make_model(&m, al_variant_find("mla"), -1, 31);
+    al_decoder d;
+    al_err e;
+    int tok[CTX];
+    random_tokens(tok, CTX, 2);
+    ck_assert_int_eq(al_decoder_init(&d, &m, CTX, AL_KV_BF16, &e), 0);
+    ck_assert_int_eq(al_decoder_prefill(&d, tok, 2, &e), 0);
+    al_decoder_step(&d, tok[2]);   /* first BLAS call on this thread may set up buffers */
+    struct mallinfo2 before = mallinfo2();
+    for (int t = 3; t < CTX; t++) al_decoder_step(&d, tok[t]);
+    struct mallinfo2 after = mallinfo2();
+    ck_assert_uint_eq(after.uordblks, before.uordblks);
+    ck_assert_uint_eq(after.hblkhd, before.hblkhd);
+    al_decoder_free(&d);
+    al_model_free(&m);
+}
+END_TEST
+
+Suite *decode_suite(void)
+{
+    Suite *s = suite_create("decode");
+    TCase *tc = tcase_create("decode");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, every_variant_decodes_like_the_full_forward);
+    tcase_add_test(tc, a_corrupted_cache_breaks_parity);
+    tcase_add_test(tc, reduced_precision_caches_stay_within_tolerance);
+    tcase_add_test(tc, measured_cache_bytes_equal_the_formula);
+    tcase_add_test(tc, mla_absorbed_decode_equals_naive_decode);
+    tcase_add_test(tc, greedy_and_top1_sampling_take_the_argmax);
+    tcase_add_test(tc, sampling_follows_the_tempered_softmax_over_the_top_k);
+    tcase_add_test(tc, decoder_refuses_what_cannot_generate);
+    tcase_add_test(tc, decode_steps_do_not_allocate);
+    suite_add_tcase(s, tc);
+    return s;
+}
