@@ -162,7 +162,7 @@ static int check_path(spec_ctx *C, const schema *sc, const al_node *m, int i)
     if (dym)
         return at_key(C->e, m, i, "sweep axis '%s' names no setting (did you mean '%s'?)", p,
                       dym);
-    return at_key(C->e, m, i, "sweep axis '%s' names no setting", p);
+    return at_key(C->e, m, i, "sweep axis '%s' names no setting (see 'attnlab keys')", p);
 }
 
 /* Two axes where one path is the other or lies under it. */
