@@ -156,6 +156,7 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
     double eta = tok_s > 0 ? (double)(t->steps - step) * t->batch_size *
                                  R->c->model.seq_len / tok_s : -1;
     char etab[32];
+    if (R->o->on_progress) R->o->on_progress(R->o->progress_ctx, step, t->steps, loss, val, tok_s);
     fmt_eta(etab, sizeof etab, eta);
     const char *lab = R->o->label ? R->o->label : "train";
     const char *mask = R->c->model.causal ? "" : " [causal: false]";
@@ -328,7 +329,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
         r->steps_done = step + 1;
         if (after_step(R, step + 1, r, e) != 0) return -1;
         if (r->status == AL_TRAIN_STOPPED) return 0;
-        if (al_stderr_is_tty() && al_now() - last_print > 0.1) {
+        if ((al_stderr_is_tty() || R->o->on_progress) && al_now() - last_print > 0.1) {
             last_print = al_now();
             report_progress(R, step + 1, loss, al_lr_at(step, t->steps, t->warmup_steps,
                             t->lr, t->min_lr), 0, r->val_loss, NAN);

@@ -25,6 +25,8 @@ Suite *torch_suite(void);
 Suite *kvcache_suite(void);
 Suite *decode_suite(void);
 Suite *generate_suite(void);
+Suite *sweep_suite(void);
+Suite *report_suite(void);
 
 static const struct {
     const char *name;
@@ -44,6 +46,8 @@ static const struct {
     {"kvcache", kvcache_suite},
     {"decode", decode_suite},
     {"generate", generate_suite},
+    {"sweep", sweep_suite},
+    {"report", report_suite},
     {NULL, NULL},
 };
 
