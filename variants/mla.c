@@ -108,9 +108,9 @@ static mla_p bind(const dims *d, float *const *p)
  *   kr (BT,dr)                   rope'd shared key
  *   qf, kf (BT,H,dqk)            per-head [content | rope] queries and keys
  *   v, y (BT,H*dh)               values, attention output before wo
- *   att (B,H,T,T)                                                           */
+ *   stat (B,H,T,2)               score rows' max and 1/sum (al_attn_forward) */
 typedef struct mla_a {
-    float *cq0, *cq, *rstdq, *c0, *c, *rstdc, *kr, *qf, *kf, *v, *y, *att;
+    float *cq0, *cq, *rstdq, *c0, *c, *rstdc, *kr, *qf, *kf, *v, *y, *stat;
 } mla_a;
 
 static mla_a carve(const dims *d, float *a, int B, int T)
@@ -128,7 +128,7 @@ static mla_a carve(const dims *d, float *a, int B, int T)
     m.kf = a; a += BT * Hqk;
     m.v = a; a += BT * Hd;
     m.y = a; a += BT * Hd;
-    m.att = a;
+    m.stat = a;
     (void)B, (void)T;
     return m;
 }
@@ -138,17 +138,16 @@ static size_t mla_act_floats(const al_attn_shape *s, int B, int T)
     dims d = get_dims(s, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * d.dc + 1 + d.dr + 2 * Hqk + 2 * Hd) +
-           (size_t)B * d.H * T * T;
+           2 * (size_t)B * d.H * T;
 }
 
 /* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
- * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) | (T,T) */
+ * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) */
 static size_t mla_scratch_floats(const al_attn_shape *s, int B, int T)
 {
     dims d = get_dims(s, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
-    return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq) +
-           (size_t)T * T;
+    return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq);
 }
 
 /* dst (BT, H, dqk) columns [off, off + w) of every head <- src (BT, H * w) */
@@ -216,13 +215,13 @@ static void mla_forward(const al_attn_shape *s, float *out, float *act, float *s
     pack_heads(a.kf, kc, &d, 0, d.dh);
     broadcast_rope_key(a.kf, a.kr, &d);
     al_linear_forward(a.v, a.c, w.wuv, d.BT, d.dc, d.H * d.dh);  /* v = wuv . c */
-    al_sdpa_forward(a.y, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
+    al_attn_forward(a.y, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
                     1.0f / sqrtf((float)d.dqk), s->causal);
     al_linear_forward(out, a.y, w.wo, d.BT, d.H * d.dh, d.D);    /* out = wo . y */
 }
 
 typedef struct mla_g {
-    float *dy, *dv, *dcont, *dqf, *dkf, *drope, *dkr, *dc, *dc0, *dcq, *dcq0, *sc;
+    float *dy, *dv, *dcont, *dqf, *dkf, *drope, *dkr, *dc, *dc0, *dcq, *dcq0;
 } mla_g;
 
 static mla_g carve_grads(const dims *d, float *s)
@@ -239,8 +238,7 @@ static mla_g carve_grads(const dims *d, float *s)
     g.dc = s; s += BT * d->dc;
     g.dc0 = s; s += BT * d->dc;
     g.dcq = s; s += BT * d->dq;
-    g.dcq0 = s; s += BT * d->dq;
-    g.sc = s;
+    g.dcq0 = s;
     return g;
 }
 
@@ -285,11 +283,11 @@ static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     mla_p w = bind(&d, p), dw = bind(&d, dp);
     mla_a a = carve(&d, (float *)act, B, T);
     mla_g g = carve_grads(&d, scratch);
-    size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Hqk = (size_t)d.H * d.dqk;
-    memset(g.dy, 0, BT * Hd * 2 * sizeof(float));           /* dy, dv */
-    memset(g.dqf, 0, BT * Hqk * 2 * sizeof(float));         /* dqf, dkf */
-    al_linear_backward(g.dy, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
-    al_sdpa_backward(g.dqf, g.dkf, g.dv, g.sc, g.dy, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H,
+    size_t BT = d.BT, Hd = (size_t)d.H * d.dh;
+    /* out = y . wo^T: dy = dout . wo, written; attention writes dqf, dkf, dv */
+    al_gemm_nn(g.dy, (int)Hd, dout, d.D, w.wo, (int)Hd, d.BT, (int)Hd, d.D, 1.0f, 0.0f);
+    al_linear_backward(NULL, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
+    al_attn_backward(g.dqf, g.dkf, g.dv, g.dy, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H,
                      d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
     queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
     /* k_c = wuk . c and v = wuv . c both feed dc */
