@@ -2,11 +2,12 @@
  * al_parallel.h - attnlab's one threading runtime.
  *
  * A fixed pool of worker threads runs data-parallel loops: al_parallel_for
- * cuts [0, n) into at most al_parallel_threads() contiguous chunks and runs
- * one chunk per thread, the caller included. The cut depends only on n, the
- * grain and the thread count, and every chunk does the same arithmetic on
- * whichever thread runs it, so the same thread count gives bit-identical
- * results. OpenBLAS is kept single-threaded (its own threads would fight the
+ * cuts [0, n) into at most al_parallel_threads() contiguous chunks, and the
+ * pool's threads, the caller included, take chunks until none is left (a
+ * thread the OS has not scheduled yet holds nothing up). The cut depends
+ * only on n, the grain and the thread count, and every chunk does the same
+ * arithmetic on whichever thread runs it, so the same thread count gives
+ * bit-identical results. OpenBLAS is kept single-threaded (its own threads would fight the
  * pool's): large products are split into per-thread sgemm calls by the
  * kernels (al_kernels.h), small per-head ones run whole inside a chunk.
  *
@@ -26,7 +27,8 @@ int al_parallel_threads(void);
 /* fn(ctx, lo, hi, tid) for every chunk [lo, hi) of [0, n); chunk sizes are
  * multiples of grain (but the last) and there are at most
  * min(threads, ceil(n / grain)) of them. tid in [0, threads) names the
- * thread running the chunk (for al_parallel_scratch). */
+ * thread running the chunk (for al_parallel_scratch); one thread may run
+ * several chunks, one after the other. */
 typedef void (*al_range_fn)(void *ctx, long lo, long hi, int tid);
 void al_parallel_for(long n, long grain, al_range_fn fn, void *ctx);
 

@@ -17,6 +17,8 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *bench_suite(void);
+Suite *parallel_suite(void);
 
 static const struct {
     const char *name;
@@ -28,6 +30,8 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"bench", bench_suite},
+    {"parallel", parallel_suite},
     {NULL, NULL},
 };
 
