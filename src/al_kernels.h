@@ -17,6 +17,17 @@
 
 #include <stddef.h>
 
+/* Put before a hot loop's function: it is compiled for AVX-512, AVX2 and
+ * baseline x86-64 and picked at load time (GCC function multiversioning),
+ * so the binary runs on any x86-64 and needs no -march. Without
+ * -ffast-math and with ISO C's default of no FMA contraction, the clones
+ * give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define AL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define AL_CLONES
+#endif
+
 /* ---------------------------------------------------------------------------
  * Linear layers. Weights are stored [out, in] like torch.nn.Linear.
  * ------------------------------------------------------------------------- */

@@ -25,14 +25,6 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-/* Hot elementwise loops are compiled for AVX-512, AVX2 and baseline x86-64
- * and picked at load time (GCC function multiversioning), so the binary
- * still runs on any x86-64 and CI needs no -march. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#define AL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define AL_CLONES
-#endif
 
 /* Elements per chunk of an elementwise loop, and rows per chunk of a row
  * loop of width C: enough work that a chunk outweighs waking a thread. */
@@ -225,7 +217,7 @@ typedef struct norm_job {
     float eps;
 } norm_job;
 
-static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     int C = j->C;
@@ -250,23 +242,28 @@ void al_rmsnorm_forward(float *out, float *rstd, const float *x,
 /* dx rows [lo, hi). forward: o[c] = x[c] * r * w[c], r = 1 / sqrt(mean(x^2)
  * + eps); with xhat = x r and dxhat = dout w, r depends on every x[c]:
  * dx = r (dxhat - xhat mean(dxhat xhat)) */
-static void rmsnorm_back_rows(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void rmsnorm_back_rows(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     int C = j->C;
     for (long n = lo; n < hi; n++) {
         const float *xr = j->x + (size_t)n * C, *g = j->dout + (size_t)n * C;
         float *d = j->dx + (size_t)n * C, r = j->rstd_in[n];
-        double m = 0.0;
-        for (int c = 0; c < C; c++) m += (double)(g[c] * j->w[c]) * (xr[c] * r);
-        float mf = (float)(m / C);
-        for (int c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
+        double m[8] = {0}, mt;
+        int c = 0;
+        for (; c + 8 <= C; c += 8)   /* eight partial sums, as in dot_d */
+            for (int l = 0; l < 8; l++)
+                m[l] += (double)(g[c + l] * j->w[c + l]) * (xr[c + l] * r);
+        mt = ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
+        for (; c < C; c++) mt += (double)(g[c] * j->w[c]) * (xr[c] * r);
+        float mf = (float)(mt / C);
+        for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
     }
     (void)tid;
 }
 
 /* dw columns [lo, hi): a sum down all rows, in row order. */
-static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     int C = j->C;
@@ -373,27 +370,35 @@ typedef struct rope_job {
 
 /* Rotates pair (i, i + dim/2) of every head by sign * angle(t, i) for the
  * tokens t in [lo, hi). The angle depends only on (t, i), so cos and sin
- * are computed once, in double, and applied across the batch and the
- * heads: no table needed. */
-static void rope_rows(void *ctx, long lo, long hi, int tid)
+ * are computed once per token, in double, for up to ROPE_I pairs at a time
+ * and applied across the batch and the heads with an inner loop over
+ * contiguous i that vectorises: no table to keep. */
+#define ROPE_I 64
+
+AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
 {
     const rope_job *j = ctx;
     int half = j->dim / 2;
-    for (long t = lo; t < hi; t++) {
-        for (int i = 0; i < half; i++) {
-            double ang = (double)(j->pos0 + t) * pow(j->base, -2.0 * i / j->dim);
-            double c = cos(ang), s = j->sign * sin(ang);
+    double c[ROPE_I], s[ROPE_I];
+    for (long t = lo; t < hi; t++)
+        for (int i0 = 0; i0 < half; i0 += ROPE_I) {
+            int ni = imin(ROPE_I, half - i0);
+            for (int i = 0; i < ni; i++) {
+                double ang = (double)(j->pos0 + t) * pow(j->base, -2.0 * (i0 + i) / j->dim);
+                c[i] = cos(ang), s[i] = j->sign * sin(ang);
+            }
             for (int b = 0; b < j->B; b++) {
                 float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;
                 for (int h = 0; h < j->nh; h++) {
-                    float *p = row + (size_t)h * j->dim + i;
-                    double x1 = p[0], x2 = p[half];
-                    p[0] = (float)(x1 * c - x2 * s);
-                    p[half] = (float)(x2 * c + x1 * s);
+                    float *p = row + (size_t)h * j->dim + i0;
+                    for (int i = 0; i < ni; i++) {
+                        double x1 = p[i], x2 = p[i + half];
+                        p[i] = (float)(x1 * c[i] - x2 * s[i]);
+                        p[i + half] = (float)(x2 * c[i] + x1 * s[i]);
+                    }
                 }
             }
         }
-    }
     (void)tid;
 }
 
@@ -423,7 +428,7 @@ void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
 
 /* Softmax of a row in place; returns 1 / sum(e) and leaves the row's max
  * in *mx: the two numbers that rebuild the row from its scores. */
-static float softmax_row_stats(float *x, int n, float *mx)
+AL_CLONES static float softmax_row_stats(float *x, int n, float *mx)
 {
     *mx = row_max(x, n);
     exp_shifted(x, *mx, n);
@@ -537,7 +542,7 @@ void al_sdpa_forward(float *out, float *att, const float *q, const float *k,
 /* Turns dP into dS in place for one row of n unmasked entries out of w:
  * forward P = softmax(S), S = scale * q.k, so
  * dS = scale * P * (dP - sum(dP * P)); masked entries get 0. */
-static void softmax_backward_row(float *dS, const float *P, int n, int w,
+AL_CLONES static void softmax_backward_row(float *dS, const float *P, int n, int w,
                                  float scale)
 {
     float df = (float)dot_d(dS, P, n);
@@ -728,7 +733,7 @@ typedef struct xent_job {
     long N;
 } xent_job;
 
-static void xent_fwd_rows(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void xent_fwd_rows(void *ctx, long lo, long hi, int tid)
 {
     xent_job *j = ctx;
     int V = j->V;
@@ -763,7 +768,7 @@ double al_xent_forward(const float *logits, const int *targets,
 
 /* forward: loss = sum_i w_i (logsumexp(row_i) - row_i[t_i]) / sum(w), so
  * dlogits = (softmax(row_i) - onehot(t_i)) * w_i / sum(w) * dloss. */
-static void xent_bwd_rows(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void xent_bwd_rows(void *ctx, long lo, long hi, int tid)
 {
     const xent_job *j = ctx;
     int V = j->V;

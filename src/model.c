@@ -235,7 +235,7 @@ static void embed_back_tokens(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
-static void add_range(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void add_range(void *ctx, long lo, long hi, int tid)
 {
     const rows_job *j = ctx;
     for (long i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];

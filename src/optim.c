@@ -20,7 +20,7 @@ void al_adamw_init(al_adamw *o, size_t n, double beta1, double beta2, double wd)
     o->weight_decay = (float)wd;
 }
 
-static void adamw_tensor(al_adamw *o, float *p, const float *g, float *m,
+AL_CLONES static void adamw_tensor(al_adamw *o, float *p, const float *g, float *m,
                          float *v, size_t n, float lr, float decay, float bc1,
                          float bc2)
 {
@@ -97,7 +97,7 @@ typedef struct norm_job {
     float scale;
 } norm_job;
 
-static void sumsq_blocks(void *ctx, long lo, long hi, int tid)
+AL_CLONES static void sumsq_blocks(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     for (long b = lo; b < hi; b++) {
