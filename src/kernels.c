@@ -66,7 +66,7 @@ AL_CLONES static void exp_shifted(float *x, float shift, int n)
 
 /* Sum in double over eight interleaved partial sums, combined in a fixed
  * order: the same bits on every instruction set, 8x shorter dependency. */
-static double sum_d(const float *x, int n)
+__attribute__((always_inline)) static inline double sum_d(const float *x, int n)
 {
     double s[8] = {0};
     int j = 0;
@@ -77,7 +77,7 @@ static double sum_d(const float *x, int n)
     return t;
 }
 
-static double dot_d(const float *x, const float *y, int n)
+__attribute__((always_inline)) static inline double dot_d(const float *x, const float *y, int n)
 {
     double s[8] = {0};
     int j = 0;
@@ -88,7 +88,7 @@ static double dot_d(const float *x, const float *y, int n)
     return t;
 }
 
-static float row_max(const float *x, int n)
+__attribute__((always_inline)) static inline float row_max(const float *x, int n)
 {
     float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};

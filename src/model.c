@@ -235,6 +235,20 @@ static void embed_back_tokens(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+static void zero_range(void *ctx, long lo, long hi, int tid)
+{
+    const rows_job *j = ctx;
+    memset(j->out + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    (void)tid;
+}
+
+/* memset over the pool: a step zeroes the gradients and two (B,T,D) buffers. */
+static void zero_floats(float *x, size_t n)
+{
+    rows_job j = {x, NULL, NULL, NULL, 0, 0};
+    al_parallel_for((long)n, 65536, zero_range, &j);
+}
+
 AL_CLONES static void add_range(void *ctx, long lo, long hi, int tid)
 {
     const rows_job *j = ctx;
@@ -291,7 +305,7 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
 
 void al_model_zero_grad(al_model *m)
 {
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    zero_floats(m->grads, m->n_params);
 }
 
 /* al_linear_backward, but dinp is written rather than accumulated: saves
@@ -316,7 +330,7 @@ static void block_backward(al_model *m, al_layer *L, int B, int T)
     /* h2 = rmsnorm(x_mid): dx (already d x_mid via the residual) += */
     al_rmsnorm_backward(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D);
     /* x_mid = x_in + attn(h1), h1 = rmsnorm(x_in) */
-    memset(dh, 0, (size_t)BT * D * sizeof(float));
+    zero_floats(dh, (size_t)BT * D);
     c->attn->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1,
                       L->attn_act, L->attn_p, B, T);
     al_rmsnorm_backward(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D);
@@ -332,7 +346,7 @@ void al_model_backward(al_model *m)
     m->has_targets = 0; /* logits now hold dlogits */
     /* logits = hf . tok_emb^T */
     linear_backward_set(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V);
-    memset(m->dx, 0, (size_t)BT * D * sizeof(float));
+    zero_floats(m->dx, (size_t)BT * D);
     al_rmsnorm_backward(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
                         m->rstdf, BT, D);
     for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, &m->layers[l], B, T);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "attnlab_variant.h"
+#include "al_parallel.h"
 
 enum { SET_D_LATENT, SET_D_ROPE, SET_D_Q_LATENT };
 
@@ -150,31 +151,60 @@ static size_t mla_scratch_floats(const al_attn_shape *s, int B, int T)
     return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq);
 }
 
+/* The copies between per-projection and per-head layouts are split over
+ * the worker pool by token rows (al_parallel.h). mode: 0 pack, 1 unpack,
+ * 2 broadcast the shared rope key, 3 sum it back over the heads. */
+typedef struct copy_job {
+    float *dst;
+    const float *src;
+    const dims *d;
+    int off, w, mode;
+} copy_job;
+
+static void copy_rows(void *ctx, long lo, long hi, int tid)
+{
+    const copy_job *j = ctx;
+    const dims *d = j->d;
+    size_t w = j->w * sizeof(float);
+    for (long i = lo; i < hi; i++)
+        for (int h = 0; h < d->H; h++) {
+            const float *kf = j->src + ((size_t)i * d->H + h) * d->dqk;
+            if (j->mode == 0)
+                memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + j->off,
+                       j->src + ((size_t)i * d->H + h) * j->w, w);
+            else if (j->mode == 1)
+                memcpy(j->dst + ((size_t)i * d->H + h) * j->w, kf + j->off, w);
+            else if (j->mode == 2)
+                memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + d->dh,
+                       j->src + (size_t)i * d->dr, w);
+            else
+                for (int c = 0; c < d->dr; c++) j->dst[(size_t)i * d->dr + c] += kf[d->dh + c];
+        }
+    (void)tid;
+}
+
+static void copy_heads(float *dst, const float *src, const dims *d, int off, int w, int mode)
+{
+    copy_job j = {dst, src, d, off, w, mode};
+    al_parallel_for(d->BT, 16, copy_rows, &j);
+}
+
 /* dst (BT, H, dqk) columns [off, off + w) of every head <- src (BT, H * w) */
 static void pack_heads(float *dst, const float *src, const dims *d, int off, int w)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(dst + ((size_t)i * d->H + h) * d->dqk + off,
-                   src + ((size_t)i * d->H + h) * w, w * sizeof(float));
+    copy_heads(dst, src, d, off, w, 0);
 }
 
 /* dst (BT, H * w) <- columns [off, off + w) of every head of src (BT, H, dqk) */
 static void unpack_heads(float *dst, const float *src, const dims *d, int off, int w)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(dst + ((size_t)i * d->H + h) * w,
-                   src + ((size_t)i * d->H + h) * d->dqk + off, w * sizeof(float));
+    copy_heads(dst, src, d, off, w, 1);
 }
 
 /* kf[i, h, dh:] = kr[i] for every head: one key shared by all heads. */
 static void broadcast_rope_key(float *kf, const float *kr, const dims *d)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(kf + ((size_t)i * d->H + h) * d->dqk + d->dh, kr + (size_t)i * d->dr,
-                   d->dr * sizeof(float));
+    copy_heads(kf, kr, d, 0, d->dr, 2);
 }
 
 /* Queries into a.qf (content | rope per head); tmp holds (BT, H*(dh+dr)). */
@@ -242,15 +272,12 @@ static mla_g carve_grads(const dims *d, float *s)
     return g;
 }
 
-/* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared). */
+/* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared), heads in
+ * order within each row. */
 static void reduce_rope_key(float *dkr, const float *dkf, const dims *d)
 {
     memset(dkr, 0, (size_t)d->BT * d->dr * sizeof(float));
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++) {
-            const float *src = dkf + ((size_t)i * d->H + h) * d->dqk + d->dh;
-            for (int j = 0; j < d->dr; j++) dkr[(size_t)i * d->dr + j] += src[j];
-        }
+    copy_heads(dkr, dkf, d, 0, d->dr, 3);
 }
 
 /* Query path backward, given g->dqf; accumulates into dx and the grads. */
