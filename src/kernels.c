@@ -447,8 +447,11 @@ void al_softmax_row(float *x, int n)
 
 /* Query rows per block under a causal mask: block [i0, i1) only needs keys
  * [0, i1), which skips most of the masked upper triangle while keeping the
- * GEMMs large enough to be efficient. */
+ * GEMMs large enough to be efficient. Measured on *small* (T 256, d_head
+ * 32): 32 and 64 tie, 128 is 10-20 % slower, 256 (no blocking) 40 %. */
+#ifndef SDPA_BLOCK
 #define SDPA_BLOCK 64
+#endif
 
 /* Sizes of one (batch, head) slice. Heads are interleaved in the rows of
  * q, k, v and out, so each slice is read in place through its leading
