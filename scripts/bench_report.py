@@ -133,6 +133,15 @@ def main():
                "tok_s", "flops_per_token", "model_gflops", "sgemm_peak_gflops",
                "fraction_of_sgemm", "params", "matmul_params", "rss_base_mib",
                "rss_peak_mib", "need_mib", "faults_per_step", "loss_first", "loss_last"])
+    copy = next((num(r, "read_gbps") for r in rows if r["kind"] == "copy"), None)
+    for r in decode:   # bytes read per token at the measured rate, against memcpy's
+        tok, bpt = num(r, "tok_s"), num(r, "bytes_per_token")
+        if tok and bpt:
+            r["implied_gbps"] = f"{tok * bpt / 1e9:.2f}"
+            if copy:
+                r["copy_gbps"] = f"{copy:.2f}"
+                r["bound_tok_s"] = f"{copy * 1e9 / bpt:.1f}"
+                r["fraction_of_bound"] = f"{tok * bpt / 1e9 / copy:.3f}"
     dkeys = sorted({k for r in decode for k in r if k != "kind"})
     write_csv(os.path.join(out, "decode.csv"), decode, dkeys or ["variant", "tok_s"])
     dec = {}
@@ -144,17 +153,33 @@ def main():
             dec[k] = r
     dec = {k: f"{num(r, 'tok_s'):.0f}@{r.get('context', '?')}" for k, r in dec.items()}
     lines = table(train, best, dec)
+    dlines = [["env", "variant", "context", "tok/s", "bytes/token", "GB/s", "copy GB/s",
+               "bound tok/s", "of bound"]]
+    for r in decode:
+        dlines.append([r.get("env", ""), r.get("variant", ""), r.get("context", ""),
+                       r.get("tok_s", ""), r.get("bytes_per_token", ""), r.get("implied_gbps", ""),
+                       r.get("copy_gbps", ""), r.get("bound_tok_s", ""),
+                       r.get("fraction_of_bound", "")])
+    copy_line = f"memcpy read bandwidth: {copy:.2f} GB/s" if copy else ""
     report = ["# attnlab benchmark", "", f"Machine: {machine()}", "",
               "Training tokens/s: median of single steps after warm-up. GFLOP/s = tokens/s x "
               "model FLOPs per token (6 N_matmul + 6 n_layer H (T+1)/2 (d_qk + d_v)); "
               "sgemm peak = best cblas_sgemm GFLOP/s over the model's forward products at "
               "B*T rows, same environment and thread count. RSS = peak resident set of the "
               "cell's process; need = parameters, gradients, AdamW moments and activations "
-              "by count.", "", markdown(lines), ""]
+              "by count.", "", markdown(lines), "", copy_line, ""]
+    if len(dlines) > 1:
+        report += ["Decode: tokens/s against the bound of reading the KV cache once per token "
+                   "at the copy bandwidth.", "", markdown(dlines), ""]
     with open(os.path.join(out, "report.md.tmp"), "w") as f:
         f.write("\n".join(report))
     os.replace(os.path.join(out, "report.md.tmp"), os.path.join(out, "report.md"))
     print(plain(lines))
+    if copy_line:
+        print(copy_line)
+    if len(dlines) > 1:
+        print()
+        print(plain(dlines))
     print(f"\nwritten: {out}/report.md, train.csv, sgemm.csv, decode.csv, raw.txt")
 
 

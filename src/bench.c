@@ -4,6 +4,7 @@
  *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC]
  *   attnlab-bench train --shape S --variant V [--threads N] [--steps N] [--warmup N]
  *   attnlab-bench flops --shape S --variant V
+ *   attnlab-bench copy
  *
  * Each prints key=value lines (one per result) that scripts/bench collects
  * into CSV. One training cell per process, so that the peak resident set
@@ -301,6 +302,30 @@ static int cmd_sgemm(const opts *o)
     return 0;
 }
 
+/* ------------------------------------------------------------ copy */
+
+/* Memory bandwidth of a large memcpy (256 MiB, well past any cache), the
+ * yardstick for decode, which reads its KV cache once per token: bytes read
+ * per second, median of 9 copies after one that faults the pages in. */
+static int cmd_copy(const opts *o)
+{
+    size_t n = (size_t)256 << 20;
+    char *a = al_malloc(n), *b = al_malloc(n);
+    memset(a, 1, n);
+    double rate[9];
+    for (int r = -1; r < 9; r++) {
+        double t0 = al_now();
+        memcpy(b, a, n);
+        double t = al_now() - t0;
+        if (r >= 0) rate[r] = n / t / 1e9;
+        a[r & 1023] = b[(r * 7) & 1023];   /* keep the copies observable */
+    }
+    printf("copy bytes=%zu read_gbps=%.2f\n", n, median(rate, 9));
+    free(a), free(b);
+    (void)o;
+    return 0;
+}
+
 static int cmd_flops(const opts *o)
 {
     al_config c;
@@ -321,6 +346,7 @@ static int cmd_flops(const opts *o)
 static const char usage[] =
     "usage: attnlab-bench sgemm|train|flops --shape tiny|small|micro [--variant mha|gqa|mqa|mla]\n"
     "                     [--threads N] [--steps N] [--warmup N] [--min-time SEC]\n"
+    "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -381,7 +407,8 @@ static int parse(opts *o, int argc, char **argv)
             return fprintf(stderr, "attnlab-bench: option '%s' needs a value\n", argv[i]), -1;
         if (parse_one(o, argv[i], argv[i + 1]) != 0) return -1;
     }
-    if (!o->sh) return fprintf(stderr, "attnlab-bench: --shape is required\n"), -1;
+    if (!o->sh && strcmp(o->cmd, "copy"))
+        return fprintf(stderr, "attnlab-bench: --shape is required\n"), -1;
     return 0;
 }
 
@@ -395,6 +422,7 @@ int main(int argc, char **argv)
     if (!strcmp(o.cmd, "sgemm")) return cmd_sgemm(&o);
     if (!strcmp(o.cmd, "train")) return cmd_train(&o);
     if (!strcmp(o.cmd, "flops")) return cmd_flops(&o);
+    if (!strcmp(o.cmd, "copy")) return cmd_copy(&o);
     fprintf(stderr, "attnlab-bench: unknown command '%s'\n%s", o.cmd, usage);
     return 2;
 }

@@ -108,6 +108,7 @@ START_TEST(quick_cell_should_print_consistent_figures)
     ck_assert_msg(rss >= 0.95 * need, "peak RSS %g MiB below the counted %g MiB", rss, need);
     ck_assert_msg(fabs(l0 - log(256.0)) < 0.2, "first loss %g, not about ln 256", l0);
     ck_assert_ptr_nonnull(strstr(raw, "corename="));
+    ck_assert_msg(field(raw, "copy", "read_gbps") > 0, "no copy bandwidth in:\n%s", raw);
     if (!getenv("AL_SANITIZED"))   /* no allocation or first touch on the step path */
         ck_assert_double_eq(field(raw, "train", "faults_per_step"), 0.0);
     /* the report's table carries the same cell, with its fraction of peak */
