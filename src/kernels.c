@@ -25,7 +25,6 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-
 /* Elements per chunk of an elementwise loop, and rows per chunk of a row
  * loop of width C: enough work that a chunk outweighs waking a thread. */
 #define EW_GRAIN 16384
