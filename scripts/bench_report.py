@@ -127,7 +127,8 @@ def main():
         r["fraction_of_sgemm"] = fmt(gf / peak if gf and peak else None, ".3f")
         r.setdefault("impl", "attnlab")
     write_csv(os.path.join(out, "sgemm.csv"), sgemm + bests,
-              ["kind", "env", "corename", "shape", "threads", "m", "n", "k", "gflops"])
+              ["kind", "env", "corename", "shape", "threads", "m", "n", "k", "gflops",
+               "pool_gflops"])
     write_csv(os.path.join(out, "train.csv"), train,
               ["env", "impl", "corename", "shape", "variant", "threads", "steps", "step_s",
                "tok_s", "flops_per_token", "model_gflops", "sgemm_peak_gflops",

@@ -242,10 +242,13 @@ static int cmd_train(const opts *o)
 /* ------------------------------------------------------------ sgemm */
 
 /* GFLOP/s of out (M, N) = A (M, K) . W (N, K)^T, the layout of every
- * forward projection (al_linear_forward), with OpenBLAS's own threads:
- * the best the library does at this shape, a median over repeats. */
-static double time_sgemm(int M, int N, int K, double min_time)
+ * forward projection, a median over repeats: with OpenBLAS's own threads
+ * (the best the library does at this shape), or with pool != 0 as attnlab
+ * runs it, al_linear_forward cut over its own pool with OpenBLAS at 1. */
+static double time_sgemm(int M, int N, int K, double min_time, int threads, int pool)
 {
+    al_parallel_set_threads(pool ? threads : 1);   /* sets OpenBLAS to 1 */
+    if (!pool) openblas_set_num_threads(threads);
     float *A = al_malloc((size_t)M * K * 4), *W = al_malloc((size_t)N * K * 4);
     float *C = al_malloc((size_t)M * N * 4);
     for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
@@ -255,8 +258,9 @@ static double time_sgemm(int M, int N, int K, double min_time)
         double t0 = al_now(), t;
         long reps = 0;
         do {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K,
-                        0.0f, C, N);
+            if (pool) al_linear_forward(C, A, W, M, K, N);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K,
+                             0.0f, C, N);
             reps++;
         } while ((t = al_now() - t0) < min_time / 10);
         if (r >= 0) rate[r] = 2.0 * M * N * K * reps / t / 1e9;
@@ -287,13 +291,14 @@ static int cmd_sgemm(const opts *o)
     if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
         return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
     int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len;
-    openblas_set_num_threads((int)o->threads);
     double best = 0;
     for (int i = 0; i < n; i++) {
-        double g = time_sgemm(M, nk[i][0], nk[i][1], o->min_time);
-        printf("sgemm shape=%s variant=%s threads=%ld corename=%s m=%d n=%d k=%d gflops=%.2f\n",
-               o->sh->name, o->bv->name, o->threads, openblas_get_corename(), M, nk[i][0],
-               nk[i][1], g);
+        int t = (int)o->threads;
+        double g = time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 0);
+        double p = t > 1 ? time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 1) : g;
+        printf("sgemm shape=%s variant=%s threads=%ld corename=%s m=%d n=%d k=%d gflops=%.2f "
+               "pool_gflops=%.2f\n", o->sh->name, o->bv->name, o->threads,
+               openblas_get_corename(), M, nk[i][0], nk[i][1], g, p);
         best = g > best ? g : best;
     }
     printf("sgemm_best shape=%s variant=%s threads=%ld corename=%s gflops=%.2f\n", o->sh->name,
