@@ -63,6 +63,13 @@ AL_CLONES static void exp_shifted(float *x, float shift, int n)
     for (int j = 0; j < n; j++) x[j] = fexp(x[j] - shift);
 }
 
+/* x[j] = fexp(x[j] - shift) * scale: exp_shifted and a scaling in one pass,
+ * the same bits as the two passes. */
+AL_CLONES static void exp_shifted_scaled(float *x, float shift, float scale, int n)
+{
+    for (int j = 0; j < n; j++) x[j] = fexp(x[j] - shift) * scale;
+}
+
 /* Sum in double over eight interleaved partial sums, combined in a fixed
  * order: the same bits on every instruction set, 8x shorter dependency. */
 __attribute__((always_inline)) static inline double sum_d(const float *x, int n)
@@ -620,8 +627,7 @@ static void block_probs(float *S, float *st, const sdpa_dims *d, int i0, int i1,
         if (save) {
             st[2 * i + 1] = softmax_row_stats(row, n, &st[2 * i]);
         } else {
-            exp_shifted(row, st[2 * i], n);
-            for (int c = 0; c < n; c++) row[c] *= st[2 * i + 1];
+            exp_shifted_scaled(row, st[2 * i], st[2 * i + 1], n);
         }
         for (int c = n; c < nk; c++) row[c] = 0.0f;   /* masked */
     }
