@@ -12,7 +12,8 @@
  * kernels (al_kernels.h), small per-head ones run whole inside a chunk.
  *
  * A loop started from inside a chunk runs inline as one chunk (no nested
- * parallelism). Loops started by two threads at once take turns.
+ * parallelism). Loops started by two threads at once take turns. A child of
+ * fork() starts with one thread (call al_parallel_set_threads again).
  */
 #ifndef AL_PARALLEL_H
 #define AL_PARALLEL_H

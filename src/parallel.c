@@ -156,12 +156,31 @@ static void stop_workers(void)
     atomic_store(&P.stop, 0);
 }
 
+/* A child of fork() has only the thread that forked: it starts over with
+ * no workers (and fresh locks, which a worker may have held at the fork). */
+static void forget_workers_in_child(void)
+{
+    P.threads = 1;
+    pthread_mutex_init(&P.mu, NULL);
+    pthread_mutex_init(&P.caller, NULL);
+    pthread_cond_init(&P.wake, NULL);
+    pthread_cond_init(&P.done_cv, NULL);
+    atomic_store(&P.sleepers, 0);
+    atomic_store(&P.caller_sleeps, 0);
+    atomic_store(&P.stop, 0);
+    cur_tid = -1;
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_workers_in_child); }
+
 void al_parallel_set_threads(int n)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1) n = 1;
     if (n > MAX_THREADS) n = MAX_THREADS;
     openblas_set_num_threads(1);
+    pthread_once(&once, register_atfork);
     pthread_mutex_lock(&P.caller);
     if (n != P.threads) {
         stop_workers();

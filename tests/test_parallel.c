@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "al_kernels.h"
 #include "al_model.h"
@@ -122,6 +123,24 @@ START_TEST(loops_should_survive_thread_changes_and_idle_pauses)
         }
         ck_assert_int_eq(atomic_load(&total), 20000);
     }
+    al_parallel_set_threads(1);
+}
+END_TEST
+
+/* A forked child has none of the parent's workers: its loops still run. */
+START_TEST(a_forked_child_should_run_loops_without_the_parents_workers)
+{
+    al_parallel_set_threads(2);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        atomic_long total = 0;
+        for (int i = 0; i < 100; i++) al_parallel_for(10, 1, count, &total);
+        _exit(atomic_load(&total) == 1000 && al_parallel_threads() == 1 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     al_parallel_set_threads(1);
 }
 END_TEST
@@ -287,6 +306,7 @@ Suite *parallel_suite(void)
     tcase_add_test(tc, every_index_should_run_exactly_once_in_the_documented_cut);
     tcase_add_test(tc, a_loop_inside_a_chunk_should_run_inline_as_one_chunk);
     tcase_add_test(tc, loops_should_survive_thread_changes_and_idle_pauses);
+    tcase_add_test(tc, a_forked_child_should_run_loops_without_the_parents_workers);
     tcase_add_test(tc, scratch_should_be_per_thread_and_keep_its_contents);
     tcase_add_test(tc, attention_should_give_the_same_bits_at_any_thread_count);
     tcase_add_test(tc, split_products_should_repeat_bit_for_bit);
