@@ -13,6 +13,7 @@
 #include "al_data.h"
 #include "al_model.h"
 #include "al_optim.h"
+#include "al_parallel.h"
 
 /* ------------------------------------------------------------ metrics */
 
@@ -356,7 +357,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     R.o = o;
     R.t0 = al_now();
     int threads = c.train.threads > 0 ? c.train.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    openblas_set_num_threads(threads);
+    al_parallel_set_threads(threads);   /* the pool; OpenBLAS runs single-threaded */
     int rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
     if (rc == 0 && o->outdir) {

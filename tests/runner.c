@@ -27,6 +27,8 @@ Suite *decode_suite(void);
 Suite *generate_suite(void);
 Suite *sweep_suite(void);
 Suite *report_suite(void);
+Suite *bench_suite(void);
+Suite *parallel_suite(void);
 
 static const struct {
     const char *name;
@@ -48,6 +50,8 @@ static const struct {
     {"generate", generate_suite},
     {"sweep", sweep_suite},
     {"report", report_suite},
+    {"bench", bench_suite},
+    {"parallel", parallel_suite},
     {NULL, NULL},
 };
 
