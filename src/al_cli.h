@@ -54,5 +54,8 @@ int al_cmd_score(int argc, char **argv);
 int al_cmd_grads(int argc, char **argv);
 int al_cmd_generate(int argc, char **argv);
 int al_cmd_bench_decode(int argc, char **argv);
+int al_cmd_sweep(int argc, char **argv);
+int al_cmd_trial(int argc, char **argv);
+int al_cmd_report(int argc, char **argv);
 
 #endif

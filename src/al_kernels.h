@@ -17,6 +17,17 @@
 
 #include <stddef.h>
 
+/* Put before a hot loop's function: it is compiled for AVX-512, AVX2 and
+ * baseline x86-64 and picked at load time (GCC function multiversioning),
+ * so the binary runs on any x86-64 and needs no -march. Without
+ * -ffast-math and with ISO C's default of no FMA contraction, the clones
+ * give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define AL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define AL_CLONES
+#endif
+
 /* ---------------------------------------------------------------------------
  * Linear layers. Weights are stored [out, in] like torch.nn.Linear.
  * ------------------------------------------------------------------------- */
@@ -59,6 +70,8 @@ void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
 void al_gelu_forward(float *out, const float *x, size_t n);
 /* dx += dout * gelu'(x) */
 void al_gelu_backward(float *dx, const float *dout, const float *x, size_t n);
+/* dx = dout * gelu'(x), written; dx may be dout (in place). */
+void al_gelu_backward_set(float *dx, const float *dout, const float *x, size_t n);
 
 /* ---------------------------------------------------------------------------
  * RoPE, rotate-half convention (GPT-NeoX / HF LLaMA): within each head of
@@ -84,11 +97,27 @@ void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
 void al_sdpa_forward(float *out, float *att, const float *q, const float *k,
                      const float *v, int B, int T, int H, int G, int dqk,
                      int dv, float scale, int causal);
-/* dq, dk, dv accumulate. scratch holds T*T floats. */
+/* dq, dk, dv accumulate. scratch (T*T floats) is no longer used: each
+ * thread of the pool has its own; the argument stays for the interface. */
 void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
                       const float *dout, const float *att, const float *q,
                       const float *k, const float *v, int B, int T, int H,
                       int G, int dqk, int dvd, float scale, int causal);
+
+/* The same attention without the T x T probabilities: saves per score row
+ * only its max and 1/sum, stat (B, H, T, 2), and rebuilds each block of
+ * probabilities in backward from the recomputed scores, bit for bit as the
+ * forward pass made them. Memory O(B*H*T) instead of O(B*H*T*T); a block of
+ * 64 query rows over its keys stays in cache. Work is split over the pool
+ * by (batch, head) forward and (batch, K/V group) backward. */
+void al_attn_forward(float *out, float *stat, const float *q, const float *k,
+                     const float *v, int B, int T, int H, int G, int dqk,
+                     int dv, float scale, int causal);
+/* OVERWRITES dq, dk, dv (no need to zero them first). */
+void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
+                      const float *stat, const float *q, const float *k,
+                      const float *v, int B, int T, int H, int G, int dqk,
+                      int dvd, float scale, int causal);
 
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);

@@ -28,6 +28,12 @@ typedef struct al_train_opts {
     const char *label;      /* prefix of progress lines, or NULL */
     int stop_after;         /* > 0: stop once this many steps are done, after
                                writing a checkpoint (as if interrupted) */
+    /* Called at every evaluation and about every 0.1 s of training, when
+     * set: how a sweep worker reports its state. val_loss is the last
+     * evaluation's (NAN before the first). */
+    void (*on_progress)(void *ctx, int step, int steps, double loss, double val_loss,
+                        double tokens_per_s);
+    void *progress_ctx;
 } al_train_opts;
 
 typedef struct al_train_result {

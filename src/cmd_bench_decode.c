@@ -6,11 +6,11 @@
  * of a step does not depend on what the rows hold), then N tokens are
  * decoded and timed: each step attends over C - N .. C - 1 cached tokens.
  */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_parallel.h"
 #include "al_data.h"
 #include "al_decode.h"
 #include "al_train.h"
@@ -186,7 +186,7 @@ int al_cmd_bench_decode(int argc, char **argv)
         (val[3] && dtype < 0) || (val[4] && al_cli_parse_long(val[4], 1, 1024, &threads) != 0))
         return al_cli_fail(AL_EXIT_INPUT, "bench-decode: --tokens and --threads want positive "
                                           "counts, --kv-dtype f32, bf16 or f16");
-    openblas_set_num_threads((int)threads);
+    al_parallel_set_threads((int)threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     for (int v = 0; v < nvar && rc == 0; v++)
         if (bench_variant(&o, specs[v], ctx, nctx, (int)tokens, dtype, cells + v * nctx, &e))

@@ -2,7 +2,6 @@
  * cmd_generate.c - `attnlab generate`: bytes from a checkpoint, one token at
  * a time through the KV cache (the work is al_generate in generate.c).
  */
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 
 #include "al_checkpoint.h"
 #include "al_cli.h"
+#include "al_parallel.h"
 #include "al_decode.h"
 #include "al_plugin.h"
 
@@ -154,7 +154,7 @@ int al_cmd_generate(int argc, char **argv)
         free(file);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    openblas_set_num_threads((int)a.threads);
+    al_parallel_set_threads((int)a.threads);
     rc = al_generate(&m, &a.o, stdout, stderr, NULL, &e);
     if (rc != 0) {
         char msg[AL_ERR_LEN + 64];

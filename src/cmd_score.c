@@ -9,7 +9,6 @@
  * dropped. T defaults to the checkpoint's seq_len and may exceed it (RoPE
  * extrapolates).
  */
-#include <cblas.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 
 #include "al_checkpoint.h"
 #include "al_cli.h"
+#include "al_parallel.h"
 #include "al_plugin.h"
 #include "al_safetensors.h"
 
@@ -159,7 +159,7 @@ static void fill_batch(score_in *s, long w0, int B)
 static int prepare(const score_opts *o, score_in *s, int B, al_err *e)
 {
     long threads = o->threads ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    openblas_set_num_threads((int)threads);
+    al_parallel_set_threads((int)threads);
     double need = 4.0 * B * (double)window_floats(&s->m, s->T);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need > have)

@@ -1,26 +1,118 @@
 /*
  * kernels.c - the shared numeric kernels (the contract is in al_kernels.h).
  *
- * Matrix products go to OpenBLAS; everything else is a plain loop over
- * contiguous rows. Row reductions (norms, softmax sums, log-sum-exp)
+ * Matrix products go to OpenBLAS, one single-threaded sgemm per chunk of
+ * the pool (al_parallel.h): a large product is cut along the longer side of
+ * its output, a per-head product inside attention runs whole on one thread.
+ * Everything else is a loop over contiguous rows, split over the pool by
+ * rows (or columns where a reduction runs down the rows, so that every sum
+ * keeps its serial order). Row reductions (norms, softmax sums, log-sum-exp)
  * accumulate in double: they cost little next to the GEMMs and keep long
- * rows accurate. Nothing here allocates.
+ * rows accurate. Elementwise loops are written to vectorise and built for
+ * three instruction sets (AL_CLONES); no clone uses FMA contraction (ISO C
+ * mode), so every clone gives the same bits. Nothing here allocates except
+ * the pool's per-thread scratch, which grows once.
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <cblas.h>
 
 #include "al_kernels.h"
+#include "al_parallel.h"
 #include "al_util.h"
 
 static int imin(int a, int b) { return a < b ? a : b; }
+
+/* Elements per chunk of an elementwise loop, and rows per chunk of a row
+ * loop of width C: enough work that a chunk outweighs waking a thread. */
+#define EW_GRAIN 16384
+static long row_grain(long C) { return C >= 4096 ? 1 : 4096 / C; }
+
+/* ------------------------------------------------------------- exp */
+
+/* e^x in float, written so that a loop of it vectorises: Cephes' expf
+ * (range reduction by ln 2 in two parts, degree-6 polynomial, about 1 ulp).
+ * Arguments below -87.3 give 0 (-inf included) rather than a subnormal,
+ * above 88 they are clamped; NaN stays NaN. */
+static inline float fexp(float x0)
+{
+    float x = x0 < -87.3f ? -87.3f : x0;
+    x = x > 88.0f ? 88.0f : x;
+    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round */
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;
+    int n = (int)(fn > -127.0f ? fn : -127.0f);   /* NaN takes -127: y is NaN anyway */
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x0 < -87.3f ? 0.0f : y * scale;
+}
+
+/* x[j] = fexp(x[j] - shift) for j < n. */
+AL_CLONES static void exp_shifted(float *x, float shift, int n)
+{
+    for (int j = 0; j < n; j++) x[j] = fexp(x[j] - shift);
+}
+
+/* x[j] = fexp(x[j] - shift) * scale: exp_shifted and a scaling in one pass,
+ * the same bits as the two passes. */
+AL_CLONES static void exp_shifted_scaled(float *x, float shift, float scale, int n)
+{
+    for (int j = 0; j < n; j++) x[j] = fexp(x[j] - shift) * scale;
+}
+
+/* Sum in double over eight interleaved partial sums, combined in a fixed
+ * order: the same bits on every instruction set, 8x shorter dependency. */
+__attribute__((always_inline)) static inline double sum_d(const float *x, int n)
+{
+    double s[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) s[l] += x[j + l];
+    double t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; j < n; j++) t += x[j];
+    return t;
+}
+
+__attribute__((always_inline)) static inline double dot_d(const float *x, const float *y, int n)
+{
+    double s[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) s[l] += (double)x[j + l] * y[j + l];
+    double t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; j < n; j++) t += (double)x[j] * y[j];
+    return t;
+}
+
+__attribute__((always_inline)) static inline float row_max(const float *x, int n)
+{
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                  -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+    for (; j < n; j++) m[0] = x[j] > m[0] ? x[j] : m[0];
+    float mx = m[0];
+    for (int l = 1; l < 8; l++) mx = m[l] > mx ? m[l] : mx;
+    return mx;
+}
 
 /* ---------------------------------------------------------------- GEMM */
 
 /* Row-major sgemm that tolerates empty products: BLAS rejects a leading
  * dimension of 0 (an empty inner dimension), yet C must still be scaled.
  * Bad leading dimensions are asserted here because OpenBLAS only prints a
- * warning and returns with C unwritten. */
+ * warning and returns with C unwritten. Runs on the calling thread. */
 static void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
                   float alpha, const float *A, int lda, const float *B, int ldb,
                   float beta, float *C, int ldc)
@@ -41,23 +133,66 @@ static void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
                 ldc);
 }
 
+typedef struct gemm_job {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_job;
+
+/* Rows [lo, hi) of C (and of op(A)), or columns (and of op(B)). */
+static void gemm_chunk(void *ctx, long lo, long hi, int tid)
+{
+    const gemm_job *g = ctx;
+    int n = (int)(hi - lo);
+    if (g->by_rows) {
+        const float *A = g->ta == CblasNoTrans ? g->A + lo * g->lda : g->A + lo;
+        sgemm(g->ta, g->tb, n, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
+              g->C + lo * g->ldc, g->ldc);
+    } else {
+        const float *B = g->tb == CblasNoTrans ? g->B + lo : g->B + lo * g->ldb;
+        sgemm(g->ta, g->tb, g->M, n, g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta,
+              g->C + lo, g->ldc);
+    }
+    (void)tid;
+}
+
+/* A product this small runs whole: splitting would cost more than it saves. */
+#define GEMM_PAR_FLOPS (1L << 22)
+#define GEMM_GRAIN 32
+
+/* sgemm over the pool: every chunk is an ordinary sgemm over the full K,
+ * so each output element sees the same sums whatever the thread count. */
+static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc)
+{
+    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
+    long len = g.by_rows ? M : N;
+    if (2.0 * M * N * K < GEMM_PAR_FLOPS || al_parallel_chunks(len, GEMM_GRAIN) < 2) {
+        sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    al_parallel_for(len, GEMM_GRAIN, gemm_chunk, &g);
+}
+
 void al_gemm_nt(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    sgemm(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_nn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    sgemm(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-          ldc);
+    gemm(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_tn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    sgemm(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* -------------------------------------------------------------- linear */
@@ -81,18 +216,69 @@ void al_linear_backward(float *dinp, float *dw, const float *dout,
 
 /* ------------------------------------------------------------- RMSNorm */
 
+typedef struct norm_job {
+    float *out, *rstd, *dx, *dw;
+    const float *x, *w, *dout, *rstd_in;
+    int C, N_rows;
+    float eps;
+} norm_job;
+
+AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
+{
+    const norm_job *j = ctx;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
+        const float *xr = j->x + (size_t)n * C;   /* (C) */
+        float *o = j->out + (size_t)n * C;        /* (C) */
+        double ss = dot_d(xr, xr, C);
+        float r = (float)(1.0 / sqrt(ss / C + j->eps));
+        for (int c = 0; c < C; c++) o[c] = xr[c] * r * j->w[c];
+        if (j->rstd) j->rstd[n] = r;
+    }
+    (void)tid;
+}
+
 void al_rmsnorm_forward(float *out, float *rstd, const float *x,
                         const float *w, int N, int C, float eps)
 {
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * C;   /* (C) */
-        float *o = out + (size_t)n * C;        /* (C) */
-        double ss = 0.0;
-        for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
-        float r = (float)(1.0 / sqrt(ss / C + eps));
-        for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
-        if (rstd) rstd[n] = r;
+    norm_job j = {.out = out, .rstd = rstd, .x = x, .w = w, .C = C, .eps = eps};
+    al_parallel_for(N, row_grain(C), rmsnorm_rows, &j);
+}
+
+/* dx rows [lo, hi). forward: o[c] = x[c] * r * w[c], r = 1 / sqrt(mean(x^2)
+ * + eps); with xhat = x r and dxhat = dout w, r depends on every x[c]:
+ * dx = r (dxhat - xhat mean(dxhat xhat)) */
+AL_CLONES static void rmsnorm_back_rows(void *ctx, long lo, long hi, int tid)
+{
+    const norm_job *j = ctx;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
+        const float *xr = j->x + (size_t)n * C, *g = j->dout + (size_t)n * C;
+        float *d = j->dx + (size_t)n * C, r = j->rstd_in[n];
+        double m[8] = {0}, mt;
+        int c = 0;
+        for (; c + 8 <= C; c += 8)   /* eight partial sums, as in dot_d */
+            for (int l = 0; l < 8; l++)
+                m[l] += (double)(g[c + l] * j->w[c + l]) * (xr[c + l] * r);
+        mt = ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
+        for (; c < C; c++) mt += (double)(g[c] * j->w[c]) * (xr[c] * r);
+        float mf = (float)(mt / C);
+        for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
     }
+    (void)tid;
+}
+
+/* dw columns [lo, hi): a sum down all rows, in row order. */
+AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
+{
+    const norm_job *j = ctx;
+    int C = j->C;
+    for (long n = 0; n < j->N_rows; n++) {
+        const float *xr = j->x + (size_t)n * C, *g = j->dout + (size_t)n * C;
+        float r = j->rstd_in[n];
+        for (long c = lo; c < hi; c++) j->dw[c] += g[c] * xr[c] * r;
+    }
+    (void)tid;
 }
 
 void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
@@ -101,74 +287,134 @@ void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
 {
     /* eps is not passed here, so the saved rstd is the only way back. */
     AL_ASSERT(rstd != NULL);
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * C, *g = dout + (size_t)n * C;
-        float *d = dx + (size_t)n * C;
-        float r = rstd[n];
-        /* forward: o[c] = x[c] * r * w[c], r = 1 / sqrt(mean(x^2) + eps);
-         * with xhat = x r and dxhat = dout w, r depends on every x[c]:
-         * dx = r (dxhat - xhat mean(dxhat xhat)) */
-        double m = 0.0;
-        for (int c = 0; c < C; c++) m += (double)(g[c] * w[c]) * (xr[c] * r);
-        float mf = (float)(m / C);
-        for (int c = 0; c < C; c++)
-            d[c] += r * (g[c] * w[c] - xr[c] * r * mf);
-        if (dw)
-            for (int c = 0; c < C; c++) dw[c] += g[c] * xr[c] * r;
-    }
+    norm_job j = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd,
+                  .C = C, .N_rows = N};
+    al_parallel_for(N, row_grain(C), rmsnorm_back_rows, &j);
+    if (dw) al_parallel_for(C, 64, rmsnorm_back_cols, &j);
 }
 
 /* ---------------------------------------------------------------- GELU */
 
+/* gelu(x) = 0.5 x (1 + tanh(u)), u = K (x + C x^3). Computed through the
+ * identity 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + e^(-2u)), which needs
+ * one exp (vectorised, fexp) instead of a libm tanhf per element and has no
+ * cancellation for negative x. */
 #define GELU_K 0.7978845608028654f   /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+typedef struct gelu_job {
+    float *out;
+    const float *x, *dout;
+} gelu_job;
+
+AL_CLONES static void gelu_fwd_range(void *ctx, long lo, long hi, int tid)
+{
+    const gelu_job *j = ctx;
+    float *out = j->out;
+    const float *x = j->x;
+    for (long i = lo; i < hi; i++) {
+        float xi = x[i], u = GELU_K * (xi + GELU_C * xi * xi * xi);
+        out[i] = xi / (1.0f + fexp(-2.0f * u));
+    }
+    (void)tid;
+}
+
 void al_gelu_forward(float *out, const float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float xi = x[i], u = GELU_K * (xi + GELU_C * xi * xi * xi);
-        out[i] = 0.5f * xi * (1.0f + tanhf(u));
-    }
+    gelu_job j = {out, x, NULL};
+    al_parallel_for((long)n, EW_GRAIN, gelu_fwd_range, &j);
+}
+
+/* forward: out = x s, s = sigmoid(2u), u = K (x + C x^3), so
+ * dout/dx = s + 2 x s (1 - s) du/dx, du/dx = K (1 + 3 C x^2). */
+static inline float gelu_grad(float xi)
+{
+    float u = GELU_K * (xi + GELU_C * xi * xi * xi);
+    float s = 1.0f / (1.0f + fexp(-2.0f * u));
+    float du = GELU_K * (1.0f + 3.0f * GELU_C * xi * xi);
+    return s + 2.0f * xi * s * (1.0f - s) * du;
+}
+
+AL_CLONES static void gelu_back_range(void *ctx, long lo, long hi, int tid)
+{
+    const gelu_job *j = ctx;
+    float *dx = j->out;
+    const float *x = j->x, *dout = j->dout;
+    for (long i = lo; i < hi; i++) dx[i] += dout[i] * gelu_grad(x[i]);
+    (void)tid;
+}
+
+AL_CLONES static void gelu_back_set_range(void *ctx, long lo, long hi, int tid)
+{
+    const gelu_job *j = ctx;
+    float *dx = j->out;
+    const float *x = j->x, *dout = j->dout;
+    for (long i = lo; i < hi; i++) dx[i] = dout[i] * gelu_grad(x[i]);
+    (void)tid;
 }
 
 void al_gelu_backward(float *dx, const float *dout, const float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        /* forward: out = 0.5 x (1 + tanh(u)), u = K (x + C x^3) */
-        float xi = x[i], u = GELU_K * (xi + GELU_C * xi * xi * xi);
-        float th = tanhf(u);
-        float du = GELU_K * (1.0f + 3.0f * GELU_C * xi * xi);
-        float g = 0.5f * (1.0f + th) + 0.5f * xi * (1.0f - th * th) * du;
-        dx[i] += dout[i] * g;
-    }
+    gelu_job j = {dx, x, dout};
+    al_parallel_for((long)n, EW_GRAIN, gelu_back_range, &j);
+}
+
+void al_gelu_backward_set(float *dx, const float *dout, const float *x, size_t n)
+{
+    gelu_job j = {dx, x, dout};
+    al_parallel_for((long)n, EW_GRAIN, gelu_back_set_range, &j);
 }
 
 /* ---------------------------------------------------------------- RoPE */
 
-/* Rotates pair (i, i + dim/2) of every head by sign * angle(t, i). The
- * angle depends only on (t, i), so cos and sin are computed once, in
- * double, and applied across the batch and the heads: no table needed.
- * t is the outer loop so each token's rows stay in cache. */
+typedef struct rope_job {
+    float *x;
+    int B, T, nh, dim, row_stride, pos0;
+    float base;
+    double sign;
+} rope_job;
+
+/* Rotates pair (i, i + dim/2) of every head by sign * angle(t, i) for the
+ * tokens t in [lo, hi). The angle depends only on (t, i), so cos and sin
+ * are computed once per token, in double, for up to ROPE_I pairs at a time
+ * and applied across the batch and the heads with an inner loop over
+ * contiguous i that vectorises: no table to keep. */
+#define ROPE_I 64
+
+AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
+{
+    const rope_job *j = ctx;
+    int half = j->dim / 2;
+    double c[ROPE_I], s[ROPE_I];
+    for (long t = lo; t < hi; t++)
+        for (int i0 = 0; i0 < half; i0 += ROPE_I) {
+            int ni = imin(ROPE_I, half - i0);
+            for (int i = 0; i < ni; i++) {
+                double ang = (double)(j->pos0 + t) * pow(j->base, -2.0 * (i0 + i) / j->dim);
+                c[i] = cos(ang), s[i] = j->sign * sin(ang);
+            }
+            for (int b = 0; b < j->B; b++) {
+                float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;
+                for (int h = 0; h < j->nh; h++) {
+                    float *p = row + (size_t)h * j->dim + i0;
+                    for (int i = 0; i < ni; i++) {
+                        double x1 = p[i], x2 = p[i + half];
+                        p[i] = (float)(x1 * c[i] - x2 * s[i]);
+                        p[i + half] = (float)(x2 * c[i] + x1 * s[i]);
+                    }
+                }
+            }
+        }
+    (void)tid;
+}
+
 static void rope_rotate(float *x, int B, int T, int nh, int dim, int row_stride,
                         int pos0, float base, double sign)
 {
     AL_ASSERT(dim % 2 == 0);
-    int half = dim / 2;
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < half; i++) {
-            double ang = (double)(pos0 + t) * pow(base, -2.0 * i / dim);
-            double c = cos(ang), s = sign * sin(ang);
-            for (int b = 0; b < B; b++) {
-                float *row = x + ((size_t)b * T + t) * row_stride;
-                for (int h = 0; h < nh; h++) {
-                    float *p = row + (size_t)h * dim + i;
-                    double x1 = p[0], x2 = p[half];
-                    p[0] = (float)(x1 * c - x2 * s);
-                    p[half] = (float)(x2 * c + x1 * s);
-                }
-            }
-        }
-    }
+    rope_job j = {x, B, T, nh, dim, row_stride, pos0, base, sign};
+    long per_t = (long)B * nh * dim;
+    al_parallel_for(T, per_t >= 4096 ? 1 : 4096 / (per_t + 1) + 1, rope_rows, &j);
 }
 
 void al_rope_forward(float *x, int B, int T, int nh, int dim, int row_stride,
@@ -186,129 +432,173 @@ void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
 
 /* ------------------------------------------------------------- softmax */
 
+/* Softmax of a row in place; returns 1 / sum(e) and leaves the row's max
+ * in *mx: the two numbers that rebuild the row from its scores. */
+AL_CLONES static float softmax_row_stats(float *x, int n, float *mx)
+{
+    *mx = row_max(x, n);
+    exp_shifted(x, *mx, n);
+    float inv = (float)(1.0 / sum_d(x, n));
+    for (int j = 0; j < n; j++) x[j] *= inv;
+    return inv;
+}
+
 void al_softmax_row(float *x, int n)
 {
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    double sum = 0.0;
-    for (int j = 0; j < n; j++) {
-        x[j] = expf(x[j] - mx);
-        sum += x[j];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int j = 0; j < n; j++) x[j] *= inv;
+    float mx;
+    softmax_row_stats(x, n, &mx);
 }
 
 /* ----------------------------------------------------------- attention */
 
 /* Query rows per block under a causal mask: block [i0, i1) only needs keys
  * [0, i1), which skips most of the masked upper triangle while keeping the
- * GEMMs large enough to be efficient. */
+ * GEMMs large enough to be efficient. Measured on *small* (T 256, d_head
+ * 32): 32 and 64 tie, 128 is 10-20 % slower, 256 (no blocking) 40 %. */
+#ifndef SDPA_BLOCK
 #define SDPA_BLOCK 64
+#endif
 
 /* Sizes of one (batch, head) slice. Heads are interleaved in the rows of
  * q, k, v and out, so each slice is read in place through its leading
  * dimension (ldq = H*dqk, ldk = G*dqk, ldv = G*dv, ldo = H*dv). */
 typedef struct sdpa_dims {
-    int T, dqk, dv, ldq, ldk, ldv, ldo, causal;
+    int B, T, H, G, dqk, dv, ldq, ldk, ldv, ldo, causal;
     float scale;
 } sdpa_dims;
 
-static sdpa_dims sdpa_dims_make(int T, int H, int G, int dqk, int dv,
+static sdpa_dims sdpa_dims_make(int B, int T, int H, int G, int dqk, int dv,
                                 float scale, int causal)
 {
     AL_ASSERT(G > 0 && H % G == 0);
-    return (sdpa_dims){.T = T, .dqk = dqk, .dv = dv, .ldq = H * dqk,
-                       .ldk = G * dqk, .ldv = G * dv, .ldo = H * dv,
-                       .causal = causal, .scale = scale};
+    return (sdpa_dims){.B = B, .T = T, .H = H, .G = G, .dqk = dqk, .dv = dv,
+                       .ldq = H * dqk, .ldk = G * dqk, .ldv = G * dv,
+                       .ldo = H * dv, .causal = causal, .scale = scale};
 }
 
-/* One head: P (T, T) = softmax(scale q k^T), out (T, dv) = P v. */
-static void sdpa_head_forward(float *out, float *P, const float *q,
-                              const float *k, const float *v, const sdpa_dims *d)
+/* Pointers to head h of batch b (it reads K/V group h / (H / G)). */
+typedef struct head_ptrs {
+    size_t q, k, v, o, stat;   /* offsets into q, k, v, out and (B, H, T) rows */
+} head_ptrs;
+
+static head_ptrs head_at(const sdpa_dims *d, int b, int h)
 {
-    int T = d->T, blk = d->causal ? SDPA_BLOCK : T;
-    for (int i0 = 0; i0 < T; i0 += blk) {   /* S = scale * q . k^T */
-        int i1 = imin(i0 + blk, T), nk = d->causal ? i1 : T;
-        al_gemm_nt(P + (size_t)i0 * T, T, q + (size_t)i0 * d->ldq, d->ldq, k,
-                   d->ldk, i1 - i0, nk, d->dqk, d->scale, 0.0f);
+    int g = h / (d->H / d->G);
+    return (head_ptrs){(size_t)b * d->T * d->ldq + (size_t)h * d->dqk,
+                       (size_t)b * d->T * d->ldk + (size_t)g * d->dqk,
+                       (size_t)b * d->T * d->ldv + (size_t)g * d->dv,
+                       (size_t)b * d->T * d->ldo + (size_t)h * d->dv,
+                       ((size_t)b * d->H + h) * d->T};
+}
+
+/* Keys a query block [i0, i1) attends to, and keys row i attends to. */
+static int block_keys(const sdpa_dims *d, int i1) { return d->causal ? i1 : d->T; }
+static int row_keys(const sdpa_dims *d, int i) { return d->causal ? i + 1 : d->T; }
+
+/* S (rows, nk) = scale * q[i0:i1] . k[0:nk]^T, for one head. */
+static void scores(float *S, const sdpa_dims *d, const float *q, const float *k,
+                   int i0, int i1, int nk)
+{
+    sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+          q + (size_t)i0 * d->ldq, d->ldq, k, d->ldk, 0.0f, S, nk);
+}
+
+/* ---- Probabilities kept: al_sdpa_* (att holds P, (B, H, T, T)) */
+
+typedef struct sdpa_job {
+    sdpa_dims d;
+    float *out, *att, *stat, *dq, *dk, *dv;
+    const float *q, *k, *v, *dout, *catt;
+} sdpa_job;
+
+/* Heads [lo, hi) of B*H: P = softmax(S), out = P v. */
+static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
+{
+    const sdpa_job *j = ctx;
+    const sdpa_dims *d = &j->d;
+    int T = d->T;
+    for (long bh = lo; bh < hi; bh++) {
+        head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
+        float *P = j->att + (size_t)bh * T * T;
+        for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
+            int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
+            sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+                  j->q + o.q + (size_t)i0 * d->ldq, d->ldq, j->k + o.k, d->ldk, 0.0f,
+                  P + (size_t)i0 * T, T);
+            for (int i = i0; i < i1; i++) {
+                float *row = P + (size_t)i * T;
+                int n = row_keys(d, i);
+                al_softmax_row(row, n);
+                for (int c = n; c < T; c++) row[c] = 0.0f;   /* masked */
+            }
+            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f,
+                  P + (size_t)i0 * T, T, j->v + o.v, d->ldv, 0.0f,
+                  j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
+        }
     }
-    for (int i = 0; i < T; i++) {
-        float *row = P + (size_t)i * T;
-        int n = d->causal ? i + 1 : T;
-        al_softmax_row(row, n);
-        for (int j = n; j < T; j++) row[j] = 0.0f;   /* masked, or never computed */
-    }
-    for (int i0 = 0; i0 < T; i0 += blk) {   /* out = P . v */
-        int i1 = imin(i0 + blk, T), nk = d->causal ? i1 : T;
-        al_gemm_nn(out + (size_t)i0 * d->ldo, d->ldo, P + (size_t)i0 * T, T, v,
-                   d->ldv, i1 - i0, d->dv, nk, 1.0f, 0.0f);
-    }
+    (void)tid;
 }
 
 void al_sdpa_forward(float *out, float *att, const float *q, const float *k,
                      const float *v, int B, int T, int H, int G, int dqk,
                      int dv, float scale, int causal)
 {
-    sdpa_dims d = sdpa_dims_make(T, H, G, dqk, dv, scale, causal);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            int g = h / (H / G);
-            sdpa_head_forward(out + (size_t)b * T * d.ldo + (size_t)h * dv,
-                              att + ((size_t)b * H + h) * T * T,
-                              q + (size_t)b * T * d.ldq + (size_t)h * dqk,
-                              k + (size_t)b * T * d.ldk + (size_t)g * dqk,
-                              v + (size_t)b * T * d.ldv + (size_t)g * dv, &d);
-        }
+    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal),
+                  .out = out, .att = att, .q = q, .k = k, .v = v};
+    al_parallel_for((long)B * H, 1, sdpa_fwd_heads, &j);
 }
 
-/* Turns dP into dS in place for one row of n unmasked entries out of T:
+/* Turns dP into dS in place for one row of n unmasked entries out of w:
  * forward P = softmax(S), S = scale * q.k, so
  * dS = scale * P * (dP - sum(dP * P)); masked entries get 0. */
-static void softmax_backward_row(float *dS, const float *P, int n, int T,
+AL_CLONES static void softmax_backward_row(float *dS, const float *P, int n, int w,
                                  float scale)
 {
-    double dot = 0.0;
-    for (int j = 0; j < n; j++) dot += (double)dS[j] * P[j];
-    float df = (float)dot;
+    float df = (float)dot_d(dS, P, n);
     for (int j = 0; j < n; j++) dS[j] = scale * P[j] * (dS[j] - df);
-    for (int j = n; j < T; j++) dS[j] = 0.0f;
+    for (int j = n; j < w; j++) dS[j] = 0.0f;
 }
 
-/* One head; dS (T, T) is scratch. dq, dk, dv accumulate. Under a causal
- * mask row block [i0, i1) touches keys [0, i1) and key block [j0, j1) is
- * touched by query rows [j0, T) only. */
-static void sdpa_head_backward(float *dq, float *dk, float *dv, float *dS,
-                               const float *dout, const float *P,
-                               const float *q, const float *k, const float *v,
-                               const sdpa_dims *d)
+/* Given P (rows, ldp) and dS of query block [i0, i1) over keys [0, nk) of
+ * one head: dq[i0:i1] (+)= dS k ; dk[0:nk] += dS^T q ; dv[0:nk] += P^T dout. */
+static void attn_block_grads(const sdpa_job *j, head_ptrs o, const float *P, int ldp,
+                             const float *dS, int i0, int i1, int nk, float dq_beta)
 {
-    int T = d->T, blk = d->causal ? SDPA_BLOCK : T;
-    for (int i0 = 0; i0 < T; i0 += blk) {   /* forward: out = P . v */
-        int i1 = imin(i0 + blk, T), nk = d->causal ? i1 : T;
-        /* dP (T, T) = dout (T, dv) . v^T */
-        al_gemm_nt(dS + (size_t)i0 * T, T, dout + (size_t)i0 * d->ldo, d->ldo, v,
-                   d->ldv, i1 - i0, nk, d->dv, 1.0f, 0.0f);
-    }
-    for (int i = 0; i < T; i++)
-        softmax_backward_row(dS + (size_t)i * T, P + (size_t)i * T,
-                             d->causal ? i + 1 : T, T, d->scale);
-    for (int i0 = 0; i0 < T; i0 += blk) {   /* forward: S = scale * q . k^T */
-        int i1 = imin(i0 + blk, T), nk = d->causal ? i1 : T;
-        /* dq (T, dqk) += dS (T, T) . k (T, dqk)  (scale is inside dS) */
-        al_gemm_nn(dq + (size_t)i0 * d->ldq, d->ldq, dS + (size_t)i0 * T, T, k,
-                   d->ldk, i1 - i0, d->dqk, nk, 1.0f, 1.0f);
-    }
-    for (int j0 = 0; j0 < T; j0 += blk) {
-        int j1 = imin(j0 + blk, T), r0 = d->causal ? j0 : 0;
-        /* dv (T, dv) += P^T . dout ;  dk (T, dqk) += dS^T . q */
-        al_gemm_tn(dv + (size_t)j0 * d->ldv, d->ldv, P + (size_t)r0 * T + j0, T,
-                   dout + (size_t)r0 * d->ldo, d->ldo, j1 - j0, d->dv, T - r0,
-                   1.0f, 1.0f);
-        al_gemm_tn(dk + (size_t)j0 * d->ldk, d->ldk, dS + (size_t)r0 * T + j0, T,
-                   q + (size_t)r0 * d->ldq, d->ldq, j1 - j0, d->dqk, T - r0,
-                   1.0f, 1.0f);
-    }
+    const sdpa_dims *d = &j->d;
+    int rows = i1 - i0;
+    sgemm(CblasNoTrans, CblasNoTrans, rows, d->dqk, nk, 1.0f, dS, ldp, j->k + o.k,
+          d->ldk, dq_beta, j->dq + o.q + (size_t)i0 * d->ldq, d->ldq);
+    sgemm(CblasTrans, CblasNoTrans, nk, d->dqk, rows, 1.0f, dS, ldp,
+          j->q + o.q + (size_t)i0 * d->ldq, d->ldq, 1.0f, j->dk + o.k, d->ldk);
+    sgemm(CblasTrans, CblasNoTrans, nk, d->dv, rows, 1.0f, P, ldp,
+          j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, 1.0f, j->dv + o.v, d->ldv);
+}
+
+/* Groups [lo, hi) of B*G, each with its heads in order (they share dk, dv,
+ * so one thread owns a group and the sums keep the serial order). */
+static void sdpa_bwd_groups(void *ctx, long lo, long hi, int tid)
+{
+    const sdpa_job *j = ctx;
+    const sdpa_dims *d = &j->d;
+    int T = d->T, R = d->H / d->G;
+    float *dS = al_parallel_scratch(tid, (size_t)SDPA_BLOCK * T);
+    for (long bg = lo; bg < hi; bg++)
+        for (int h = (int)(bg % d->G) * R; h < (int)(bg % d->G + 1) * R; h++) {
+            int b = (int)(bg / d->G);
+            head_ptrs o = head_at(d, b, h);
+            const float *P = j->catt + ((size_t)b * d->H + h) * T * T;
+            for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
+                int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
+                /* forward: out = P v, so dP = dout v^T */
+                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                      j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
+                      0.0f, dS, T);
+                for (int i = i0; i < i1; i++)
+                    softmax_backward_row(dS + (size_t)(i - i0) * T, P + (size_t)i * T,
+                                         row_keys(d, i), nk, d->scale);
+                attn_block_grads(j, o, P + (size_t)i0 * T, T, dS, i0, i1, nk, 1.0f);
+            }
+        }
 }
 
 void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
@@ -316,18 +606,106 @@ void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
                       const float *k, const float *v, int B, int T, int H,
                       int G, int dqk, int dvd, float scale, int causal)
 {
-    sdpa_dims d = sdpa_dims_make(T, H, G, dqk, dvd, scale, causal);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            int g = h / (H / G);
-            size_t qo = (size_t)b * T * d.ldq + (size_t)h * dqk;
-            size_t ko = (size_t)b * T * d.ldk + (size_t)g * dqk;
-            size_t vo = (size_t)b * T * d.ldv + (size_t)g * dvd;
-            sdpa_head_backward(dq + qo, dk + ko, dv + vo, scratch,
-                               dout + (size_t)b * T * d.ldo + (size_t)h * dvd,
-                               att + ((size_t)b * H + h) * T * T, q + qo, k + ko,
-                               v + vo, &d);
+    (void)scratch;   /* each thread has its own (al_parallel_scratch) */
+    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dvd, scale, causal),
+                  .dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v,
+                  .dout = dout, .catt = att};
+    al_parallel_for((long)B * G, 1, sdpa_bwd_groups, &j);
+}
+
+/* ---- Probabilities recomputed: al_attn_* (stat holds max and 1/sum) */
+
+/* Scores of block [i0, i1) turned into probabilities in place, rebuilt
+ * exactly as the forward pass made them from the saved row statistics
+ * (st: (T, 2) max and 1/sum), or made and saved when save != 0. */
+static void block_probs(float *S, float *st, const sdpa_dims *d, int i0, int i1, int nk,
+                        int save)
+{
+    for (int i = i0; i < i1; i++) {
+        float *row = S + (size_t)(i - i0) * nk;
+        int n = row_keys(d, i);
+        if (save) {
+            st[2 * i + 1] = softmax_row_stats(row, n, &st[2 * i]);
+        } else {
+            exp_shifted_scaled(row, st[2 * i], st[2 * i + 1], n);
         }
+        for (int c = n; c < nk; c++) row[c] = 0.0f;   /* masked */
+    }
+}
+
+/* Heads [lo, hi) of B*H: per query block S = scale q k^T, P = softmax(S),
+ * out = P v; only the row statistics are kept. */
+static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
+{
+    const sdpa_job *j = ctx;
+    const sdpa_dims *d = &j->d;
+    float *S = al_parallel_scratch(tid, (size_t)SDPA_BLOCK * d->T);
+    for (long bh = lo; bh < hi; bh++) {
+        head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
+        for (int i0 = 0; i0 < d->T; i0 += SDPA_BLOCK) {
+            int i1 = imin(i0 + SDPA_BLOCK, d->T), nk = block_keys(d, i1);
+            scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
+            block_probs(S, j->stat + 2 * o.stat, d, i0, i1, nk, 1);
+            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
+                  j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
+        }
+    }
+}
+
+void al_attn_forward(float *out, float *stat, const float *q, const float *k,
+                     const float *v, int B, int T, int H, int G, int dqk,
+                     int dv, float scale, int causal)
+{
+    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal),
+                  .out = out, .stat = stat, .q = q, .k = k, .v = v};
+    al_parallel_for((long)B * H, 1, attn_fwd_heads, &j);
+}
+
+/* Zeroes rows [0, T) of width w at stride ld. */
+static void zero_rows(float *x, int T, int w, int ld)
+{
+    for (int t = 0; t < T; t++) memset(x + (size_t)t * ld, 0, w * sizeof(float));
+}
+
+/* Groups [lo, hi) of B*G: recompute P block by block, then as sdpa. */
+static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
+{
+    const sdpa_job *j = ctx;
+    const sdpa_dims *d = &j->d;
+    int T = d->T, R = d->H / d->G;
+    float *P = al_parallel_scratch(tid, 2 * (size_t)SDPA_BLOCK * T), *dS = P + SDPA_BLOCK * T;
+    for (long bg = lo; bg < hi; bg++) {
+        int b = (int)(bg / d->G), g = (int)(bg % d->G);
+        head_ptrs o = head_at(d, b, g * R);
+        zero_rows(j->dk + o.k, T, d->dqk, d->ldk);
+        zero_rows(j->dv + o.v, T, d->dv, d->ldv);
+        for (int h = g * R; h < (g + 1) * R; h++) {
+            o = head_at(d, b, h);
+            for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
+                int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
+                scores(P, d, j->q + o.q, j->k + o.k, i0, i1, nk);
+                block_probs(P, j->stat + 2 * o.stat, d, i0, i1, nk, 0);
+                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                      j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
+                      0.0f, dS, nk);   /* dP = dout v^T */
+                for (int i = i0; i < i1; i++)
+                    softmax_backward_row(dS + (size_t)(i - i0) * nk, P + (size_t)(i - i0) * nk,
+                                         row_keys(d, i), nk, d->scale);
+                attn_block_grads(j, o, P, nk, dS, i0, i1, nk, 0.0f);
+            }
+        }
+    }
+}
+
+void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
+                      const float *stat, const float *q, const float *k,
+                      const float *v, int B, int T, int H, int G, int dqk,
+                      int dvd, float scale, int causal)
+{
+    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dvd, scale, causal),
+                  .dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v,
+                  .dout = dout, .stat = (float *)stat};
+    al_parallel_for((long)B * G, 1, attn_bwd_groups, &j);
 }
 
 /* ------------------------------------------------------- cross-entropy */
@@ -340,46 +718,91 @@ static double weight_sum(const float *w, int N)
     return s;
 }
 
-static double row_logsumexp(const float *x, int V)
+/* log(sum(e^x)) of a row; e (V) is scratch. */
+static double row_logsumexp(const float *x, float *e, int V)
 {
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
-    double s = 0.0;
-    for (int j = 0; j < V; j++) s += exp((double)x[j] - mx);
-    return mx + log(s);
+    float mx = row_max(x, V);
+    memcpy(e, x, V * sizeof(float));
+    exp_shifted(e, mx, V);
+    return mx + log(sum_d(e, V));
+}
+
+/* At most this many chunks, so that their partial sums fit on the stack. */
+#define XENT_MAX_CHUNKS 256
+
+typedef struct xent_job {
+    float *logits;
+    const float *cl, *weights;
+    const int *targets;
+    int V;
+    double wsum, coef;
+    double part[XENT_MAX_CHUNKS];
+    int chunks;
+    long N;
+} xent_job;
+
+AL_CLONES static void xent_fwd_rows(void *ctx, long lo, long hi, int tid)
+{
+    xent_job *j = ctx;
+    int V = j->V;
+    float *e = al_parallel_scratch(tid, V);
+    double loss = 0.0;
+    for (long i = lo; i < hi; i++) {
+        double wi = j->weights ? j->weights[i] : 1.0;
+        if (wi == 0.0) continue;   /* padding rows are never read */
+        AL_ASSERT(j->targets[i] >= 0 && j->targets[i] < V);
+        const float *row = j->cl + (size_t)i * V;   /* (V) */
+        loss += wi * (row_logsumexp(row, e, V) - row[j->targets[i]]);
+    }
+    /* Which chunk this is follows from lo alone, so the sum below is in
+     * chunk order whatever thread ran it. */
+    for (int c = 0; c < j->chunks; c++)
+        if (al_parallel_cut(j->N, 64, j->chunks, c) == lo) j->part[c] = loss;
 }
 
 double al_xent_forward(const float *logits, const int *targets,
                        const float *weights, int N, int V)
 {
-    double wsum = weight_sum(weights, N), loss = 0.0;
-    if (wsum == 0.0) return 0.0;
-    for (int i = 0; i < N; i++) {
-        double wi = weights ? weights[i] : 1.0;
-        if (wi == 0.0) continue;   /* padding rows are never read */
-        AL_ASSERT(targets[i] >= 0 && targets[i] < V);
-        const float *row = logits + (size_t)i * V;   /* (V) */
-        loss += wi * (row_logsumexp(row, V) - row[targets[i]]);
+    xent_job j = {.cl = logits, .weights = weights, .targets = targets, .V = V, .N = N};
+    j.wsum = weight_sum(weights, N);
+    if (j.wsum == 0.0 || N <= 0) return 0.0;
+    j.chunks = al_parallel_chunks(N, 64);
+    AL_ASSERT(j.chunks <= XENT_MAX_CHUNKS);
+    al_parallel_for(N, 64, xent_fwd_rows, &j);
+    double loss = 0.0;
+    for (int c = 0; c < j.chunks; c++) loss += j.part[c];
+    return loss / j.wsum;
+}
+
+/* forward: loss = sum_i w_i (logsumexp(row_i) - row_i[t_i]) / sum(w), so
+ * dlogits = (softmax(row_i) - onehot(t_i)) * w_i / sum(w) * dloss. */
+AL_CLONES static void xent_bwd_rows(void *ctx, long lo, long hi, int tid)
+{
+    const xent_job *j = ctx;
+    int V = j->V;
+    for (long i = lo; i < hi; i++) {
+        float *row = j->logits + (size_t)i * V;   /* (V) */
+        double wi = j->weights ? j->weights[i] : 1.0;
+        if (j->wsum == 0.0 || wi == 0.0) {
+            memset(row, 0, V * sizeof(float));
+            continue;
+        }
+        int t = j->targets[i];
+        AL_ASSERT(t >= 0 && t < V);
+        float mx;
+        softmax_row_stats(row, V, &mx);
+        float coef = (float)(wi / j->wsum * j->coef);
+        for (int c = 0; c < V; c++) row[c] *= coef;
+        row[t] -= coef;
     }
-    return loss / wsum;
+    (void)tid;
 }
 
 void al_xent_backward_inplace(float *logits, const int *targets,
                               const float *weights, int N, int V, float dloss)
 {
-    /* forward: loss = sum_i w_i (logsumexp(row_i) - row_i[t_i]) / sum(w) */
-    double wsum = weight_sum(weights, N);
-    for (int i = 0; i < N; i++) {
-        float *row = logits + (size_t)i * V;   /* (V) */
-        double wi = weights ? weights[i] : 1.0;
-        if (wsum == 0.0 || wi == 0.0) {
-            for (int j = 0; j < V; j++) row[j] = 0.0f;
-            continue;
-        }
-        int t = targets[i];
-        AL_ASSERT(t >= 0 && t < V);
-        double coef = wi / wsum * dloss, lse = row_logsumexp(row, V);
-        for (int j = 0; j < V; j++)
-            row[j] = (float)((exp((double)row[j] - lse) - (j == t)) * coef);
-    }
+    xent_job j = {.logits = logits, .weights = weights, .targets = targets, .V = V,
+                  .coef = dloss, .N = N};
+    j.wsum = weight_sum(weights, N);
+    al_parallel_for(N, 64, xent_bwd_rows, &j);
 }

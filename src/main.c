@@ -24,6 +24,9 @@ static const command commands[] = {
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
     {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
+    {"sweep", al_cmd_sweep, "train every trial of an experiment's sweep, then report"},
+    {"trial", al_cmd_trial, "run one trial of a sweep (the sweep's worker)"},
+    {"report", al_cmd_report, "report.md and plots from a sweep's results directory"},
     {NULL, NULL, NULL},
 };
 

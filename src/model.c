@@ -5,6 +5,7 @@
  * attention parameters and buffer sizes, and calls forward/backward.
  */
 #include "al_model.h"
+#include "al_parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -161,7 +162,7 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     size_t attn = v->act_floats(&m->ashape, B, T);
     size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + attn;
     size_t total = c->n_layer * per_layer + 2 * BT * D + BT + BT * V +
-                   2 * BT * D + 2 * BT * F + v->scratch_floats(&m->ashape, B, T) + BT;
+                   2 * BT * D + BT * F + v->scratch_floats(&m->ashape, B, T) + BT;
     float *p = m->acts = al_calloc(total, sizeof(float));
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
@@ -181,7 +182,7 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     m->logits = p; p += BT * V;
     m->dx = p; p += BT * D;
     m->dtmp = p; p += BT * D;
-    m->dff = p; p += 2 * BT * F;
+    m->dff = p; p += BT * F;
     m->weights = p; p += BT;
     m->scratch = p; p += v->scratch_floats(&m->ashape, B, T);
     AL_ASSERT((size_t)(p - m->acts) == total);
@@ -194,17 +195,71 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
 
 /* ------------------------------------------------------------ forward */
 
-/* x (BT, D) = tok_emb[inputs] */
+/* Row and elementwise loops of the model itself, split over the pool. */
+typedef struct rows_job {
+    float *out;
+    const float *a, *b;
+    const int *ids;
+    int D;
+    long BT;
+} rows_job;
+
+/* x (BT, D) = tok_emb[inputs], rows [lo, hi) */
+static void embed_rows(void *ctx, long lo, long hi, int tid)
+{
+    const rows_job *j = ctx;
+    for (long i = lo; i < hi; i++)
+        memcpy(j->out + i * j->D, j->a + (size_t)j->ids[i] * j->D, j->D * sizeof(float));
+    (void)tid;
+}
+
 static void embed_forward(float *x, const float *tok_emb, const int *inputs,
                           size_t BT, int D)
 {
-    for (size_t i = 0; i < BT; i++)
-        memcpy(x + i * D, tok_emb + (size_t)inputs[i] * D, D * sizeof(float));
+    rows_job j = {x, tok_emb, NULL, inputs, D, (long)BT};
+    al_parallel_for((long)BT, 64, embed_rows, &j);
+}
+
+/* d_tok_emb rows [lo, hi) += dx of the positions holding those tokens, in
+ * position order: split by token, not by position, so no two threads add
+ * into one row and each row's sum keeps the serial order. */
+static void embed_back_tokens(void *ctx, long lo, long hi, int tid)
+{
+    const rows_job *j = ctx;
+    for (long i = 0; i < j->BT; i++) {
+        if (j->ids[i] < lo || j->ids[i] >= hi) continue;
+        float *g = j->out + (size_t)j->ids[i] * j->D;
+        const float *d = j->a + (size_t)i * j->D;
+        for (int c = 0; c < j->D; c++) g[c] += d[c];
+    }
+    (void)tid;
+}
+
+static void zero_range(void *ctx, long lo, long hi, int tid)
+{
+    const rows_job *j = ctx;
+    memset(j->out + lo, 0, (size_t)(hi - lo) * sizeof(float));
+    (void)tid;
+}
+
+/* memset over the pool: a step zeroes the gradients and two (B,T,D) buffers. */
+static void zero_floats(float *x, size_t n)
+{
+    rows_job j = {x, NULL, NULL, NULL, 0, 0};
+    al_parallel_for((long)n, 65536, zero_range, &j);
+}
+
+AL_CLONES static void add_range(void *ctx, long lo, long hi, int tid)
+{
+    const rows_job *j = ctx;
+    for (long i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];
+    (void)tid;
 }
 
 static void residual_add(float *out, const float *a, const float *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    rows_job j = {out, a, b, NULL, 0, 0};
+    al_parallel_for((long)n, 16384, add_range, &j);
 }
 
 double al_model_forward(al_model *m, const int *inputs, const int *targets,
@@ -250,7 +305,16 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
 
 void al_model_zero_grad(al_model *m)
 {
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    zero_floats(m->grads, m->n_params);
+}
+
+/* al_linear_backward, but dinp is written rather than accumulated: saves
+ * zeroing it first. */
+static void linear_backward_set(float *dinp, float *dw, const float *dout,
+                                const float *inp, const float *w, int N, int IC, int OC)
+{
+    al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, 0.0f);  /* dout . w */
+    al_linear_backward(NULL, dw, dout, inp, w, N, IC, OC);
 }
 
 /* One block, given dx = d(block output); leaves d(block input) in dx. */
@@ -258,17 +322,15 @@ static void block_backward(al_model *m, al_layer *L, int B, int T)
 {
     const al_model_config *c = &m->cfg;
     int D = c->d_model, F = m->d_ff, BT = B * T;
-    float *dx = m->dx, *dh = m->dtmp, *dg = m->dff, *du = m->dff + (size_t)BT * F;
+    float *dx = m->dx, *dh = m->dtmp, *dg = m->dff;
     /* x_out = x_mid + g . w2^T, g = gelu(u), u = h2 . w1^T */
-    memset(dg, 0, 2 * (size_t)BT * F * sizeof(float));
-    al_linear_backward(dg, L->d_w2, dx, L->g, L->w2, BT, F, D);
-    al_gelu_backward(du, dg, L->u, (size_t)BT * F);
-    memset(dh, 0, (size_t)BT * D * sizeof(float));
-    al_linear_backward(dh, L->d_w1, du, L->h2, L->w1, BT, D, F);
+    linear_backward_set(dg, L->d_w2, dx, L->g, L->w2, BT, F, D);
+    al_gelu_backward_set(dg, dg, L->u, (size_t)BT * F);   /* dg becomes du */
+    linear_backward_set(dh, L->d_w1, dg, L->h2, L->w1, BT, D, F);
     /* h2 = rmsnorm(x_mid): dx (already d x_mid via the residual) += */
     al_rmsnorm_backward(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D);
     /* x_mid = x_in + attn(h1), h1 = rmsnorm(x_in) */
-    memset(dh, 0, (size_t)BT * D * sizeof(float));
+    zero_floats(dh, (size_t)BT * D);
     c->attn->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1,
                       L->attn_act, L->attn_p, B, T);
     al_rmsnorm_backward(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D);
@@ -283,18 +345,14 @@ void al_model_backward(al_model *m)
                              BT, V, 1.0f);
     m->has_targets = 0; /* logits now hold dlogits */
     /* logits = hf . tok_emb^T */
-    memset(m->dtmp, 0, (size_t)BT * D * sizeof(float));
-    al_linear_backward(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V);
-    memset(m->dx, 0, (size_t)BT * D * sizeof(float));
+    linear_backward_set(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V);
+    zero_floats(m->dx, (size_t)BT * D);
     al_rmsnorm_backward(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
                         m->rstdf, BT, D);
     for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, &m->layers[l], B, T);
     /* x = tok_emb[inputs] */
-    for (int i = 0; i < BT; i++) {
-        float *g = m->d_tok_emb + (size_t)m->inputs[i] * D;
-        const float *d = m->dx + (size_t)i * D;
-        for (int j = 0; j < D; j++) g[j] += d[j];
-    }
+    rows_job j = {m->d_tok_emb, m->dx, NULL, m->inputs, D, BT};
+    al_parallel_for(V, 16, embed_back_tokens, &j);
 }
 
 /* ------------------------------------------------------------ queries */

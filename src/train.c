@@ -14,6 +14,7 @@
 #include "al_dist.h"
 #include "al_model.h"
 #include "al_optim.h"
+#include "al_parallel.h"
 
 /* ------------------------------------------------------------ metrics */
 
@@ -159,6 +160,7 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
     double eta = tok_s > 0 ? (double)(t->steps - step) * t->batch_size *
                                  R->c->model.seq_len / tok_s : -1;
     char etab[32];
+    if (R->o->on_progress) R->o->on_progress(R->o->progress_ctx, step, t->steps, loss, val, tok_s);
     fmt_eta(etab, sizeof etab, eta);
     const char *lab = R->o->label ? R->o->label : "train";
     const char *mask = R->c->model.causal ? "" : " [causal: false]";
@@ -331,7 +333,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
         r->steps_done = step + 1;
         if (after_step(R, step + 1, r, e) != 0) return -1;
         if (r->status == AL_TRAIN_STOPPED) return 0;
-        if (al_stderr_is_tty() && al_now() - last_print > 0.1) {
+        if ((al_stderr_is_tty() || R->o->on_progress) && al_now() - last_print > 0.1) {
             last_print = al_now();
             report_progress(R, step + 1, loss, al_lr_at(step, t->steps, t->warmup_steps,
                             t->lr, t->min_lr), 0, r->val_loss, NAN);
@@ -360,7 +362,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     R.t0 = al_now();
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_dist_local_size();
     int threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? cores : 1;
-    openblas_set_num_threads(threads);
+    al_parallel_set_threads(threads);   /* the pool; OpenBLAS runs single-threaded */
     int rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);

@@ -25,6 +25,10 @@ Suite *torch_suite(void);
 Suite *kvcache_suite(void);
 Suite *decode_suite(void);
 Suite *generate_suite(void);
+Suite *sweep_suite(void);
+Suite *report_suite(void);
+Suite *bench_suite(void);
+Suite *parallel_suite(void);
 Suite *dist_suite(void);
 
 static const struct {
@@ -45,6 +49,10 @@ static const struct {
     {"kvcache", kvcache_suite},
     {"decode", decode_suite},
     {"generate", generate_suite},
+    {"sweep", sweep_suite},
+    {"report", report_suite},
+    {"bench", bench_suite},
+    {"parallel", parallel_suite},
     {"dist", dist_suite},
     {NULL, NULL},
 };

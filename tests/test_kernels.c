@@ -618,6 +618,72 @@ START_TEST(gqa_with_one_group_should_equal_mha_on_repeated_kv)
 }
 END_TEST
 
+/* ---- al_attn_*: probabilities rebuilt from row statistics */
+
+static float *attn_fwd(sdpa_bufs *s)
+{
+    const sdpa_cfg *c = &s->c;
+    float *stat = filled(2 * (size_t)c->B * c->H * c->T, NAN);
+    al_attn_forward(s->out, stat, s->q, s->k, s->v, c->B, c->T, c->H, c->G, c->dqk, c->dv,
+                    scale_of(c), c->causal);
+    return stat;
+}
+
+START_TEST(attn_forward_should_match_naive_double_and_sdpa)
+{
+    al_rng r;
+    al_rng_seed(&r, 300 + _i);
+    sdpa_bufs s = sdpa_make(sdpa_cases[_i], &r);
+    const sdpa_cfg *c = &s.c;
+    float *stat = attn_fwd(&s);
+    ref_sdpa(s.ref, s.q, s.k, s.v, c);
+    assert_close(s.out, s.ref, no(c), 1e-5, 1e-4, "out");
+    for (size_t i = 0; i < 2 * (size_t)c->B * c->H * c->T; i++)
+        ck_assert_msg(isfinite(stat[i]), "stat[%zu] not written", i);
+    float *attn_out = copy_of(s.out, no(c));
+    sdpa_fwd(&s);   /* the kept-probabilities path agrees */
+    for (size_t i = 0; i < no(c); i++) s.ref[i] = s.out[i];
+    assert_close(attn_out, s.ref, no(c), 1e-6, 1e-6, "attn vs sdpa");
+    free(attn_out);
+    free(stat);
+    sdpa_free(&s);
+}
+END_TEST
+
+START_TEST(attn_backward_should_write_finite_difference_gradients)
+{
+    al_rng r;
+    al_rng_seed(&r, 400 + _i);
+    sdpa_bufs s = sdpa_make(sdpa_cases[_i], &r);
+    const sdpa_cfg *c = &s.c;
+    float *stat = attn_fwd(&s);
+    for (size_t i = 0; i < nq(c); i++) s.dq[i] = NAN;   /* written, not accumulated */
+    for (size_t i = 0; i < nk(c); i++) s.dk[i] = NAN;
+    for (size_t i = 0; i < nv(c); i++) s.dv[i] = NAN;
+    al_attn_backward(s.dq, s.dk, s.dv, s.R, stat, s.q, s.k, s.v, c->B, c->T, c->H, c->G,
+                     c->dqk, c->dv, scale_of(c), c->causal);
+    check_grad(s.q, s.dq, nq(c), sdpa_ref_loss, &s, "dq");
+    check_grad(s.k, s.dk, nk(c), sdpa_ref_loss, &s, "dk");
+    check_grad(s.v, s.dv, nv(c), sdpa_ref_loss, &s, "dv");
+    free(stat);
+    sdpa_free(&s);
+}
+END_TEST
+
+START_TEST(gelu_backward_set_should_equal_accumulating_into_zero_in_place)
+{
+    al_rng r;
+    al_rng_seed(&r, 17);
+    enum { n = 40000 };   /* several chunks of the pool */
+    float *x = randn(&r, n, 3), *g = randn(&r, n, 1), *acc = filled(n, 0.0f);
+    float *inplace = copy_of(g, n);
+    al_gelu_backward(acc, g, x, n);
+    al_gelu_backward_set(inplace, inplace, x, n);
+    ck_assert(memcmp(acc, inplace, n * sizeof(float)) == 0);
+    free(x), free(g), free(acc), free(inplace);
+}
+END_TEST
+
 /* ------------------------------------------------------- cross-entropy */
 
 static double ref_xent_row(const float *x, int V, int t)
@@ -739,6 +805,10 @@ Suite *kernels_suite(void)
                         0, N_SDPA_CASES);
     tcase_add_test(tc, causal_sdpa_should_ignore_future_keys_and_values);
     tcase_add_test(tc, gqa_with_one_group_should_equal_mha_on_repeated_kv);
+    tcase_add_loop_test(tc, attn_forward_should_match_naive_double_and_sdpa, 0, N_SDPA_CASES);
+    tcase_add_loop_test(tc, attn_backward_should_write_finite_difference_gradients, 0,
+                        N_SDPA_CASES);
+    tcase_add_test(tc, gelu_backward_set_should_equal_accumulating_into_zero_in_place);
     tcase_add_test(tc, xent_forward_should_match_naive_and_stay_finite);
     tcase_add_test(tc, xent_backward_should_match_finite_differences);
     tcase_add_test(tc, xent_zero_weight_rows_should_drop_out);

@@ -31,20 +31,22 @@ int al_gqa_params(const al_attn_shape *s, int G, al_param_spec *out)
     return 4;
 }
 
-/* Saved activations: q (BT,H*dh) | k (BT,G*dh) | v (BT,G*dh) | y (BT,H*dh) | att (B,H,T,T) */
+/* Saved activations: q (BT,H*dh) | k (BT,G*dh) | v (BT,G*dh) | y (BT,H*dh) |
+ * stat (B,H,T,2): each score row's max and 1/sum (al_attn_forward), from
+ * which backward rebuilds the probabilities instead of keeping (B,H,T,T). */
 size_t al_gqa_act_floats(const al_attn_shape *s, int G, int B, int T)
 {
     size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
     size_t Gd = (size_t)G * s->d_head;
-    return BT * (2 * Hd + 2 * Gd) + (size_t)B * s->n_head * T * T;
+    return BT * (2 * Hd + 2 * Gd) + 2 * (size_t)B * s->n_head * T;
 }
 
-/* Backward scratch: dy, dq (BT,H*dh) | dk, dv (BT,G*dh) | sdpa (T,T) */
+/* Backward scratch: dy, dq (BT,H*dh) | dk, dv (BT,G*dh) */
 size_t al_gqa_scratch_floats(const al_attn_shape *s, int G, int B, int T)
 {
     size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
     size_t Gd = (size_t)G * s->d_head;
-    return BT * (2 * Hd + 2 * Gd) + (size_t)T * T;
+    return BT * (2 * Hd + 2 * Gd);
 }
 
 size_t al_gqa_kv_elems(const al_attn_shape *s, int G)
@@ -53,7 +55,7 @@ size_t al_gqa_kv_elems(const al_attn_shape *s, int G)
 }
 
 typedef struct gqa_acts {
-    float *q, *k, *v, *y, *att;
+    float *q, *k, *v, *y, *stat;
 } gqa_acts;
 
 static gqa_acts carve(const al_attn_shape *s, int G, float *act, int B, int T)
@@ -65,7 +67,7 @@ static gqa_acts carve(const al_attn_shape *s, int G, float *act, int B, int T)
     a.k = a.q + BT * Hd;
     a.v = a.k + BT * Gd;
     a.y = a.v + BT * Gd;
-    a.att = a.y + BT * Hd;
+    a.stat = a.y + BT * Hd;
     return a;
 }
 
@@ -79,7 +81,7 @@ void al_gqa_forward(const al_attn_shape *s, int G, float *out, float *act,
     al_linear_forward(a.v, x, p[2], BT, D, G * dh);   /* v = x . wv^T */
     al_rope_forward(a.q, B, T, H, dh, H * dh, 0, s->rope_base);
     al_rope_forward(a.k, B, T, G, dh, G * dh, 0, s->rope_base);
-    al_sdpa_forward(a.y, a.att, a.q, a.k, a.v, B, T, H, G, dh, dh,
+    al_attn_forward(a.y, a.stat, a.q, a.k, a.v, B, T, H, G, dh, dh,
                     1.0f / sqrtf((float)dh), s->causal);
     al_linear_forward(out, a.y, p[3], BT, H * dh, D); /* out = y . wo^T */
 }
@@ -92,11 +94,10 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
     gqa_acts a = carve(s, G, (float *)act, B, T);
     float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
-    float *sc = dv + nG;
-    memset(scratch, 0, (2 * nH + 2 * nG) * sizeof(float));
-    /* out = y . wo^T */
-    al_linear_backward(dy, dp[3], dout, a.y, p[3], BT, H * dh, D);
-    al_sdpa_backward(dq, dk, dv, sc, dy, a.att, a.q, a.k, a.v, B, T, H, G,
+    /* out = y . wo^T: dy (BT, H*dh) = dout . wo (written, not accumulated) */
+    al_gemm_nn(dy, H * dh, dout, D, p[3], H * dh, BT, H * dh, D, 1.0f, 0.0f);
+    al_linear_backward(NULL, dp[3], dout, a.y, p[3], BT, H * dh, D);
+    al_attn_backward(dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T, H, G,   /* writes */
                      dh, dh, 1.0f / sqrtf((float)dh), s->causal);
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
     al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);

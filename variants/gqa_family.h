@@ -8,7 +8,7 @@
  * and includes this header, which turns that into the ops members.
  *
  * Parameters: wq [H*dh, D], wk [G*dh, D], wv [G*dh, D], wo [D, H*dh].
- * Saved activations per layer: q, k (RoPE'd), v, y (pre-wo), att (B,H,T,T).
+ * Saved activations per layer: q, k (RoPE'd), v, y (pre-wo), stat (B,H,T,2).
  * KV cache row per token: G*dh RoPE'd key floats, then G*dh value floats.
  */
 #ifndef AL_GQA_FAMILY_H

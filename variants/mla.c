@@ -26,6 +26,7 @@
 #include "attnlab_variant.h"
 #include "al_kvcache.h"
 #include "mla_internal.h"
+#include "al_parallel.h"
 
 enum { SET_D_LATENT, SET_D_ROPE, SET_D_Q_LATENT };
 
@@ -115,9 +116,9 @@ static mla_p bind(const dims *d, float *const *p)
  *   kr (BT,dr)                   rope'd shared key
  *   qf, kf (BT,H,dqk)            per-head [content | rope] queries and keys
  *   v, y (BT,H*dh)               values, attention output before wo
- *   att (B,H,T,T)                                                           */
+ *   stat (B,H,T,2)               score rows' max and 1/sum (al_attn_forward) */
 typedef struct mla_a {
-    float *cq0, *cq, *rstdq, *c0, *c, *rstdc, *kr, *qf, *kf, *v, *y, *att;
+    float *cq0, *cq, *rstdq, *c0, *c, *rstdc, *kr, *qf, *kf, *v, *y, *stat;
 } mla_a;
 
 static mla_a carve(const dims *d, float *a, int B, int T)
@@ -135,7 +136,7 @@ static mla_a carve(const dims *d, float *a, int B, int T)
     m.kf = a; a += BT * Hqk;
     m.v = a; a += BT * Hd;
     m.y = a; a += BT * Hd;
-    m.att = a;
+    m.stat = a;
     (void)B, (void)T;
     return m;
 }
@@ -145,44 +146,72 @@ static size_t mla_act_floats(const al_attn_shape *s, int B, int T)
     dims d = get_dims(s, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * d.dc + 1 + d.dr + 2 * Hqk + 2 * Hd) +
-           (size_t)B * d.H * T * T;
+           2 * (size_t)B * d.H * T;
 }
 
 /* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
- * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) | (T,T) */
+ * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) */
 static size_t mla_scratch_floats(const al_attn_shape *s, int B, int T)
 {
     dims d = get_dims(s, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
-    return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq) +
-           (size_t)T * T;
+    return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq);
+}
+
+/* The copies between per-projection and per-head layouts are split over
+ * the worker pool by token rows (al_parallel.h). mode: 0 pack, 1 unpack,
+ * 2 broadcast the shared rope key, 3 sum it back over the heads. */
+typedef struct copy_job {
+    float *dst;
+    const float *src;
+    const dims *d;
+    int off, w, mode;
+} copy_job;
+
+static void copy_rows(void *ctx, long lo, long hi, int tid)
+{
+    const copy_job *j = ctx;
+    const dims *d = j->d;
+    size_t w = j->w * sizeof(float);
+    for (long i = lo; i < hi; i++)
+        for (int h = 0; h < d->H; h++) {
+            const float *kf = j->src + ((size_t)i * d->H + h) * d->dqk;
+            if (j->mode == 0)
+                memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + j->off,
+                       j->src + ((size_t)i * d->H + h) * j->w, w);
+            else if (j->mode == 1)
+                memcpy(j->dst + ((size_t)i * d->H + h) * j->w, kf + j->off, w);
+            else if (j->mode == 2)
+                memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + d->dh,
+                       j->src + (size_t)i * d->dr, w);
+            else
+                for (int c = 0; c < d->dr; c++) j->dst[(size_t)i * d->dr + c] += kf[d->dh + c];
+        }
+    (void)tid;
+}
+
+static void copy_heads(float *dst, const float *src, const dims *d, int off, int w, int mode)
+{
+    copy_job j = {dst, src, d, off, w, mode};
+    al_parallel_for(d->BT, 16, copy_rows, &j);
 }
 
 /* dst (BT, H, dqk) columns [off, off + w) of every head <- src (BT, H * w) */
 static void pack_heads(float *dst, const float *src, const dims *d, int off, int w)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(dst + ((size_t)i * d->H + h) * d->dqk + off,
-                   src + ((size_t)i * d->H + h) * w, w * sizeof(float));
+    copy_heads(dst, src, d, off, w, 0);
 }
 
 /* dst (BT, H * w) <- columns [off, off + w) of every head of src (BT, H, dqk) */
 static void unpack_heads(float *dst, const float *src, const dims *d, int off, int w)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(dst + ((size_t)i * d->H + h) * w,
-                   src + ((size_t)i * d->H + h) * d->dqk + off, w * sizeof(float));
+    copy_heads(dst, src, d, off, w, 1);
 }
 
 /* kf[i, h, dh:] = kr[i] for every head: one key shared by all heads. */
 static void broadcast_rope_key(float *kf, const float *kr, const dims *d)
 {
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++)
-            memcpy(kf + ((size_t)i * d->H + h) * d->dqk + d->dh, kr + (size_t)i * d->dr,
-                   d->dr * sizeof(float));
+    copy_heads(kf, kr, d, 0, d->dr, 2);
 }
 
 /* Queries into a.qf (content | rope per head); tmp holds (BT, H*(dh+dr)). */
@@ -223,13 +252,13 @@ static void mla_forward(const al_attn_shape *s, float *out, float *act, float *s
     pack_heads(a.kf, kc, &d, 0, d.dh);
     broadcast_rope_key(a.kf, a.kr, &d);
     al_linear_forward(a.v, a.c, w.wuv, d.BT, d.dc, d.H * d.dh);  /* v = wuv . c */
-    al_sdpa_forward(a.y, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
+    al_attn_forward(a.y, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
                     1.0f / sqrtf((float)d.dqk), s->causal);
     al_linear_forward(out, a.y, w.wo, d.BT, d.H * d.dh, d.D);    /* out = wo . y */
 }
 
 typedef struct mla_g {
-    float *dy, *dv, *dcont, *dqf, *dkf, *drope, *dkr, *dc, *dc0, *dcq, *dcq0, *sc;
+    float *dy, *dv, *dcont, *dqf, *dkf, *drope, *dkr, *dc, *dc0, *dcq, *dcq0;
 } mla_g;
 
 static mla_g carve_grads(const dims *d, float *s)
@@ -246,20 +275,16 @@ static mla_g carve_grads(const dims *d, float *s)
     g.dc = s; s += BT * d->dc;
     g.dc0 = s; s += BT * d->dc;
     g.dcq = s; s += BT * d->dq;
-    g.dcq0 = s; s += BT * d->dq;
-    g.sc = s;
+    g.dcq0 = s;
     return g;
 }
 
-/* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared). */
+/* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared), heads in
+ * order within each row. */
 static void reduce_rope_key(float *dkr, const float *dkf, const dims *d)
 {
     memset(dkr, 0, (size_t)d->BT * d->dr * sizeof(float));
-    for (int i = 0; i < d->BT; i++)
-        for (int h = 0; h < d->H; h++) {
-            const float *src = dkf + ((size_t)i * d->H + h) * d->dqk + d->dh;
-            for (int j = 0; j < d->dr; j++) dkr[(size_t)i * d->dr + j] += src[j];
-        }
+    copy_heads(dkr, dkf, d, 0, d->dr, 3);
 }
 
 /* Query path backward, given g->dqf; accumulates into dx and the grads. */
@@ -292,11 +317,11 @@ static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     mla_p w = bind(&d, p), dw = bind(&d, dp);
     mla_a a = carve(&d, (float *)act, B, T);
     mla_g g = carve_grads(&d, scratch);
-    size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Hqk = (size_t)d.H * d.dqk;
-    memset(g.dy, 0, BT * Hd * 2 * sizeof(float));           /* dy, dv */
-    memset(g.dqf, 0, BT * Hqk * 2 * sizeof(float));         /* dqf, dkf */
-    al_linear_backward(g.dy, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
-    al_sdpa_backward(g.dqf, g.dkf, g.dv, g.sc, g.dy, a.att, a.qf, a.kf, a.v, B, T, d.H, d.H,
+    size_t BT = d.BT, Hd = (size_t)d.H * d.dh;
+    /* out = y . wo^T: dy = dout . wo, written; attention writes dqf, dkf, dv */
+    al_gemm_nn(g.dy, (int)Hd, dout, d.D, w.wo, (int)Hd, d.BT, (int)Hd, d.D, 1.0f, 0.0f);
+    al_linear_backward(NULL, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
+    al_attn_backward(g.dqf, g.dkf, g.dv, g.dy, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H,
                      d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
     queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
     /* k_c = wuk . c and v = wuv . c both feed dc */

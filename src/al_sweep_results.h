@@ -1,0 +1,79 @@
+/*
+ * al_sweep_results.h - what a sweep leaves on disk. Every file is written
+ * atomically (temp file, fsync, rename), so a sweep killed at any instant
+ * (kill -9 included) leaves each file whole or absent.
+ *
+ *   DIR/sweep.json          the marker: which experiment owns DIR
+ *   DIR/summary.csv         one row per trial of the current spec
+ *   DIR/<id>/trial.json     written before the trial starts: its identity
+ *                           (label, hash), read to choose ids (al_sweep_assign_ids)
+ *   DIR/<id>/result.json    written when the trial ends, by the worker (ok,
+ *                           diverged, failed) or by the runner (killed,
+ *                           failed, interrupted); its presence with status
+ *                           ok or diverged is what "finished" means
+ *   DIR/<id>/progress       "step steps loss val_loss tokens_per_s": the
+ *                           worker's live state, for display only (never trusted)
+ *   DIR/<id>/config.yaml, metrics.csv    written by training
+ *   DIR/<id>/log.txt        the worker's standard error and output
+ */
+#ifndef AL_SWEEP_RESULTS_H
+#define AL_SWEEP_RESULTS_H
+
+#include "al_sweep_spec.h"
+
+/* How a trial ended. AL_TRIAL_NONE: never ran (or its result was lost). */
+enum al_trial_status {
+    AL_TRIAL_NONE = 0,
+    AL_TRIAL_OK,
+    AL_TRIAL_DIVERGED,
+    AL_TRIAL_FAILED,        /* non-zero exit or an error while training */
+    AL_TRIAL_KILLED,        /* ended by a signal it did not ask for */
+    AL_TRIAL_INTERRUPTED,   /* stopped by Ctrl-C / SIGTERM of the sweep */
+    AL_TRIAL_N_STATUS
+};
+const char *al_trial_status_name(int status);   /* "pending" for NONE */
+/* Finished for good: a re-run skips it (ok, diverged). */
+int al_trial_status_final(int status);
+
+typedef struct al_trial_result {
+    int status;                  /* enum al_trial_status */
+    char reason[512];            /* why it diverged or failed */
+    int steps_done, steps;
+    double final_train_loss, val_loss, best_val_loss, val_accuracy;   /* NAN: none */
+    double tokens_per_s, wall_s;
+} al_trial_result;
+
+/* A result with every number NAN and status NONE. */
+void al_trial_result_init(al_trial_result *r);
+
+/* Refuse DIR when it holds another experiment's sweep (or is a non-empty
+ * directory that is no sweep's). 0 when absent, empty or ours. */
+int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e);
+/* The marker also keeps the --set assignments of the latest run, for the
+ * report. */
+int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
+                            int n_sets, al_err *e);
+
+/* DIR/<id>/trial.json; al_results_trial_hash reads its hash (0, or -1
+ * when there is none). */
+int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_trial *t,
+                           al_err *e);
+int al_results_trial_hash(const char *tdir, char hash[17]);
+
+/* DIR/<id>/result.json. Reading returns 0 when a result for this hash
+ * exists (status filled), -1 otherwise (r is then "pending"). */
+int al_results_write_result(const char *tdir, const al_sweep_trial *t,
+                            const al_trial_result *r, al_err *e);
+int al_results_read_result(const char *tdir, const char *hash, al_trial_result *r);
+
+/* DIR/summary.csv from the spec and every trial's result.json. Columns:
+ * trial,config,variant,n_kv_head,d_latent,d_rope,causal,seed,params,
+ * kv_bytes_per_token,steps,tokens_per_step,final_train_loss,val_loss,
+ * best_val_loss,val_accuracy,tokens_per_s,wall_s,status,reason
+ * (blank where not applicable; kv bytes are f32 over all layers). */
+int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
+
+/* The trial directory DIR/<id> into out. */
+void al_results_trial_dir(char *out, size_t n, const char *dir, const al_sweep_trial *t);
+
+#endif

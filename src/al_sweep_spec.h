@@ -1,0 +1,98 @@
+/*
+ * al_sweep_spec.h - a sweep: the experiment file's `sweep` mapping expanded
+ * into trials, each a fully decoded al_config with a stable readable id.
+ *
+ *   sweep:
+ *     name: kv_tradeoff            # results/<name>/ (default: the file's name)
+ *     seeds: [1, 2, 3]             # or a count (3 = seeds 1, 2, 3); sets train.seed
+ *     grid:                        # Cartesian product, first axis outermost
+ *       model.attention:           # a mapping value replaces the whole subtree
+ *         - {variant: mha}
+ *         - {variant: gqa, n_kv_head: 2}
+ *       train.lr: [1.0e-3, 3.0e-3]
+ *     zip:                         # lockstep axes (equal lengths); a list of
+ *       model.d_model: [64, 128]   # such mappings gives several zip groups
+ *       model.n_head: [2, 4]
+ *     exclude:                     # drop trials matching every entry of one item
+ *       - {model.attention.variant: gqa, train.lr: 3.0e-3}
+ *
+ * Expansion order: seeds outermost (a sweep cut short has seen every
+ * configuration once), then the grid axes in file order, then zip groups.
+ * Every trial's tree (the file, --set edits, the trial's values) goes
+ * through al_config_decode, so every error names file:line:col: a value's
+ * own position when it came from the sweep mapping.
+ *
+ * Identity. A trial's label is built from the values that vary, e.g.
+ * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
+ * written as YAML, with train.threads and train.checkpoint_every left out
+ * (how a trial is run, not what it is). Its id is the label, or "label-HASH" where
+ * the label alone would be ambiguous: two trials of the sweep share it, or
+ * the results directory already holds a trial of that label with another
+ * hash (al_sweep_assign_ids). So an edited file never reuses a result.
+ */
+#ifndef AL_SWEEP_SPEC_H
+#define AL_SWEEP_SPEC_H
+
+#include <stdint.h>
+#include "al_config.h"
+
+#define AL_SWEEP_MAX_AXES 32
+#define AL_SWEEP_MAX_TRIALS 100000
+#define AL_SWEEP_ID_LEN 160
+
+typedef struct al_sweep_axis {
+    char path[256];           /* dotted key path */
+    const al_node *key;       /* the axis (its values) in the sweep's tree */
+    int key_line, key_col;    /* where the path is written */
+    int n;                    /* number of values */
+    int group;                /* -1: a grid axis; else its zip group */
+} al_sweep_axis;
+
+typedef struct al_sweep_trial {
+    int index;                         /* in expansion order: the worker's --index */
+    uint64_t seed;                     /* train.seed */
+    char label[AL_SWEEP_ID_LEN];       /* readable, from the varying values */
+    char config[AL_SWEEP_ID_LEN];      /* the label without the seed: the configuration */
+    char id[AL_SWEEP_ID_LEN];          /* label or label-hash (al_sweep_assign_ids) */
+    char hash[17];                     /* 16 hex digits of the resolved config */
+    al_config cfg;                     /* decoded */
+    size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
+} al_sweep_trial;
+
+typedef struct al_sweep {
+    char file[AL_PATH_LEN];
+    char name[AL_NAME_LEN];
+    char description[256];
+    al_node *root;                     /* the file with --set applied (owned) */
+    int n_axes;
+    al_sweep_axis axes[AL_SWEEP_MAX_AXES];
+    int n_seeds;                       /* 0: no seeds axis (train.seed as given) */
+    uint64_t *seeds;                   /* owned */
+    int n_excluded;                    /* trials dropped by exclude */
+    int n_trials;
+    al_sweep_trial *trials;            /* owned */
+} al_sweep;
+
+/* Load the --plugin files, then FILE, apply the --set assignments, load
+ * the plugins the file lists, parse the sweep mapping, expand and decode
+ * every trial (each config names every plugin it was decoded with). On
+ * error s is left empty (nothing to free) and e holds one line
+ * "file:line:col: error: ...". */
+int al_sweep_load(const char *path, const char *const *sets, int n_sets,
+                  const char *const *plugins, int n_plugins, al_sweep *s, al_err *e);
+void al_sweep_free(al_sweep *s);
+
+/* Fill every trial's id against the results directory outdir (may not
+ * exist yet): see "Identity" above. Reads outdir/<label>/trial.json. */
+void al_sweep_assign_ids(al_sweep *s, const char *outdir);
+
+/* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
+ * the seeds left out) as 16 hex digits into out[17]. */
+void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
+
+/* What a trial is, for tables: n_kv_head (-1 when not a grouped-query
+ * variant), d_latent and d_rope (-1 when the variant has no such setting). */
+int al_sweep_n_kv_head(const al_model_config *m);
+int al_sweep_setting(const al_model_config *m, const char *name);
+
+#endif

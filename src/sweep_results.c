@@ -1,0 +1,295 @@
+/*
+ * sweep_results.c - the files a sweep keeps: marker, per-trial identity and
+ * result (JSON, through jansson), and the summary table.
+ */
+#include "al_sweep_results.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
+                                           "interrupted"};
+_Static_assert(sizeof status_names / sizeof *status_names == AL_TRIAL_N_STATUS,
+               "one name per trial status");
+
+const char *al_trial_status_name(int status)
+{
+    AL_ASSERT(status >= 0 && status < AL_TRIAL_N_STATUS);
+    return status_names[status];
+}
+
+static int status_of(const char *name)
+{
+    for (int i = 1; i < AL_TRIAL_N_STATUS; i++)
+        if (strcmp(name, status_names[i]) == 0) return i;
+    return AL_TRIAL_NONE;
+}
+
+int al_trial_status_final(int status)
+{
+    return status == AL_TRIAL_OK || status == AL_TRIAL_DIVERGED;
+}
+
+void al_trial_result_init(al_trial_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->final_train_loss = r->val_loss = r->best_val_loss = r->val_accuracy = NAN;
+    r->tokens_per_s = r->wall_s = NAN;
+}
+
+void al_results_trial_dir(char *out, size_t n, const char *dir, const al_sweep_trial *t)
+{
+    snprintf(out, n, "%s/%s", dir, t->id);
+}
+
+/* ------------------------------------------------------------ JSON files */
+
+static int write_json(const char *path, json_t *j, al_err *e)
+{
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    AL_ASSERT(text != NULL);
+    size_t n = strlen(text);
+    char *line = al_malloc(n + 2);
+    memcpy(line, text, n);
+    line[n] = '\n';
+    free(text);
+    int rc = al_write_atomic(path, line, n + 1, e);
+    free(line);
+    return rc;
+}
+
+static json_t *json_num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static double num_of(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static const char *str_of(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+static json_t *load_json(const char *path)
+{
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* ------------------------------------------------------------ marker */
+
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e)
+{
+    struct stat st;
+    char path[AL_PATH_LEN + 32];
+    if (stat(dir, &st) != 0) return 0;
+    if (!S_ISDIR(st.st_mode)) return al_errf(e, "%s: exists and is not a directory", dir);
+    snprintf(path, sizeof path, "%s/sweep.json", dir);
+    if (stat(path, &st) != 0) {
+        if (dir_is_empty(dir)) return 0;
+        return al_errf(e, "%s: not empty and not a sweep's results directory (no sweep.json); "
+                       "choose another --out", dir);
+    }
+    json_t *j = load_json(path);
+    if (!j) return al_errf(e, "%s: unreadable or corrupt; remove it or choose another --out",
+                           path);
+    int rc = 0;
+    if (strcmp(str_of(j, "experiment"), s->name) != 0)
+        rc = al_errf(e, "%s: belongs to experiment '%s' (from %s), not '%s'; choose another "
+                     "--out or rename the experiment", dir, str_of(j, "experiment"),
+                     str_of(j, "file"), s->name);
+    json_decref(j);
+    return rc;
+}
+
+int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
+                            int n_sets, al_err *e)
+{
+    char path[AL_PATH_LEN + 32];
+    snprintf(path, sizeof path, "%s/sweep.json", dir);
+    json_t *j = json_object();
+    json_object_set_new(j, "experiment", json_string(s->name));
+    json_object_set_new(j, "file", json_string(s->file));
+    json_object_set_new(j, "description", json_string(s->description));
+    json_t *a = json_array();
+    for (int i = 0; i < n_sets; i++) json_array_append_new(a, json_string(sets[i]));
+    json_object_set_new(j, "sets", a);
+    return write_json(path, j, e);
+}
+
+/* ------------------------------------------------------------ trial files */
+
+int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_trial *t,
+                           al_err *e)
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    snprintf(path, sizeof path, "%s/trial.json", tdir);
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_string(t->id));
+    json_object_set_new(j, "label", json_string(t->label));
+    json_object_set_new(j, "config", json_string(t->config));
+    json_object_set_new(j, "hash", json_string(t->hash));
+    json_object_set_new(j, "index", json_integer(t->index));
+    json_object_set_new(j, "seed", json_integer((json_int_t)t->seed));
+    json_object_set_new(j, "experiment", json_string(s->name));
+    return write_json(path, j, e);
+}
+
+int al_results_trial_hash(const char *tdir, char hash[17])
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    snprintf(path, sizeof path, "%s/trial.json", tdir);
+    json_t *j = load_json(path);
+    if (!j) return -1;
+    snprintf(hash, 17, "%s", str_of(j, "hash"));
+    json_decref(j);
+    return 0;
+}
+
+int al_results_write_result(const char *tdir, const al_sweep_trial *t,
+                            const al_trial_result *r, al_err *e)
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    snprintf(path, sizeof path, "%s/result.json", tdir);
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_string(t->id));
+    json_object_set_new(j, "hash", json_string(t->hash));
+    json_object_set_new(j, "status", json_string(al_trial_status_name(r->status)));
+    json_object_set_new(j, "reason", json_string(r->reason));
+    json_object_set_new(j, "steps_done", json_integer(r->steps_done));
+    json_object_set_new(j, "steps", json_integer(r->steps));
+    json_object_set_new(j, "final_train_loss", json_num(r->final_train_loss));
+    json_object_set_new(j, "val_loss", json_num(r->val_loss));
+    json_object_set_new(j, "best_val_loss", json_num(r->best_val_loss));
+    json_object_set_new(j, "val_accuracy", json_num(r->val_accuracy));
+    json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
+    json_object_set_new(j, "wall_s", json_num(r->wall_s));
+    return write_json(path, j, e);
+}
+
+int al_results_read_result(const char *tdir, const char *hash, al_trial_result *r)
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    al_trial_result_init(r);
+    snprintf(path, sizeof path, "%s/result.json", tdir);
+    json_t *j = load_json(path);
+    if (!j) return -1;
+    int st = status_of(str_of(j, "status"));
+    if (st == AL_TRIAL_NONE || strcmp(str_of(j, "hash"), hash) != 0) {
+        json_decref(j);
+        return -1;
+    }
+    r->status = st;
+    snprintf(r->reason, sizeof r->reason, "%s", str_of(j, "reason"));
+    r->steps_done = (int)json_integer_value(json_object_get(j, "steps_done"));
+    r->steps = (int)json_integer_value(json_object_get(j, "steps"));
+    r->final_train_loss = num_of(j, "final_train_loss");
+    r->val_loss = num_of(j, "val_loss");
+    r->best_val_loss = num_of(j, "best_val_loss");
+    r->val_accuracy = num_of(j, "val_accuracy");
+    r->tokens_per_s = num_of(j, "tokens_per_s");
+    r->wall_s = num_of(j, "wall_s");
+    json_decref(j);
+    return 0;
+}
+
+/* ------------------------------------------------------------ summary */
+
+static void put_int(FILE *f, long v)
+{
+    if (v >= 0) fprintf(f, "%ld", v);
+    fputc(',', f);
+}
+
+static void put_num(FILE *f, double v, const char *fmt)
+{
+    if (isfinite(v)) fprintf(f, fmt, v);
+    fputc(',', f);
+}
+
+/* A CSV field: quoted when it holds a comma, quote or line break. */
+static void put_text(FILE *f, const char *s)
+{
+    if (!s[strcspn(s, ",\"\n\r")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+static void summary_row(FILE *f, const al_sweep_trial *t, const al_trial_result *r)
+{
+    const al_model_config *m = &t->cfg.model;
+    put_text(f, t->id);
+    fputc(',', f);
+    put_text(f, t->config);
+    fprintf(f, ",%s,", m->variant);
+    put_int(f, al_sweep_n_kv_head(m));
+    put_int(f, al_sweep_setting(m, "d_latent"));
+    put_int(f, al_sweep_setting(m, "d_rope"));
+    fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
+    put_int(f, (long)t->params);
+    put_int(f, (long)(4 * t->kv_elems_per_token));
+    put_int(f, t->cfg.train.steps);
+    put_int(f, (long)t->cfg.train.batch_size * m->seq_len);
+    put_num(f, r->final_train_loss, "%.9g");
+    put_num(f, r->val_loss, "%.9g");
+    put_num(f, r->best_val_loss, "%.9g");
+    put_num(f, r->val_accuracy, "%.9g");
+    put_num(f, r->tokens_per_s, "%.1f");
+    put_num(f, r->wall_s, "%.2f");
+    fprintf(f, "%s,", al_trial_status_name(r->status));
+    put_text(f, r->reason);
+    fputc('\n', f);
+}
+
+int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
+{
+    char path[AL_PATH_LEN + 32], tmp[AL_PATH_LEN + 64], tdir[AL_PATH_LEN + AL_SWEEP_ID_LEN + 2];
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+    if (!f) return -1;
+    fputs("trial,config,variant,n_kv_head,d_latent,d_rope,causal,seed,params,"
+          "kv_bytes_per_token,steps,tokens_per_step,final_train_loss,val_loss,"
+          "best_val_loss,val_accuracy,tokens_per_s,wall_s,status,reason\n", f);
+    for (int i = 0; i < s->n_trials; i++) {
+        al_trial_result r;
+        al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
+        al_results_read_result(tdir, s->trials[i].hash, &r);
+        summary_row(f, &s->trials[i], &r);
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}

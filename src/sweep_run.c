@@ -1,0 +1,535 @@
+/*
+ * sweep_run.c - the local executor: a pool of worker processes, their
+ * endings recorded, a live display; and the worker's own body.
+ */
+#include "al_sweep_run.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "al_checkpoint.h"
+#include "al_cli.h"
+#include "al_train.h"
+
+#define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
+#define STOP_GRACE_S 5.0   /* SIGTERM, then SIGKILL after this long */
+
+/* ------------------------------------------------------------ worker */
+
+typedef struct worker_ctx {
+    char path[TDIR_LEN + 16], tmp[TDIR_LEN + 32];
+    double last, last_val;
+} worker_ctx;
+
+/* The live state for the runner's display: replaced by rename so it is
+ * never read half-written, but not fsync'ed: nothing trusts it. Written
+ * twice a second, and at every evaluation (a new val_loss). */
+static void worker_progress(void *ctx, int step, int steps, double loss, double val,
+                            double tok_s)
+{
+    worker_ctx *w = ctx;
+    double now = al_now();
+    int new_val = !isnan(val) && val != w->last_val;
+    if (step < steps && !new_val && now - w->last < 0.5) return;
+    w->last = now;
+    w->last_val = val;
+    FILE *f = fopen(w->tmp, "w");
+    if (!f) return;
+    fprintf(f, "%d %d %.6g %.6g %.1f\n", step, steps, loss, val, tok_s);
+    if (fclose(f) == 0) rename(w->tmp, w->path);
+}
+
+/* A trial dir holding a checkpoint of an unfinished run (the trial was
+ * interrupted or killed after train.checkpoint_every steps). */
+static int has_checkpoint(const char *tdir)
+{
+    char path[TDIR_LEN + 32];
+    snprintf(path, sizeof path, "%s/%s", tdir, AL_TRAIN_STATE_FILE);
+    return access(path, R_OK) == 0;
+}
+
+/* Train, resuming from the trial's checkpoint when there is one. A
+ * checkpoint that cannot be resumed (another thread count, a run that had
+ * already ended) is set aside with a note in the log: the trial starts over. */
+static int train_trial(const al_config *c, al_train_opts *o, al_train_result *tr, al_err *e)
+{
+    o->resume = has_checkpoint(o->outdir);
+    if (o->resume) fprintf(stderr, "%s: resuming from the checkpoint in %s\n", o->label, o->outdir);
+    if (al_train(c, o, tr, e) == 0) return 0;
+    if (!o->resume) return -1;
+    fprintf(stderr, "%s: cannot resume (%s); starting over\n", o->label, e->msg);
+    o->resume = 0;
+    return al_train(c, o, tr, e);
+}
+
+int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *dir,
+                       int threads, al_err *e)
+{
+    char tdir[TDIR_LEN];
+    al_results_trial_dir(tdir, sizeof tdir, dir, t);
+    if (al_mkdirs(tdir, e) || al_results_write_trial(tdir, s, t, e)) return AL_EXIT_RUNTIME;
+    al_config c = t->cfg;
+    if (threads > 0) c.train.threads = threads;
+    worker_ctx w = {.last = -1, .last_val = NAN};
+    snprintf(w.path, sizeof w.path, "%s/progress", tdir);
+    snprintf(w.tmp, sizeof w.tmp, "%s/progress.tmp.%ld", tdir, (long)getpid());
+    al_train_opts o = {.outdir = tdir, .log_lines = 1, .label = t->id,
+                       .on_progress = worker_progress, .progress_ctx = &w};
+    al_train_result tr;
+    al_trial_result r;
+    al_trial_result_init(&r);
+    r.steps = c.train.steps;
+    if (train_trial(&c, &o, &tr, e) != 0) {
+        r.status = AL_TRIAL_FAILED;
+        snprintf(r.reason, sizeof r.reason, "%.500s", e->msg);
+    } else {
+        r.status = tr.status == AL_TRAIN_DIVERGED ? AL_TRIAL_DIVERGED : AL_TRIAL_OK;
+        snprintf(r.reason, sizeof r.reason, "%s", tr.status == AL_TRAIN_DIVERGED ? tr.reason : "");
+        r.steps_done = tr.steps_done;
+        /* a diverged run has no final losses; its best evaluation stands */
+        r.final_train_loss = r.status == AL_TRIAL_OK ? tr.final_train_loss : NAN;
+        r.val_loss = r.status == AL_TRIAL_OK ? tr.val_loss : NAN;
+        r.best_val_loss = tr.best_val_loss;
+        r.val_accuracy = tr.val_accuracy;
+        r.tokens_per_s = tr.tokens_per_s;
+        r.wall_s = tr.wall_s;
+    }
+    al_err we;
+    if (al_results_write_result(tdir, t, &r, &we)) {
+        *e = we;
+        return AL_EXIT_RUNTIME;
+    }
+    return r.status == AL_TRIAL_OK ? 0 : r.status == AL_TRIAL_DIVERGED ? AL_EXIT_DIVERGED
+                                                                     : AL_EXIT_RUNTIME;
+}
+
+int al_sweep_read_progress(const char *tdir, al_trial_progress *p)
+{
+    char path[TDIR_LEN + 16];
+    snprintf(path, sizeof path, "%s/progress", tdir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = fscanf(f, "%d %d %lf %lf %lf", &p->step, &p->steps, &p->loss, &p->val_loss,
+                   &p->tokens_per_s);
+    fclose(f);
+    return n == 5 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ runner state */
+
+typedef struct slot {
+    pid_t pid;                     /* 0: free */
+    const al_sweep_trial *t;
+    int n;                         /* its number in this run, 1-based */
+    double t0;
+    char tdir[TDIR_LEN];
+    al_trial_progress p;
+    int has_p;
+} slot;
+
+typedef struct runner {
+    const al_sweep *s;
+    const al_sweep_run_opts *o;
+    al_sweep_run_stats *st;
+    slot *slots;                   /* o->jobs */
+    int n_running;
+    int *pending, n_pending, next; /* trial indices without a final result */
+    long steps_total;              /* of the pending trials */
+    long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
+    double t0, last_poll, last_log, stop_t;
+    int tty, live_lines, stopping;
+} runner;
+
+static volatile sig_atomic_t stop_count;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_count++;
+}
+
+static void fmt_dur(char *buf, size_t n, double s)
+{
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
+    else if (s < 90) snprintf(buf, n, "%.0fs", s);
+    else if (s < 5400) snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(floor(s), 60));
+    else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(floor(s / 60), 60));
+}
+
+static int term_cols(void)
+{
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
+    return 80;
+}
+
+/* ------------------------------------------------------------ display */
+
+/* Done, failed, running and the ETA: the steps left at the rate of the
+ * steps trained so far (a trial that ended early leaves none). */
+static void status_text(const runner *R, char *buf, size_t n)
+{
+    long running = 0;
+    for (int i = 0; i < R->o->jobs; i++)
+        if (R->slots[i].pid && R->slots[i].has_p) running += R->slots[i].p.step;
+    double el = al_now() - R->t0, trained = (double)(R->steps_trained + running);
+    double left = (double)(R->steps_total - R->steps_closed - running);
+    double eta = trained > 0 ? left * el / trained : NAN;
+    char elb[32], etab[32];
+    fmt_dur(elb, sizeof elb, el);
+    fmt_dur(etab, sizeof etab, eta);
+    int done = R->st->skipped + R->st->ok + R->st->diverged + R->st->failed;
+    snprintf(buf, n, "sweep %s: %d/%d done, %d failed, %d diverged, %d running | %s | ETA %s%s",
+             R->s->name, done, R->s->n_trials, R->st->failed, R->st->diverged,
+             R->n_running, elb, etab, R->stopping ? " | stopping" : "");
+}
+
+static void live_clear(runner *R)
+{
+    if (R->live_lines) fprintf(stderr, "\033[%dA\r\033[J", R->live_lines);
+    R->live_lines = 0;
+}
+
+static void live_line(runner *R, int cols, const char *text)
+{
+    fprintf(stderr, "%.*s\n", cols - 1, text);
+    R->live_lines++;
+}
+
+/* One line per running trial, then the overall line (terminal only). */
+static void live_draw(runner *R)
+{
+    char buf[512];
+    int cols = term_cols();
+    live_clear(R);
+    for (int i = 0; i < R->o->jobs; i++) {
+        const slot *sl = &R->slots[i];
+        if (!sl->pid) continue;
+        char loss[32] = "-", val[32] = "-";
+        if (sl->has_p && !isnan(sl->p.loss)) snprintf(loss, sizeof loss, "%.4g", sl->p.loss);
+        if (sl->has_p && !isnan(sl->p.val_loss)) snprintf(val, sizeof val, "%.4g", sl->p.val_loss);
+        if (sl->has_p)
+            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7s val %-7s %6.0f tok/s",
+                     sl->t->id, sl->p.step, sl->p.steps, loss, val, sl->p.tokens_per_s);
+        else
+            snprintf(buf, sizeof buf, "  %-28s starting", sl->t->id);
+        live_line(R, cols, buf);
+    }
+    status_text(R, buf, sizeof buf);
+    live_line(R, cols, buf);
+    fflush(stderr);
+}
+
+/* A line that stays: above the live block on a terminal, plain otherwise. */
+static void event(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void event(runner *R, const char *fmt, ...)
+{
+    va_list ap;
+    if (R->tty) live_clear(R);
+    fputs("sweep: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (R->tty) live_draw(R);
+    fflush(stderr);
+}
+
+/* Read the workers' progress; redraw (terminal) or log a status line a
+ * minute (otherwise). */
+static void refresh(runner *R)
+{
+    double now = al_now();
+    if (now - R->last_poll < 0.25) return;
+    R->last_poll = now;
+    for (int i = 0; i < R->o->jobs; i++) {
+        slot *sl = &R->slots[i];
+        if (sl->pid && al_sweep_read_progress(sl->tdir, &sl->p) == 0) sl->has_p = 1;
+    }
+    if (R->tty) {
+        live_draw(R);
+    } else if (now - R->last_log >= 60) {
+        char buf[512];
+        R->last_log = now;
+        status_text(R, buf, sizeof buf);
+        fprintf(stderr, "%s\n", buf);
+    }
+}
+
+/* ------------------------------------------------------------ launching */
+
+/* Leftovers of an earlier attempt that must not be mistaken for this
+ * one's: its result, progress, and temp files of killed writers. */
+static void clear_attempt(const char *tdir)
+{
+    char path[TDIR_LEN + 300];
+    DIR *d = opendir(tdir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strstr(de->d_name, ".tmp.") || strcmp(de->d_name, "result.json") == 0 ||
+            strcmp(de->d_name, "progress") == 0) {
+            snprintf(path, sizeof path, "%s/%s", tdir, de->d_name);
+            unlink(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* The worker's command line (strings owned by buf and the options). */
+static void worker_argv(const runner *R, const al_sweep_trial *t, char *buf, size_t n,
+                        const char **argv)
+{
+    const al_sweep_run_opts *o = R->o;
+    int k = 0;
+    snprintf(buf, n, "%d%c%d", t->index, 0, o->threads);
+    argv[k++] = o->exe;
+    argv[k++] = "trial";
+    argv[k++] = R->s->file;
+    argv[k++] = "--index";
+    argv[k++] = buf;
+    argv[k++] = "--out";
+    argv[k++] = o->dir;
+    argv[k++] = "--threads";
+    argv[k++] = buf + strlen(buf) + 1;
+    for (int i = 0; i < o->n_sets; i++) argv[k++] = "--set", argv[k++] = o->sets[i];
+    for (int i = 0; i < o->n_plugins; i++) argv[k++] = "--plugin", argv[k++] = o->plugins[i];
+    argv[k] = NULL;
+}
+
+/* In the child: die with the runner, log to log.txt, become the worker. */
+static _Noreturn void child_exec(int logfd, const char **argv, pid_t parent)
+{
+    static const char msg[] = "attnlab: cannot start the trial worker\n";
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0) dup2(nul, STDIN_FILENO);
+    dup2(logfd, STDOUT_FILENO);
+    dup2(logfd, STDERR_FILENO);
+    execv(argv[0], (char *const *)argv);
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(127);
+    _exit(127);
+}
+
+static int launch(runner *R, slot *sl, const al_sweep_trial *t, al_err *e)
+{
+    char log[TDIR_LEN + 16], nums[64];
+    const char *argv[16 + 2 * (AL_CLI_MAX_SETS + AL_CLI_MAX_PLUGINS)];
+    memset(sl, 0, sizeof *sl);
+    al_results_trial_dir(sl->tdir, sizeof sl->tdir, R->o->dir, t);
+    if (al_mkdirs(sl->tdir, e)) return -1;
+    clear_attempt(sl->tdir);
+    if (al_results_write_trial(sl->tdir, R->s, t, e)) return -1;
+    snprintf(log, sizeof log, "%s/log.txt", sl->tdir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return al_errf(e, "%s: cannot write: %s", log, strerror(errno));
+    AL_ASSERT(R->o->n_sets <= AL_CLI_MAX_SETS && R->o->n_plugins <= AL_CLI_MAX_PLUGINS);
+    worker_argv(R, t, nums, sizeof nums, argv);
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) child_exec(fd, argv, parent);
+    close(fd);
+    if (pid < 0) return al_errf(e, "cannot start a worker process: %s", strerror(errno));
+    sl->pid = pid;
+    sl->t = t;
+    sl->t0 = al_now();
+    sl->n = R->next;
+    R->n_running++;
+    event(R, "[%d/%d] start %s%s", sl->n, R->n_pending, t->id,
+          has_checkpoint(sl->tdir) ? " (resuming from its checkpoint)" : "");
+    return 0;
+}
+
+/* ------------------------------------------------------------ endings */
+
+/* The last non-empty line of the worker's log, for a failure's reason. */
+static void last_log_line(const char *tdir, char *out, size_t n)
+{
+    char path[TDIR_LEN + 16], *text;
+    size_t len;
+    al_err e;
+    out[0] = 0;
+    snprintf(path, sizeof path, "%s/log.txt", tdir);
+    if (al_read_file(path, &text, &len, &e)) return;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        text[--len] = 0;
+    char *line = text + len;
+    while (line > text && line[-1] != '\n' && line[-1] != '\r') line--;
+    snprintf(out, n, "%s", line);
+    free(text);
+}
+
+/* A worker that left no result: what ended it. */
+static void classify(const runner *R, const slot *sl, int wst, al_trial_result *r)
+{
+    al_trial_result_init(r);
+    r->steps = sl->t->cfg.train.steps;
+    r->steps_done = sl->has_p ? sl->p.step : 0;
+    r->wall_s = al_now() - sl->t0;
+    if (R->stopping) {
+        r->status = AL_TRIAL_INTERRUPTED;
+        snprintf(r->reason, sizeof r->reason, "the sweep was stopped at step %d",
+                 r->steps_done);
+    } else if (WIFSIGNALED(wst)) {
+        int sig = WTERMSIG(wst);
+        int asked = sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+        r->status = asked ? AL_TRIAL_KILLED : AL_TRIAL_FAILED;
+        snprintf(r->reason, sizeof r->reason, "%s by signal %d (%s) at step %d",
+                 asked ? "killed" : "crashed", sig, strsignal(sig), r->steps_done);
+    } else {
+        char line[300];
+        last_log_line(sl->tdir, line, sizeof line);
+        r->status = AL_TRIAL_FAILED;
+        snprintf(r->reason, sizeof r->reason, "exit status %d%s%s", WEXITSTATUS(wst),
+                 line[0] ? ": " : " without a result", line);
+    }
+}
+
+static void count_ending(runner *R, const slot *sl, const al_trial_result *r)
+{
+    char dur[32];
+    fmt_dur(dur, sizeof dur, al_now() - sl->t0);
+    R->st->ran++;
+    if (r->status == AL_TRIAL_INTERRUPTED) {
+        event(R, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
+        return;
+    }
+    R->steps_closed += sl->t->cfg.train.steps;
+    R->steps_trained += r->steps_done;
+    if (r->status == AL_TRIAL_OK) {
+        R->st->ok++;
+        event(R, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending, sl->t->id,
+              r->val_loss, dur);
+    } else if (r->status == AL_TRIAL_DIVERGED) {
+        R->st->diverged++;
+        event(R, "[%d/%d] diverged %s: %s", sl->n, R->n_pending, sl->t->id, r->reason);
+    } else {
+        R->st->failed++;
+        event(R, "[%d/%d] %s %s: %s", sl->n, R->n_pending, al_trial_status_name(r->status),
+              sl->t->id, r->reason);
+    }
+}
+
+/* A worker exited: keep its own result, else record how it ended; then
+ * the summary. */
+static int finish(runner *R, slot *sl, int wst, al_err *e)
+{
+    al_trial_result r;
+    int rc = 0;
+    R->n_running--;
+    if (al_results_read_result(sl->tdir, sl->t->hash, &r) != 0) {
+        classify(R, sl, wst, &r);
+        rc = al_results_write_result(sl->tdir, sl->t, &r, e);
+    }
+    sl->pid = 0;
+    count_ending(R, sl, &r);
+    if (rc == 0) rc = al_results_write_summary(R->o->dir, R->s, e);
+    return rc;
+}
+
+static int reap(runner *R, al_err *e)
+{
+    int rc = 0;
+    for (int i = 0; i < R->o->jobs; i++) {
+        slot *sl = &R->slots[i];
+        int wst;
+        if (!sl->pid) continue;
+        pid_t p = waitpid(sl->pid, &wst, WNOHANG);
+        if (p == sl->pid && finish(R, sl, wst, rc ? NULL : e) && !rc) rc = -1;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void signal_workers(runner *R, int sig)
+{
+    for (int i = 0; i < R->o->jobs; i++)
+        if (R->slots[i].pid) kill(R->slots[i].pid, sig);
+}
+
+static void begin_stop(runner *R, const char *why)
+{
+    R->stopping = 1;
+    R->stop_t = al_now();
+    if (why) event(R, "%s: stopping %d running trial(s)", why, R->n_running);
+    signal_workers(R, SIGTERM);
+}
+
+static void find_pending(runner *R)
+{
+    const al_sweep *s = R->s;
+    R->pending = al_malloc((size_t)(s->n_trials + 1) * sizeof *R->pending);
+    for (int i = 0; i < s->n_trials; i++) {
+        char tdir[TDIR_LEN];
+        al_trial_result r;
+        al_results_trial_dir(tdir, sizeof tdir, R->o->dir, &s->trials[i]);
+        if (al_results_read_result(tdir, s->trials[i].hash, &r) == 0 &&
+            al_trial_status_final(r.status)) {
+            R->st->skipped++;
+            continue;
+        }
+        R->pending[R->n_pending++] = i;
+        R->steps_total += s->trials[i].cfg.train.steps;
+    }
+}
+
+static int run_loop(runner *R, al_err *e)
+{
+    int rc = 0;
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    while (R->n_running > 0 || (!R->stopping && R->next < R->n_pending)) {
+        if (stop_count && !R->stopping) begin_stop(R, "interrupted");
+        if (stop_count > 1 || (R->stopping && al_now() - R->stop_t > STOP_GRACE_S))
+            signal_workers(R, SIGKILL);
+        for (int i = 0; i < R->o->jobs && !R->stopping && R->next < R->n_pending; i++) {
+            if (R->slots[i].pid) continue;
+            const al_sweep_trial *t = &R->s->trials[R->pending[R->next++]];
+            if (launch(R, &R->slots[i], t, e)) rc = -1, begin_stop(R, NULL);
+        }
+        if (reap(R, rc ? NULL : e) && !rc) rc = -1, begin_stop(R, NULL);
+        refresh(R);
+        nanosleep(&nap, NULL);
+    }
+    return rc;
+}
+
+int al_sweep_run(const al_sweep *s, const al_sweep_run_opts *o, al_sweep_run_stats *st,
+                 al_err *e)
+{
+    AL_ASSERT(o->jobs >= 1 && o->threads >= 1);
+    runner R = {.s = s, .o = o, .st = st, .tty = al_stderr_is_tty()};
+    memset(st, 0, sizeof *st);
+    R.slots = al_calloc((size_t)o->jobs, sizeof *R.slots);
+    R.t0 = R.last_log = al_now();
+    find_pending(&R);
+    struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    stop_count = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    if (R.n_pending)
+        event(&R, "%s: %d trial(s) to run, %d finished before; %d at a time, %d thread(s) "
+              "each", s->name, R.n_pending, st->skipped, o->jobs, o->threads);
+    int rc = run_loop(&R, e);
+    if (R.tty) live_clear(&R);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    st->interrupted = R.stopping && rc == 0;
+    st->wall_s = al_now() - R.t0;
+    free(R.slots);
+    free(R.pending);
+    if (rc == 0) rc = al_results_write_summary(o->dir, s, e);
+    return rc;
+}

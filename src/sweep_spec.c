@@ -1,0 +1,822 @@
+/*
+ * sweep_spec.c - the `sweep` mapping: parse, check, expand into trials,
+ * name them. See al_sweep_spec.h for the format and the identity rules.
+ */
+#include "al_sweep_spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "al_data.h"
+#include "al_model.h"
+#include "al_plugin.h"
+#include "al_registry.h"
+#include "al_sweep_results.h"
+#include "al_train.h"
+
+/* Everything the parse needs while the tree is alive. */
+typedef struct spec_ctx {
+    al_sweep *s;
+    const char *const *plugins;   /* --plugin files, noted in every trial */
+    int n_plugins;
+    const al_node *sweep;      /* the sweep mapping, or NULL */
+    const al_node *exclude;    /* a sequence of mappings, or NULL */
+    const al_node *seeds;      /* the seeds node, or NULL */
+    int n_groups;              /* zip groups */
+    int group_len[AL_SWEEP_MAX_AXES];
+    al_err *e;
+} spec_ctx;
+
+/* ------------------------------------------------------------ errors */
+
+static int at(al_err *e, const al_node *x, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int at(al_err *e, const al_node *x, const char *fmt, ...)
+{
+    char msg[AL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return al_errf(e, "%s:%d:%d: error: %s", x->file, x->line, x->col, msg);
+}
+
+/* At key i of mapping m (a key names the same file as its value). */
+static int at_key(al_err *e, const al_node *m, int i, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int at_key(al_err *e, const al_node *m, int i, const char *fmt, ...)
+{
+    char msg[AL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return al_errf(e, "%s:%d:%d: error: %s", m->items[i]->file, m->key_line[i],
+                   m->key_col[i], msg);
+}
+
+static const char *kind_name(int kind)
+{
+    return kind == AL_NODE_MAP ? "a mapping" : kind == AL_NODE_SEQ ? "a sequence" : "a scalar";
+}
+
+/* ------------------------------------------------------------ the schema */
+
+/* Every configuration key path, from the printed schema (one row per key:
+ * "| `model.n_head` | ..."), so the sweep checks paths against the same
+ * tables the decoder uses. */
+typedef struct schema {
+    int n;
+    char **paths;
+} schema;
+
+static void schema_load(schema *sc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    AL_ASSERT(f != NULL);
+    al_config_print_schema(f);
+    fclose(f);
+    sc->n = 0;
+    sc->paths = NULL;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char *a = strchr(line, '`'), *b = a ? strchr(a + 1, '`') : NULL;
+        if (!b) continue;
+        sc->paths = realloc(sc->paths, (size_t)(sc->n + 1) * sizeof *sc->paths);
+        AL_ASSERT(sc->paths != NULL);
+        sc->paths[sc->n++] = strndup(a + 1, (size_t)(b - a - 1));
+    }
+    free(buf);
+}
+
+static void schema_free(schema *sc)
+{
+    for (int i = 0; i < sc->n; i++) free(sc->paths[i]);
+    free(sc->paths);
+}
+
+/* A key, or a mapping above keys ("model", "model.attention"). */
+static int schema_has(const schema *sc, const char *path)
+{
+    size_t n = strlen(path);
+    for (int i = 0; i < sc->n; i++)
+        if (strncmp(sc->paths[i], path, n) == 0 &&
+            (sc->paths[i][n] == 0 || sc->paths[i][n] == '.'))
+            return 1;
+    return 0;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    int row[128];
+    if (n >= 128 || m >= 128) return 99;
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* The closest key path (at most 3 edits), or one ending in the same key. */
+static const char *schema_suggest(const schema *sc, const char *path)
+{
+    const char *best = NULL, *last = strrchr(path, '.');
+    int best_d = 4;
+    last = last ? last + 1 : path;
+    for (int i = 0; i < sc->n; i++) {
+        const char *p = sc->paths[i], *pl = strrchr(p, '.');
+        int d = edit_distance(path, p);
+        if (d >= best_d && strcmp(pl ? pl + 1 : p, last) == 0) d = 3;
+        if (d < best_d) best = p, best_d = d;
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+static int check_path(spec_ctx *C, const schema *sc, const al_node *m, int i)
+{
+    const char *p = m->keys[i];
+    size_t n = strlen(p);
+    if (n == 0 || p[0] == '.' || p[n - 1] == '.' || strstr(p, ".."))
+        return at_key(C->e, m, i, "sweep axis '%s' is not a key path (names joined by '.')", p);
+    if (strcmp(p, "sweep") == 0 || strncmp(p, "sweep.", 6) == 0)
+        return at_key(C->e, m, i, "sweep axis '%s': the sweep cannot sweep itself", p);
+    if (schema_has(sc, p)) return 0;
+    const char *dym = schema_suggest(sc, p);
+    if (dym)
+        return at_key(C->e, m, i, "sweep axis '%s' names no setting (did you mean '%s'?)", p,
+                      dym);
+    return at_key(C->e, m, i, "sweep axis '%s' names no setting (see 'attnlab keys')", p);
+}
+
+/* Two axes where one path is the other or lies under it. */
+static int overlap(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), n = na < nb ? na : nb;
+    return strncmp(a, b, n) == 0 && (a[n] == 0 || a[n] == '.') && (b[n] == 0 || b[n] == '.');
+}
+
+static int add_axis(spec_ctx *C, const schema *sc, const al_node *m, int i, int group)
+{
+    al_sweep *s = C->s;
+    const al_node *v = m->items[i];
+    if (s->n_axes == AL_SWEEP_MAX_AXES)
+        return at_key(C->e, m, i, "too many sweep axes (at most %d)", AL_SWEEP_MAX_AXES);
+    if (check_path(C, sc, m, i)) return -1;
+    if (strlen(m->keys[i]) >= sizeof s->axes[0].path)
+        return at_key(C->e, m, i, "sweep axis path is too long");
+    if (v->kind != AL_NODE_SEQ)
+        return at(C->e, v, "sweep axis '%s' must be a list of values, got %s", m->keys[i],
+                  kind_name(v->kind));
+    if (v->n == 0) return at(C->e, v, "sweep axis '%s' is empty", m->keys[i]);
+    for (int a = 0; a < s->n_axes; a++)
+        if (overlap(s->axes[a].path, m->keys[i]))
+            return at_key(C->e, m, i, "sweep axis '%s' overlaps axis '%s' (line %d); "
+                          "set one or the other", m->keys[i], s->axes[a].path,
+                          s->axes[a].key_line);
+    if (C->seeds && overlap("train.seed", m->keys[i]))
+        return at_key(C->e, m, i, "sweep axis '%s' overlaps 'sweep.seeds'", m->keys[i]);
+    al_sweep_axis *ax = &s->axes[s->n_axes++];
+    snprintf(ax->path, sizeof ax->path, "%s", m->keys[i]);
+    ax->key = v;
+    ax->key_line = m->key_line[i];
+    ax->key_col = m->key_col[i];
+    ax->n = v->n;
+    ax->group = group;
+    return 0;
+}
+
+static int parse_grid(spec_ctx *C, const schema *sc, const al_node *g)
+{
+    if (g->kind != AL_NODE_MAP)
+        return at(C->e, g, "'sweep.grid' must be a mapping of key paths to lists, got %s",
+                  kind_name(g->kind));
+    for (int i = 0; i < g->n; i++)
+        if (add_axis(C, sc, g, i, -1)) return -1;
+    return 0;
+}
+
+static int parse_zip_group(spec_ctx *C, const schema *sc, const al_node *z)
+{
+    if (z->kind != AL_NODE_MAP)
+        return at(C->e, z, "'sweep.zip' must be a mapping of key paths to lists (or a list "
+                  "of such mappings), got %s", kind_name(z->kind));
+    if (z->n == 0) return at(C->e, z, "'sweep.zip' group is empty");
+    int g = C->n_groups++;
+    for (int i = 0; i < z->n; i++) {
+        if (add_axis(C, sc, z, i, g)) return -1;
+        const al_sweep_axis *ax = &C->s->axes[C->s->n_axes - 1];
+        if (i == 0) C->group_len[g] = ax->n;
+        else if (ax->n != C->group_len[g])
+            return at_key(C->e, z, i, "zip axis '%s' has %d values but '%s' has %d; zipped "
+                          "axes move in lockstep and need equal lengths", z->keys[i], ax->n,
+                          z->keys[0], C->group_len[g]);
+    }
+    return 0;
+}
+
+static int parse_zip(spec_ctx *C, const schema *sc, const al_node *z)
+{
+    if (z->kind != AL_NODE_SEQ) return parse_zip_group(C, sc, z);
+    if (z->n == 0) return at(C->e, z, "'sweep.zip' is empty");
+    for (int i = 0; i < z->n; i++)
+        if (parse_zip_group(C, sc, z->items[i])) return -1;
+    return 0;
+}
+
+static int parse_u64_node(const al_node *x, uint64_t *v)
+{
+    char *end;
+    if (x->kind != AL_NODE_SCALAR || x->quoted || x->value[0] < '0' || x->value[0] > '9')
+        return -1;
+    errno = 0;
+    unsigned long long u = strtoull(x->value, &end, 10);
+    if (*end || errno) return -1;
+    *v = (uint64_t)u;
+    return 0;
+}
+
+/* seeds: [1, 2, 3] or a count N (seeds 1..N). */
+static int parse_seeds(spec_ctx *C, const al_node *x)
+{
+    al_sweep *s = C->s;
+    uint64_t v;
+    C->seeds = x;
+    if (x->kind == AL_NODE_SCALAR) {
+        if (parse_u64_node(x, &v) || v < 1 || v > 1000)
+            return at(C->e, x, "'sweep.seeds' must be a list of seeds or a count in [1, 1000], "
+                      "got '%.80s'", x->value);
+        s->n_seeds = (int)v;
+        s->seeds = al_malloc(v * sizeof *s->seeds);
+        for (int i = 0; i < s->n_seeds; i++) s->seeds[i] = (uint64_t)i + 1;
+        return 0;
+    }
+    if (x->kind != AL_NODE_SEQ)
+        return at(C->e, x, "'sweep.seeds' must be a list of seeds or a count, got a mapping");
+    if (x->n == 0) return at(C->e, x, "'sweep.seeds' is empty");
+    s->seeds = al_malloc((size_t)x->n * sizeof *s->seeds);
+    for (int i = 0; i < x->n; i++) {
+        const al_node *it = x->items[i];
+        if (parse_u64_node(it, &v))
+            return at(C->e, it, "a seed must be a non-negative integer, got %s%.80s%s",
+                      it->kind == AL_NODE_SCALAR ? "'" : "",
+                      it->kind == AL_NODE_SCALAR ? it->value : kind_name(it->kind),
+                      it->kind == AL_NODE_SCALAR ? "'" : "");
+        for (int j = 0; j < i; j++)
+            if (s->seeds[j] == v) return at(C->e, it, "seed %llu is listed twice",
+                                            (unsigned long long)v);
+        s->seeds[s->n_seeds++] = v;
+    }
+    return 0;
+}
+
+/* A directory-safe name. */
+static int good_name(const char *s)
+{
+    if (!s[0] || s[0] == '.' || strlen(s) >= AL_NAME_LEN) return 0;
+    return s[strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")] == 0;
+}
+
+static int parse_name(spec_ctx *C, const al_node *x)
+{
+    if (x->kind != AL_NODE_SCALAR || !good_name(x->value))
+        return at(C->e, x, "the experiment name must be letters, digits, '.', '_', '+' or "
+                  "'-' (it names the results directory), at most %d characters, got %s%.80s%s",
+                  AL_NAME_LEN - 1, x->kind == AL_NODE_SCALAR ? "'" : "",
+                  x->kind == AL_NODE_SCALAR ? x->value : kind_name(x->kind),
+                  x->kind == AL_NODE_SCALAR ? "'" : "");
+    snprintf(C->s->name, sizeof C->s->name, "%s", x->value);
+    return 0;
+}
+
+static int check_exclude_path(spec_ctx *C, const al_node *m, int i)
+{
+    const char *p = m->keys[i];
+    if (strcmp(p, "seed") == 0 || strcmp(p, "train.seed") == 0) {
+        if (C->seeds) return 0;
+        return at_key(C->e, m, i, "exclude key '%s': the sweep has no seeds axis", p);
+    }
+    for (int a = 0; a < C->s->n_axes; a++) {
+        size_t n = strlen(C->s->axes[a].path);
+        if (strncmp(p, C->s->axes[a].path, n) == 0 && (p[n] == 0 || p[n] == '.')) return 0;
+    }
+    return at_key(C->e, m, i, "exclude key '%s' is not a sweep axis (nor under one)", p);
+}
+
+static int parse_exclude(spec_ctx *C, const al_node *x)
+{
+    if (x->kind != AL_NODE_SEQ)
+        return at(C->e, x, "'sweep.exclude' must be a list of mappings {key.path: value, "
+                  "...}, got %s", kind_name(x->kind));
+    for (int i = 0; i < x->n; i++) {
+        const al_node *m = x->items[i];
+        if (m->kind != AL_NODE_MAP || m->n == 0)
+            return at(C->e, m, "an exclude entry must be a non-empty mapping {key.path: "
+                      "value, ...}, got %s", m->kind == AL_NODE_MAP ? "an empty one"
+                      : kind_name(m->kind));
+        for (int k = 0; k < m->n; k++)
+            if (check_exclude_path(C, m, k)) return -1;
+    }
+    C->exclude = x;
+    return 0;
+}
+
+static const char *const sweep_keys[] = {"name", "description", "seeds", "grid", "zip",
+                                         "exclude", NULL};
+
+static int check_sweep_keys(spec_ctx *C, const al_node *sw)
+{
+    for (int i = 0; i < sw->n; i++) {
+        int k = 0, best = 99, bi = -1;
+        while (sweep_keys[k] && strcmp(sweep_keys[k], sw->keys[i]) != 0) {
+            int d = edit_distance(sweep_keys[k], sw->keys[i]);
+            if (d < best) best = d, bi = k;
+            k++;
+        }
+        if (sweep_keys[k]) continue;
+        if (best <= 2)
+            return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (did you mean '%s'?)",
+                          sw->keys[i], sweep_keys[bi]);
+        return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (known: name, "
+                      "description, seeds, grid, zip, exclude)", sw->keys[i]);
+    }
+    return 0;
+}
+
+/* Default name: the top-level `name`, else the file's base name. */
+static int default_name(spec_ctx *C)
+{
+    const al_node *n = al_node_get(C->s->root, "name");
+    if (n) return parse_name(C, n);
+    const char *b = strrchr(C->s->file, '/');
+    b = b ? b + 1 : C->s->file;
+    size_t len = strcspn(b, ".");
+    snprintf(C->s->name, sizeof C->s->name, "%.*s", (int)len, b);
+    if (!good_name(C->s->name)) snprintf(C->s->name, sizeof C->s->name, "sweep");
+    return 0;
+}
+
+static int parse_sweep(spec_ctx *C)
+{
+    schema sc;
+    const al_node *sw = C->sweep, *x;
+    if (default_name(C)) return -1;
+    const al_node *d = al_node_get(C->s->root, "description");
+    if (!sw) return 0;
+    if (sw->kind != AL_NODE_MAP)
+        return at(C->e, sw, "'sweep' must be a mapping (grid, zip, seeds, exclude, name), "
+                  "got %s", kind_name(sw->kind));
+    if (check_sweep_keys(C, sw)) return -1;
+    if ((x = al_node_get(sw, "description"))) d = x;
+    if (d && d->kind == AL_NODE_SCALAR)
+        snprintf(C->s->description, sizeof C->s->description, "%s", d->value);
+    if ((x = al_node_get(sw, "name")) && parse_name(C, x)) return -1;
+    if ((x = al_node_get(sw, "seeds")) && parse_seeds(C, x)) return -1;
+    schema_load(&sc);
+    int rc = 0;
+    if ((x = al_node_get(sw, "grid"))) rc = parse_grid(C, &sc, x);
+    if (!rc && (x = al_node_get(sw, "zip"))) rc = parse_zip(C, &sc, x);
+    schema_free(&sc);
+    if (!rc && (x = al_node_get(sw, "exclude"))) rc = parse_exclude(C, x);
+    return rc;
+}
+
+/* ------------------------------------------------------------ labels */
+
+/* Short names for the keys swept most often; others lose their '_'. */
+static const char *const abbrev[][2] = {
+    {"n_kv_head", "kv"}, {"d_latent", "latent"}, {"d_rope", "rope"},
+    {"d_q_latent", "qlatent"}, {"n_layer", "L"}, {"d_model", "d"}, {"n_head", "h"},
+    {"d_head", "dh"}, {"seq_len", "T"}, {"batch_size", "B"}, {"weight_decay", "wd"},
+    {"warmup_steps", "warmup"}, {"min_lr", "minlr"}, {"mlp_ratio", "mlp"},
+    {NULL, NULL},
+};
+
+static void append(char *out, size_t n, const char *s)
+{
+    size_t len = strlen(out);
+    for (; *s && len + 1 < n; s++) {
+        char c = *s;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '+' || c == '-';
+        out[len++] = ok ? c : '-';
+    }
+    out[len] = 0;
+}
+
+static void key_label(char *out, size_t n, const char *key)
+{
+    for (int i = 0; abbrev[i][0]; i++)
+        if (strcmp(abbrev[i][0], key) == 0) return append(out, n, abbrev[i][1]);
+    char buf[128];
+    size_t j = 0;
+    for (const char *p = key; *p && j + 1 < sizeof buf; p++)
+        if (*p != '_') buf[j++] = *p;
+    buf[j] = 0;
+    append(out, n, buf);
+}
+
+/* key + value: "kv2", "lr0.003", "causal-false"; "variant" is just its
+ * value, and a path keeps only its last component. */
+static void value_label(char *out, size_t n, const char *key, const al_node *v)
+{
+    if (v->kind != AL_NODE_SCALAR) {
+        for (int i = 0; i < v->n; i++) {
+            if (i) append(out, n, "-");
+            value_label(out, n, v->keys ? v->keys[i] : key, v->items[i]);
+        }
+        return;
+    }
+    const char *val = strrchr(v->value, '/') ? strrchr(v->value, '/') + 1 : v->value;
+    if (strcmp(key, "variant") != 0) {
+        key_label(out, n, key);
+        if (!strchr("0123456789.+-", val[0]) || !val[0]) append(out, n, "-");
+    }
+    append(out, n, val[0] ? val : "empty");
+}
+
+/* ------------------------------------------------------------ expansion */
+
+static int count_trials(const spec_ctx *C, int *total)
+{
+    double n = C->s->n_seeds ? C->s->n_seeds : 1;
+    for (int a = 0; a < C->s->n_axes; a++)
+        if (C->s->axes[a].group < 0) n *= C->s->axes[a].n;
+    for (int g = 0; g < C->n_groups; g++) n *= C->group_len[g];
+    if (n > AL_SWEEP_MAX_TRIALS)
+        return at(C->e, C->sweep, "the sweep expands to %.0f trials, at most %d", n,
+                  AL_SWEEP_MAX_TRIALS);
+    *total = (int)n;
+    return 0;
+}
+
+/* Value index of every axis for combination k (seeds outermost, then grid
+ * axes in order, then zip groups); *seed_i gets the seed's index. */
+static void combination(const spec_ctx *C, int k, int *choice, int *seed_i)
+{
+    const al_sweep *s = C->s;
+    int group_choice[AL_SWEEP_MAX_AXES];
+    for (int g = C->n_groups - 1; g >= 0; g--) {
+        group_choice[g] = k % C->group_len[g];
+        k /= C->group_len[g];
+    }
+    for (int a = s->n_axes - 1; a >= 0; a--) {
+        if (s->axes[a].group >= 0) {
+            choice[a] = group_choice[s->axes[a].group];
+            continue;
+        }
+        choice[a] = k % s->axes[a].n;
+        k /= s->axes[a].n;
+    }
+    *seed_i = k;
+}
+
+/* The node at a dotted path, or NULL. */
+static const al_node *node_at(const al_node *root, const char *path)
+{
+    char key[256];
+    const al_node *cur = root;
+    for (const char *k = path; cur && *k;) {
+        size_t len = strcspn(k, ".");
+        snprintf(key, sizeof key, "%.*s", (int)len, k);
+        cur = al_node_get(cur, key);
+        k += len + (k[len] == '.');
+    }
+    return cur;
+}
+
+static int parse_num(const char *s, double *v)
+{
+    char *end;
+    if (!s[0]) return -1;
+    *v = strtod(s, &end);
+    return *end ? -1 : 0;
+}
+
+static int bool_of(const char *s)
+{
+    static const char *const w[] = {"false", "no", "off", "true", "yes", "on", NULL};
+    for (int i = 0; w[i]; i++)
+        if (strcasecmp(s, w[i]) == 0) return i >= 3;
+    return -1;
+}
+
+/* Does tree node x match exclude value want? Numbers compare by value,
+ * booleans by truth, mappings entry by entry (want's keys only). */
+static int node_matches(const al_node *x, const al_node *want)
+{
+    if (!x || x->kind != want->kind) return 0;
+    if (want->kind == AL_NODE_MAP) {
+        for (int i = 0; i < want->n; i++)
+            if (!node_matches(al_node_get(x, want->keys[i]), want->items[i])) return 0;
+        return 1;
+    }
+    if (want->kind == AL_NODE_SEQ) {
+        if (x->n != want->n) return 0;
+        for (int i = 0; i < x->n; i++)
+            if (!node_matches(x->items[i], want->items[i])) return 0;
+        return 1;
+    }
+    double a, b;
+    if (strcmp(x->value, want->value) == 0) return 1;
+    if (!x->quoted && !want->quoted && parse_num(x->value, &a) == 0 &&
+        parse_num(want->value, &b) == 0)
+        return a == b;
+    int ba = bool_of(x->value), bb = bool_of(want->value);
+    return !x->quoted && !want->quoted && ba >= 0 && ba == bb;
+}
+
+static int excluded(const spec_ctx *C, const al_node *tree, uint64_t seed)
+{
+    if (!C->exclude) return 0;
+    for (int i = 0; i < C->exclude->n; i++) {
+        const al_node *m = C->exclude->items[i];
+        int all = 1;
+        for (int k = 0; k < m->n && all; k++) {
+            const char *p = m->keys[k];
+            uint64_t v;
+            if (strcmp(p, "seed") == 0 || strcmp(p, "train.seed") == 0)
+                all = parse_u64_node(m->items[k], &v) == 0 && v == seed;
+            else
+                all = node_matches(node_at(tree, p), m->items[k]);
+        }
+        if (all) return 1;
+    }
+    return 0;
+}
+
+/* An error at the node of a dotted path, else at the file. */
+static int at_path(al_err *e, const al_node *tree, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int at_path(al_err *e, const al_node *tree, const char *path, const char *fmt, ...)
+{
+    char msg[AL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const al_node *x = node_at(tree, path);
+    if (x) return at(e, x, "%s", msg);
+    return al_errf(e, "%s: error: %s", tree->file, msg);
+}
+
+/* What training would find missing, found before anything is trained. */
+static int check_data(const al_node *tree, const al_config *c, al_err *e)
+{
+    if (al_data_vocab(&c->data) < 0)
+        return at_path(e, tree, "data.source", "data source '%s' is not available in this "
+                       "build", c->data.source);
+    if (strcmp(c->data.source, "text") != 0) return 0;
+    if (!c->data.path[0])
+        return at_path(e, tree, "data", "'data.path' is required for source 'text'");
+    if (access(c->data.path, R_OK) != 0)
+        return at_path(e, tree, "data.path", "'data.path' ('%s'): cannot read: %s",
+                       c->data.path, strerror(errno));
+    return 0;
+}
+
+/* The seed node for seed index i: the listed node, or the count's node
+ * carrying the number (so an error still points into the file). */
+static al_node *seed_node(const spec_ctx *C, int i)
+{
+    if (C->seeds->kind == AL_NODE_SEQ) return al_node_clone(C->seeds->items[i]);
+    al_node *x = al_node_clone(C->seeds);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)C->s->seeds[i]);
+    free(x->value);
+    x->value = strdup(buf);
+    AL_ASSERT(x->value != NULL);
+    return x;
+}
+
+/* The trial's tree: the file with this combination's values set. */
+static int trial_tree(const spec_ctx *C, const int *choice, int seed_i, al_node **out)
+{
+    const al_sweep *s = C->s;
+    al_node *tree = al_node_clone(s->root);
+    for (int a = 0; a < s->n_axes; a++)
+        if (al_node_set_path(tree, s->axes[a].path, s->axes[a].key->items[choice[a]], 1,
+                             C->e)) {
+            al_node_free(tree);
+            return -1;
+        }
+    if (s->n_seeds) {
+        al_node *sv = seed_node(C, seed_i);
+        int rc = al_node_set_path(tree, "train.seed", sv, 1, C->e);
+        al_node_free(sv);
+        if (rc) {
+            al_node_free(tree);
+            return -1;
+        }
+    }
+    *out = tree;
+    return 0;
+}
+
+/* The configuration part of the label: the values of the axes that vary. */
+static void config_label(const al_sweep *s, const int *choice, char *out, size_t n)
+{
+    out[0] = 0;
+    for (int a = 0; a < s->n_axes; a++) {
+        if (s->axes[a].n < 2) continue;
+        const char *p = s->axes[a].path, *last = strrchr(p, '.');
+        size_t len = strlen(out);
+        if (len && len + 1 < n) out[len] = '_', out[len + 1] = 0;   /* between axes */
+        value_label(out, n, last ? last + 1 : p, s->axes[a].key->items[choice[a]]);
+    }
+    if (!out[0]) snprintf(out, n, "base");
+}
+
+/* Decode, check and measure one trial; a decode error gets the trial's
+ * label appended so that a value's line reads in context. */
+static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
+{
+    al_err *e = C->e;
+    if (al_config_decode(tree, &t->cfg, e) || check_data(tree, &t->cfg, e)) goto fail;
+    snprintf(t->cfg.file, sizeof t->cfg.file, "%s", C->s->file);
+    for (int i = 0; i < C->n_plugins; i++)
+        if (al_plugin_note(&t->cfg, C->plugins[i], e)) goto fail;
+    if (al_train_resolve(&t->cfg, al_data_vocab(&t->cfg.data), e)) goto fail;
+    t->seed = t->cfg.train.seed;
+    t->params = al_model_param_count(&t->cfg.model, e);
+    if (!t->params) goto fail;
+    t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
+    al_sweep_config_hash(&t->cfg, 0, t->hash);
+    return 0;
+fail:
+    if (C->s->n_axes || C->s->n_seeds) {
+        size_t len = strlen(e->msg);
+        snprintf(e->msg + len, sizeof e->msg - len, " (in trial '%s')", t->label);
+    }
+    return -1;
+}
+
+static int expand_one(spec_ctx *C, int k, int *kept)
+{
+    al_sweep *s = C->s;
+    int choice[AL_SWEEP_MAX_AXES], seed_i;
+    al_node *tree;
+    combination(C, k, choice, &seed_i);
+    if (trial_tree(C, choice, seed_i, &tree)) return -1;
+    uint64_t seed_v = s->n_seeds ? s->seeds[seed_i] : 0;
+    if (excluded(C, tree, seed_v)) {
+        al_node_free(tree);
+        s->n_excluded++;
+        return 0;
+    }
+    al_sweep_trial *t = &s->trials[*kept];
+    memset(t, 0, sizeof *t);
+    t->index = *kept;
+    config_label(s, choice, t->config, 96);
+    snprintf(t->label, sizeof t->label, "%s", t->config);   /* for errors */
+    if (s->n_seeds)
+        snprintf(t->label, sizeof t->label, "%s_seed%llu", t->config,
+                 (unsigned long long)seed_v);
+    int rc = trial_decode(C, tree, t);
+    al_node_free(tree);
+    if (rc == 0) (*kept)++;
+    return rc;
+}
+
+/* ------------------------------------------------------------ naming */
+
+/* Distinct configurations that print the same (values whose labels
+ * coincide, or a label cut short) get their configuration hash appended;
+ * the same trial twice is an error. */
+static int finish_names(spec_ctx *C)
+{
+    al_sweep *s = C->s;
+    char (*chash)[17] = al_malloc((size_t)s->n_trials * sizeof *chash);
+    for (int i = 0; i < s->n_trials; i++) al_sweep_config_hash(&s->trials[i].cfg, 1, chash[i]);
+    int rc = 0;
+    for (int i = 0; i < s->n_trials && !rc; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        int clash = strlen(t->config) >= 95;
+        for (int j = 0; j < s->n_trials && !rc; j++) {
+            if (j > i && strcmp(t->hash, s->trials[j].hash) == 0)
+                rc = at(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and "
+                        "'%s'): remove the duplicate value", t->label, s->trials[j].label);
+            if (j != i && strcmp(t->config, s->trials[j].config) == 0 &&
+                strcmp(chash[i], chash[j]) != 0)
+                clash = 1;
+        }
+        if (clash) snprintf(t->config + strlen(t->config), 10, "-%.8s", chash[i]);
+    }
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
+                 (unsigned long long)t->seed);
+        snprintf(t->id, sizeof t->id, "%s", t->label);
+    }
+    free(chash);
+    return rc;
+}
+
+/* ------------------------------------------------------------ public */
+
+static int expand(spec_ctx *C)
+{
+    al_sweep *s = C->s;
+    int total = 0, kept = 0;
+    if (count_trials(C, &total)) return -1;
+    s->trials = al_calloc((size_t)total, sizeof *s->trials);
+    for (int k = 0; k < total; k++)
+        if (expand_one(C, k, &kept)) return -1;
+    s->n_trials = kept;
+    if (kept == 0)
+        return at(C->e, C->exclude ? C->exclude : C->sweep, "every trial is excluded "
+                  "(%d of %d)", s->n_excluded, total);
+    return finish_names(C);
+}
+
+int al_sweep_load(const char *path, const char *const *sets, int n_sets,
+                  const char *const *plugins, int n_plugins, al_sweep *s, al_err *e)
+{
+    memset(s, 0, sizeof *s);
+    spec_ctx C = {.s = s, .plugins = plugins, .n_plugins = n_plugins, .e = e};
+    snprintf(s->file, sizeof s->file, "%s", path);
+    for (int i = 0; i < n_plugins; i++)
+        if (al_plugin_load(plugins[i], e)) return -1;
+    if (al_yaml_load(path, &s->root, e)) return -1;
+    int rc = 0;
+    for (int i = 0; i < n_sets && !rc; i++) rc = al_node_apply_set(s->root, sets[i], e);
+    if (!rc) rc = al_plugin_load_listed(s->root, e);   /* before any variant is decoded */
+    C.sweep = al_node_get(s->root, "sweep");
+    if (!rc) rc = parse_sweep(&C);
+    if (!rc) rc = expand(&C);
+    if (rc) al_sweep_free(s);
+    return rc;
+}
+
+void al_sweep_free(al_sweep *s)
+{
+    al_node_free(s->root);
+    free(s->seeds);
+    free(s->trials);
+    memset(s, 0, sizeof *s);
+}
+
+void al_sweep_assign_ids(al_sweep *s, const char *outdir)
+{
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        char dir[AL_PATH_LEN + AL_SWEEP_ID_LEN + 2], hash[17];
+        snprintf(dir, sizeof dir, "%s/%s", outdir, t->label);
+        if (al_results_trial_hash(dir, hash) == 0 && strcmp(hash, t->hash) != 0)
+            snprintf(t->id, sizeof t->id, "%.150s-%.8s", t->label, t->hash);
+        else
+            snprintf(t->id, sizeof t->id, "%s", t->label);
+    }
+}
+
+void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
+{
+    al_config c = *c0;
+    c.train.threads = 0;            /* how a trial runs, not what it computes */
+    c.train.checkpoint_every = 0;
+    if (no_seed) {
+        if (c.data.seed == c.train.seed) c.data.seed = 0;
+        c.train.seed = 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    AL_ASSERT(f != NULL);
+    al_config_write_yaml(&c, f);
+    fclose(f);
+    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
+    free(buf);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+int al_sweep_setting(const al_model_config *m, const char *name)
+{
+    int j = m->attn ? al_variant_setting_index(m->attn, name) : -1;
+    return j < 0 ? -1 : (int)m->attn_set[j];
+}
+
+/* The grouped-query family by name: mha has a K/V head per query head,
+ * mqa one, gqa its setting. */
+int al_sweep_n_kv_head(const al_model_config *m)
+{
+    if (strcmp(m->variant, "mha") == 0) return m->n_head;
+    if (strcmp(m->variant, "mqa") == 0) return 1;
+    return al_sweep_setting(m, "n_kv_head");
+}
