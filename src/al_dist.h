@@ -50,6 +50,8 @@ int al_dist_agree(int failed, al_err *e);
  * src -1 for any rank and returns the sender. */
 void al_dist_send_ints(int dest, int tag, const int *v, int n);
 int al_dist_recv_ints(int src, int tag, int *v, int n);
+/* 1 when a message from src (-1: any) with tag is waiting; never blocks. */
+int al_dist_probe(int src, int tag);
 /* MPI_Finalize when MPI was initialised. */
 void al_dist_finalize(void);
 

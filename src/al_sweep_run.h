@@ -18,7 +18,11 @@
 #ifndef AL_SWEEP_RUN_H
 #define AL_SWEEP_RUN_H
 
+#include <sys/types.h>
+
 #include "al_sweep_results.h"
+
+struct al_sweep_launcher;
 
 typedef struct al_sweep_run_opts {
     const char *exe;                 /* the attnlab binary for workers */
@@ -29,7 +33,37 @@ typedef struct al_sweep_run_opts {
     int n_sets;
     const char *const *plugins;      /* --plugin paths, passed on */
     int n_plugins;
+    const struct al_sweep_launcher *launcher;   /* NULL: worker processes here */
 } al_sweep_run_opts;
+
+/* Where the runner's slots run their workers: by default worker processes
+ * it forks on this machine; another executor (mpi) supplies its own. The
+ * runner prepares the trial's directory (trial.json written, an earlier
+ * attempt's leftovers cleared) before start, and records the ending from
+ * the worker's result.json or, failing that, from its wait status. */
+typedef struct al_sweep_launcher {
+    /* Start trial t in slot `slot` (0 .. jobs-1): a handle > 0, or -1 with e. */
+    long (*start)(void *ctx, int slot, const al_sweep_trial *t, al_err *e);
+    /* 1 with the wait status once the worker behind handle h has ended. */
+    int (*poll)(void *ctx, long h, int *wst);
+    /* Deliver sig (SIGTERM to stop, SIGKILL after the grace) to it. */
+    void (*signal)(void *ctx, long h, int sig);
+    /* Optional: where h runs, for the start line (" on rank 2"). */
+    void (*where)(void *ctx, long h, char *buf, size_t n);
+    void *ctx;
+} al_sweep_launcher;
+
+/* Make trial t's directory dir/<id> (into tdir) ready for a new attempt:
+ * an earlier attempt's result, progress and temp files removed (its
+ * checkpoint kept, to resume from), trial.json written. */
+int al_sweep_prepare_trial(const al_sweep *s, const char *dir, const al_sweep_trial *t,
+                           char *tdir, size_t n, al_err *e);
+
+/* Fork the worker process for trial t (its directory prepared), standard
+ * output and error into its log.txt; it dies with the caller. The pid, or
+ * -1 with e set. */
+pid_t al_sweep_spawn_worker(const al_sweep *s, const al_sweep_run_opts *o,
+                            const al_sweep_trial *t, al_err *e);
 
 typedef struct al_sweep_run_stats {
     int skipped;                     /* finished before this run */

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "al_cli.h"
+#include "al_dist.h"
 #include "al_report.h"
+#include "al_sweep_exec.h"
 #include "al_sweep_run.h"
 
 enum { EXIT_INTERRUPTED = 130 };   /* 128 + SIGINT, as shells report it */
@@ -33,14 +35,58 @@ static const char sweep_help[] =
     "Ctrl-C stops cleanly: running trials are recorded as interrupted.\n"
     "--dry-run lists the trials with parameters and KV-cache bytes, trains nothing.\n"
     "Exit status: 0 every trial finished (ok or diverged), 1 some failed or the\n"
-    "runner could not go on, 2 bad input (nothing trained), 130 interrupted.\n";
+    "runner could not go on, 2 bad input (nothing trained), 130 interrupted.\n"
+    "\n"
+    "Beyond one machine (README \"Running on a cluster\"; DIR on shared storage):\n"
+    "  --executor slurm [--slurm-arg ARG ...] [--no-wait]\n"
+    "      one sbatch --array job, a task per pending trial (--cpus-per-task M,\n"
+    "      --jobs N: at most N at once; each --slurm-arg goes to sbatch as is),\n"
+    "      followed with squeue; --no-wait submits and returns, and a later\n"
+    "      `attnlab sweep FILE` collects (a directory submitted to Slurm stays\n"
+    "      with Slurm unless --executor local is given); --dry-run prints the\n"
+    "      batch script. Failed or cancelled tasks are submitted again next run.\n"
+    "  mpirun -np N attnlab sweep FILE --executor mpi\n"
+    "      rank 0 hands the trials to the N ranks, one at a time each.\n";
 
 typedef struct sweep_args {
     al_cli_opts o;
     int dry_run;
+    int executor;             /* enum al_sweep_executor; -1: not given */
+    int no_wait, n_slurm_args;
+    const char *slurm_args[AL_CLI_MAX_SETS];
+    long throttle;            /* --jobs as given (Slurm's array limit) */
     long jobs, threads;       /* 0: default */
     char out[AL_PATH_LEN];
 } sweep_args;
+
+/* --executor X, --slurm-arg ARG (ARG may start with '-'), --no-wait, each
+ * also as --opt=VALUE: 0 taken (i advanced past a value), -1 not one of
+ * them, else an exit status with the message printed. */
+static int exec_arg(sweep_args *a, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i], *val = NULL;
+    char msg[256];
+    if (strcmp(arg, "--no-wait") == 0) return a->no_wait = 1, 0;
+    int is_exec = !strncmp(arg, "--executor", 10), is_sarg = !strncmp(arg, "--slurm-arg", 11);
+    if (!is_exec && !is_sarg) return -1;
+    const char *rest = arg + (is_exec ? 10 : 11);
+    if (*rest == '=') val = rest + 1;
+    else if (*rest) return -1;
+    else if (*i + 1 < argc) val = argv[++*i];
+    if (!val) {
+        snprintf(msg, sizeof msg, "sweep: %s wants a value", is_exec ? "--executor" : "--slurm-arg");
+        return al_cli_fail(AL_EXIT_INPUT, msg);
+    }
+    if (is_sarg) {
+        if (a->n_slurm_args == AL_CLI_MAX_SETS)
+            return al_cli_fail(AL_EXIT_INPUT, "sweep: too many --slurm-arg options");
+        a->slurm_args[a->n_slurm_args++] = val;
+        return 0;
+    }
+    if ((a->executor = al_sweep_executor_parse(val)) >= 0) return 0;
+    snprintf(msg, sizeof msg, "sweep: --executor '%.100s' is not one of local, slurm, mpi", val);
+    return al_cli_fail(AL_EXIT_INPUT, msg);
+}
 
 static int parse_sweep_args(int argc, char **argv, sweep_args *a)
 {
@@ -49,7 +95,11 @@ static int parse_sweep_args(int argc, char **argv, sweep_args *a)
     char **rest = al_malloc((size_t)(argc + 1) * sizeof *rest), msg[256];
     int n = 0;
     memset(a, 0, sizeof *a);
+    a->executor = -1;
     for (int i = 0; i < argc; i++) {   /* --dry-run takes no value */
+        int k = exec_arg(a, argc, argv, &i);
+        if (k > 0) return k;
+        if (k == 0) continue;
         if (strcmp(argv[i], "--dry-run") == 0) a->dry_run = 1;
         else rest[n++] = argv[i];
     }
@@ -143,29 +193,110 @@ static int report_after(const char *dir)
     return 0;
 }
 
+/* The trials on the chosen executor (rank 0's share under mpi). */
+static int execute(al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
+                   al_sweep_run_stats *st, long *job, al_err *e)
+{
+    *job = 0;
+    if (a->executor == AL_EXEC_SLURM) {
+        al_slurm_opts so = {a->slurm_args, a->n_slurm_args, a->no_wait, (int)a->throttle};
+        return al_sweep_slurm(s, ro, &so, st, job, e);
+    }
+    if (a->executor == AL_EXEC_MPI) return al_sweep_mpi(s, ro, st, e);
+    return al_sweep_run(s, ro, st, e);
+}
+
+/* Under mpi every rank comes here: rank 0 owns the directory and runs the
+ * sweep, the others serve it. */
 static int run_sweep(al_sweep *s, sweep_args *a)
 {
-    al_err e;
+    al_err e = {""};
     char exe[AL_PATH_LEN];
-    int lock = -1;
-    if (al_mkdirs(a->out, &e) || al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
-        lock_dir(a->out, &lock, &e) || self_exe(exe, sizeof exe, &e)) {
+    int lock = -1, bad;
+    if (al_dist_rank() == 0)
+        bad = al_mkdirs(a->out, &e) ||
+              al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
+              lock_dir(a->out, &lock, &e) || self_exe(exe, sizeof exe, &e);
+    else
+        bad = self_exe(exe, sizeof exe, &e);
+    if (al_dist_agree(bad, &e)) {
         if (lock >= 0) close(lock);
-        return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
+        return e.msg[0] ? al_cli_fail(AL_EXIT_RUNTIME, e.msg) : AL_EXIT_RUNTIME;
     }
     al_sweep_run_opts ro = {exe, a->out, (int)a->jobs, (int)a->threads, a->o.sets,
-                            a->o.n_sets, a->o.plugins, a->o.n_plugins};
+                            a->o.n_sets, a->o.plugins, a->o.n_plugins, NULL};
+    if (al_dist_rank() > 0)
+        return al_sweep_mpi_serve(s, &ro, &e) ? al_cli_fail(AL_EXIT_RUNTIME, e.msg) : 0;
     al_sweep_run_stats st;
-    int rc = al_sweep_run(s, &ro, &st, &e);
+    long job;
+    int rc = execute(s, a, &ro, &st, &job, &e);
     if (rc) fprintf(stderr, "attnlab: sweep: %s\n", e.msg);
     int rrc = report_after(a->out);
     close(lock);
     printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s%s\n",
            s->name, st.ok, st.diverged, st.failed, st.skipped, st.wall_s,
            st.interrupted ? "; interrupted (run it again to resume)" : "");
+    if (job && a->no_wait) printf("submitted batch job %ld\n", job);
     if (rc) return AL_EXIT_RUNTIME;
     if (st.interrupted) return EXIT_INTERRUPTED;
     return st.failed || rrc ? AL_EXIT_RUNTIME : 0;
+}
+
+/* No --executor: a directory submitted to Slurm before stays with Slurm.
+ * Then whether the executor can run here at all. */
+static int pick_executor(sweep_args *a, al_err *e)
+{
+    if (a->executor < 0 && al_sweep_slurm_recorded(a->out)) {
+        a->executor = AL_EXEC_SLURM;
+        fprintf(stderr, "sweep: %s/slurm.json: continuing with the slurm executor "
+                "(--executor local to run here)\n", a->out);
+    }
+    if (a->executor < 0) a->executor = AL_EXEC_LOCAL;
+    if (a->executor == AL_EXEC_MPI && a->jobs)
+        return al_errf(e, "sweep: --jobs does not apply to --executor mpi: each rank runs one "
+                       "trial at a time (choose the ranks with mpirun -np)");
+    a->throttle = a->jobs;
+    return al_sweep_executor_check(a->executor, e);
+}
+
+static int dry_run(al_sweep *s, sweep_args *a)
+{
+    al_err e;
+    char exe[AL_PATH_LEN];
+    if (a->executor != AL_EXEC_SLURM) return print_dry_run(s, a), 0;
+    if (self_exe(exe, sizeof exe, &e)) return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
+    al_sweep_run_opts ro = {exe, a->out, (int)a->jobs, (int)a->threads, a->o.sets,
+                            a->o.n_sets, a->o.plugins, a->o.n_plugins, NULL};
+    al_slurm_opts so = {a->slurm_args, a->n_slurm_args, a->no_wait, (int)a->throttle};
+    return al_sweep_slurm_dry_run(s, &ro, &so, stdout, &e) ? al_cli_fail(AL_EXIT_INPUT, e.msg) : 0;
+}
+
+/* Every rank (under mpi) loads the same file; failures are agreed on so
+ * that no rank waits for another, and printed once. */
+static int sweep_ranked(sweep_args *a)
+{
+    al_sweep s;
+    al_err e = {""};
+    int bad = al_sweep_load(a->o.file, a->o.sets, a->o.n_sets, a->o.plugins, a->o.n_plugins,
+                            &s, &e) != 0;
+    if (al_dist_agree(bad, &e)) {
+        if (e.msg[0]) fprintf(stderr, "%s\n", e.msg);
+        return AL_EXIT_INPUT;
+    }
+    if (a->o.out) snprintf(a->out, sizeof a->out, "%s", a->o.out);
+    else snprintf(a->out, sizeof a->out, "results/%s", s.name);
+    bad = al_dist_rank() == 0 && (al_results_check_owner(a->out, &s, &e) ||
+                                  pick_executor(a, &e));
+    int rc = al_dist_agree(bad, &e) ? AL_EXIT_INPUT : 0;
+    if (rc && e.msg[0]) al_cli_fail(rc, e.msg);
+    if (!rc) {
+        al_sweep_assign_ids(&s, a->out);
+        choose_pool(&s, a);
+        if (a->dry_run) rc = al_dist_rank() == 0 ? dry_run(&s, a) : 0;
+        else rc = run_sweep(&s, a);
+    }
+    al_sweep_free(&s);
+    return rc;
 }
 
 int al_cmd_sweep(int argc, char **argv)
@@ -174,24 +305,14 @@ int al_cmd_sweep(int argc, char **argv)
     int rc = parse_sweep_args(argc, argv, &a);
     if (rc) return rc;
     if (a.o.help) return fputs(sweep_help, stdout), 0;
-    al_sweep s;
+    if (a.executor != AL_EXEC_MPI) return sweep_ranked(&a);
     al_err e;
-    if (al_sweep_load(a.o.file, a.o.sets, a.o.n_sets, a.o.plugins, a.o.n_plugins, &s, &e)) {
-        fprintf(stderr, "%s\n", e.msg);
-        return AL_EXIT_INPUT;
+    if (al_dist_init(&e) || al_sweep_executor_check(AL_EXEC_MPI, &e)) {
+        al_dist_finalize();
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    if (a.o.out) snprintf(a.out, sizeof a.out, "%s", a.o.out);
-    else snprintf(a.out, sizeof a.out, "results/%s", s.name);
-    rc = 0;
-    if (al_results_check_owner(a.out, &s, &e)) {
-        rc = al_cli_fail(AL_EXIT_INPUT, e.msg);
-    } else {
-        al_sweep_assign_ids(&s, a.out);
-        choose_pool(&s, &a);
-        if (a.dry_run) print_dry_run(&s, &a);
-        else rc = run_sweep(&s, &a);
-    }
-    al_sweep_free(&s);
+    rc = sweep_ranked(&a);
+    al_dist_finalize();
     return rc;
 }
 

@@ -201,3 +201,17 @@ int al_dist_recv_ints(int src, int tag, int *v, int n)
     return -1;
 #endif
 }
+
+int al_dist_probe(int src, int tag)
+{
+#ifdef AL_HAVE_MPI
+    AL_ASSERT(D.mpi);
+    int flag = 0;
+    MPI_Iprobe(src < 0 ? MPI_ANY_SOURCE : src, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    return flag;
+#else
+    (void)src, (void)tag;
+    AL_ASSERT(!"al_dist_probe without MPI");
+    return 0;
+#endif
+}

@@ -129,7 +129,7 @@ int al_sweep_read_progress(const char *tdir, al_trial_progress *p)
 /* ------------------------------------------------------------ runner state */
 
 typedef struct slot {
-    pid_t pid;                     /* 0: free */
+    long pid;                      /* the launcher's handle (a pid here); 0: free */
     const al_sweep_trial *t;
     int n;                         /* its number in this run, 1-based */
     double t0;
@@ -141,6 +141,7 @@ typedef struct slot {
 typedef struct runner {
     const al_sweep *s;
     const al_sweep_run_opts *o;
+    const al_sweep_launcher *L;
     al_sweep_run_stats *st;
     slot *slots;                   /* o->jobs */
     int n_running;
@@ -287,15 +288,14 @@ static void clear_attempt(const char *tdir)
 }
 
 /* The worker's command line (strings owned by buf and the options). */
-static void worker_argv(const runner *R, const al_sweep_trial *t, char *buf, size_t n,
-                        const char **argv)
+static void worker_argv(const al_sweep *s, const al_sweep_run_opts *o, const al_sweep_trial *t,
+                        char *buf, size_t n, const char **argv)
 {
-    const al_sweep_run_opts *o = R->o;
     int k = 0;
     snprintf(buf, n, "%d%c%d", t->index, 0, o->threads);
     argv[k++] = o->exe;
     argv[k++] = "trial";
-    argv[k++] = R->s->file;
+    argv[k++] = s->file;
     argv[k++] = "--index";
     argv[k++] = buf;
     argv[k++] = "--out";
@@ -322,31 +322,62 @@ static _Noreturn void child_exec(int logfd, const char **argv, pid_t parent)
     _exit(127);
 }
 
-static int launch(runner *R, slot *sl, const al_sweep_trial *t, al_err *e)
+pid_t al_sweep_spawn_worker(const al_sweep *s, const al_sweep_run_opts *o,
+                            const al_sweep_trial *t, al_err *e)
 {
-    char log[TDIR_LEN + 16], nums[64];
+    char tdir[TDIR_LEN], log[TDIR_LEN + 16], nums[64];
     const char *argv[16 + 2 * (AL_CLI_MAX_SETS + AL_CLI_MAX_PLUGINS)];
-    memset(sl, 0, sizeof *sl);
-    al_results_trial_dir(sl->tdir, sizeof sl->tdir, R->o->dir, t);
-    if (al_mkdirs(sl->tdir, e)) return -1;
-    clear_attempt(sl->tdir);
-    if (al_results_write_trial(sl->tdir, R->s, t, e)) return -1;
-    snprintf(log, sizeof log, "%s/log.txt", sl->tdir);
+    al_results_trial_dir(tdir, sizeof tdir, o->dir, t);
+    snprintf(log, sizeof log, "%s/log.txt", tdir);
     int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) return al_errf(e, "%s: cannot write: %s", log, strerror(errno));
-    AL_ASSERT(R->o->n_sets <= AL_CLI_MAX_SETS && R->o->n_plugins <= AL_CLI_MAX_PLUGINS);
-    worker_argv(R, t, nums, sizeof nums, argv);
+    AL_ASSERT(o->n_sets <= AL_CLI_MAX_SETS && o->n_plugins <= AL_CLI_MAX_PLUGINS);
+    worker_argv(s, o, t, nums, sizeof nums, argv);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) child_exec(fd, argv, parent);
     close(fd);
     if (pid < 0) return al_errf(e, "cannot start a worker process: %s", strerror(errno));
-    sl->pid = pid;
+    return pid;
+}
+
+/* The default launcher: worker processes of this runner. */
+static long local_start(void *ctx, int slot, const al_sweep_trial *t, al_err *e)
+{
+    const runner *R = ctx;
+    return al_sweep_spawn_worker(R->s, R->o, t, e);
+}
+
+static int local_poll(void *ctx, long h, int *wst)
+{
+    return waitpid((pid_t)h, wst, WNOHANG) == (pid_t)h;
+}
+
+static void local_signal(void *ctx, long h, int sig) { kill((pid_t)h, sig); }
+
+int al_sweep_prepare_trial(const al_sweep *s, const char *dir, const al_sweep_trial *t,
+                           char *tdir, size_t n, al_err *e)
+{
+    al_results_trial_dir(tdir, n, dir, t);
+    if (al_mkdirs(tdir, e)) return -1;
+    clear_attempt(tdir);
+    return al_results_write_trial(tdir, s, t, e);
+}
+
+static int launch(runner *R, slot *sl, const al_sweep_trial *t, al_err *e)
+{
+    memset(sl, 0, sizeof *sl);
+    if (al_sweep_prepare_trial(R->s, R->o->dir, t, sl->tdir, sizeof sl->tdir, e)) return -1;
+    long h = R->L->start(R->L->ctx, (int)(sl - R->slots), t, e);
+    if (h <= 0) return -1;
+    sl->pid = h;
     sl->t = t;
     sl->t0 = al_now();
     sl->n = R->next;
     R->n_running++;
-    event(R, "[%d/%d] start %s%s", sl->n, R->n_pending, t->id,
+    char where[64] = "";
+    if (R->L->where) R->L->where(R->L->ctx, h, where, sizeof where);
+    event(R, "[%d/%d] start %s%s%s", sl->n, R->n_pending, t->id, where,
           has_checkpoint(sl->tdir) ? " (resuming from its checkpoint)" : "");
     return 0;
 }
@@ -445,8 +476,8 @@ static int reap(runner *R, al_err *e)
         slot *sl = &R->slots[i];
         int wst;
         if (!sl->pid) continue;
-        pid_t p = waitpid(sl->pid, &wst, WNOHANG);
-        if (p == sl->pid && finish(R, sl, wst, rc ? NULL : e) && !rc) rc = -1;
+        if (R->L->poll(R->L->ctx, sl->pid, &wst) && finish(R, sl, wst, rc ? NULL : e) && !rc)
+            rc = -1;
     }
     return rc;
 }
@@ -456,7 +487,7 @@ static int reap(runner *R, al_err *e)
 static void signal_workers(runner *R, int sig)
 {
     for (int i = 0; i < R->o->jobs; i++)
-        if (R->slots[i].pid) kill(R->slots[i].pid, sig);
+        if (R->slots[i].pid) R->L->signal(R->L->ctx, R->slots[i].pid, sig);
 }
 
 static void begin_stop(runner *R, const char *why)
@@ -510,6 +541,8 @@ int al_sweep_run(const al_sweep *s, const al_sweep_run_opts *o, al_sweep_run_sta
 {
     AL_ASSERT(o->jobs >= 1 && o->threads >= 1);
     runner R = {.s = s, .o = o, .st = st, .tty = al_stderr_is_tty()};
+    al_sweep_launcher local = {local_start, local_poll, local_signal, NULL, &R};
+    R.L = o->launcher ? o->launcher : &local;
     memset(st, 0, sizeof *st);
     R.slots = al_calloc((size_t)o->jobs, sizeof *R.slots);
     R.t0 = R.last_log = al_now();

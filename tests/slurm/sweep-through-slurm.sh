@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# sweep-through-slurm.sh ATTNLAB - run a 4-trial sweep through a real
-# single-node Slurm brought up under a temporary directory on loopback
-# (tests/slurm/local-slurm.sh), and check it against the same sweep run
-# locally: the same trials, the same numbers (same thread count, so
-# bit-identical). Then the Slurm-specific behaviour: a resumed sweep
-# submits nothing; --no-wait returns at once and a later run collects; a
-# cancelled task is recorded with Slurm's reason and resubmitted by the next
-# run; --dry-run prints the batch script. Slurm is torn down however the
-# script ends (exit, error, signal; a watchdog covers SIGKILL).
+# sweep-through-slurm.sh ATTNLAB - a sweep through a real single-node Slurm
+# (tests/slurm/local-slurm.sh: under a temporary directory, loopback only),
+# checked against the same sweep run locally: the same trials with the same
+# numbers (same thread count, so bit-identical). Then what is particular to
+# Slurm: a finished sweep submits nothing; --no-wait returns at once and a
+# later plain `attnlab sweep` collects; a task cancelled while it runs is
+# recorded as killed with Slurm's state and is submitted again by the next
+# run; --dry-run prints the batch script and submits nothing.
+# Slurm is torn down however the script ends (exit, error, signal; a
+# watchdog process covers SIGKILL of this script).
 # Exit status: 0 passed, 1 failed, 77 skipped (meson's convention).
 set -uo pipefail
 attnlab=${1:?usage: sweep-through-slurm.sh ATTNLAB}
 here=$(cd "$(dirname "$0")" && pwd)
 
-for p in munged slurmctld slurmd sbatch squeue scontrol sinfo; do
-    if ! command -v "$p" >/dev/null; then
-        echo "SKIP slurm sweep: $p not found (install Debian's slurm-wlm and munge)"
-        exit 77
-    fi
+skip() { echo "SKIP slurm sweep: $*"; exit 77; }
+for p in munged slurmctld slurmd sbatch squeue scontrol scancel sinfo; do
+    command -v "$p" >/dev/null || skip "$p not found (install Debian's slurm-wlm and munge)"
 done
-if [ ! -x /usr/bin/python3 ]; then echo "SKIP slurm sweep: /usr/bin/python3 missing"; exit 77; fi
+[ "$(id -u)" = 0 ] || skip "slurmd must run as root to start jobs"
+[ -x /usr/bin/python3 ] || skip "/usr/bin/python3 missing"
 
 . "$here/local-slurm.sh"
 work=$(mktemp -d /tmp/attnlab-slurm-test-XXXXXX)
 chmod 755 "$work"
 sl=$work/slurm
-cleanup() { al_slurm_down "$sl"; rm -rf "$work"; }
+cleanup() {
+    kill $(jobs -p) 2>/dev/null
+    al_slurm_down "$sl"
+    rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-# If this script is killed outright, the watchdog still stops the daemons.
 ( while kill -0 $$ 2>/dev/null; do sleep 1; done; al_slurm_down "$sl"; rm -rf "$work" ) \
     </dev/null >/dev/null 2>&1 &
 
@@ -39,12 +42,16 @@ fail() {
     done
     exit 1
 }
+ms() { date +%s%3N; }
+secs() { echo "scale=1; ($(ms) - $1) / 1000" | bc; }
 
-t0=$(date +%s.%N)
+t0=$(ms)
 al_slurm_up "$sl" || fail "could not bring up the local Slurm"
-printf 'slurm up in %.1f s (node idle)\n' "$(echo "$(date +%s.%N) - $t0" | bc)"
+echo "local slurm: node idle $(secs "$t0") s after start"
+export AL_SLURM_POLL_S=0.3
 
-# ---- the experiment: 2 variants x 2 seeds, tiny
+# ---- experiments: 2 variants x 2 seeds, tiny; and one trial that would
+# train for hours, to cancel while it runs
 /usr/bin/python3 -c 'import sys; sys.stdout.write("the cat sat on the mat, the dog ran far. " * 150)' \
     > "$work/text.txt"
 cat > "$work/exp.yaml" <<EOF
@@ -57,9 +64,10 @@ sweep:
   grid:
     model.attention: [{variant: mha}, {variant: mqa}]
 EOF
+sed -e 's/steps: 30/steps: 100000000/' -e 's/seeds: 2/seeds: 1/' -e 's/name: slurmtest/name: long/' \
+    -e 's/, {variant: mqa}//' "$work/exp.yaml" > "$work/long.yaml"
 
-# trial,status and every number but wall-clock ones: equal for equal runs
-trials() { cut -d, -f1 "$1/summary.csv" | tail -n +2 | sort; }
+# every trial with its status and numbers (not the wall-clock ones)
 numbers() {
     /usr/bin/python3 - "$1/summary.csv" <<'PY'
 import csv, sys
@@ -68,57 +76,73 @@ for r in sorted(rows, key=lambda r: r["trial"]):
     print(r["trial"], r["status"], r["final_train_loss"], r["val_loss"], r["best_val_loss"])
 PY
 }
-elapsed() { echo "$(date +%s.%N) - $1" | bc; }
+submissions() { grep -c '"job_id"' "$1/slurm.json"; }
 
-t0=$(date +%s.%N)
+# ---- the same sweep locally and through Slurm
+t0=$(ms)
 "$attnlab" sweep "$work/exp.yaml" --out "$work/local" --jobs 2 > "$work/local.log" 2>&1 ||
     fail "local sweep: $(tail -n 5 "$work/local.log")"
-t_local=$(elapsed "$t0")
-
-t0=$(date +%s.%N)
+t_local=$(secs "$t0")
+t0=$(ms)
 "$attnlab" sweep "$work/exp.yaml" --executor slurm --out "$work/onslurm" \
     > "$work/slurm.log" 2>&1 || fail "slurm sweep: $(tail -n 20 "$work/slurm.log")"
-t_slurm=$(elapsed "$t0")
-printf 'sweep of 4 trials: local (2 at a time) %.1f s, through Slurm %.1f s\n' "$t_local" "$t_slurm"
-
-[ "$(trials "$work/local")" = "$(trials "$work/onslurm")" ] ||
-    fail "trial sets differ: $(trials "$work/local") vs $(trials "$work/onslurm")"
-[ "$(trials "$work/local" | wc -l)" = 4 ] || fail "expected 4 trials"
+t_slurm=$(secs "$t0")
+echo "4-trial sweep: local (2 at a time) $t_local s, through Slurm $t_slurm s"
+[ "$(numbers "$work/local" | wc -l)" = 4 ] || fail "expected 4 trials: $(numbers "$work/local")"
 [ "$(numbers "$work/local")" = "$(numbers "$work/onslurm")" ] ||
-    fail "results differ:\n$(numbers "$work/local")\nvs\n$(numbers "$work/onslurm")"
-[ -f "$work/onslurm/report.md" ] || fail "no report.md after the slurm sweep"
+    fail "results differ: local
+$(numbers "$work/local")
+slurm
+$(numbers "$work/onslurm")"
+[ -f "$work/onslurm/report.md" ] || fail "no report.md after the Slurm sweep"
+grep -q 'submitted batch job' "$work/slurm.log" || fail "no submission reported"
 
-# ---- resume: nothing left, nothing submitted
-jobs_before=$(grep -c '"job_id"' "$work/onslurm/slurm.json")
-"$attnlab" sweep "$work/exp.yaml" --executor slurm --out "$work/onslurm" > "$work/again.log" 2>&1 ||
-    fail "resumed slurm sweep: $(tail -n 5 "$work/again.log")"
-[ "$(grep -c '"job_id"' "$work/onslurm/slurm.json")" = "$jobs_before" ] ||
-    fail "a finished sweep submitted again"
+# ---- a finished sweep submits nothing (and stays with Slurm by itself)
+"$attnlab" sweep "$work/exp.yaml" --out "$work/onslurm" > "$work/again.log" 2>&1 ||
+    fail "resumed sweep: $(tail -n 5 "$work/again.log")"
+[ "$(submissions "$work/onslurm")" = 1 ] || fail "a finished sweep was submitted again"
+grep -q '4 kept from before' "$work/again.log" || fail "resume: $(cat "$work/again.log")"
 
-# ---- --no-wait, a cancelled task, collection and resubmission
+# ---- --no-wait, then a plain run collects
 "$attnlab" sweep "$work/exp.yaml" --executor slurm --out "$work/nowait" --no-wait \
-    --slurm-arg=--begin=now+600 > "$work/nowait.log" 2>&1 ||
-    fail "--no-wait: $(tail -n 5 "$work/nowait.log")"
-job=$(sed -n 's/.*submitted batch job \([0-9]*\).*/\1/p' "$work/nowait.log")
-[ -n "$job" ] || fail "--no-wait did not report the job id: $(cat "$work/nowait.log")"
-scancel "${job}_1" || fail "scancel ${job}_1"
-scontrol release "$job" >/dev/null 2>&1
-scontrol update jobid="$job" starttime=now >/dev/null 2>&1 || fail "could not start $job"
-"$attnlab" sweep "$work/exp.yaml" --out "$work/nowait" > "$work/collect.log" 2>&1
-grep -q ',cancelled,\|,failed,' "$work/nowait/summary.csv" ||
-    fail "the cancelled task was not recorded: $(cat "$work/nowait/summary.csv")"
-grep -qi 'cancel' "$work/nowait/summary.csv" || fail "no Slurm reason recorded"
-[ "$(grep -c ',ok,' "$work/nowait/summary.csv")" = 3 ] || fail "three tasks should have finished"
-"$attnlab" sweep "$work/exp.yaml" --out "$work/nowait" > "$work/resubmit.log" 2>&1 ||
-    fail "resubmission: $(tail -n 5 "$work/resubmit.log")"
+    > "$work/nowait.log" 2>&1 || fail "--no-wait: $(tail -n 5 "$work/nowait.log")"
+grep -q '^submitted batch job [0-9]' "$work/nowait.log" || fail "--no-wait: $(cat "$work/nowait.log")"
+"$attnlab" sweep "$work/exp.yaml" --out "$work/nowait" > "$work/collect.log" 2>&1 ||
+    fail "collecting: $(tail -n 5 "$work/collect.log")"
+[ "$(submissions "$work/nowait")" = 1 ] || fail "collecting submitted again"
 [ "$(numbers "$work/local")" = "$(numbers "$work/nowait")" ] ||
-    fail "after resubmission the results differ from the local run's"
+    fail "collected results differ from the local run's"
 
-# ---- --dry-run: the batch script, nothing submitted
+# ---- a task cancelled while it runs: recorded, then submitted again
+"$attnlab" sweep "$work/long.yaml" --executor slurm --out "$work/long" > "$work/long.log" 2>&1 &
+follower=$!
+# (cancelled once it trains: a signal that lands while the task is still being
+# set up is only followed by SIGKILL after Slurm's KillWait, 30 s)
+for _ in $(seq 1 300); do
+    job=$(squeue -h -t RUNNING -n attnlab-long -o %i | head -n 1)
+    [ -n "$job" ] && ls "$work"/long/*/progress >/dev/null 2>&1 && break
+    sleep 0.1
+done
+[ -n "$job" ] || fail "the long trial never ran: $(cat "$work/long.log")"
+scancel "$job"
+for _ in $(seq 1 300); do kill -0 "$follower" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$follower" 2>/dev/null && fail "the sweep did not notice the cancelled task"
+wait "$follower"
+[ $? = 1 ] || fail "a cancelled trial should make the sweep exit 1: $(cat "$work/long.log")"
+grep -q ',killed,"slurm task .* ended CANCELLED' "$work/long/summary.csv" ||
+    fail "not recorded with Slurm's state: $(cat "$work/long/summary.csv")"
+"$attnlab" sweep "$work/long.yaml" --out "$work/long" --no-wait > "$work/long2.log" 2>&1 ||
+    fail "resubmission: $(cat "$work/long2.log")"
+[ "$(submissions "$work/long")" = 2 ] || fail "the cancelled trial was not submitted again"
+scancel -n attnlab-long
+
+# ---- --dry-run
 "$attnlab" sweep "$work/exp.yaml" --executor slurm --out "$work/dry" --dry-run \
-    --slurm-arg=--partition=debug > "$work/dry.log" 2>&1 || fail "--dry-run"
-grep -q '^#SBATCH --array=0-3' "$work/dry.log" || fail "--dry-run: no array: $(cat "$work/dry.log")"
-grep -q '^#SBATCH --partition=debug' "$work/dry.log" || fail "--dry-run: --slurm-arg not passed"
+    --slurm-arg=--partition=debug > "$work/dry.log" 2>&1 || fail "--dry-run: $(cat "$work/dry.log")"
+grep -q '^#SBATCH --array=0-3$' "$work/dry.log" || fail "--dry-run: $(cat "$work/dry.log")"
+grep -q "sbatch --parsable '--partition=debug'" "$work/dry.log" ||
+    fail "--dry-run: --slurm-arg not shown: $(cat "$work/dry.log")"
 [ ! -e "$work/dry/slurm.json" ] || fail "--dry-run submitted"
 
-echo "PASS: slurm sweep equals the local sweep; resume, --no-wait, cancel+resubmit, --dry-run"
+echo "PASS: the Slurm sweep equals the local one; resume, --no-wait and collect, cancel" \
+     "and resubmit, --dry-run"
