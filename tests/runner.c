@@ -30,6 +30,7 @@ Suite *report_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
 Suite *dist_suite(void);
+Suite *sweep_exec_suite(void);
 
 static const struct {
     const char *name;
@@ -54,6 +55,7 @@ static const struct {
     {"bench", bench_suite},
     {"parallel", parallel_suite},
     {"dist", dist_suite},
+    {"sweep_exec", sweep_exec_suite},
     {NULL, NULL},
 };
 
