@@ -98,7 +98,7 @@ static int parse_sweep_args(int argc, char **argv, sweep_args *a)
     a->executor = -1;
     for (int i = 0; i < argc; i++) {   /* --dry-run takes no value */
         int k = exec_arg(a, argc, argv, &i);
-        if (k > 0) return k;
+        if (k > 0) return free(rest), k;
         if (k == 0) continue;
         if (strcmp(argv[i], "--dry-run") == 0) a->dry_run = 1;
         else rest[n++] = argv[i];
