@@ -63,8 +63,9 @@ int al_sweep_slurm(const al_sweep *s, const al_sweep_run_opts *o, const al_slurm
  * without a final result would use; submits nothing. */
 int al_sweep_slurm_dry_run(const al_sweep *s, const al_sweep_run_opts *o,
                            const al_slurm_opts *so, FILE *f, al_err *e);
-/* 1 when dir holds a Slurm submission record (DIR/slurm.json). */
-int al_sweep_slurm_recorded(const char *dir);
+/* 1 when dir holds a Slurm submission record (DIR/slurm.json), 0 when
+ * not, -1 with e set when the record is unreadable or corrupt. */
+int al_sweep_slurm_recorded(const char *dir, al_err *e);
 
 /* ------------------------------------------------------------ mpi */
 

@@ -246,7 +246,9 @@ static int run_sweep(al_sweep *s, sweep_args *a)
  * Then whether the executor can run here at all. */
 static int pick_executor(sweep_args *a, al_err *e)
 {
-    if (a->executor < 0 && al_sweep_slurm_recorded(a->out)) {
+    int recorded = al_sweep_slurm_recorded(a->out, e);
+    if (recorded < 0) return -1;
+    if (a->executor < 0 && recorded) {
         a->executor = AL_EXEC_SLURM;
         fprintf(stderr, "sweep: %s/slurm.json: continuing with the slurm executor "
                 "(--executor local to run here)\n", a->out);

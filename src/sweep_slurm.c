@@ -107,12 +107,6 @@ static void record_path(char *buf, size_t n, const char *dir)
     snprintf(buf, n, "%s/slurm.json", dir);
 }
 
-int al_sweep_slurm_recorded(const char *dir)
-{
-    char path[AL_PATH_LEN + 16];
-    record_path(path, sizeof path, dir);
-    return access(path, F_OK) == 0;
-}
 
 static int record_task(record *r, json_t *jt, long job)
 {
@@ -145,9 +139,22 @@ static int record_load(const char *dir, record *r, al_err *e)
         json_array_foreach(tasks, k, jt) bad |= record_task(r, jt, (long)json_integer_value(job));
     }
     json_decref(j);
-    if (bad) return al_errf(e, "%s: not a valid Slurm submission record%s%s", path,
-                            j ? "" : ": ", j ? "" : je.text);
-    return 0;
+    if (!bad) return 0;
+    free(r->t);
+    memset(r, 0, sizeof *r);
+    return al_errf(e, "%s: not a valid Slurm submission record%s%s", path, j ? "" : ": ",
+                   j ? "" : je.text);
+}
+
+int al_sweep_slurm_recorded(const char *dir, al_err *e)
+{
+    record r;
+    char path[AL_PATH_LEN + 16];
+    record_path(path, sizeof path, dir);
+    if (access(path, F_OK) != 0) return 0;
+    if (record_load(dir, &r, e) != 0) return -1;
+    free(r.t);
+    return 1;
 }
 
 static int record_save(const char *dir, const record *r, al_err *e)

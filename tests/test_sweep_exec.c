@@ -103,6 +103,22 @@ START_TEST(unavailable_executor_says_what_to_install)
 }
 END_TEST
 
+/* A directory submitted to Slurm stays with Slurm; a record that cannot be
+ * read is bad input, before anything runs. */
+START_TEST(corrupt_submission_record_is_refused)
+{
+    char *dir = al_test_tmpdir(), *exp = write_exp(dir), *out, r[4200];
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "%s sweep %s --out %s --jobs 2", al_test_binary(), exp, r), 0);
+    free(out);
+    free(al_test_write(r, "slurm.json", "{\"submissions\": [{\"job_id\": \"x\"}]}"));
+    ck_assert_int_eq(run(&out, "%s sweep %s --out %s --executor local", al_test_binary(), exp,
+                         r), 2);
+    ck_assert_msg(strstr(out, "/r/slurm.json: not a valid Slurm submission record"), "%s", out);
+    free(out), free(exp), free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the batch script */
 
 /* The script --dry-run prints, as a file (the lines before #!/bin/bash
@@ -200,6 +216,7 @@ Suite *sweep_exec_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, executor_names_round_trip_and_others_are_refused);
     tcase_add_test(tc, unavailable_executor_says_what_to_install);
+    tcase_add_test(tc, corrupt_submission_record_is_refused);
     tcase_add_test(tc, batch_script_runs_one_trial_per_array_task);
     tcase_add_test(tc, mpi_sweep_equals_the_local_sweep);
     suite_add_tcase(s, tc);
