@@ -348,10 +348,10 @@ static int resolve_paths(const al_sweep *s, const al_sweep_run_opts *o, paths *P
 static void script_head(FILE *f, const al_sweep *s, const al_sweep_run_opts *o,
                         const al_slurm_opts *so, const paths *P, int n)
 {
-    fprintf(f, "#!/bin/bash\n# attnlab sweep %s: %d trial(s) of experiment '%s', one array "
-               "task each,\n# each running the worker entry that local sweeps use. Written "
-               "and submitted by\n# attnlab (recorded in %s/slurm.json).\n", P->file, n,
-            s->name, P->dir);
+    fprintf(f, "#!/bin/bash\n# attnlab sweep of experiment '%s' (%s):\n# %d trial(s), one "
+               "array task each, running the worker entry that local\n# sweeps use. Written "
+               "and submitted by attnlab (recorded in %s/slurm.json).\n", s->name, P->file, n,
+            P->dir);
     fputs("#SBATCH --job-name=attnlab-", f);
     for (const char *c = s->name; *c; c++)
         fputc(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *c)

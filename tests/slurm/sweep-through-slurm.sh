@@ -144,5 +144,24 @@ grep -q "sbatch --parsable '--partition=debug'" "$work/dry.log" ||
     fail "--dry-run: --slurm-arg not shown: $(cat "$work/dry.log")"
 [ ! -e "$work/dry/slurm.json" ] || fail "--dry-run submitted"
 
+# ---- data-parallel training as a Slurm step, when attnlab has MPI. Open
+# MPI keeps allocations until exit: no leak report for these ranks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+sed -n '1,3p' "$work/exp.yaml" > "$work/dp.yaml"
+srun --mpi=pmix -n 2 "$attnlab" train "$work/dp.yaml" --out "$work/dp" > "$work/dp.log" 2>&1
+rc=$?
+if grep -q 'built without MPI' "$work/dp.log"; then
+    echo "data-parallel under srun: not tested (attnlab built without MPI)"
+    dp=""
+else
+    [ $rc = 0 ] && grep -q 'ranks=2' "$work/dp.log" ||
+        fail "srun --mpi=pmix -n 2 attnlab train: $(tail -n 5 "$work/dp.log")"
+    srun -n 2 "$attnlab" train "$work/dp.yaml" --out "$work/dp2" > "$work/dp2.log" 2>&1 &&
+        fail "srun without PMIx should be refused"
+    grep -q 'started 2 ranks (SLURM_STEP_NUM_TASKS) without PMIx' "$work/dp2.log" ||
+        fail "srun without PMIx: $(cat "$work/dp2.log")"
+    dp=", data-parallel under srun --mpi=pmix"
+fi
+
 echo "PASS: the Slurm sweep equals the local one; resume, --no-wait and collect, cancel" \
-     "and resubmit, --dry-run"
+     "and resubmit, --dry-run$dp"
