@@ -17,6 +17,7 @@ Suite *model_suite(void);
 Suite *variants_suite(void);
 Suite *train_suite(void);
 Suite *cli_suite(void);
+Suite *data_suite(void);
 
 static const struct {
     const char *name;
@@ -28,6 +29,7 @@ static const struct {
     {"variants", variants_suite},
     {"train", train_suite},
     {"cli", cli_suite},
+    {"data", data_suite},
     {NULL, NULL},
 };
 
