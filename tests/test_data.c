@@ -76,6 +76,15 @@ static int have_bible(void)
     return rc == 0;
 }
 
+/* The corpus is 4 MB: do not leave copies in /tmp. */
+static void remove_tree(char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    free(dir);
+}
+
 static void assert_file_sha(const char *path, const char *want)
 {
     char cmd[4300], *out = NULL;
@@ -107,7 +116,7 @@ START_TEST(kjv_builder_gives_the_documented_size_and_checksum)
     ck_assert_int_eq(blank, 1188);
     ck_assert_ptr_null(strstr(buf, "Ge1:1"));
     free(buf);
-    free(dir);
+    remove_tree(dir);
 }
 END_TEST
 
@@ -141,7 +150,7 @@ START_TEST(kjv_corrupted_cache_is_detected_and_rebuilt)
         free(buf);
         assert_file_sha(path, AL_KJV_SHA256);
     }
-    free(dir);
+    remove_tree(dir);
 }
 END_TEST
 
@@ -223,7 +232,7 @@ START_TEST(kjv_source_reads_bytes_through_the_cache)
     ck_assert_int_eq(d.n_examples[AL_SPLIT_VAL], 0);   /* random windows, like text */
     al_data_close(&d);
     restore_env("ATTNLAB_CACHE", c0);
-    free(dir);
+    remove_tree(dir);
 }
 END_TEST
 
@@ -588,6 +597,71 @@ START_TEST(evaluation_walks_the_whole_fixed_test_set)
 }
 END_TEST
 
+/* ------------------------------------------------------------ command line */
+
+static int run_attnlab(const char *env, const char *args, char **out)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s '%s' %s", env, al_test_binary(), args);
+    return al_test_run(cmd, out);
+}
+
+/* `attnlab train` on mqar: the vocabulary comes from the data, accuracy is
+ * printed and written at every evaluation; a data.seq_len that disagrees
+ * with model.seq_len is one line and exit status 2. */
+START_TEST(train_on_mqar_reports_accuracy_and_rejects_a_bad_seq_len)
+{
+    char *dir = al_test_tmpdir(), args[4400], path[4200], *out, *m;
+    char *cfg = al_test_write(dir, "m.yaml",
+        "data: {source: mqar, vocab_size: 40, num_kv_pairs: 3, train_examples: 300,\n"
+        "       test_examples: 30}\n"
+        "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16}\n"
+        "train: {steps: 4, batch_size: 4, eval_every: 2, threads: 1}\n");
+    snprintf(args, sizeof args, "train %s --out %s/run", cfg, dir);
+    ck_assert_int_eq(run_attnlab("", args, &out), 0);
+    ck_assert_msg(strstr(out, " val_accuracy="), "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/run/config.yaml", dir);
+    size_t n;
+    al_err e;
+    ck_assert_int_eq(al_read_file(path, &m, &n, &e), 0);
+    ck_assert_ptr_nonnull(strstr(m, "  vocab_size: 40\n  norm_eps"));   /* model.vocab_size */
+    free(m);
+    snprintf(path, sizeof path, "%s/run/metrics.csv", dir);
+    ck_assert_int_eq(al_read_file(path, &m, &n, &e), 0);
+    int rows = 0;
+    for (char *line = strchr(m, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        int commas = 0;
+        char *p = line + 1;
+        while (commas < 3) commas += *p++ == ',';
+        ck_assert_msg(*p >= '0' && *p <= '1', "no accuracy in row: %.40s", line + 1);
+        rows++;
+    }
+    ck_assert_int_eq(rows, 3);   /* steps 0, 2, 4 */
+    free(m);
+    snprintf(args, sizeof args, "train %s --set data.seq_len=32 --out %s/run2", cfg, dir);
+    ck_assert_int_eq(run_attnlab("", args, &out), 2);
+    ck_assert_msg(strstr(out, "'data.seq_len' (32) must equal 'model.seq_len' (16)"), "%s", out);
+    ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+    free(out), free(cfg), free(dir);
+}
+END_TEST
+
+/* Without the bible program, a kjv run stops with one line naming the
+ * package, and exit status 2. */
+START_TEST(train_on_kjv_without_the_package_says_what_to_install)
+{
+    char *dir = al_test_tmpdir(), env[4400], args[4400], *out;
+    char *cfg = al_test_write(dir, "k.yaml", "data: {source: kjv}\ntrain: {steps: 1}\n");
+    snprintf(env, sizeof env, "PATH=/nonexistent ATTNLAB_CACHE='%s/cache'", dir);
+    snprintf(args, sizeof args, "train %s --out %s/run", cfg, dir);
+    ck_assert_int_eq(run_attnlab(env, args, &out), 2);
+    ck_assert_msg(strstr(out, "apt-get install bible-kjv"), "%s", out);
+    ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+    free(out), free(cfg), free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ learning */
 
 /* Train m on data d for `steps` AdamW steps (warm-up then cosine from
@@ -679,6 +753,11 @@ Suite *data_suite(void)
     tcase_add_test(tc, impossible_synthetic_shapes_name_the_key);
     tcase_add_test(tc, induction_examples_repeat_one_segment);
     tcase_add_test(tc, evaluation_walks_the_whole_fixed_test_set);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cli");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, train_on_mqar_reports_accuracy_and_rejects_a_bad_seq_len);
+    tcase_add_test(tc, train_on_kjv_without_the_package_says_what_to_install);
     suite_add_tcase(s, tc);
     tc = tcase_create("learning");
     tcase_set_timeout(tc, 600);
