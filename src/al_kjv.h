@@ -30,7 +30,8 @@ int al_kjv_cache_dir(char *buf, size_t n, al_err *e);
 
 /* The corpus, from cache_dir/kjv.txt when that file passes the check,
  * otherwise built by running `program` (looked up in PATH; "bible" for the
- * real thing) and then cached. *out is malloc'ed, the caller frees it. */
+ * real thing) and then cached. *out is malloc'ed and NUL-terminated beyond
+ * *n; the caller frees it. */
 int al_kjv_corpus(const char *cache_dir, const char *program, char **out, size_t *n,
                   al_err *e);
 

@@ -102,8 +102,8 @@ static size_t chapter_key(const char *line, size_t len, size_t *text_at)
 }
 
 /* bible -f output -> verse text one per line, a blank line between
- * chapters. Each line loses its reference (at least 4 bytes) and gains at
- * most a blank line, so the output is shorter than the input. */
+ * chapters. Each line loses its reference (at least 3 bytes) and gains at
+ * most a blank line, so the output (and its NUL) fits in n + 1 bytes. */
 static int to_corpus(const char *raw, size_t n, char **out, size_t *outn, al_err *e)
 {
     char *o = al_malloc(n + 1), prev[32] = "";
@@ -126,6 +126,7 @@ static int to_corpus(const char *raw, size_t n, char **out, size_t *outn, al_err
         o[len++] = '\n';
         i += ll + 1;
     }
+    o[len] = 0;   /* like al_read_file: NUL beyond the data */
     *out = o;
     *outn = len;
     return 0;
