@@ -85,6 +85,9 @@ int al_data_vocab(const al_data_config *c)
 int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
 {
     memset(d, 0, sizeof *d);
+    if (c->seq_len != 0 && c->seq_len != seq_len)
+        return al_errf(e, "'data.seq_len' (%d) must equal 'model.seq_len' (%d) or be 0",
+                       c->seq_len, seq_len);
     d->src = find_source(c->source);
     if (d->src) {
         if (d->src->open(d, c, seq_len, e) != 0) {

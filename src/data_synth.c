@@ -198,9 +198,6 @@ static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
 static int check_shape(const al_data_config *c, int kind, int T, al_err *e)
 {
     int P = c->num_kv_pairs, V = c->vocab_size;
-    if (c->seq_len != 0 && c->seq_len != T)
-        return al_errf(e, "'data.seq_len' (%d) must equal 'model.seq_len' (%d) or be 0",
-                       c->seq_len, T);
     if (kind == MQAR && 4 * (long)P > T)
         return al_errf(e, "'data.num_kv_pairs' (%d): mqar needs seq_len >= 4 * num_kv_pairs "
                        "= %ld, seq_len is %d", P, 4 * (long)P, T);
