@@ -35,7 +35,7 @@ typedef struct synth {
     int kind;
     int V, T, P;               /* vocabulary, example length, pairs / segment length */
     int space;                 /* mqar: query slots (T - 2P) / 2 */
-    double *cdf;               /* mqar: (space) cumulative power-law weights */
+    double *pw;                /* mqar: (space) power-law weight of each slot, max 1 */
     uint64_t seed[2];          /* per split */
     long *test_index;          /* (n_test) test-stream index of each test example */
     int *seg;                  /* induction: (P) scratch for the segment */
@@ -65,20 +65,22 @@ static int draw_distinct(al_rng *r, int lo, int hi, const int *a, int n, int ste
     }
 }
 
-/* A query slot from the power law; rejecting taken slots is the same as
- * drawing from the renormalised remaining ones (without replacement). */
+/* A free query slot g with probability proportional to pw[g] among the free
+ * ones (drawing without replacement). Exact, and it cannot stall however
+ * skewed power_a makes the weights. */
 static int draw_gap(const synth *s, al_rng *r, const int *query)
 {
-    for (;;) {
-        double u = al_rng_uniform(r) * s->cdf[s->space - 1];
-        int lo = 0, hi = s->space - 1;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (s->cdf[mid] > u) hi = mid;
-            else lo = mid + 1;
-        }
-        if (query[2 * lo] < 0) return lo;
+    double total = 0;
+    for (int g = 0; g < s->space; g++)
+        if (query[2 * g] < 0) total += s->pw[g];
+    double u = al_rng_uniform(r) * total;
+    int last = -1;
+    for (int g = 0; g < s->space; g++) {
+        if (query[2 * g] >= 0) continue;
+        last = g;
+        if ((u -= s->pw[g]) < 0) return g;
     }
+    return last;   /* rounding left u >= 0: the last free slot */
 }
 
 static void mqar_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
@@ -227,9 +229,10 @@ static int synth_open(al_data *d, const al_data_config *c, int T, int kind, al_e
     s->seg = al_malloc((size_t)s->P * sizeof(int));
     if (kind == MQAR) {
         s->space = (T - 2 * s->P) / 2;
-        s->cdf = al_malloc((size_t)s->space * sizeof(double));
-        for (int i = 0; i < s->space; i++)
-            s->cdf[i] = (i ? s->cdf[i - 1] : 0.0) + pow(i + 1.0, c->power_a - 1.0);
+        /* (g + 1)^(a - 1), scaled by its largest value so that no power_a overflows */
+        double ref = c->power_a < 1 ? 1.0 : s->space;
+        s->pw = al_malloc((size_t)s->space * sizeof(double));
+        for (int g = 0; g < s->space; g++) s->pw[g] = pow((g + 1.0) / ref, c->power_a - 1.0);
     }
     d->vocab_size = s->V;
     d->has_weights = 1;
@@ -252,7 +255,7 @@ static void synth_close(al_data *d)
 {
     synth *s = d->impl;
     if (!s) return;
-    free(s->cdf);
+    free(s->pw);
     free(s->test_index);
     free(s->seg);
     free(s);

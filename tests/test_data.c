@@ -352,6 +352,22 @@ START_TEST(mqar_query_gaps_follow_the_power_law)
 {
     assert_first_gap_law(0.01);   /* Zoology's default: near gaps favoured */
     assert_first_gap_law(1.0);    /* uniform */
+    /* extreme exponents neither overflow nor stall, even when every slot
+     * must be drawn (seq_len = 4 * pairs) */
+    static const double extremes[] = {0.0, 1000.0};
+    int in[16], tgt[16];
+    float w[16];
+    for (int k = 0; k < 2; k++) {
+        al_data_config c = synth_config("mqar", 64, 4, 50, 10);
+        c.power_a = extremes[k];
+        al_data d;
+        open_ok(&d, &c, 16);
+        for (long i = 0; i < 50; i++) {
+            get(&d, AL_SPLIT_TRAIN, i, 16, in, tgt, w);
+            assert_mqar(in, tgt, w, 64, 16, 4);
+        }
+        al_data_close(&d);
+    }
 }
 END_TEST
 
