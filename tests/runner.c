@@ -29,6 +29,7 @@ Suite *sweep_suite(void);
 Suite *report_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
+Suite *data_suite(void);
 
 static const struct {
     const char *name;
@@ -52,6 +53,7 @@ static const struct {
     {"report", report_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
+    {"data", data_suite},
     {NULL, NULL},
 };
 

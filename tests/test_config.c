@@ -79,7 +79,7 @@ START_TEST(defaults_are_the_documented_values)
     ck_assert_str_eq(c.data.source, "text");
     ck_assert_str_eq(c.data.path, "");
     ck_assert_double_eq(c.data.val_fraction, 0.1);
-    ck_assert_int_eq(c.data.vocab_size, 8192);
+    ck_assert_int_eq(c.data.vocab_size, 512);
     ck_assert_int_eq(c.data.num_kv_pairs, 8);
     ck_assert_int_eq(c.data.train_examples, 20000);
     ck_assert_int_eq(c.data.test_examples, 1000);
