@@ -512,7 +512,8 @@ static const char *const kv_dtypes[] = {"f32", "bf16", "f16", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
-    ONE_OF(D, source, data_sources, "text", "data source: text, kjv, mqar or induction"),
+    ONE_OF(D, source, data_sources, "kjv",
+           "data source: text, kjv, mqar or induction (text when only data.path is given)"),
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
     FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192"),
@@ -1166,6 +1167,10 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     }
     if (c->data.seed == 0) c->data.seed = c->train.seed;
     int given;
+    /* The built-in corpus is the default data set; a file given alone
+     * (data.path without data.source) means that file, as text. */
+    find_path(root, "data.source", &given);
+    if (!given) set_str(c->data.source, sizeof c->data.source, c->data.path[0] ? "text" : "kjv");
     find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;
