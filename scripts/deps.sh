@@ -28,7 +28,8 @@ AL_TEST_PACKAGES=(python3-torch python3-numpy)
 # the mpi sweep executor; the build picks it up when present). Tests that
 # need it skip with a message where it is missing.
 AL_MPI_PACKAGES=(openmpi-bin libopenmpi-dev)
-# Optional: a real single-node Slurm for the slurm executor's test (brought
-# up under a temporary directory on loopback by tests/slurm/; no system
-# configuration is touched). The test skips with a message where missing.
+# Optional: a real single-node Slurm for the slurm executor's test, brought
+# up under a temporary directory on loopback by tests/slurm/ (the test uses
+# no system configuration; on a systemd host the packages' own services may
+# start). The test skips with a message where they are missing.
 AL_SLURM_PACKAGES=(slurm-wlm munge)

@@ -28,6 +28,11 @@ typedef struct al_data_source {
     void (*batch)(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                   int *tgt, float *w);
     void (*close)(al_data *d);
+    /* Task data only (NULL for text): example `index` of a split, a pure
+     * function of the data config, so that evaluation can walk a fixed test
+     * set in order. 0 <= index < d->n_examples[split]. */
+    void (*example)(al_data *d, int split, long index, int T, int *in, int *tgt,
+                    float *w);
 } al_data_source;
 
 struct al_data {
@@ -37,6 +42,7 @@ struct al_data {
     unsigned char *bytes;      /* text sources: the whole file */
     size_t n, n_train;         /* bytes, and how many are training data */
     void *impl;                /* source-private state */
+    long n_examples[2];        /* task data: examples per split; 0 for text */
 };
 
 /* Vocabulary of a source without loading it; -1 for an unknown source. */
@@ -46,8 +52,21 @@ void al_data_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                    int *tgt, float *w);
 void al_data_close(al_data *d);
 
+/* Task data: examples first .. first + B - 1 of a split, in order, as rows
+ * of in, tgt, w (B, T). */
+void al_data_examples(al_data *d, int split, long first, int B, int T, int *in,
+                      int *tgt, float *w);
+
+/* Sources defined in their own files (data_kjv.c, data_synth.c). */
+extern const al_data_source al_data_kjv, al_data_mqar, al_data_induction;
+
 /* Text helpers shared by byte sources: split bytes[0..n) into train / val. */
 int al_data_text_split(al_data *d, const char *what, double val_fraction,
                        int seq_len, al_err *e);
+/* Windows of T + 1 bytes at uniformly random offsets within the split. */
+void al_data_text_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
+                        int *tgt, float *w);
+/* Frees d->bytes. */
+void al_data_text_close(al_data *d);
 
 #endif

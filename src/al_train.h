@@ -53,8 +53,10 @@ int al_train(const al_config *c, const al_train_opts *o, al_train_result *r, al_
 /* Resolve values that depend on the data (model.vocab_size). */
 int al_train_resolve(al_config *c, int data_vocab, al_err *e);
 
-/* Mean validation loss (and accuracy for task data) over eval_batches
- * batches drawn from the fixed eval seed. Exposed for tests and `score`. */
+/* Mean validation loss (and accuracy for task data): for task data over
+ * the whole fixed test set in order (eval_batches unused), otherwise over
+ * eval_batches batches drawn from the fixed eval seed. Exposed for tests
+ * and `score`. */
 struct al_model;
 struct al_data;
 double al_evaluate(struct al_model *m, struct al_data *d, const al_train_config *t,

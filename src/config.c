@@ -512,12 +512,13 @@ static const char *const kv_dtypes[] = {"f32", "bf16", "f16", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
-    ONE_OF(D, source, data_sources, "text", "data source: text, kjv, mqar or induction"),
+    ONE_OF(D, source, data_sources, "kjv",
+           "data source: text, kjv, mqar or induction (text when only data.path is given)"),
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
-    FIELD(D, vocab_size, K_INT, "8192", "vocabulary of the synthetic tasks (mqar, induction)"),
+    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192"),
     FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)"),
-    FIELD(D, num_kv_pairs, K_INT, "8", "key-value pairs per mqar example"),
+    FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment"),
     FIELD(D, train_examples, K_INT, "20000", "synthetic training examples"),
     FIELD(D, test_examples, K_INT, "1000", "synthetic test examples"),
     FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
@@ -1166,6 +1167,10 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     }
     if (c->data.seed == 0) c->data.seed = c->train.seed;
     int given;
+    /* The built-in corpus is the default data set; a file given alone
+     * (data.path without data.source) means that file, as text. */
+    find_path(root, "data.source", &given);
+    if (!given) set_str(c->data.source, sizeof c->data.source, c->data.path[0] ? "text" : "kjv");
     find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;

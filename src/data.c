@@ -1,7 +1,9 @@
 /*
  * data.c - data sources. "text": any file as bytes, the first
  * 1 - val_fraction for training, the rest for validation; windows of
- * T + 1 bytes at uniformly random offsets.
+ * T + 1 bytes at uniformly random offsets. The other sources live in
+ * data_kjv.c (bytes too) and data_synth.c (mqar, induction); the table of
+ * all of them is here.
  */
 #include "al_data.h"
 
@@ -34,8 +36,8 @@ static int text_open(al_data *d, const al_data_config *c, int seq_len, al_err *e
     return al_data_text_split(d, c->path, c->val_fraction, seq_len, e);
 }
 
-static void text_batch(al_data *d, int split, al_rng *rng, int B, int T,
-                       int *in, int *tgt, float *w)
+void al_data_text_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
+                        int *tgt, float *w)
 {
     size_t lo = split == AL_SPLIT_TRAIN ? 0 : d->n_train;
     size_t hi = split == AL_SPLIT_TRAIN ? d->n_train : d->n;
@@ -50,17 +52,20 @@ static void text_batch(al_data *d, int split, al_rng *rng, int B, int T,
     (void)w;
 }
 
-static void text_close(al_data *d) { free(d->bytes); }
+void al_data_text_close(al_data *d) { free(d->bytes); }
 
 static int bytes_vocab(const al_data_config *c) { return 256; }
 
-static const al_data_source text_source = {"text", bytes_vocab, text_open, text_batch,
-                                           text_close};
+static const al_data_source text_source = {"text", bytes_vocab, text_open,
+                                           al_data_text_batch, al_data_text_close, NULL};
 
 /* ------------------------------------------------------------ registry */
 
 static const al_data_source *const sources[] = {
     &text_source,
+    &al_data_kjv,
+    &al_data_mqar,
+    &al_data_induction,
     NULL,
 };
 
@@ -80,6 +85,9 @@ int al_data_vocab(const al_data_config *c)
 int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
 {
     memset(d, 0, sizeof *d);
+    if (c->seq_len != 0 && c->seq_len != seq_len)
+        return al_errf(e, "'data.seq_len' (%d) must equal 'model.seq_len' (%d) or be 0",
+                       c->seq_len, seq_len);
     d->src = find_source(c->source);
     if (d->src) {
         if (d->src->open(d, c, seq_len, e) != 0) {
@@ -95,6 +103,15 @@ void al_data_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                    int *tgt, float *w)
 {
     d->src->batch(d, split, rng, B, T, in, tgt, w);
+}
+
+void al_data_examples(al_data *d, int split, long first, int B, int T, int *in,
+                      int *tgt, float *w)
+{
+    AL_ASSERT(d->src->example && first >= 0 && first + B <= d->n_examples[split]);
+    for (int b = 0; b < B; b++)
+        d->src->example(d, split, first + b, T, in + (size_t)b * T, tgt + (size_t)b * T,
+                        w + (size_t)b * T);
 }
 
 void al_data_close(al_data *d)

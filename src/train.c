@@ -92,6 +92,26 @@ static double batch_accuracy(const float *logits, const int *tgt, const float *w
     return hit;
 }
 
+/* Task data: the whole fixed test set in order, in batches of at most B;
+ * the loss is the mean over all answer positions. */
+static double eval_fixed(al_model *m, al_data *d, int B, int *in, int *tgt, float *w,
+                         double *hits, double *count)
+{
+    int T = m->cfg.seq_len, V = m->cfg.vocab_size;
+    long n = d->n_examples[AL_SPLIT_VAL];
+    double sum = 0, wsum = 0;
+    for (long first = 0; first < n; first += B) {
+        int b = n - first < B ? (int)(n - first) : B;
+        al_data_examples(d, AL_SPLIT_VAL, first, b, T, in, tgt, w);
+        double bw = 0;
+        for (int i = 0; i < b * T; i++) bw += w[i];
+        sum += al_model_forward(m, in, tgt, w, b, T) * bw;
+        wsum += bw;
+        *hits += batch_accuracy(m->logits, tgt, w, b * T, V, count);
+    }
+    return wsum > 0 ? sum / wsum : 0.0;
+}
+
 double al_evaluate(al_model *m, al_data *d, const al_train_config *t, double *accuracy)
 {
     int B = t->batch_size, T = m->cfg.seq_len, BT = B * T, V = m->cfg.vocab_size;
@@ -100,17 +120,22 @@ double al_evaluate(al_model *m, al_data *d, const al_train_config *t, double *ac
     al_rng rng;
     al_rng_seed(&rng, t->eval_seed);
     double sum = 0, hits = 0, count = 0;
-    for (int i = 0; i < t->eval_batches; i++) {
-        al_data_batch(d, AL_SPLIT_VAL, &rng, B, T, in, tgt, w);
-        const float *wp = d->has_weights ? w : NULL;
-        sum += al_model_forward(m, in, tgt, wp, B, T);
-        hits += batch_accuracy(m->logits, tgt, wp, BT, V, &count);
+    if (d->n_examples[AL_SPLIT_VAL] > 0) {
+        sum = eval_fixed(m, d, B, in, tgt, w, &hits, &count);
+    } else {
+        for (int i = 0; i < t->eval_batches; i++) {
+            al_data_batch(d, AL_SPLIT_VAL, &rng, B, T, in, tgt, w);
+            const float *wp = d->has_weights ? w : NULL;
+            sum += al_model_forward(m, in, tgt, wp, B, T);
+            hits += batch_accuracy(m->logits, tgt, wp, BT, V, &count);
+        }
+        sum /= t->eval_batches;
     }
     if (accuracy) *accuracy = d->has_weights ? (count > 0 ? hits / count : 0.0) : NAN;
     free(in);
     free(tgt);
     free(w);
-    return sum / t->eval_batches;
+    return sum;
 }
 
 /* ------------------------------------------------------------ loop */

@@ -71,15 +71,33 @@ static al_config load_ok(const char *text, const char *set)
 
 /* ------------------------------------------------------------ defaults */
 
+/* The built-in corpus is the default data set; a path given alone is text. */
+START_TEST(data_source_defaults_to_kjv_or_to_text_for_a_lone_path)
+{
+    al_config c;
+    al_err e;
+    char *path;
+    ck_assert_int_eq(load("model: {n_layer: 1}\n", NULL, &c, &e, &path), 0);
+    ck_assert_str_eq(c.data.source, "kjv");
+    drop(path);
+    ck_assert_int_eq(load("data: {path: x.txt}\n", NULL, &c, &e, &path), 0);
+    ck_assert_str_eq(c.data.source, "text");
+    drop(path);
+    ck_assert_int_eq(load("data: {source: kjv, path: x.txt}\n", NULL, &c, &e, &path), 0);
+    ck_assert_str_eq(c.data.source, "kjv");
+    drop(path);
+}
+END_TEST
+
 START_TEST(defaults_are_the_documented_values)
 {
     al_config c;
     memset(&c, 0xab, sizeof c);
     al_config_defaults(&c);
-    ck_assert_str_eq(c.data.source, "text");
+    ck_assert_str_eq(c.data.source, "kjv");
     ck_assert_str_eq(c.data.path, "");
     ck_assert_double_eq(c.data.val_fraction, 0.1);
-    ck_assert_int_eq(c.data.vocab_size, 8192);
+    ck_assert_int_eq(c.data.vocab_size, 512);
     ck_assert_int_eq(c.data.num_kv_pairs, 8);
     ck_assert_int_eq(c.data.train_examples, 20000);
     ck_assert_int_eq(c.data.test_examples, 1000);
@@ -570,7 +588,7 @@ START_TEST(schema_lists_every_key_with_its_default)
     fclose(f);
     ck_assert_ptr_nonnull(strstr(buf, "| `model.n_head` | 4 | "));
     ck_assert_ptr_nonnull(strstr(buf, "| `train.lr` | 1e-3 | "));
-    ck_assert_ptr_nonnull(strstr(buf, "| `data.source` | text | "));
+    ck_assert_ptr_nonnull(strstr(buf, "| `data.source` | kjv | "));
     ck_assert_ptr_nonnull(strstr(buf, "| `model.attention.variant` | mha | "));
     ck_assert_ptr_nonnull(strstr(buf, "| `model.attention.n_kv_head` | required | gqa: "));
     int rows = 0;
@@ -616,6 +634,7 @@ Suite *config_suite(void)
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, defaults_are_the_documented_values);
+    tcase_add_test(tc, data_source_defaults_to_kjv_or_to_text_for_a_lone_path);
     tcase_add_test(tc, empty_file_is_all_defaults_resolved);
     tcase_add_test(tc, full_file_decodes_every_section);
     tcase_add_test(tc, derived_values_are_resolved);

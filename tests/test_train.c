@@ -78,6 +78,7 @@ static void tiny_config(al_config *c, const char *dir, const char *variant)
     text[3200] = 0;
     char *path = al_test_write(dir, "rep.txt", text);
     al_config_defaults(c);
+    snprintf(c->data.source, sizeof c->data.source, "text");
     snprintf(c->data.path, sizeof c->data.path, "%s", path);
     free(path);
     c->model.n_layer = 1;

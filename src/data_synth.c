@@ -1,0 +1,282 @@
+/*
+ * data_synth.c - synthetic recall tasks: "mqar" (multi-query associative
+ * recall, Arora et al. 2023, "Zoology") and "induction" (a repeated
+ * segment). See README "Data sources".
+ *
+ * Every example is a pure function of (data.seed, split, index): its own
+ * RNG is seeded from those, so nothing is stored, the training set is
+ * train_examples indices drawn at random, and the test set is walked in
+ * order. The test stream has its own seed; a test example whose tokens
+ * equal a training example's is skipped (found by hashing the whole
+ * training set at open), so the two sets are disjoint by construction.
+ *
+ * Example layout (T = seq_len, tokens s[0..T], in = s[0..T), targets the
+ * next token except at answers, which carry weight 1):
+ *   mqar:      k1 v1 k2 v2 .. kP vP, then each key once more at an even
+ *              offset 2g of the query region, g drawn without replacement
+ *              with P(g) ~ (g + 1)^(power_a - 1); the target at a query is
+ *              its value. Keys from 1 .. V/2 - 1, values from V/2 .. V - 1,
+ *              both distinct within an example; every other token is
+ *              uniform in 0 .. V - 1 (Zoology's random_non_queries).
+ *   induction: uniform tokens with a segment of L = num_kv_pairs distinct
+ *              tokens at a and again at b >= a + L; segment tokens occur
+ *              nowhere else. Answers: the segment's tokens 2 .. L at its
+ *              second occurrence (predicted from the token before).
+ */
+#include "al_data.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MQAR, INDUCTION };
+
+typedef struct synth {
+    int kind;
+    int V, T, P;               /* vocabulary, example length, pairs / segment length */
+    int space;                 /* mqar: query slots (T - 2P) / 2 */
+    double *pw;                /* mqar: (space) power-law weight of each slot, max 1 */
+    uint64_t seed[2];          /* per split */
+    long *test_index;          /* (n_test) test-stream index of each test example */
+    int *seg;                  /* induction: (P) scratch for the segment */
+} synth;
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int uniform_int(al_rng *r, int lo, int hi) /* in [lo, hi) */
+{
+    return lo + (int)al_rng_below(r, (uint64_t)(hi - lo));
+}
+
+/* ------------------------------------------------------------ mqar */
+
+/* A fresh value in [lo, hi) that differs from a[0], a[step], .. (n of them). */
+static int draw_distinct(al_rng *r, int lo, int hi, const int *a, int n, int step)
+{
+    for (;;) {
+        int x = uniform_int(r, lo, hi), seen = 0;
+        for (int j = 0; j < n && !seen; j++) seen = a[j * step] == x;
+        if (!seen) return x;
+    }
+}
+
+/* A free query slot g with probability proportional to pw[g] among the free
+ * ones (drawing without replacement). Exact, and it cannot stall however
+ * skewed power_a makes the weights. */
+static int draw_gap(const synth *s, al_rng *r, const int *query)
+{
+    double total = 0;
+    for (int g = 0; g < s->space; g++)
+        if (query[2 * g] < 0) total += s->pw[g];
+    double u = al_rng_uniform(r) * total;
+    int last = -1;
+    for (int g = 0; g < s->space; g++) {
+        if (query[2 * g] >= 0) continue;
+        last = g;
+        if ((u -= s->pw[g]) < 0) return g;
+    }
+    return last;   /* rounding left u >= 0: the last free slot */
+}
+
+static void mqar_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
+{
+    int T = s->T, P = s->P, C = 2 * P, half = s->V / 2;
+    for (int i = 0; i < P; i++) {
+        in[2 * i] = draw_distinct(r, 1, half, in, i, 2);
+        in[2 * i + 1] = draw_distinct(r, half, s->V, in + 1, i, 2);
+    }
+    for (int t = 0; t < T; t++) w[t] = 0.0f;
+    for (int t = C; t < T; t++) in[t] = -1;
+    for (int i = 0; i < P; i++) {
+        int at = C + 2 * draw_gap(s, r, in + C);
+        in[at] = in[2 * i];
+        tgt[at] = in[2 * i + 1];
+        w[at] = 1.0f;
+    }
+    for (int t = C; t < T; t++)
+        if (in[t] < 0) in[t] = uniform_int(r, 0, s->V);
+    int last = uniform_int(r, 0, s->V);   /* s[T] */
+    for (int t = 0; t < T; t++)
+        if (w[t] == 0.0f) tgt[t] = t + 1 < T ? in[t + 1] : last;
+}
+
+/* ------------------------------------------------------------ induction */
+
+static void induction_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
+{
+    int T = s->T, L = s->P, *seg = s->seg;
+    for (int i = 0; i < L; i++) seg[i] = draw_distinct(r, 0, s->V, seg, i, 1);
+    int a = uniform_int(r, 0, T + 2 - 2 * L);          /* a + L <= b, b + L <= T + 1 */
+    int b = uniform_int(r, a + L, T + 2 - L);
+    for (int t = 0; t <= T; t++) {                       /* token s[t] */
+        int tok;
+        if (t >= a && t < a + L) tok = seg[t - a];
+        else if (t >= b && t < b + L) tok = seg[t - b];
+        else tok = draw_distinct(r, 0, s->V, seg, L, 1);
+        if (t < T) in[t] = tok, w[t] = t >= b && t < b + L - 1 ? 1.0f : 0.0f;
+        if (t > 0) tgt[t - 1] = tok;
+    }
+}
+
+/* ------------------------------------------------------------ examples */
+
+static void make_example(const synth *s, int split, long stream_index, int *in, int *tgt,
+                         float *w)
+{
+    al_rng r;
+    al_rng_seed(&r, s->seed[split] ^ mix64((uint64_t)stream_index + 0x9e3779b97f4a7c15ULL));
+    if (s->kind == MQAR) mqar_example(s, &r, in, tgt, w);
+    else induction_example(s, &r, in, tgt, w);
+}
+
+static void synth_example(al_data *d, int split, long index, int T, int *in, int *tgt,
+                          float *w)
+{
+    const synth *s = d->impl;
+    AL_ASSERT(T == s->T && index >= 0 && index < d->n_examples[split]);
+    make_example(s, split, split == AL_SPLIT_TRAIN ? index : s->test_index[index], in, tgt, w);
+}
+
+/* Random examples of a split: training draws from its pool of indices. */
+static void synth_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in, int *tgt,
+                        float *w)
+{
+    for (int b = 0; b < B; b++) {
+        long i = (long)al_rng_below(rng, (uint64_t)d->n_examples[split]);
+        synth_example(d, split, i, T, in + (size_t)b * T, tgt + (size_t)b * T,
+                      w + (size_t)b * T);
+    }
+}
+
+static uint64_t hash_example(const int *in, const int *tgt, int T)
+{
+    uint64_t h = 0x84222325cbf29ce4ULL;
+    for (int t = 0; t < T; t++) h = mix64(h ^ ((uint64_t)(uint32_t)in[t] << 32 | (uint32_t)tgt[t]));
+    return h;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Test example j = the j-th test-stream example not among the training
+ * examples. Gives up (an error) when duplicates are so common that the
+ * task has too few distinct examples for the sets asked for. */
+static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
+{
+    int T = s->T, *in = al_malloc(2 * (size_t)T * sizeof(int)), *tgt = in + T;
+    float *w = al_malloc((size_t)T * sizeof(float));
+    uint64_t *h = al_malloc((size_t)n_train * sizeof *h);
+    for (long i = 0; i < n_train; i++) {
+        make_example(s, AL_SPLIT_TRAIN, i, in, tgt, w);
+        h[i] = hash_example(in, tgt, T);
+    }
+    qsort(h, (size_t)n_train, sizeof *h, cmp_u64);
+    s->test_index = al_malloc((size_t)n_test * sizeof(long));
+    long j = 0, limit = 16 * n_test + 1000;
+    for (long k = 0; k < limit && j < n_test; k++) {
+        make_example(s, AL_SPLIT_VAL, k, in, tgt, w);
+        uint64_t x = hash_example(in, tgt, T);
+        if (!bsearch(&x, h, (size_t)n_train, sizeof *h, cmp_u64)) s->test_index[j++] = k;
+    }
+    free(in), free(w), free(h);
+    if (j < n_test)
+        return al_errf(e, "'data.test_examples' (%ld): only %ld test examples differ from "
+                       "the training examples; the task has too few distinct examples "
+                       "(raise data.vocab_size or seq_len, or lower data.train_examples)",
+                       n_test, j);
+    return 0;
+}
+
+/* ------------------------------------------------------------ open */
+
+static int check_shape(const al_data_config *c, int kind, int T, al_err *e)
+{
+    int P = c->num_kv_pairs, V = c->vocab_size;
+    if (kind == MQAR && 4 * (long)P > T)
+        return al_errf(e, "'data.num_kv_pairs' (%d): mqar needs seq_len >= 4 * num_kv_pairs "
+                       "= %ld, seq_len is %d", P, 4 * (long)P, T);
+    if (kind == MQAR && V / 2 - 1 < P)
+        return al_errf(e, "'data.vocab_size' (%d): mqar with %d pairs needs at least %ld "
+                       "tokens (keys 1 .. V/2 - 1, values V/2 .. V - 1)", V, P, 2 * (long)P + 2);
+    if (kind == INDUCTION && P < 2)
+        return al_errf(e, "'data.num_kv_pairs' (%d): induction repeats a segment of "
+                       "num_kv_pairs tokens and needs at least 2", P);
+    if (kind == INDUCTION && 2 * (long)P > T)
+        return al_errf(e, "'data.num_kv_pairs' (%d): induction needs seq_len >= 2 * "
+                       "num_kv_pairs = %ld, seq_len is %d", P, 2 * (long)P, T);
+    if (kind == INDUCTION && V <= P)
+        return al_errf(e, "'data.vocab_size' (%d) must exceed 'data.num_kv_pairs' (%d) for "
+                       "induction", V, P);
+    return 0;
+}
+
+static int synth_open(al_data *d, const al_data_config *c, int T, int kind, al_err *e)
+{
+    if (check_shape(c, kind, T, e) != 0) return -1;
+    synth *s = al_calloc(1, sizeof *s);
+    d->impl = s;
+    s->kind = kind, s->V = c->vocab_size, s->T = T, s->P = c->num_kv_pairs;
+    s->seed[AL_SPLIT_TRAIN] = mix64(c->seed ^ 0x747261696e000000ULL);   /* "train" */
+    s->seed[AL_SPLIT_VAL] = mix64(c->seed ^ 0x7465737400000000ULL);     /* "test" */
+    s->seg = al_malloc((size_t)s->P * sizeof(int));
+    if (kind == MQAR) {
+        s->space = (T - 2 * s->P) / 2;
+        /* (g + 1)^(a - 1), scaled by its largest value so that no power_a overflows */
+        double ref = c->power_a < 1 ? 1.0 : s->space;
+        s->pw = al_malloc((size_t)s->space * sizeof(double));
+        for (int g = 0; g < s->space; g++) s->pw[g] = pow((g + 1.0) / ref, c->power_a - 1.0);
+    }
+    d->vocab_size = s->V;
+    d->has_weights = 1;
+    d->n_examples[AL_SPLIT_TRAIN] = c->train_examples;
+    d->n_examples[AL_SPLIT_VAL] = c->test_examples;
+    return pick_test_examples(s, c->train_examples, c->test_examples, e);
+}
+
+static int mqar_open(al_data *d, const al_data_config *c, int T, al_err *e)
+{
+    return synth_open(d, c, T, MQAR, e);
+}
+
+static int induction_open(al_data *d, const al_data_config *c, int T, al_err *e)
+{
+    return synth_open(d, c, T, INDUCTION, e);
+}
+
+static void synth_close(al_data *d)
+{
+    synth *s = d->impl;
+    if (!s) return;
+    free(s->pw);
+    free(s->test_index);
+    free(s->seg);
+    free(s);
+}
+
+static int synth_vocab(const al_data_config *c) { return c->vocab_size; }
+
+const al_data_source al_data_mqar = {
+    .name = "mqar",
+    .vocab = synth_vocab,
+    .open = mqar_open,
+    .batch = synth_batch,
+    .close = synth_close,
+    .example = synth_example,
+};
+
+const al_data_source al_data_induction = {
+    .name = "induction",
+    .vocab = synth_vocab,
+    .open = induction_open,
+    .batch = synth_batch,
+    .close = synth_close,
+    .example = synth_example,
+};
