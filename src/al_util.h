@@ -53,6 +53,10 @@ int al_read_file(const char *path, char **out, size_t *n, al_err *e);
 /* mkdir -p */
 int al_mkdirs(const char *path, al_err *e);
 
+/* ---- Words: Levenshtein distance, for did-you-mean suggestions (99 for
+ * words of 128 bytes or more). */
+int al_edit_distance(const char *a, const char *b);
+
 /* ---- Time */
 double al_now(void);   /* monotonic seconds */
 

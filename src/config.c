@@ -621,27 +621,6 @@ static int why_err(char *why, size_t n, const char *fmt, ...)
     return -1;
 }
 
-/* Levenshtein distance (long words: "far"). */
-static int edit_distance(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b);
-    int row[64];
-    if (n >= 64 || m >= 64) return 99;
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 /* The candidate closest to word: edit distance <= 2 (and less than its
  * length), or one a prefix of the other (3 characters at least). */
 static const char *suggest(const char *word, const char *const *cand, int n)
@@ -649,7 +628,7 @@ static const char *suggest(const char *word, const char *const *cand, int n)
     const char *best = NULL;
     int best_score = 99, wl = (int)strlen(word);
     for (int i = 0; i < n; i++) {
-        int d = edit_distance(word, cand[i]), cl = (int)strlen(cand[i]), score = 99;
+        int d = al_edit_distance(word, cand[i]), cl = (int)strlen(cand[i]), score = 99;
         if (d <= 2 && d < wl) score = 2 * d;
         else if ((wl >= 3 && strncmp(cand[i], word, (size_t)wl) == 0) ||
                  (cl >= 3 && strncmp(word, cand[i], (size_t)cl) == 0))

@@ -112,26 +112,6 @@ static int schema_has(const schema *sc, const char *path)
     return 0;
 }
 
-static int edit_distance(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b);
-    int row[128];
-    if (n >= 128 || m >= 128) return 99;
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 /* The closest key path (at most 3 edits), or one ending in the same key. */
 static const char *schema_suggest(const schema *sc, const char *path)
 {
@@ -140,7 +120,7 @@ static const char *schema_suggest(const schema *sc, const char *path)
     last = last ? last + 1 : path;
     for (int i = 0; i < sc->n; i++) {
         const char *p = sc->paths[i], *pl = strrchr(p, '.');
-        int d = edit_distance(path, p);
+        int d = al_edit_distance(path, p);
         if (d >= best_d && strcmp(pl ? pl + 1 : p, last) == 0) d = 3;
         if (d < best_d) best = p, best_d = d;
     }
@@ -345,7 +325,7 @@ static int check_sweep_keys(spec_ctx *C, const al_node *sw)
     for (int i = 0; i < sw->n; i++) {
         int k = 0, best = 99, bi = -1;
         while (sweep_keys[k] && strcmp(sweep_keys[k], sw->keys[i]) != 0) {
-            int d = edit_distance(sweep_keys[k], sw->keys[i]);
+            int d = al_edit_distance(sweep_keys[k], sw->keys[i]);
             if (d < best) best = d, bi = k;
             k++;
         }
