@@ -18,6 +18,9 @@ const char *al_test_binary(void);
 char *al_test_tmpdir(void);
 /* Write text to a file in dir; returns the malloc'ed path. */
 char *al_test_write(const char *dir, const char *name, const char *text);
+/* Run `attnlab ARGS` (ARGS as shell words), capturing stdout+stderr into
+ * *out; returns the exit status (or -1). */
+int al_test_attnlab(const char *args, char **out);
 /* Run a shell command, capture stdout+stderr into *out (malloc'ed); returns
  * the exit status (or -1). */
 int al_test_run(const char *cmd, char **out);

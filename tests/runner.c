@@ -121,6 +121,16 @@ int al_test_run(const char *cmd, char **out)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int al_test_attnlab(const char *args, char **out)
+{
+    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
+    char *cmd = malloc(n);
+    snprintf(cmd, n, "%s %s", al_test_binary(), args);
+    int rc = al_test_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     SRunner *sr = NULL;

@@ -344,10 +344,12 @@ static char *loss_columns(const char *dir)
 
 static char *file_bytes(const char *dir, const char *name, size_t *n)
 {
-    char path[4200], *buf;
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len), *buf;
     al_err e;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, len, "%s/%s", dir, name);
     ck_assert_msg(al_read_file(path, &buf, n, &e) == 0, "%s", e.msg);
+    free(path);
     return buf;
 }
 
@@ -442,16 +444,6 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
 }
 END_TEST
 
-static int run_bin(const char *args, char **out)
-{
-    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
-    char *cmd = malloc(n);
-    snprintf(cmd, n, "%s %s", al_test_binary(), args);
-    int rc = al_test_run(cmd, out);
-    free(cmd);
-    return rc;
-}
-
 /* `attnlab train --resume DIR` reads DIR/config.yaml; --out elsewhere is refused. */
 START_TEST(train_resume_dir_continues_from_the_saved_config)
 {
@@ -466,18 +458,18 @@ START_TEST(train_resume_dir_continues_from_the_saved_config)
              c.data.path);
     char *cfg = al_test_write(dir, "c.yaml", yaml);
     snprintf(args, sizeof args, "train %s --out %s/full", cfg, dir);
-    ck_assert_int_eq(run_bin(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     free(out);
     snprintf(args, sizeof args, "train %s --out %s/part --stop-after 5", cfg, dir);
-    ck_assert_int_eq(run_bin(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "status=stopped steps=5"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "train --resume %s/part --out %s/elsewhere", dir, dir);
-    ck_assert_int_eq(run_bin(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "name different directories"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "train --resume %s/part --set train.checkpoint_every=3", dir);
-    ck_assert_int_eq(run_bin(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "val_loss="), "%s", out);
     free(out);
     snprintf(args, sizeof args, "%s/full", dir);

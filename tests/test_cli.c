@@ -9,27 +9,17 @@
 #include "al_test.h"
 #include "al_util.h"
 
-static int run(const char *args, char **out)
-{
-    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
-    char *cmd = malloc(n);
-    snprintf(cmd, n, "%s %s", al_test_binary(), args);
-    int rc = al_test_run(cmd, out);
-    free(cmd);
-    return rc;
-}
-
 START_TEST(help_lists_the_commands)
 {
     char *out;
-    ck_assert_int_eq(run("--help", &out), 0);
+    ck_assert_int_eq(al_test_attnlab("--help", &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "train"));
     ck_assert_ptr_nonnull(strstr(out, "kv"));
     free(out);
-    ck_assert_int_eq(run("train --help", &out), 0);
+    ck_assert_int_eq(al_test_attnlab("train --help", &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "usage: attnlab train"));
     free(out);
-    ck_assert_int_eq(run("frobnicate", &out), 2);
+    ck_assert_int_eq(al_test_attnlab("frobnicate", &out), 2);
     ck_assert_ptr_nonnull(strstr(out, "unknown command 'frobnicate'"));
     free(out);
 }
@@ -52,7 +42,7 @@ START_TEST(kv_reports_params_and_cache_bytes)
                               "  attention: {variant: gqa, n_kv_head: 2}\n");
     char args[4200], *out, want[128];
     snprintf(args, sizeof args, "kv %s --context 1000", cfg);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     snprintf(want, sizeof want, "parameters: %zu\n", params_by_hand(4, 128, 4, 2, 32));
     ck_assert_msg(strstr(out, want), "%s", out);
     /* 4 layers * 2 (k, v) * 2 heads * 32 = 512 elements */
@@ -62,7 +52,7 @@ START_TEST(kv_reports_params_and_cache_bytes)
     snprintf(args, sizeof args, "kv %s --set model.attention={variant: mha}", cfg);
     char quoted[4300];
     snprintf(quoted, sizeof quoted, "kv %s --set 'model.attention={variant: mha}'", cfg);
-    ck_assert_int_eq(run(quoted, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(quoted, &out), 0);
     snprintf(want, sizeof want, "parameters: %zu\n", params_by_hand(4, 128, 4, 4, 32));
     ck_assert_msg(strstr(out, want), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "f32=4096"));
@@ -84,7 +74,7 @@ START_TEST(kv_reports_mla_latent_plus_rope_bytes)
                               "  attention: {variant: mla, d_latent: 32, d_rope: 16}\n");
     char args[4200], *out, want[128];
     snprintf(args, sizeof args, "kv %s --context 1000", cfg);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     size_t D = 128, Hd = 4 * 32, dc = 32, dr = 16;
     size_t attn = Hd * D + 4 * dr * D + dc * D + dc + dr * D + 2 * Hd * dc + D * Hd;
     snprintf(want, sizeof want, "parameters: %zu\n",
@@ -107,7 +97,7 @@ START_TEST(config_errors_are_one_line_with_position)
                               "model:\n  n_layer: 2\n  n_heads: 4\n");
     char args[4200], *out, want[4200];
     snprintf(args, sizeof args, "train %s --out %s/o", cfg, dir);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     snprintf(want, sizeof want, "%s:3:3: error: unknown key 'n_heads'", cfg);
     ck_assert_msg(strstr(out, want), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'n_head'"));
@@ -118,13 +108,13 @@ START_TEST(config_errors_are_one_line_with_position)
                         "model:\n  n_head: 8\n  d_model: 256\n  attention:\n"
                         "    variant: gqa\n    n_kv_head: 3\n");
     snprintf(args, sizeof args, "kv %s", cfg);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "'n_kv_head' (3) must divide 'n_head' (8)"), "%s", out);
     snprintf(want, sizeof want, "%s:6:", cfg);
     ck_assert_msg(strstr(out, want), "%s", out);
     free(out);
     snprintf(args, sizeof args, "kv %s --set model.nope=1", cfg);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "nope"), "%s", out);
     free(out);
     free(cfg);
@@ -148,7 +138,7 @@ START_TEST(train_writes_config_metrics_and_a_result_line)
     char *cfg = al_test_write(dir, "t.yaml", yaml);
     char args[8400], *out, path[4200];
     snprintf(args, sizeof args, "train %s --out %s/run", cfg, dir);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "val_loss="), "%s", out);
     ck_assert_msg(strstr(out, "causal=false"), "%s", out);
     free(out);

@@ -15,16 +15,6 @@
 #include "al_test.h"
 #include "al_test_model.h"
 
-static int run(const char *args, char **out)
-{
-    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
-    char *cmd = malloc(n);
-    snprintf(cmd, n, "%s %s", al_test_binary(), args);
-    int rc = al_test_run(cmd, out);
-    free(cmd);
-    return rc;
-}
-
 typedef struct fixture {
     char *dir, ckpt[4200], text[4200];
     al_model m;
@@ -109,7 +99,7 @@ START_TEST(score_equals_an_independent_window_by_window_computation)
     char args[9000], *out;
     long tokens, ref_tokens;
     snprintf(args, sizeof args, "score %s %s --threads 1", f.ckpt, f.text);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     double loss = parse_score(out, &tokens), ref = reference_score(&f, 8, &ref_tokens);
     ck_assert_int_eq(tokens, 992);
     ck_assert_int_eq(tokens, ref_tokens);
@@ -118,7 +108,7 @@ START_TEST(score_equals_an_independent_window_by_window_computation)
     free(out);
     /* longer than the trained seq_len (RoPE extrapolates), odd batches */
     snprintf(args, sizeof args, "score %s %s --seq-len 20 --batch 3", f.ckpt, f.text);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     loss = parse_score(out, &tokens);
     ref = reference_score(&f, 20, &ref_tokens);
     ck_assert_int_eq(tokens, 980);
@@ -135,12 +125,12 @@ START_TEST(score_json_carries_the_same_figures)
     char args[9000], *out;
     long tokens;
     snprintf(args, sizeof args, "score %s %s", f.ckpt, f.text);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     double loss = parse_score(out, &tokens);
     ck_assert_ptr_nonnull(strstr(out, "variant=mla"));
     free(out);
     snprintf(args, sizeof args, "score %s %s --json", f.ckpt, f.text);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
     ck_assert_msg(j != NULL, "%s: %s", je.text, out);
@@ -159,7 +149,7 @@ END_TEST
 static void expect_fail(const char *args, int status, const char *want)
 {
     char *out;
-    ck_assert_int_eq(run(args, &out), status);
+    ck_assert_int_eq(al_test_attnlab(args, &out), status);
     ck_assert_msg(strstr(out, want), "'%s' not in: %s", want, out);
     ck_assert_msg(strchr(out, '\n') == out + strlen(out) - 1, "not one line: %s", out);
     free(out);
@@ -201,7 +191,7 @@ START_TEST(grads_writes_the_loss_and_every_gradient_of_the_first_windows)
     snprintf(out_path, sizeof out_path, "%s/g.safetensors", f.dir);
     snprintf(args, sizeof args, "grads %s %s --out %s --batch 3 --threads 1", f.ckpt, f.text,
              out_path);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "tokens=24"), "%s", out);
     free(out);
     int in[24], tgt[24];

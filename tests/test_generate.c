@@ -166,16 +166,6 @@ END_TEST
 
 /* ------------------------------------------------------------ the command line */
 
-static int run(const char *args, char **out)
-{
-    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
-    char *cmd = malloc(n);
-    snprintf(cmd, n, "%s %s", al_test_binary(), args);
-    int rc = al_test_run(cmd, out);
-    free(cmd);
-    return rc;
-}
-
 /* The figure `attnlab kv` prints for the configured kv_dtype, by hand:
  * mla caches d_latent + d_rope per layer, here 3 * (32 + 16) elements. */
 START_TEST(kv_reports_the_configured_kv_dtype)
@@ -187,7 +177,7 @@ START_TEST(kv_reports_the_configured_kv_dtype)
                               "  attention: {variant: mla, d_latent: 32, d_rope: 16}}\n");
     char args[4200], *out;
     snprintf(args, sizeof args, "kv %s", cfg);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "kv_bytes_per_token: f32=576 bf16=288 f16=288\n"), "%s", out);
     ck_assert_msg(strstr(out, "kv_dtype: f16 kv_bytes_per_token=288\n"), "%s", out);
     free(out), free(cfg), free(dir);
@@ -206,7 +196,7 @@ START_TEST(bench_decode_writes_a_table_and_csv)
     snprintf(args, sizeof args, "bench-decode %s --contexts 16,40 --tokens 4 --kv-dtype bf16 "
              "--variants 'mqa; gqa n_kv_head=2; mla d_latent=8 d_rope=4' --out %s/b/d.csv",
              cfg, dir);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "tokens_per_s"), "%s", out);
     free(out);
     snprintf(path, sizeof path, "%s/b/d.csv", dir);
@@ -224,18 +214,18 @@ START_TEST(bench_decode_writes_a_table_and_csv)
         ck_assert_msg(strstr(csv, want[i]), "'%s' not in\n%s", want[i], csv);
     free(csv);
     snprintf(args, sizeof args, "bench-decode %s --contexts 16,x", cfg);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "--contexts") && strchr(out, '\n') == out + strlen(out) - 1,
                   "%s", out);
     free(out);
     snprintf(args, sizeof args, "bench-decode %s --variants 'gqa n_kv_head' --out %s/x.csv",
              cfg, dir);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "'n_kv_head' is not key=value"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "bench-decode %s --variants 'gqa n_kv_head=3' --out %s/x.csv",
              cfg, dir);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "must divide"), "%s", out);
     free(out), free(cfg), free(dir);
 }
@@ -263,7 +253,7 @@ static void train_checkpoint(void)
              "        weight_decay: 0, eval_every: 150, eval_batches: 2, threads: 1}\n", data);
     ck_cfg = al_test_write(ck_dir, "t.yaml", yaml);
     snprintf(args, sizeof args, "train %s --out %s/run", ck_cfg, ck_dir);
-    int rc = run(args, &out);
+    int rc = al_test_attnlab(args, &out);
     if (rc != 0) fprintf(stderr, "train failed (%d): %s\n", rc, out);
     free(out), free(data);
     snprintf(ck_path, sizeof ck_path, "%s/run/model.safetensors", ck_dir);
@@ -336,7 +326,7 @@ START_TEST(generate_stats_match_attnlab_kv)
         ck_assert_uint_eq(strlen(out), 5);
         long got = number_after(err, "kv_bytes_per_token=");
         snprintf(args, sizeof args, "kv %s --set model.kv_dtype=%s", ck_cfg, dtypes[i]);
-        ck_assert_int_eq(run(args, &kv), 0);
+        ck_assert_int_eq(al_test_attnlab(args, &kv), 0);
         ck_assert_ptr_nonnull(strstr(kv, "kv_dtype: "));
         long want = number_after(strstr(kv, "kv_dtype: "), "kv_bytes_per_token=");
         /* by hand: 1 layer, mqa: 2 * 8 floats per token */

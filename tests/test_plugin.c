@@ -379,16 +379,6 @@ END_TEST
 
 /* ------------------------------------------------------------ the CLI */
 
-static int run(const char *args, char **out)
-{
-    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
-    char *cmd = malloc(n);
-    snprintf(cmd, n, "%s %s", al_test_binary(), args);
-    int rc = al_test_run(cmd, out);
-    free(cmd);
-    return rc;
-}
-
 static const char *line_starting(const char *out, const char *prefix)
 {
     for (const char *l = out; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
@@ -400,7 +390,7 @@ START_TEST(variants_command_lists_plugins_with_their_origin)
 {
     char args[PATH_MAX + 64], *out, want[PATH_MAX + 64];
     snprintf(args, sizeof args, "variants --plugin %s", AL_SWA_PLUGIN);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     const char *swa = line_starting(out, "swa "), *gqa = line_starting(out, "gqa ");
     ck_assert_msg(swa && gqa, "%s", out);
     snprintf(want, sizeof want, "origin=%s  --", AL_SWA_PLUGIN);
@@ -408,11 +398,11 @@ START_TEST(variants_command_lists_plugins_with_their_origin)
     ck_assert_msg(strstr(gqa, "n_kv_head=required") && strstr(gqa, "origin=built-in"), "%s",
                   out);
     free(out);
-    ck_assert_int_eq(run("variants", &out), 0);
+    ck_assert_int_eq(al_test_attnlab("variants", &out), 0);
     ck_assert_ptr_null(line_starting(out, "swa "));
     free(out);
     snprintf(args, sizeof args, "variants --plugin %s", broken("bad_plugin_version"));
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "interface version") && strchr(out, '\n') == out + strlen(out) - 1,
                   "%s", out);
     free(out);
@@ -429,12 +419,12 @@ static void check_plugin_checkpoint_scores(const char *dir, const char *data)
     char args[4 * PATH_MAX], *out, ckpt[PATH_MAX + 64], want[PATH_MAX + 64];
     snprintf(ckpt, sizeof ckpt, "%s/run/model.safetensors", dir);
     snprintf(args, sizeof args, "score %s %s", ckpt, data);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     snprintf(want, sizeof want, "pass --plugin %s", AL_SWA_PLUGIN);
     ck_assert_msg(strstr(out, want), "%s", out);
     free(out);
     snprintf(args, sizeof args, "score %s %s --plugin %s", ckpt, data, AL_SWA_PLUGIN);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     const char *line = strstr(out, "loss=");
     ck_assert_ptr_nonnull(line);
     double cli = atof(line + 5);
@@ -474,20 +464,20 @@ START_TEST(train_and_kv_accept_plugin_and_record_it)
              data);
     char *cfg = al_test_write(dir, "c.yaml", yaml), args[4 * PATH_MAX], *out;
     snprintf(args, sizeof args, "kv %s", cfg);
-    ck_assert_int_eq(run(args, &out), 2);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
     ck_assert_msg(strstr(out, "needs --plugin PATH"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "kv %s --plugin %s", cfg, AL_SWA_PLUGIN);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     /* 3 layers * (k, v) * 2 heads * 8 */
     ck_assert_msg(strstr(out, "kv_elements_per_token: 96\n"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "train %s --plugin %s --out %s/run", cfg, AL_SWA_PLUGIN, dir);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     free(out);
     /* the written config loads without --plugin */
     snprintf(args, sizeof args, "kv %s/run/config.yaml", dir);
-    ck_assert_int_eq(run(args, &out), 0);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "kv_elements_per_token: 96\n"), "%s", out);
     free(out);
     check_plugin_checkpoint_scores(dir, data);
@@ -528,7 +518,7 @@ START_TEST(generate_continues_a_string_from_a_swa_checkpoint)
              "        weight_decay: 0, eval_every: 150, eval_batches: 2, threads: 1}\n", data);
     char *cfg = al_test_write(dir, "c.yaml", yaml);
     snprintf(args, sizeof args, "train %s --plugin %s --out %s/run", cfg, AL_SWA_PLUGIN, dir);
-    ck_assert_msg(run(args, &out) == 0, "%s", out);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
     free(out);
     ck_assert_int_eq(run_generate(dir, "--prompt 'hello w' --tokens 17 --temperature 0", &out,
                                   &err), 2);
