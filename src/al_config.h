@@ -63,7 +63,8 @@ typedef struct al_data_config {
     char path[AL_PATH_LEN];     /* for text */
     double val_fraction;        /* 0.1 */
     /* synthetic tasks (mqar, induction) */
-    int vocab_size, seq_len, num_kv_pairs, train_examples, test_examples;
+    int vocab_size, seq_len, num_kv_pairs, min_kv_pairs, curriculum_steps;
+    int train_examples, test_examples;
     double power_a;
     uint64_t seed;
 } al_data_config;

@@ -43,6 +43,8 @@ struct al_data {
     size_t n, n_train;         /* bytes, and how many are training data */
     void *impl;                /* source-private state */
     long n_examples[2];        /* task data: examples per split; 0 for text */
+    long step;                 /* training step the next training batch is for, set by
+                                  the trainer: a curriculum (data.curriculum_steps) reads it */
 };
 
 /* Vocabulary of a source without loading it; -1 for an unknown source. */

@@ -22,6 +22,15 @@
  *              tokens at a and again at b >= a + L; segment tokens occur
  *              nowhere else. Answers: the segment's tokens 2 .. L at its
  *              second occurrence (predicted from the token before).
+ *
+ * Easier training examples (data.min_kv_pairs, data.curriculum_steps): a
+ * training batch may draw each example's P' (pairs, or segment length) from
+ * [min_kv_pairs, cap], cap ramping from min_kv_pairs to num_kv_pairs over
+ * the first curriculum_steps steps. Why: from scratch, 2-layer models sit
+ * on the "some value from the context" plateau for thousands of steps once
+ * there are 4 or more pairs, while 2 pairs teach the key-value binding in a
+ * few hundred and it carries over (Zoology likewise trains on a mixture of
+ * settings). The test set always asks num_kv_pairs.
  */
 #include "al_data.h"
 
@@ -34,7 +43,10 @@ enum { MQAR, INDUCTION };
 typedef struct synth {
     int kind;
     int V, T, P;               /* vocabulary, example length, pairs / segment length */
-    int space;                 /* mqar: query slots (T - 2P) / 2 */
+    int P_min;                 /* training examples draw their P' from [P_min, P] */
+    long ramp;                 /* curriculum_steps: the upper end of that range ramps
+                                  from P_min to P over the first ramp steps */
+    int space;                 /* mqar: query slots (T - 2 P_min) / 2, the most any example has */
     double *pw;                /* mqar: (space) power-law weight of each slot, max 1 */
     uint64_t seed[2];          /* per split */
     long *test_index;          /* (n_test) test-stream index of each test example */
@@ -68,14 +80,14 @@ static int draw_distinct(al_rng *r, int lo, int hi, const int *a, int n, int ste
 /* A free query slot g with probability proportional to pw[g] among the free
  * ones (drawing without replacement). Exact, and it cannot stall however
  * skewed power_a makes the weights. */
-static int draw_gap(const synth *s, al_rng *r, const int *query)
+static int draw_gap(const synth *s, al_rng *r, const int *query, int space)
 {
     double total = 0;
-    for (int g = 0; g < s->space; g++)
+    for (int g = 0; g < space; g++)
         if (query[2 * g] < 0) total += s->pw[g];
     double u = al_rng_uniform(r) * total;
     int last = -1;
-    for (int g = 0; g < s->space; g++) {
+    for (int g = 0; g < space; g++) {
         if (query[2 * g] >= 0) continue;
         last = g;
         if ((u -= s->pw[g]) < 0) return g;
@@ -83,9 +95,9 @@ static int draw_gap(const synth *s, al_rng *r, const int *query)
     return last;   /* rounding left u >= 0: the last free slot */
 }
 
-static void mqar_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
+static void mqar_example(const synth *s, al_rng *r, int P, int *in, int *tgt, float *w)
 {
-    int T = s->T, P = s->P, C = 2 * P, half = s->V / 2;
+    int T = s->T, C = 2 * P, half = s->V / 2, space = (T - C) / 2;
     for (int i = 0; i < P; i++) {
         in[2 * i] = draw_distinct(r, 1, half, in, i, 2);
         in[2 * i + 1] = draw_distinct(r, half, s->V, in + 1, i, 2);
@@ -93,7 +105,7 @@ static void mqar_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
     for (int t = 0; t < T; t++) w[t] = 0.0f;
     for (int t = C; t < T; t++) in[t] = -1;
     for (int i = 0; i < P; i++) {
-        int at = C + 2 * draw_gap(s, r, in + C);
+        int at = C + 2 * draw_gap(s, r, in + C, space);
         in[at] = in[2 * i];
         tgt[at] = in[2 * i + 1];
         w[at] = 1.0f;
@@ -107,9 +119,9 @@ static void mqar_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
 
 /* ------------------------------------------------------------ induction */
 
-static void induction_example(const synth *s, al_rng *r, int *in, int *tgt, float *w)
+static void induction_example(const synth *s, al_rng *r, int L, int *in, int *tgt, float *w)
 {
-    int T = s->T, L = s->P, *seg = s->seg;
+    int T = s->T, *seg = s->seg;
     for (int i = 0; i < L; i++) seg[i] = draw_distinct(r, 0, s->V, seg, i, 1);
     int a = uniform_int(r, 0, T + 2 - 2 * L);          /* a + L <= b, b + L <= T + 1 */
     int b = uniform_int(r, a + L, T + 2 - L);
@@ -125,31 +137,57 @@ static void induction_example(const synth *s, al_rng *r, int *in, int *tgt, floa
 
 /* ------------------------------------------------------------ examples */
 
-static void make_example(const synth *s, int split, long stream_index, int *in, int *tgt,
-                         float *w)
+/* Example `stream_index` of a split with P' pairs (segment length). Its
+ * RNG is seeded from (split, index, P'), so a P-pair example is the same
+ * whichever way P' was chosen, and P' = P keeps the streams of a run
+ * without a curriculum. */
+static void make_example(const synth *s, int split, long stream_index, int P, int *in,
+                         int *tgt, float *w)
 {
     al_rng r;
-    al_rng_seed(&r, s->seed[split] ^ mix64((uint64_t)stream_index + 0x9e3779b97f4a7c15ULL));
-    if (s->kind == MQAR) mqar_example(s, &r, in, tgt, w);
-    else induction_example(s, &r, in, tgt, w);
+    uint64_t salt = P == s->P ? 0 : mix64(0x70616972ULL << 32 | (uint32_t)P);   /* "pair" */
+    al_rng_seed(&r, s->seed[split] ^ salt ^
+                mix64((uint64_t)stream_index + 0x9e3779b97f4a7c15ULL));
+    if (s->kind == MQAR) mqar_example(s, &r, P, in, tgt, w);
+    else induction_example(s, &r, P, in, tgt, w);
 }
 
+/* Test and evaluation ask the full task (P pairs). */
 static void synth_example(al_data *d, int split, long index, int T, int *in, int *tgt,
                           float *w)
 {
     const synth *s = d->impl;
     AL_ASSERT(T == s->T && index >= 0 && index < d->n_examples[split]);
-    make_example(s, split, split == AL_SPLIT_TRAIN ? index : s->test_index[index], in, tgt, w);
+    make_example(s, split, split == AL_SPLIT_TRAIN ? index : s->test_index[index], s->P, in,
+                 tgt, w);
 }
 
-/* Random examples of a split: training draws from its pool of indices. */
+/* The largest P' a training batch may draw at step: it ramps linearly from
+ * P_min to P over the first curriculum_steps steps. */
+static int pairs_cap(const synth *s, long step)
+{
+    if (step >= s->ramp) return s->P;
+    return s->P_min + (int)((long)(s->P - s->P_min + 1) * step / s->ramp);
+}
+
+/* Random examples of a split: training draws from its pool of indices and,
+ * with a curriculum or a mixture (P_min < P), a pair count P' in
+ * [P_min, cap] per example. Evaluation batches always have P pairs. */
 static void synth_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in, int *tgt,
                         float *w)
 {
+    const synth *s = d->impl;
+    int cap = split == AL_SPLIT_TRAIN ? pairs_cap(s, d->step) : s->P;
     for (int b = 0; b < B; b++) {
         long i = (long)al_rng_below(rng, (uint64_t)d->n_examples[split]);
-        synth_example(d, split, i, T, in + (size_t)b * T, tgt + (size_t)b * T,
-                      w + (size_t)b * T);
+        size_t o = (size_t)b * T;
+        if (split == AL_SPLIT_TRAIN && s->P_min < s->P) {
+            int P = s->P_min + (int)al_rng_below(rng, (uint64_t)(cap - s->P_min + 1));
+            AL_ASSERT(T == s->T);
+            make_example(s, split, i, P, in + o, tgt + o, w + o);
+        } else {
+            synth_example(d, split, i, T, in + o, tgt + o, w + o);
+        }
     }
 }
 
@@ -167,7 +205,8 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Test example j = the j-th test-stream example not among the training
- * examples. Gives up (an error) when duplicates are so common that the
+ * examples (the full-task ones; a curriculum's easier examples ask fewer
+ * questions, so they are other task instances even where tokens agree). Gives up (an error) when duplicates are so common that the
  * task has too few distinct examples for the sets asked for. */
 static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
 {
@@ -175,14 +214,14 @@ static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
     float *w = al_malloc((size_t)T * sizeof(float));
     uint64_t *h = al_malloc((size_t)n_train * sizeof *h);
     for (long i = 0; i < n_train; i++) {
-        make_example(s, AL_SPLIT_TRAIN, i, in, tgt, w);
+        make_example(s, AL_SPLIT_TRAIN, i, s->P, in, tgt, w);
         h[i] = hash_example(in, tgt, T);
     }
     qsort(h, (size_t)n_train, sizeof *h, cmp_u64);
     s->test_index = al_malloc((size_t)n_test * sizeof(long));
     long j = 0, limit = 16 * n_test + 1000;
     for (long k = 0; k < limit && j < n_test; k++) {
-        make_example(s, AL_SPLIT_VAL, k, in, tgt, w);
+        make_example(s, AL_SPLIT_VAL, k, s->P, in, tgt, w);
         uint64_t x = hash_example(in, tgt, T);
         if (!bsearch(&x, h, (size_t)n_train, sizeof *h, cmp_u64)) s->test_index[j++] = k;
     }
@@ -197,9 +236,21 @@ static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
 
 /* ------------------------------------------------------------ open */
 
+static int min_pairs(const al_data_config *c)
+{
+    return c->min_kv_pairs ? c->min_kv_pairs : c->num_kv_pairs;
+}
+
 static int check_shape(const al_data_config *c, int kind, int T, al_err *e)
 {
     int P = c->num_kv_pairs, V = c->vocab_size;
+    if (min_pairs(c) > P)
+        return al_errf(e, "'data.min_kv_pairs' (%d) exceeds 'data.num_kv_pairs' (%d): training "
+                       "examples draw their pairs from [min_kv_pairs, num_kv_pairs]",
+                       c->min_kv_pairs, P);
+    if (kind == INDUCTION && c->min_kv_pairs == 1)
+        return al_errf(e, "'data.min_kv_pairs' (%d): induction repeats a segment of at least "
+                       "2 tokens", c->min_kv_pairs);
     if (kind == MQAR && 4 * (long)P > T)
         return al_errf(e, "'data.num_kv_pairs' (%d): mqar needs seq_len >= 4 * num_kv_pairs "
                        "= %ld, seq_len is %d", P, 4 * (long)P, T);
@@ -224,11 +275,13 @@ static int synth_open(al_data *d, const al_data_config *c, int T, int kind, al_e
     synth *s = al_calloc(1, sizeof *s);
     d->impl = s;
     s->kind = kind, s->V = c->vocab_size, s->T = T, s->P = c->num_kv_pairs;
+    s->P_min = min_pairs(c);
+    s->ramp = c->curriculum_steps;
     s->seed[AL_SPLIT_TRAIN] = mix64(c->seed ^ 0x747261696e000000ULL);   /* "train" */
     s->seed[AL_SPLIT_VAL] = mix64(c->seed ^ 0x7465737400000000ULL);     /* "test" */
     s->seg = al_malloc((size_t)s->P * sizeof(int));
     if (kind == MQAR) {
-        s->space = (T - 2 * s->P) / 2;
+        s->space = (T - 2 * s->P_min) / 2;
         /* (g + 1)^(a - 1), scaled by its largest value so that no power_a overflows */
         double ref = c->power_a < 1 ? 1.0 : s->space;
         s->pw = al_malloc((size_t)s->space * sizeof(double));

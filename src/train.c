@@ -237,6 +237,7 @@ static double train_step(run *R, int step)
     const al_train_config *t = &R->c->train;
     int B = t->batch_size, T = R->c->model.seq_len;
     double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
+    R->data.step = step;
     al_data_batch(&R->data, AL_SPLIT_TRAIN, &R->rng, B, T, R->in, R->tgt, R->w);
     al_model_zero_grad(&R->model);
     double loss = al_dp_forward_backward(&R->model, R->in, R->tgt,

@@ -549,6 +549,118 @@ START_TEST(induction_examples_repeat_one_segment)
 }
 END_TEST
 
+/* Answer positions of an example: P for mqar, L - 1 for induction. */
+static int answers_of(const float *w, int T)
+{
+    int n = 0;
+    for (int t = 0; t < T; t++) n += w[t] != 0.0f;
+    return n;
+}
+
+/* Training batches at `step`: every example well formed, with a pair count
+ * in [lo, hi]; returns a bit mask of the counts seen. */
+static unsigned batch_pair_counts(al_data *d, const char *src, long step, int V, int T,
+                                  int lo, int hi)
+{
+    enum { B = 64 };
+    static int in[B * MAXT], tgt[B * MAXT];
+    static float w[B * MAXT];
+    al_rng rng;
+    al_rng_seed(&rng, 100 + (uint64_t)step);
+    d->step = step;
+    unsigned seen = 0;
+    for (int rep = 0; rep < 8; rep++) {
+        al_data_batch(d, AL_SPLIT_TRAIN, &rng, B, T, in, tgt, w);
+        for (int b = 0; b < B; b++) {
+            const int *x = in + b * T, *y = tgt + b * T;
+            const float *z = w + b * T;
+            int P = strcmp(src, "mqar") == 0 ? answers_of(z, T) : answers_of(z, T) + 1;
+            ck_assert_msg(P >= lo && P <= hi, "step %ld: %d pairs, want %d .. %d", step, P,
+                          lo, hi);
+            if (strcmp(src, "mqar") == 0) assert_mqar(x, y, z, V, T, P);
+            else assert_induction(x, y, z, V, T, P);
+            seen |= 1u << P;
+        }
+    }
+    return seen;
+}
+
+/* min_kv_pairs 2, num_kv_pairs 8, curriculum_steps 100: training examples
+ * have exactly 2 pairs at step 0, at most 2 + 7 * 50 / 100 = 5 at step 50,
+ * and every count 2 .. 8 from step 100 on; the test set always has 8. */
+START_TEST(curriculum_ramps_the_training_pair_count)
+{
+    static const char *const srcs[] = {"mqar", "induction"};
+    int in[MAXT], tgt[MAXT];
+    float w[MAXT];
+    for (int k = 0; k < 2; k++) {
+        int V = 128, T = 64;
+        al_data_config c = synth_config(srcs[k], V, 8, 2000, 200);
+        c.min_kv_pairs = 2;
+        c.curriculum_steps = 100;
+        al_data d;
+        open_ok(&d, &c, T);
+        ck_assert_uint_eq(batch_pair_counts(&d, srcs[k], 0, V, T, 2, 2), 1u << 2);
+        unsigned mid = batch_pair_counts(&d, srcs[k], 50, V, T, 2, 5);
+        ck_assert_uint_eq(mid, 0x3cu);   /* 2, 3, 4, 5 all drawn */
+        for (long step = 100; step <= 5000; step += 4900)
+            ck_assert_uint_eq(batch_pair_counts(&d, srcs[k], step, V, T, 2, 8), 0x1fcu);
+        for (long i = 0; i < d.n_examples[AL_SPLIT_VAL]; i++) {
+            get(&d, AL_SPLIT_VAL, i, T, in, tgt, w);
+            ck_assert_int_eq(answers_of(w, T) + (k == 1), 8);
+        }
+        al_data_close(&d);
+    }
+}
+END_TEST
+
+/* Without a ramp, min_kv_pairs mixes every count from the first step; and
+ * min_kv_pairs = num_kv_pairs is the same data as leaving it unset. */
+START_TEST(min_kv_pairs_mixes_and_equal_bounds_change_nothing)
+{
+    int V = 128, T = 64;
+    al_data_config c = synth_config("mqar", V, 6, 2000, 200);
+    c.min_kv_pairs = 3;
+    al_data d;
+    open_ok(&d, &c, T);
+    ck_assert_uint_eq(batch_pair_counts(&d, "mqar", 0, V, T, 3, 6), 0x78u);
+    al_data_close(&d);
+
+    enum { B = 16 };
+    static int in[2][B * MAXT], tgt[2][B * MAXT];
+    static float w[2][B * MAXT];
+    for (int k = 0; k < 2; k++) {
+        al_data_config ck = synth_config("mqar", V, 6, 2000, 200);
+        ck.min_kv_pairs = k ? 6 : 0;
+        ck.curriculum_steps = k ? 50 : 0;
+        open_ok(&d, &ck, T);
+        al_rng rng;
+        al_rng_seed(&rng, 5);
+        d.step = 3;
+        al_data_batch(&d, AL_SPLIT_TRAIN, &rng, B, T, in[k], tgt[k], w[k]);
+        al_data_close(&d);
+    }
+    ck_assert_mem_eq(in[0], in[1], sizeof in[0]);
+    ck_assert_mem_eq(tgt[0], tgt[1], sizeof tgt[0]);
+}
+END_TEST
+
+START_TEST(bad_min_kv_pairs_names_the_key)
+{
+    al_data_config c = synth_config("mqar", 64, 4, 10, 10);
+    c.min_kv_pairs = 5;
+    al_data d;
+    al_err e;
+    ck_assert_int_ne(al_data_open(&d, &c, 64, &e), 0);
+    ck_assert_msg(strstr(e.msg, "'data.min_kv_pairs' (5) exceeds 'data.num_kv_pairs' (4)"),
+                  "%s", e.msg);
+    c = synth_config("induction", 64, 4, 10, 10);
+    c.min_kv_pairs = 1;
+    ck_assert_int_ne(al_data_open(&d, &c, 64, &e), 0);
+    ck_assert_msg(strstr(e.msg, "'data.min_kv_pairs' (1): induction"), "%s", e.msg);
+}
+END_TEST
+
 /* ------------------------------------------------------------ evaluation */
 
 static void small_model_config(al_config *c, const char *source, int V, int T, int P)
@@ -665,6 +777,40 @@ END_TEST
 
 /* Without the bible program, a kjv run stops with one line naming the
  * package, and exit status 2. */
+/* The final line's train_loss of `attnlab train m.yaml --set SET`. */
+static double curriculum_run(const char *cfg, const char *dir, const char *set, int k)
+{
+    char args[4400], *out;
+    snprintf(args, sizeof args, "train %s --set %s --out %s/c%d", cfg, set, dir, k);
+    ck_assert_int_eq(run_attnlab("", args, &out), 0);
+    char *p = strstr(out, " train_loss=");
+    ck_assert_msg(p, "%s", out);
+    double v = strtod(p + 12, NULL);
+    free(out);
+    return v;
+}
+
+/* The trainer tells the data its step: with curriculum_steps 10^6 a short
+ * run only ever sees 2-pair examples, so any larger ramp gives the same
+ * run, while curriculum_steps 1 gives 2 .. 8 pairs from step 1 and so a
+ * different one (were the step never passed, all three would agree). */
+START_TEST(train_passes_its_step_to_the_curriculum)
+{
+    char *dir = al_test_tmpdir();
+    char *cfg = al_test_write(dir, "m.yaml",
+        "data: {source: mqar, vocab_size: 64, num_kv_pairs: 8, min_kv_pairs: 2,\n"
+        "       train_examples: 500, test_examples: 50}\n"
+        "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 32}\n"
+        "train: {steps: 6, batch_size: 8, eval_every: 6, threads: 1}\n");
+    double slow = curriculum_run(cfg, dir, "data.curriculum_steps=1000000", 0);
+    double slower = curriculum_run(cfg, dir, "data.curriculum_steps=2000000", 1);
+    double fast = curriculum_run(cfg, dir, "data.curriculum_steps=1", 2);
+    ck_assert_double_eq(slow, slower);
+    ck_assert_msg(slow != fast, "train_loss %g either way", slow);
+    free(cfg), free(dir);
+}
+END_TEST
+
 START_TEST(train_on_kjv_without_the_package_says_what_to_install)
 {
     char *dir = al_test_tmpdir(), env[4400], args[4400], *out;
@@ -768,12 +914,16 @@ Suite *data_suite(void)
     tcase_add_test(tc, too_few_distinct_examples_is_a_clear_error);
     tcase_add_test(tc, impossible_synthetic_shapes_name_the_key);
     tcase_add_test(tc, induction_examples_repeat_one_segment);
+    tcase_add_test(tc, curriculum_ramps_the_training_pair_count);
+    tcase_add_test(tc, min_kv_pairs_mixes_and_equal_bounds_change_nothing);
+    tcase_add_test(tc, bad_min_kv_pairs_names_the_key);
     tcase_add_test(tc, evaluation_walks_the_whole_fixed_test_set);
     suite_add_tcase(s, tc);
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, train_on_mqar_reports_accuracy_and_rejects_a_bad_seq_len);
     tcase_add_test(tc, train_on_kjv_without_the_package_says_what_to_install);
+    tcase_add_test(tc, train_passes_its_step_to_the_curriculum);
     suite_add_tcase(s, tc);
     tc = tcase_create("learning");
     tcase_set_timeout(tc, 600);
