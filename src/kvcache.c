@@ -75,7 +75,9 @@ uint16_t al_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float al_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline float bf16_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+float al_bf16_to_f32(uint16_t h) { return bf16_f32(h); }
 
 /* q = m >> shift rounded to nearest, ties to even. */
 static uint32_t shift_rne(uint32_t m, int shift)
@@ -101,16 +103,17 @@ uint16_t al_f32_to_f16(float f)
     return (uint16_t)(sign | shift_rne(m, 126 - (int)e));
 }
 
-float al_f16_to_f32(uint16_t h)
+/* Written with selects, not branches, so that a loop of it vectorises. */
+static inline float f16_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 31) return bits_f32(sign | 0x7F800000u | (m << 13));
-    if (e == 0) {   /* zero or subnormal: m * 2^-24, exact in f32 */
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+    uint32_t infnan = sign | 0x7F800000u | (m << 13);
+    uint32_t sub = sign | f32_bits((float)m * 0x1p-24f);   /* zero or subnormal, exact */
+    return bits_f32(e == 31 ? infnan : e == 0 ? sub : normal);
 }
+
+float al_f16_to_f32(uint16_t h) { return f16_f32(h); }
 
 /* ------------------------------------------------------------ caches */
 
@@ -169,16 +172,17 @@ void al_kv_row_put(al_kv_cache *c, int pos, const float *src)
     al_kv_put(c, pos, 0, (int)c->elems, src);
 }
 
-/* n stored values -> f32 */
-static void to_f32(float *dst, const unsigned char *src, size_t n, int dtype)
+/* n stored values -> f32. Vectorised (AL_CLONES): decode converts every
+ * cached element once per token. */
+AL_CLONES static void to_f32(float *dst, const unsigned char *src, size_t n, int dtype)
 {
     const uint16_t *h = (const uint16_t *)src;
     if (dtype == AL_KV_F32)
         memcpy(dst, src, n * sizeof(float));
     else if (dtype == AL_KV_BF16)
-        for (size_t i = 0; i < n; i++) dst[i] = al_bf16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_f32(h[i]);
     else
-        for (size_t i = 0; i < n; i++) dst[i] = al_f16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = f16_f32(h[i]);
 }
 
 void al_kv_row_get(const al_kv_cache *c, int pos, float *dst)

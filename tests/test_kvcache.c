@@ -215,6 +215,33 @@ START_TEST(rows_round_trip_through_each_dtype)
 }
 END_TEST
 
+/* The block conversion (vectorised) gives the bits of the one-value
+ * conversions for every 16-bit pattern a cache can hold. */
+START_TEST(block_conversion_matches_every_value)
+{
+    enum { E = 256 };   /* E * E = 65536 values */
+    static float want[E * E], tmp[AL_KV_TILE * E];
+    for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
+        al_kv_cache *c = al_kv_cache_new(E, E, dt);
+        for (uint32_t h = 0; h < E * E; h++) {
+            float f = dt == AL_KV_BF16 ? al_bf16_to_f32((uint16_t)h) : al_f16_to_f32((uint16_t)h);
+            uint16_t stored = dt == AL_KV_BF16 ? al_f32_to_bf16(f) : al_f32_to_f16(f);
+            want[h] = dt == AL_KV_BF16 ? al_bf16_to_f32(stored) : al_f16_to_f32(stored);
+            al_kv_put(c, (int)(h / E), (int)(h % E), 1, &f);
+        }
+        for (int t0 = 0; t0 < E; t0 += AL_KV_TILE) {
+            int nt = E - t0 < AL_KV_TILE ? E - t0 : AL_KV_TILE;
+            const float *rows = al_kv_rows(c, t0, nt, tmp);
+            for (int i = 0; i < nt * E; i++)
+                if (to_bits(rows[i]) != to_bits(want[t0 * E + i]))
+                    ck_abort_msg("dtype %d value %d: 0x%08x vs 0x%08x", dt, t0 * E + i,
+                                 to_bits(rows[i]), to_bits(want[t0 * E + i]));
+        }
+        al_kv_cache_free(c);
+    }
+}
+END_TEST
+
 /* al_kv_attend against the textbook two passes in double (all scores,
  * their softmax, then the weighted values), on the same stored rows, so
  * the only difference is the kernel's float rounding and its block-by-block
@@ -296,6 +323,7 @@ Suite *kvcache_suite(void)
     tcase_add_test(tc, dtype_names_parse_and_sizes);
     tcase_add_test(tc, cache_holds_and_counts_its_bytes);
     tcase_add_test(tc, rows_round_trip_through_each_dtype);
+    tcase_add_test(tc, block_conversion_matches_every_value);
     tcase_add_test(tc, attend_matches_two_passes_in_double);
     suite_add_tcase(s, tc);
     return s;
