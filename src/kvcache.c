@@ -221,19 +221,14 @@ void al_linear_row(float *out, const float *x, const float *w, int IC, int OC)
 /* ------------------------------------------------------------ attention */
 
 /* S (Hg, nt) [ld AL_KV_TILE] = scale * q (Hg, dqk) . k^T, k (nt, dqk) [ld].
- * Several heads: computed as k . q^T into St (nt, Hg), then transposed.
- * OpenBLAS runs that shape (many rows, Hg columns) about twice as fast as
- * q . k^T (Hg rows), and the transpose is Hg * nt floats in L1. */
-static void scores(float *S, float *St, const float *q, int dqk, const float *k, int ld, int Hg,
-                   int nt, float scale)
+ * (k . q^T into (nt, Hg) and a transpose ran as fast with the block in L2,
+ * slower with the block coming from memory: OpenBLAS packs k then in a
+ * worse order.) */
+static void scores(float *S, const float *q, int dqk, const float *k, int ld, int Hg, int nt,
+                   float scale)
 {
-    if (Hg == 1) {
-        al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
-        return;
-    }
-    al_gemm_nt(St, Hg, k, ld, q, dqk, nt, Hg, dqk, scale, 0.0f);
-    for (int t = 0; t < nt; t++)
-        for (int h = 0; h < Hg; h++) S[(size_t)h * AL_KV_TILE + t] = St[(size_t)t * Hg + h];
+    if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
+    else al_gemm_nt(S, AL_KV_TILE, q, dqk, k, ld, Hg, nt, dqk, scale, 0.0f);
 }
 
 /* out (Hg, dv) = P (Hg, nt) [ld AL_KV_TILE] . v (nt, dv) [ld] + beta * out */
@@ -247,12 +242,12 @@ static void weighted(float *out, int dv, const float *P, const float *v, int ld,
 /* One group's heads over one block of rows: scores, the online softmax
  * step of each head (rescaling its partial output when its max grew), and
  * the block's weighted values added in. mx, sum: the heads' running max
- * and sum; S, St: scratch of Hg * AL_KV_TILE floats each. */
-static void attend_block(float *out, float *S, float *St, float *mx, float *sum, const float *q,
+ * and sum; S: scratch of Hg * AL_KV_TILE floats. */
+static void attend_block(float *out, float *S, float *mx, float *sum, const float *q,
                          const float *k, const float *v, int ld, int Hg, int nt, int dqk, int dv,
                          float scale, int first)
 {
-    scores(S, St, q, dqk, k, ld, Hg, nt, scale);
+    scores(S, q, dqk, k, ld, Hg, nt, scale);
     for (int h = 0; h < Hg; h++) {
         float corr = al_softmax_block(S + (size_t)h * AL_KV_TILE, nt, mx + h, sum + h);
         if (first || corr == 1.0f) continue;
@@ -270,14 +265,13 @@ void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv
     AL_ASSERT(n >= 1 && n <= c->context && G > 0 && H % G == 0);
     AL_ASSERT((size_t)koff + (size_t)G * dqk <= c->elems && (size_t)voff + (size_t)G * dv <= c->elems);
     int Hg = H / G, ld = (int)c->elems;
-    /* S: one group's scores | their transpose | every head's max | sum */
-    float *St = S + (size_t)Hg * AL_KV_TILE, *mx = St + (size_t)Hg * AL_KV_TILE, *sum = mx + H;
+    float *mx = S + (size_t)Hg * AL_KV_TILE, *sum = mx + H;   /* after one group's scores */
     for (int h = 0; h < H; h++) mx[h] = -INFINITY, sum[h] = 0.0f;
     for (int t0 = 0; t0 < n; t0 += AL_KV_TILE) {
         int nt = n - t0 < AL_KV_TILE ? n - t0 : AL_KV_TILE;
         const float *rows = al_kv_rows(c, t0, nt, tile);
         for (int g = 0; g < G; g++)
-            attend_block(out + (size_t)g * Hg * dv, S, St, mx + g * Hg, sum + g * Hg,
+            attend_block(out + (size_t)g * Hg * dv, S, mx + g * Hg, sum + g * Hg,
                          q + (size_t)g * Hg * dqk, rows + koff + g * dqk, rows + voff + g * dv,
                          ld, Hg, nt, dqk, dv, scale, t0 == 0);
     }
