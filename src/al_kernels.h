@@ -121,6 +121,13 @@ void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
 
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);
+/* One block of a row whose softmax is computed block by block (online, as
+ * in flash attention): *mx and *sum hold the max of the row's scores so far
+ * and the sum of their exp(x - max) (-INFINITY and 0 before the first
+ * block). Overwrites x (n) with exp(x - new max), updates both, and returns
+ * exp(old max - new max), the factor by which anything accumulated from the
+ * earlier blocks must be scaled (0 on the first block). */
+float al_softmax_block(float *x, int n, float *mx, float *sum);
 
 /* ---------------------------------------------------------------------------
  * Cross-entropy over logits (N, V) against targets (N); weights (N) may be

@@ -21,8 +21,9 @@ static const char bench_help[] =
     "                            [--threads N] [--out FILE.csv]\n"
     "\n"
     "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
-    "length, batch 1, with the measured cache bytes beside it. Prints a table\n"
-    "and writes CSV (default results/bench_decode.csv).\n"
+    "length, batch 1, with the measured cache bytes and the parameter bytes a\n"
+    "step reads beside it. Prints a table and writes CSV (default\n"
+    "results/bench_decode.csv).\n"
     "  --variants LIST   ';'-separated, each a name and its settings, default\n"
     "                    \"mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16\"\n"
     "  --tokens N        decode steps timed per cell (default 32)\n"
@@ -37,6 +38,7 @@ typedef struct bench_cell {
     int context, dtype, tokens;
     double tokens_per_s;
     size_t cache_bytes, bytes_per_token;
+    size_t weight_bytes;   /* parameters a step reads: all, the tied embedding as the head */
 } bench_cell;
 
 /* "gqa n_kv_head=2" -> "model.attention={variant: gqa, n_kv_head: 2}" */
@@ -92,6 +94,7 @@ static void bench_one(al_model *m, int context, int dtype, int tokens, bench_cel
     cell->tokens_per_s = dt > 0 ? tokens / dt : 0;
     cell->cache_bytes = al_decoder_cache_bytes(&d);
     cell->bytes_per_token = cell->cache_bytes / (size_t)context;
+    cell->weight_bytes = m->n_params * sizeof(float);
     al_decoder_free(&d);
 }
 
@@ -131,22 +134,23 @@ static int write_csv(const char *path, const bench_cell *cells, int n, al_err *e
     char tmp[AL_PATH_LEN + 64];
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
-    fprintf(f, "variant,context,kv_dtype,tokens,tokens_per_s,kv_bytes_per_token,cache_bytes\n");
+    fprintf(f, "variant,context,kv_dtype,tokens,tokens_per_s,kv_bytes_per_token,cache_bytes,"
+               "weight_bytes\n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu\n", cells[i].variant, cells[i].context,
+        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu,%zu\n", cells[i].variant, cells[i].context,
                 al_kv_dtype_name(cells[i].dtype), cells[i].tokens, cells[i].tokens_per_s,
-                cells[i].bytes_per_token, cells[i].cache_bytes);
+                cells[i].bytes_per_token, cells[i].cache_bytes, cells[i].weight_bytes);
     return al_commit_atomic(f, tmp, path, e);
 }
 
 static void print_table(const bench_cell *cells, int n)
 {
-    printf("%-28s %8s %6s %13s %19s %12s\n", "variant", "context", "dtype", "tokens_per_s",
-           "kv_bytes_per_token", "cache_bytes");
+    printf("%-28s %8s %6s %13s %19s %12s %12s\n", "variant", "context", "dtype",
+           "tokens_per_s", "kv_bytes_per_token", "cache_bytes", "weight_bytes");
     for (int i = 0; i < n; i++)
-        printf("%-28s %8d %6s %13.1f %19zu %12zu\n", cells[i].variant, cells[i].context,
+        printf("%-28s %8d %6s %13.1f %19zu %12zu %12zu\n", cells[i].variant, cells[i].context,
                al_kv_dtype_name(cells[i].dtype), cells[i].tokens_per_s,
-               cells[i].bytes_per_token, cells[i].cache_bytes);
+               cells[i].bytes_per_token, cells[i].cache_bytes, cells[i].weight_bytes);
 }
 
 /* Splits the --variants list in place; returns the count or -1. */

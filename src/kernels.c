@@ -449,6 +449,23 @@ void al_softmax_row(float *x, int n)
     softmax_row_stats(x, n, &mx);
 }
 
+/* max and sum are the row's so far; the block's sum joins the scaled old
+ * one in double, rounded once per block. */
+AL_CLONES static float softmax_block(float *x, int n, float *mx, float *sum)
+{
+    float bm = row_max(x, n), m = bm > *mx ? bm : *mx;
+    float corr = fexp(*mx - m);   /* 0 for the first block: fexp(-inf) */
+    exp_shifted(x, m, n);
+    *sum = (float)((double)*sum * corr + sum_d(x, n));
+    *mx = m;
+    return corr;
+}
+
+float al_softmax_block(float *x, int n, float *mx, float *sum)
+{
+    return softmax_block(x, n, mx, sum);
+}
+
 /* ----------------------------------------------------------- attention */
 
 /* Query rows per block under a causal mask: block [i0, i1) only needs keys

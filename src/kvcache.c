@@ -75,7 +75,9 @@ uint16_t al_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float al_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline float bf16_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+float al_bf16_to_f32(uint16_t h) { return bf16_f32(h); }
 
 /* q = m >> shift rounded to nearest, ties to even. */
 static uint32_t shift_rne(uint32_t m, int shift)
@@ -101,16 +103,17 @@ uint16_t al_f32_to_f16(float f)
     return (uint16_t)(sign | shift_rne(m, 126 - (int)e));
 }
 
-float al_f16_to_f32(uint16_t h)
+/* Written with selects, not branches, so that a loop of it vectorises. */
+static inline float f16_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 31) return bits_f32(sign | 0x7F800000u | (m << 13));
-    if (e == 0) {   /* zero or subnormal: m * 2^-24, exact in f32 */
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+    uint32_t infnan = sign | 0x7F800000u | (m << 13);
+    uint32_t sub = sign | f32_bits((float)m * 0x1p-24f);   /* zero or subnormal, exact */
+    return bits_f32(e == 31 ? infnan : e == 0 ? sub : normal);
 }
+
+float al_f16_to_f32(uint16_t h) { return f16_f32(h); }
 
 /* ------------------------------------------------------------ caches */
 
@@ -169,16 +172,17 @@ void al_kv_row_put(al_kv_cache *c, int pos, const float *src)
     al_kv_put(c, pos, 0, (int)c->elems, src);
 }
 
-/* n stored values -> f32 */
-static void to_f32(float *dst, const unsigned char *src, size_t n, int dtype)
+/* n stored values -> f32. Vectorised (AL_CLONES): decode converts every
+ * cached element once per token. */
+AL_CLONES static void to_f32(float *dst, const unsigned char *src, size_t n, int dtype)
 {
     const uint16_t *h = (const uint16_t *)src;
     if (dtype == AL_KV_F32)
         memcpy(dst, src, n * sizeof(float));
     else if (dtype == AL_KV_BF16)
-        for (size_t i = 0; i < n; i++) dst[i] = al_bf16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_f32(h[i]);
     else
-        for (size_t i = 0; i < n; i++) dst[i] = al_f16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = f16_f32(h[i]);
 }
 
 void al_kv_row_get(const al_kv_cache *c, int pos, float *dst)
@@ -216,41 +220,63 @@ void al_linear_row(float *out, const float *x, const float *w, int IC, int OC)
 
 /* ------------------------------------------------------------ attention */
 
-/* S rows (Hg, n) [ld n] = scale * q (Hg, dqk) . k^T, k (nt, dqk) [ld] */
-static void scores(float *S, int n, const float *q, int dqk, const float *k, int ld, int Hg,
-                   int nt, float scale)
+/* S (Hg, nt) [ld AL_KV_TILE] = scale * q (Hg, dqk) . k^T, k (nt, dqk) [ld].
+ * (k . q^T into (nt, Hg) and a transpose ran as fast with the block in L2,
+ * slower with the block coming from memory: OpenBLAS packs k then in a
+ * worse order.) */
+static void scores(float *S, const float *q, int dqk, const float *k, int ld, int Hg, int nt,
+                   float scale)
 {
     if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
-    else al_gemm_nt(S, n, q, dqk, k, ld, Hg, nt, dqk, scale, 0.0f);
+    else al_gemm_nt(S, AL_KV_TILE, q, dqk, k, ld, Hg, nt, dqk, scale, 0.0f);
 }
 
-/* out (Hg, dv) = P (Hg, nt) [ld n] . v (nt, dv) [ld] + beta * out */
-static void weighted(float *out, int dv, const float *P, int n, const float *v, int ld, int Hg,
-                     int nt, float beta)
+/* out (Hg, dv) = P (Hg, nt) [ld AL_KV_TILE] . v (nt, dv) [ld] + beta * out */
+static void weighted(float *out, int dv, const float *P, const float *v, int ld, int Hg, int nt,
+                     float beta)
 {
     if (Hg == 1) al_gemv_t(out, v, ld, P, nt, dv, 1.0f, beta);
-    else al_gemm_nn(out, dv, P, n, v, ld, Hg, dv, nt, 1.0f, beta);
+    else al_gemm_nn(out, dv, P, AL_KV_TILE, v, ld, Hg, dv, nt, 1.0f, beta);
 }
 
+/* One group's heads over one block of rows: scores, the online softmax
+ * step of each head (rescaling its partial output when its max grew), and
+ * the block's weighted values added in. mx, sum: the heads' running max
+ * and sum; S: scratch of Hg * AL_KV_TILE floats. */
+static void attend_block(float *out, float *S, float *mx, float *sum, const float *q,
+                         const float *k, const float *v, int ld, int Hg, int nt, int dqk, int dv,
+                         float scale, int first)
+{
+    scores(S, q, dqk, k, ld, Hg, nt, scale);
+    for (int h = 0; h < Hg; h++) {
+        float corr = al_softmax_block(S + (size_t)h * AL_KV_TILE, nt, mx + h, sum + h);
+        if (first || corr == 1.0f) continue;
+        for (int j = 0; j < dv; j++) out[(size_t)h * dv + j] *= corr;
+    }
+    weighted(out, dv, S, v, ld, Hg, nt, first ? 0.0f : 1.0f);
+}
+
+/* One pass over the cache, AL_KV_TILE rows at a time, every group per
+ * block, so that each cached byte is read once per token and a non-f32
+ * block is converted once; a group's scores never leave L1/L2. */
 void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
                   int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
 {
     AL_ASSERT(n >= 1 && n <= c->context && G > 0 && H % G == 0);
     AL_ASSERT((size_t)koff + (size_t)G * dqk <= c->elems && (size_t)voff + (size_t)G * dv <= c->elems);
-    int Hg = H / G, ld = (int)c->elems, step = c->dtype == AL_KV_F32 ? n : AL_KV_TILE;
-    for (int t0 = 0; t0 < n; t0 += step) {   /* S (H, n) = scale * q . k^T, per group */
-        int nt = n - t0 < step ? n - t0 : step;
+    int Hg = H / G, ld = (int)c->elems;
+    float *mx = S + (size_t)Hg * AL_KV_TILE, *sum = mx + H;   /* after one group's scores */
+    for (int h = 0; h < H; h++) mx[h] = -INFINITY, sum[h] = 0.0f;
+    for (int t0 = 0; t0 < n; t0 += AL_KV_TILE) {
+        int nt = n - t0 < AL_KV_TILE ? n - t0 : AL_KV_TILE;
         const float *rows = al_kv_rows(c, t0, nt, tile);
         for (int g = 0; g < G; g++)
-            scores(S + (size_t)g * Hg * n + t0, n, q + (size_t)g * Hg * dqk, dqk,
-                   rows + koff + g * dqk, ld, Hg, nt, scale);
+            attend_block(out + (size_t)g * Hg * dv, S, mx + g * Hg, sum + g * Hg,
+                         q + (size_t)g * Hg * dqk, rows + koff + g * dqk, rows + voff + g * dv,
+                         ld, Hg, nt, dqk, dv, scale, t0 == 0);
     }
-    for (int h = 0; h < H; h++) al_softmax_row(S + (size_t)h * n, n);
-    for (int t0 = 0; t0 < n; t0 += step) {   /* out (H, dv) = P . v, per group */
-        int nt = n - t0 < step ? n - t0 : step;
-        const float *rows = al_kv_rows(c, t0, nt, tile);
-        for (int g = 0; g < G; g++)
-            weighted(out + (size_t)g * Hg * dv, dv, S + (size_t)g * Hg * n + t0, n,
-                     rows + voff + g * dv, ld, Hg, nt, t0 ? 1.0f : 0.0f);
+    for (int h = 0; h < H; h++) {   /* out_h /= sum_h */
+        float inv = 1.0f / sum[h];
+        for (int j = 0; j < dv; j++) out[(size_t)h * dv + j] *= inv;
     }
 }

@@ -151,6 +151,43 @@ START_TEST(every_variant_decodes_like_the_full_forward)
 }
 END_TEST
 
+/* Past one block of al_kv_attend (AL_KV_TILE rows) the decode reads the
+ * cache block by block with an online softmax: compare with the full
+ * forward over 2 * AL_KV_TILE + 3 positions, at every position from the
+ * prefill on (the batched prefill covers seq_len, the rest is decoded). */
+static void check_long_parity(const al_variant_ops *v, int opt)
+{
+    enum { N = 2 * AL_KV_TILE + 3 };
+    al_model m;
+    make_model(&m, v, opt, 29);
+    int *tok = malloc(N * sizeof(int));
+    float *full = malloc((size_t)N * VOCAB * sizeof(float));
+    random_tokens(tok, N, 8);
+    al_err e;
+    ck_assert_int_eq(al_model_reserve(&m, 1, N, &e), 0);
+    al_model_forward(&m, tok, NULL, NULL, 1, N);
+    memcpy(full, m.logits, (size_t)N * VOCAB * sizeof(float));
+    al_decoder d;
+    ck_assert_msg(al_decoder_init(&d, &m, N, AL_KV_F32, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_decoder_prefill(&d, tok, SEQ, &e) == 0, "%s", e.msg);
+    double amax = 0, worst = 0;
+    for (int t = SEQ; t < N; t++)
+        worst = fmax(worst, max_abs_diff(al_decoder_step(&d, tok[t]), full + (size_t)t * VOCAB,
+                                         VOCAB, &amax));
+    ck_assert_msg(worst < 1e-4, "%s opt=%d: max |decode - forward| over %d positions = %g",
+                  v->name, opt, N, worst);
+    ck_assert_msg(amax > 1.0, "%s: logits too small (%g) for the test to bite", v->name, amax);
+    al_decoder_free(&d);
+    al_model_free(&m);
+    free(tok), free(full);
+}
+
+START_TEST(decode_matches_the_full_forward_across_cache_blocks)
+{
+    ck_assert_int_ge(for_each_decodable(check_long_parity), 5);
+}
+END_TEST
+
 /* The comparison bites: a cache row overwritten after the prefill makes
  * the next logits differ from the full forward. The row is the one just
  * before the step, which every causal variant reads (a sliding window of
@@ -409,6 +446,7 @@ Suite *decode_suite(void)
     TCase *tc = tcase_create("decode");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, every_variant_decodes_like_the_full_forward);
+    tcase_add_test(tc, decode_matches_the_full_forward_across_cache_blocks);
     tcase_add_test(tc, a_corrupted_cache_breaks_parity);
     tcase_add_test(tc, reduced_precision_caches_stay_within_tolerance);
     tcase_add_test(tc, measured_cache_bytes_equal_the_formula);

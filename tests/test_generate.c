@@ -185,7 +185,8 @@ START_TEST(kv_reports_the_configured_kv_dtype)
 END_TEST
 
 /* bench-decode: one CSV row per (variant, context) with the cache bytes the
- * decoder held, against hand formulas; bad lists are one-line errors. */
+ * decoder held and the parameter bytes a step reads, against hand
+ * formulas; bad lists are one-line errors. */
 START_TEST(bench_decode_writes_a_table_and_csv)
 {
     char *dir = al_test_tmpdir();
@@ -204,11 +205,16 @@ START_TEST(bench_decode_writes_a_table_and_csv)
     size_t n;
     al_err e;
     ck_assert_int_eq(al_read_file(path, &csv, &n, &e), 0);
-    /* bf16, 2 layers: mqa 2*2*8*2 = 64 B/token, gqa 2*2*16*2 = 128, mla 2*12*2 = 48 */
+    /* bf16, 2 layers: mqa 2*2*8*2 = 64 B/token, gqa 2*2*16*2 = 128, mla 2*12*2 = 48.
+     * Weights, 4 B per parameter: tok_emb 256*32 + final norm 32 + per layer
+     * two norms 64, MLP 2*128*32 and attention: mqa wq, wo 32*32, wk, wv 8*32
+     * (29856 parameters); gqa wk, wv 16*32 (30880); mla wq, wo 32*32, wqr
+     * 16*32, wdkv 8*32, kv_norm 8, wkr 4*32, wuk, wuv 32*8 (31664). */
     static const char *const want[] = {
-        "\"mqa\",16,bf16,4,", ",64,1024\n", "\"mqa\",40,bf16,4,", ",64,2560\n",
-        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048\n", "\"gqa n_kv_head=2\",40,", ",128,5120\n",
-        "\"mla d_latent=8 d_rope=4\",16,", ",48,768\n", "\"mla d_latent=8 d_rope=4\",40,", ",48,1920\n",
+        "\"mqa\",16,bf16,4,", ",64,1024,119424\n", "\"mqa\",40,bf16,4,", ",64,2560,119424\n",
+        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048,123520\n", "\"gqa n_kv_head=2\",40,",
+        ",128,5120,123520\n", "\"mla d_latent=8 d_rope=4\",16,", ",48,768,126656\n",
+        "\"mla d_latent=8 d_rope=4\",40,", ",48,1920,126656\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(csv, want[i]), "'%s' not in\n%s", want[i], csv);

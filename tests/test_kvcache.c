@@ -215,58 +215,99 @@ START_TEST(rows_round_trip_through_each_dtype)
 }
 END_TEST
 
-/* al_kv_attend against softmax-weighted sums in double, over more rows
- * than one tile so the block loop is exercised, for every dtype (the
- * reference reads the same stored rows). */
-static void check_attend(int dt, int n, int H, int G)
+/* The block conversion (vectorised) gives the bits of the one-value
+ * conversions for every 16-bit pattern a cache can hold. */
+START_TEST(block_conversion_matches_every_value)
 {
-    enum { DQK = 6, DV = 5, OFF = 2 };
-    int elems = OFF + G * (DQK + DV);
+    enum { E = 256 };   /* E * E = 65536 values */
+    static float want[E * E], tmp[AL_KV_TILE * E];
+    for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
+        al_kv_cache *c = al_kv_cache_new(E, E, dt);
+        for (uint32_t h = 0; h < E * E; h++) {
+            float f = dt == AL_KV_BF16 ? al_bf16_to_f32((uint16_t)h) : al_f16_to_f32((uint16_t)h);
+            uint16_t stored = dt == AL_KV_BF16 ? al_f32_to_bf16(f) : al_f32_to_f16(f);
+            want[h] = dt == AL_KV_BF16 ? al_bf16_to_f32(stored) : al_f16_to_f32(stored);
+            al_kv_put(c, (int)(h / E), (int)(h % E), 1, &f);
+        }
+        for (int t0 = 0; t0 < E; t0 += AL_KV_TILE) {
+            int nt = E - t0 < AL_KV_TILE ? E - t0 : AL_KV_TILE;
+            const float *rows = al_kv_rows(c, t0, nt, tmp);
+            for (int i = 0; i < nt * E; i++)
+                if (to_bits(rows[i]) != to_bits(want[t0 * E + i]))
+                    ck_abort_msg("dtype %d value %d: 0x%08x vs 0x%08x", dt, t0 * E + i,
+                                 to_bits(rows[i]), to_bits(want[t0 * E + i]));
+        }
+        al_kv_cache_free(c);
+    }
+}
+END_TEST
+
+/* al_kv_attend against the textbook two passes in double (all scores,
+ * their softmax, then the weighted values), on the same stored rows, so
+ * the only difference is the kernel's float rounding and its block-by-block
+ * (online) softmax. qscale spreads the scores: at 8 a head's max moves by
+ * tens between blocks and the earlier blocks' outputs are rescaled by tiny
+ * factors. S and tile are allocated at exactly the documented sizes (the
+ * ASan build catches an overrun). */
+static void check_attend(int dt, int n, int H, int G, int dqk, int dv, double qscale)
+{
+    enum { OFF = 2 };
+    int elems = OFF + G * (dqk + dv) + 1, Hg = H / G;
     al_rng r;
-    al_rng_seed(&r, 11);
+    al_rng_seed(&r, 11 + n);
     al_kv_cache *c = al_kv_cache_new(elems, n + 3, dt);
-    float *row = malloc(elems * sizeof(float)), *q = malloc(H * DQK * sizeof(float));
-    float *out = malloc(H * DV * sizeof(float)), *S = malloc((size_t)H * n * sizeof(float));
+    float *row = malloc(elems * sizeof(float)), *q = malloc(H * dqk * sizeof(float));
+    float *out = malloc(H * dv * sizeof(float)), *out2 = malloc(H * dv * sizeof(float));
+    float *S = malloc(AL_KV_ATTEND_S(H) * sizeof(float));
     float *tile = malloc(AL_KV_TILE * elems * sizeof(float));
     float *all = malloc((size_t)n * elems * sizeof(float));
+    double *s = malloc(n * sizeof(double));
     for (int t = 0; t < n; t++) {
         for (int j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
         al_kv_row_put(c, t, row);
         al_kv_row_get(c, t, all + (size_t)t * elems);
     }
-    for (int j = 0; j < H * DQK; j++) q[j] = (float)al_rng_normal(&r);
-    al_kv_attend(out, S, tile, q, c, n, H, G, DQK, DV, OFF, OFF + G * DQK, 0.7f);
+    for (int j = 0; j < H * dqk; j++) q[j] = (float)(qscale * al_rng_normal(&r));
+    al_kv_attend(out, S, tile, q, c, n, H, G, dqk, dv, OFF, OFF + G * dqk, 0.7f);
+    al_kv_attend(out2, S, tile, q, c, n, H, G, dqk, dv, OFF, OFF + G * dqk, 0.7f);
+    ck_assert_msg(memcmp(out, out2, H * dv * sizeof(float)) == 0, "not deterministic");
     for (int h = 0; h < H; h++) {
-        int g = h / (H / G);
-        double mx = -INFINITY, sum = 0, *s = malloc(n * sizeof(double));
-        for (int t = 0; t < n; t++) {
+        const float *k = all + OFF + (h / Hg) * dqk, *v = all + OFF + G * dqk + (h / Hg) * dv;
+        double mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n; t++) {   /* pass 1: scores and their softmax */
             s[t] = 0;
-            for (int j = 0; j < DQK; j++)
-                s[t] += 0.7 * q[h * DQK + j] * all[(size_t)t * elems + OFF + g * DQK + j];
+            for (int j = 0; j < dqk; j++) s[t] += 0.7 * q[h * dqk + j] * k[(size_t)t * elems + j];
             mx = fmax(mx, s[t]);
         }
-        for (int t = 0; t < n; t++) sum += exp(s[t] - mx);
-        for (int j = 0; j < DV; j++) {
-            double y = 0;
-            for (int t = 0; t < n; t++)
-                y += exp(s[t] - mx) / sum * all[(size_t)t * elems + OFF + G * DQK + g * DV + j];
-            ck_assert_msg(fabs(y - out[h * DV + j]) < 1e-5, "dt %d n %d h %d: %g vs %g", dt, n,
-                          h, y, out[h * DV + j]);
+        for (int t = 0; t < n; t++) sum += s[t] = exp(s[t] - mx);
+        for (int j = 0; j < dv; j++) {   /* pass 2: the weighted values */
+            double y = 0, ymax = 0;
+            for (int t = 0; t < n; t++) {
+                y += s[t] / sum * v[(size_t)t * elems + j];
+                ymax = fmax(ymax, fabs(v[(size_t)t * elems + j]));
+            }
+            /* a few float roundings per term, relative to the largest value */
+            ck_assert_msg(fabs(y - out[h * dv + j]) <= 2e-6 * ymax,
+                          "dt %d n %d H %d G %d h %d j %d: %.9g vs %.9g", dt, n, H, G, h, j, y,
+                          out[h * dv + j]);
         }
-        free(s);
     }
-    free(row), free(q), free(out), free(S), free(tile), free(all);
+    free(row), free(q), free(out), free(out2), free(S), free(tile), free(all), free(s);
     al_kv_cache_free(c);
 }
 
-START_TEST(attend_matches_plain_loops)
+START_TEST(attend_matches_two_passes_in_double)
 {
-    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
-        check_attend(dt, 1, 4, 2);
-        check_attend(dt, 2 * AL_KV_TILE + 5, 4, 2);
-        check_attend(dt, 70, 6, 1);
-        check_attend(dt, 9, 3, 3);
-    }
+    const int T = AL_KV_TILE;
+    const int ns[] = {1, 2, T - 1, T, T + 1, 2 * T, 3 * T + 5};
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++)
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+            check_attend(dt, ns[i], 4, 1, 6, 5, 1.0);   /* multi-query */
+            check_attend(dt, ns[i], 4, 2, 6, 5, 1.0);
+            check_attend(dt, ns[i], 3, 3, 6, 5, 1.0);   /* one head per group */
+            check_attend(dt, ns[i], 6, 2, 5, 7, 8.0);   /* dqk < dv, spread scores */
+            check_attend(dt, ns[i], 1, 1, 48, 32, 3.0); /* mla's shape */
+        }
 }
 END_TEST
 
@@ -282,7 +323,8 @@ Suite *kvcache_suite(void)
     tcase_add_test(tc, dtype_names_parse_and_sizes);
     tcase_add_test(tc, cache_holds_and_counts_its_bytes);
     tcase_add_test(tc, rows_round_trip_through_each_dtype);
-    tcase_add_test(tc, attend_matches_plain_loops);
+    tcase_add_test(tc, block_conversion_matches_every_value);
+    tcase_add_test(tc, attend_matches_two_passes_in_double);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -122,20 +122,20 @@ void al_gqa_prefill(const al_attn_shape *s, int G, al_kv_cache *cache, const flo
     }
 }
 
-/* q, y (H*dh) | the new row k, v (2*G*dh) | scores (H, context) | tile */
+/* q, y (H*dh) | the new row k, v (2*G*dh) | al_kv_attend's S | tile.
+ * Independent of the context: attention reads the cache block by block. */
 size_t al_gqa_decode_scratch_floats(const al_attn_shape *s, int G, int context)
 {
     size_t Hd = (size_t)s->n_head * s->d_head, row = al_gqa_kv_elems(s, G);
-    return 2 * Hd + row + (size_t)s->n_head * context + (size_t)AL_KV_TILE * row;
+    return 2 * Hd + row + AL_KV_ATTEND_S(s->n_head) + (size_t)AL_KV_TILE * row;
 }
 
 void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, const float *x,
                    float *const *p, al_kv_cache *cache, int pos)
 {
     int D = s->d_model, H = s->n_head, dh = s->d_head, Gd = G * dh;
-    int context = al_kv_cache_context(cache);
     float *q = scratch, *y = q + H * dh, *kv = y + H * dh, *S = kv + 2 * Gd;
-    float *tile = S + (size_t)H * context;
+    float *tile = S + AL_KV_ATTEND_S(H);
     al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
     al_linear_row(kv, x, p[1], D, Gd);        /* k = x . wk^T */
     al_linear_row(kv + Gd, x, p[2], D, Gd);   /* v = x . wv^T */

@@ -407,12 +407,12 @@ static void step_forward(const al_attn_shape *s, const dims *d, const mla_p *w, 
 }
 
 /* step | absorbed queries qa (H, dc+dr) | latent outputs o (H, dc) |
- * y (H*dh) | scores (H, context) | tile */
+ * y (H*dh) | al_kv_attend's S | tile */
 static size_t mla_decode_scratch_floats(const al_attn_shape *s, int context)
 {
     dims d = get_dims(s, 1, 1);
     size_t row = (size_t)d.dc + d.dr;
-    return step_floats(&d) + (size_t)d.H * (row + d.dc + d.dh) + (size_t)d.H * context +
+    return step_floats(&d) + (size_t)d.H * (row + d.dc + d.dh) + AL_KV_ATTEND_S(d.H) +
            (size_t)AL_KV_TILE * row;
 }
 
@@ -424,7 +424,7 @@ static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const
     mla_step st = carve_step(&d, scratch);
     int row = d.dc + d.dr;
     float *qa = st.end, *o = qa + (size_t)d.H * row, *y = o + (size_t)d.H * d.dc;
-    float *S = y + (size_t)d.H * d.dh, *tile = S + (size_t)d.H * al_kv_cache_context(cache);
+    float *S = y + (size_t)d.H * d.dh, *tile = S + AL_KV_ATTEND_S(d.H);
     step_forward(s, &d, &w, &st, x, cache, pos);
     for (int h = 0; h < d.H; h++) {
         /* qa_h = [wuk_h^T q_h | q_r,h]: scored against the cached [c | k_r] */
