@@ -19,7 +19,10 @@
 #include <stddef.h>
 #include "al_kernels.h"
 
-#define AL_VARIANT_API_VERSION 1
+/* 2: al_kv_attend (al_kvcache.h) reads the cache in one pass; its score
+ *    scratch is AL_KV_ATTEND_S(H) floats and AL_KV_TILE grew from 64 to
+ *    256, so a plugin sized for version 1 would overrun its scratch. */
+#define AL_VARIANT_API_VERSION 2
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
 #define AL_MAX_ATTN_PARAMS 16  /* parameter tensors one variant may own */
 

@@ -10,14 +10,14 @@
  *
  * KV cache: a token's row is mha's, its RoPE'd keys then its values
  * (2 * n_head * d_head floats per layer), and kv_elems reports that row,
- * because interface version 1 has the core size a cache as context x row
+ * because the interface (version 2) has the core size a cache as context x row
  * and the row is what one token stores. Decoding writes the row of
  * position pos at row pos and attends over rows pos-window+1 .. pos (the
  * training forward's band), so the rows older than the window are kept but
  * never read again: the measured cache is context x row, as `attnlab kv`
  * and `generate --stats` print. A decoder that owned its allocation could
  * keep only the last `window` rows (a ring buffer) and bound the cache by
- * window x row whatever the context; interface version 1 gives a variant
+ * window x row whatever the context; the interface (version 2) gives a variant
  * no say in the allocation, so that bound is not shown.
  *
  * Training cost: scores are computed for the full (T, T) block through the
