@@ -1011,8 +1011,9 @@ static const al_node *find_path(const al_node *root, const char *path, int *exac
     char key[256];
     const char *k = path;
     while (cur && *k) {
-        size_t len = strcspn(k, ".");
-        snprintf(key, sizeof key, "%.*s", (int)len, k);
+        size_t len = strcspn(k, "."), n = len < sizeof key - 1 ? len : sizeof key - 1;
+        memcpy(key, k, n);   /* not "%.*s": GCC's -O3 + sanitizer flags a false null */
+        key[n] = '\0';
         const al_node *next = al_node_get(cur, key);
         if (!next) break;
         cur = next;
