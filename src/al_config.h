@@ -52,6 +52,9 @@ int al_node_set_path(al_node *root, const char *path, const al_node *val,
 /* Apply "key.path=value" (value parsed as YAML). Unknown paths are errors
  * once decoded; here the tree is only edited. */
 int al_node_apply_set(al_node *root, const char *assignment, al_err *e);
+/* "file:line:col: error: " + message, at node x, into e; returns -1. */
+int al_node_errf(al_err *e, const al_node *x, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- Resolved configuration */
 #define AL_PATH_LEN 1024

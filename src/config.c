@@ -600,10 +600,7 @@ static void join(char *out, size_t n, const char *path, const char *key)
     out[len] = 0;
 }
 
-/* "file:line:col: error: " + message, at node x. */
-static int node_err(al_err *e, const al_node *x, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int node_err(al_err *e, const al_node *x, const char *fmt, ...)
+int al_node_errf(al_err *e, const al_node *x, const char *fmt, ...)
 {
     char msg[AL_ERR_LEN];
     va_list ap;
@@ -806,17 +803,17 @@ static int unknown_key(al_err *e, const al_node *m, int i, const key_spec *t,
 static int decode_plugins(const al_node *v, al_config *c, const char *path, al_err *e)
 {
     if (v->kind != AL_NODE_SEQ)
-        return node_err(e, v, "'%s' must be a sequence of paths, got %s", path,
+        return al_node_errf(e, v, "'%s' must be a sequence of paths, got %s", path,
                         kind_name(v->kind));
     if (v->n > AL_MAX_PLUGINS)
-        return node_err(e, v, "'%s' lists %d files, at most %d", path, v->n, AL_MAX_PLUGINS);
+        return al_node_errf(e, v, "'%s' lists %d files, at most %d", path, v->n, AL_MAX_PLUGINS);
     for (int i = 0; i < v->n; i++) {
         const al_node *x = v->items[i];
         if (x->kind != AL_NODE_SCALAR || !x->value[0])
-            return node_err(e, x, "'%s' must list paths, got %s", path,
+            return al_node_errf(e, x, "'%s' must list paths, got %s", path,
                             x->kind == AL_NODE_SCALAR ? "an empty one" : kind_name(x->kind));
         if (strlen(x->value) >= AL_PATH_LEN)
-            return node_err(e, x, "'%s': path too long (at most %d bytes)", path, AL_PATH_LEN - 1);
+            return al_node_errf(e, x, "'%s': path too long (at most %d bytes)", path, AL_PATH_LEN - 1);
         set_str(c->plugins[i], AL_PATH_LEN, x->value);
     }
     c->n_plugins = v->n;
@@ -837,14 +834,14 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
         return decode_attention(v, base, path, e);
     case K_MAP:
         if (v->kind != AL_NODE_MAP)
-            return node_err(e, v, "'%s' must be a mapping, got %s", path, kind_name(v->kind));
+            return al_node_errf(e, v, "'%s' must be a mapping, got %s", path, kind_name(v->kind));
         return decode_map(v, k->sub, (char *)base + k->offset, path, e);
     }
     if (v->kind != AL_NODE_SCALAR)
-        return node_err(e, v, "'%s' must be %s, got %s", path, wanted(k->type),
+        return al_node_errf(e, v, "'%s' must be %s, got %s", path, wanted(k->type),
                         kind_name(v->kind));
     if (put_scalar(k, v->value, v->quoted, base, why, sizeof why))
-        return node_err(e, v, "'%s' %s", path, why);
+        return al_node_errf(e, v, "'%s' %s", path, why);
     return 0;
 }
 
@@ -880,9 +877,9 @@ static int unknown_variant(al_err *e, const al_node *at, const char *name, const
      * hint goes inside the parenthesis of the did-you-mean */
     const char *hint = "; a plugin's variant needs --plugin PATH or 'plugins: [PATH]'";
     if (dym[0])
-        return node_err(e, at, "unknown variant '%.80s' in '%s'%.*s%s)", name, path,
+        return al_node_errf(e, at, "unknown variant '%.80s' in '%s'%.*s%s)", name, path,
                         (int)strlen(dym) - 1, dym, hint);
-    return node_err(e, at, "unknown variant '%.80s' in '%s' (known: %s%s)", name, path,
+    return al_node_errf(e, at, "unknown variant '%.80s' in '%s' (known: %s%s)", name, path,
                     known, hint);
 }
 
@@ -906,7 +903,7 @@ static const al_variant_ops *attention_variant(const al_node *m, const char *pat
     char sub[256];
     join(sub, sizeof sub, path, "variant");
     if (v && v->kind != AL_NODE_SCALAR) {
-        node_err(e, v, "'%s' must be a variant name, got %s", sub, kind_name(v->kind));
+        al_node_errf(e, v, "'%s' must be a variant name, got %s", sub, kind_name(v->kind));
         return NULL;
     }
     const char *name = v ? v->value : "mha";
@@ -928,9 +925,9 @@ static int decode_setting(const al_setting *s, const al_node *v, double *out,
     union { int i; double d; } u;
     char why[512];
     if (v->kind != AL_NODE_SCALAR)
-        return node_err(e, v, "'%s' must be %s, got %s", path, wanted(k.type), kind_name(v->kind));
+        return al_node_errf(e, v, "'%s' must be %s, got %s", path, wanted(k.type), kind_name(v->kind));
     if (put_scalar(&k, v->value, v->quoted, &u, why, sizeof why))
-        return node_err(e, v, "'%s' %s", path, why);
+        return al_node_errf(e, v, "'%s' %s", path, why);
     *out = k.type == K_INT ? (double)u.i : u.d;
     return 0;
 }
@@ -939,7 +936,7 @@ static int decode_attention(const al_node *m, al_model_config *mc,
                             const char *path, al_err *e)
 {
     if (m->kind != AL_NODE_MAP)
-        return node_err(e, m, "'%s' must be a mapping such as {variant: gqa, n_kv_head: 2}, "
+        return al_node_errf(e, m, "'%s' must be a mapping such as {variant: gqa, n_kv_head: 2}, "
                         "got %s", path, kind_name(m->kind));
     const al_variant_ops *ops = attention_variant(m, path, e);
     if (!ops) return -1;
@@ -957,7 +954,7 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     for (int j = 0; j < ns; j++) {
         if (given[j]) continue;
         if (ops->settings[j].required)
-            return node_err(e, m, "'%s.%s' is required for variant '%s'", path,
+            return al_node_errf(e, m, "'%s.%s' is required for variant '%s'", path,
                             ops->settings[j].name, ops->name);
         set[j] = ops->settings[j].def;
     }
@@ -996,7 +993,7 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
     if (!root) return al_errf(e, "config: error: no configuration to decode");
     snprintf(c->file, sizeof c->file, "%s", root->file);
     if (root->kind != AL_NODE_MAP)
-        return node_err(e, root, "the top level must be a mapping, got %s", kind_name(root->kind));
+        return al_node_errf(e, root, "the top level must be a mapping, got %s", kind_name(root->kind));
     if (decode_map(root, top_keys, c, "", e) || resolve(c, root, e)) return -1;
     return al_config_validate(c, root, e);
 }
@@ -1036,7 +1033,7 @@ static int verr(al_err *e, const al_config *c, const al_node *root, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const al_node *x = root ? find_path(root, path, NULL) : NULL;
-    if (x) return node_err(e, x, "%s", msg);
+    if (x) return al_node_errf(e, x, "%s", msg);
     return al_errf(e, "%s: error: %s", c->file[0] ? c->file : "config", msg);
 }
 

@@ -34,18 +34,6 @@ typedef struct spec_ctx {
 
 /* ------------------------------------------------------------ errors */
 
-static int at(al_err *e, const al_node *x, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int at(al_err *e, const al_node *x, const char *fmt, ...)
-{
-    char msg[AL_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return al_errf(e, "%s:%d:%d: error: %s", x->file, x->line, x->col, msg);
-}
-
 /* At key i of mapping m (a key names the same file as its value). */
 static int at_key(al_err *e, const al_node *m, int i, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -162,9 +150,9 @@ static int add_axis(spec_ctx *C, const schema *sc, const al_node *m, int i, int 
     if (strlen(m->keys[i]) >= sizeof s->axes[0].path)
         return at_key(C->e, m, i, "sweep axis path is too long");
     if (v->kind != AL_NODE_SEQ)
-        return at(C->e, v, "sweep axis '%s' must be a list of values, got %s", m->keys[i],
+        return al_node_errf(C->e, v, "sweep axis '%s' must be a list of values, got %s", m->keys[i],
                   kind_name(v->kind));
-    if (v->n == 0) return at(C->e, v, "sweep axis '%s' is empty", m->keys[i]);
+    if (v->n == 0) return al_node_errf(C->e, v, "sweep axis '%s' is empty", m->keys[i]);
     for (int a = 0; a < s->n_axes; a++)
         if (overlap(s->axes[a].path, m->keys[i]))
             return at_key(C->e, m, i, "sweep axis '%s' overlaps axis '%s' (line %d); "
@@ -185,7 +173,7 @@ static int add_axis(spec_ctx *C, const schema *sc, const al_node *m, int i, int 
 static int parse_grid(spec_ctx *C, const schema *sc, const al_node *g)
 {
     if (g->kind != AL_NODE_MAP)
-        return at(C->e, g, "'sweep.grid' must be a mapping of key paths to lists, got %s",
+        return al_node_errf(C->e, g, "'sweep.grid' must be a mapping of key paths to lists, got %s",
                   kind_name(g->kind));
     for (int i = 0; i < g->n; i++)
         if (add_axis(C, sc, g, i, -1)) return -1;
@@ -195,9 +183,9 @@ static int parse_grid(spec_ctx *C, const schema *sc, const al_node *g)
 static int parse_zip_group(spec_ctx *C, const schema *sc, const al_node *z)
 {
     if (z->kind != AL_NODE_MAP)
-        return at(C->e, z, "'sweep.zip' must be a mapping of key paths to lists (or a list "
+        return al_node_errf(C->e, z, "'sweep.zip' must be a mapping of key paths to lists (or a list "
                   "of such mappings), got %s", kind_name(z->kind));
-    if (z->n == 0) return at(C->e, z, "'sweep.zip' group is empty");
+    if (z->n == 0) return al_node_errf(C->e, z, "'sweep.zip' group is empty");
     int g = C->n_groups++;
     for (int i = 0; i < z->n; i++) {
         if (add_axis(C, sc, z, i, g)) return -1;
@@ -214,7 +202,7 @@ static int parse_zip_group(spec_ctx *C, const schema *sc, const al_node *z)
 static int parse_zip(spec_ctx *C, const schema *sc, const al_node *z)
 {
     if (z->kind != AL_NODE_SEQ) return parse_zip_group(C, sc, z);
-    if (z->n == 0) return at(C->e, z, "'sweep.zip' is empty");
+    if (z->n == 0) return al_node_errf(C->e, z, "'sweep.zip' is empty");
     for (int i = 0; i < z->n; i++)
         if (parse_zip_group(C, sc, z->items[i])) return -1;
     return 0;
@@ -240,7 +228,7 @@ static int parse_seeds(spec_ctx *C, const al_node *x)
     C->seeds = x;
     if (x->kind == AL_NODE_SCALAR) {
         if (parse_u64_node(x, &v) || v < 1 || v > 1000)
-            return at(C->e, x, "'sweep.seeds' must be a list of seeds or a count in [1, 1000], "
+            return al_node_errf(C->e, x, "'sweep.seeds' must be a list of seeds or a count in [1, 1000], "
                       "got '%.80s'", x->value);
         s->n_seeds = (int)v;
         s->seeds = al_malloc(v * sizeof *s->seeds);
@@ -248,18 +236,18 @@ static int parse_seeds(spec_ctx *C, const al_node *x)
         return 0;
     }
     if (x->kind != AL_NODE_SEQ)
-        return at(C->e, x, "'sweep.seeds' must be a list of seeds or a count, got a mapping");
-    if (x->n == 0) return at(C->e, x, "'sweep.seeds' is empty");
+        return al_node_errf(C->e, x, "'sweep.seeds' must be a list of seeds or a count, got a mapping");
+    if (x->n == 0) return al_node_errf(C->e, x, "'sweep.seeds' is empty");
     s->seeds = al_malloc((size_t)x->n * sizeof *s->seeds);
     for (int i = 0; i < x->n; i++) {
         const al_node *it = x->items[i];
         if (parse_u64_node(it, &v))
-            return at(C->e, it, "a seed must be a non-negative integer, got %s%.80s%s",
+            return al_node_errf(C->e, it, "a seed must be a non-negative integer, got %s%.80s%s",
                       it->kind == AL_NODE_SCALAR ? "'" : "",
                       it->kind == AL_NODE_SCALAR ? it->value : kind_name(it->kind),
                       it->kind == AL_NODE_SCALAR ? "'" : "");
         for (int j = 0; j < i; j++)
-            if (s->seeds[j] == v) return at(C->e, it, "seed %llu is listed twice",
+            if (s->seeds[j] == v) return al_node_errf(C->e, it, "seed %llu is listed twice",
                                             (unsigned long long)v);
         s->seeds[s->n_seeds++] = v;
     }
@@ -276,7 +264,7 @@ static int good_name(const char *s)
 static int parse_name(spec_ctx *C, const al_node *x)
 {
     if (x->kind != AL_NODE_SCALAR || !good_name(x->value))
-        return at(C->e, x, "the experiment name must be letters, digits, '.', '_', '+' or "
+        return al_node_errf(C->e, x, "the experiment name must be letters, digits, '.', '_', '+' or "
                   "'-' (it names the results directory), at most %d characters, got %s%.80s%s",
                   AL_NAME_LEN - 1, x->kind == AL_NODE_SCALAR ? "'" : "",
                   x->kind == AL_NODE_SCALAR ? x->value : kind_name(x->kind),
@@ -302,12 +290,12 @@ static int check_exclude_path(spec_ctx *C, const al_node *m, int i)
 static int parse_exclude(spec_ctx *C, const al_node *x)
 {
     if (x->kind != AL_NODE_SEQ)
-        return at(C->e, x, "'sweep.exclude' must be a list of mappings {key.path: value, "
+        return al_node_errf(C->e, x, "'sweep.exclude' must be a list of mappings {key.path: value, "
                   "...}, got %s", kind_name(x->kind));
     for (int i = 0; i < x->n; i++) {
         const al_node *m = x->items[i];
         if (m->kind != AL_NODE_MAP || m->n == 0)
-            return at(C->e, m, "an exclude entry must be a non-empty mapping {key.path: "
+            return al_node_errf(C->e, m, "an exclude entry must be a non-empty mapping {key.path: "
                       "value, ...}, got %s", m->kind == AL_NODE_MAP ? "an empty one"
                       : kind_name(m->kind));
         for (int k = 0; k < m->n; k++)
@@ -360,7 +348,7 @@ static int parse_sweep(spec_ctx *C)
     const al_node *d = al_node_get(C->s->root, "description");
     if (!sw) return 0;
     if (sw->kind != AL_NODE_MAP)
-        return at(C->e, sw, "'sweep' must be a mapping (grid, zip, seeds, exclude, name), "
+        return al_node_errf(C->e, sw, "'sweep' must be a mapping (grid, zip, seeds, exclude, name), "
                   "got %s", kind_name(sw->kind));
     if (check_sweep_keys(C, sw)) return -1;
     if ((x = al_node_get(sw, "description"))) d = x;
@@ -440,7 +428,7 @@ static int count_trials(const spec_ctx *C, int *total)
         if (C->s->axes[a].group < 0) n *= C->s->axes[a].n;
     for (int g = 0; g < C->n_groups; g++) n *= C->group_len[g];
     if (n > AL_SWEEP_MAX_TRIALS)
-        return at(C->e, C->sweep, "the sweep expands to %.0f trials, at most %d", n,
+        return al_node_errf(C->e, C->sweep, "the sweep expands to %.0f trials, at most %d", n,
                   AL_SWEEP_MAX_TRIALS);
     *total = (int)n;
     return 0;
@@ -552,7 +540,7 @@ static int at_path(al_err *e, const al_node *tree, const char *path, const char 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const al_node *x = node_at(tree, path);
-    if (x) return at(e, x, "%s", msg);
+    if (x) return al_node_errf(e, x, "%s", msg);
     return al_errf(e, "%s: error: %s", tree->file, msg);
 }
 
@@ -690,7 +678,7 @@ static int finish_names(spec_ctx *C)
         int clash = strlen(t->config) >= 95;
         for (int j = 0; j < s->n_trials && !rc; j++) {
             if (j > i && strcmp(t->hash, s->trials[j].hash) == 0)
-                rc = at(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and "
+                rc = al_node_errf(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and "
                         "'%s'): remove the duplicate value", t->label, s->trials[j].label);
             if (j != i && strcmp(t->config, s->trials[j].config) == 0 &&
                 strcmp(chash[i], chash[j]) != 0)
@@ -720,7 +708,7 @@ static int expand(spec_ctx *C)
         if (expand_one(C, k, &kept)) return -1;
     s->n_trials = kept;
     if (kept == 0)
-        return at(C->e, C->exclude ? C->exclude : C->sweep, "every trial is excluded "
+        return al_node_errf(C->e, C->exclude ? C->exclude : C->sweep, "every trial is excluded "
                   "(%d of %d)", s->n_excluded, total);
     return finish_names(C);
 }
