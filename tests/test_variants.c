@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "al_registry.h"
@@ -240,6 +241,37 @@ START_TEST(registry_refuses_duplicates_and_other_versions)
 }
 END_TEST
 
+/* A version-2 plugin table ends before `probs`: the registry must accept it
+ * and never read past its end (the table sits in a buffer of exactly the
+ * version-2 size, so ASan would see an over-read). */
+START_TEST(registry_accepts_version_2_tables_with_new_members_null)
+{
+    al_err e;
+    int before = al_variant_count();
+    size_t size = al_variant_ops_size(2);
+    ck_assert_uint_lt(size, sizeof(al_variant_ops));
+    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_API_VERSION), sizeof(al_variant_ops));
+    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_API_MIN - 1), 0);
+    al_variant_ops full = *al_variant_find("mha");
+    full.api_version = 2;
+    full.name = "mha_v2";
+    void *old = malloc(size);
+    memcpy(old, &full, size);
+    ck_assert_int_eq(al_variant_register(old, "v2.so", &e), 0);
+    const al_variant_ops *got = al_variant_find("mha_v2");
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_ne(got, old);              /* a whole-size copy */
+    ck_assert_int_eq(got->api_version, 2);
+    ck_assert_ptr_eq(got->forward, full.forward);
+    ck_assert_ptr_eq(got->decode, full.decode);
+    ck_assert_ptr_null(got->probs);
+    ck_assert_ptr_null(got->decode_batch);
+    ck_assert_ptr_null(got->decode_batch_scratch_floats);
+    al_variant_truncate(before);
+    free(old);
+}
+END_TEST
+
 START_TEST(gqa_family_cache_sizes_follow_kv_heads)
 {
     al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}};
@@ -267,6 +299,7 @@ Suite *variants_suite(void)
     tcase_add_test(tc, every_variant_is_causal);
     tcase_add_test(tc, every_variant_is_deterministic);
     tcase_add_test(tc, registry_refuses_duplicates_and_other_versions);
+    tcase_add_test(tc, registry_accepts_version_2_tables_with_new_members_null);
     tcase_add_test(tc, mla_query_compression_is_exercised);
     tcase_add_test(tc, gqa_family_cache_sizes_follow_kv_heads);
     suite_add_tcase(s, tc);

@@ -10,8 +10,11 @@
  * plugins: there is nothing private to the built-ins.
  *
  * Versioning: api_version is the first field of the table. Members are only
- * ever appended; a table whose api_version differs from
- * AL_VARIANT_API_VERSION is refused with both numbers in the message.
+ * ever appended, so a table says by its version which members it has (as
+ * SQLite's VFS does with iVersion). The registry accepts versions
+ * AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION: a table of an older version
+ * is copied up to its last member and the members it predates read as NULL
+ * (each is optional). Any other version is refused with both numbers.
  */
 #ifndef ATTNLAB_VARIANT_H
 #define ATTNLAB_VARIANT_H
@@ -22,7 +25,12 @@
 /* 2: al_kv_attend (al_kvcache.h) reads the cache in one pass; its score
  *    scratch is AL_KV_ATTEND_S(H) floats and AL_KV_TILE grew from 64 to
  *    256, so a plugin sized for version 1 would overrun its scratch. */
-#define AL_VARIANT_API_VERSION 2
+/* 3: appends the optional members `probs` (attention pictures) and
+ *    `decode_batch_scratch_floats` / `decode_batch` (batched decode). The
+ *    table grew, so the version says whether a table has them; a version-2
+ *    table is still accepted, with those members NULL. */
+#define AL_VARIANT_API_VERSION 3
+#define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
 #define AL_MAX_ATTN_PARAMS 16  /* parameter tensors one variant may own */
 
@@ -120,7 +128,38 @@ typedef struct al_variant_ops {
     void (*decode)(const al_attn_shape *s, float *out, float *scratch,
                    const float *x, float *const *p, al_kv_cache *cache,
                    int pos);
+
+    /* ---- since version 3; every member below may be NULL ---- */
+
+    /* Attention pictures: after forward() on a batch of one sequence of T
+     * tokens, write every query head's attention probabilities, computed
+     * from act and p the way forward computed them: P (H, T, T), row i of
+     * head h the weights query i gives keys 0..T-1 (zero above the diagonal
+     * under the causal mask; each row sums to 1). NULL: the variant cannot
+     * show its attention (`attnlab attention` refuses it). */
+    void (*probs)(const al_attn_shape *s, float *P, const float *act,
+                  float *const *p, int T);
+
+    /* Batched decode: B independent sequences advance one token each.
+     * x (B, D) holds their normalised inputs, caches[b] is sequence b's
+     * cache of this layer and pos[b] the position of its new token. Like B
+     * calls of decode() (equal up to rounding), but the weight products
+     * become matrix products. Scratch: decode_batch_scratch_floats(s,
+     * context, B) floats. NULL: the core calls decode() once per sequence. */
+    size_t (*decode_batch_scratch_floats)(const al_attn_shape *s, int context, int B);
+    void (*decode_batch)(const al_attn_shape *s, float *out, float *scratch,
+                         const float *x, float *const *p, al_kv_cache *const *caches,
+                         const int *pos, int B);
 } al_variant_ops;
+
+/* Bytes of a table of version v (AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION):
+ * the members that version has. 0 for any other version. */
+static inline size_t al_variant_ops_size(int v)
+{
+    if (v == 2) return offsetof(al_variant_ops, probs);
+    if (v == 3) return sizeof(al_variant_ops);
+    return 0;
+}
 
 /* Name of the function a plugin shared object exports; it returns a table
  * terminated by NULL and writes the interface version it was built for. */
@@ -132,8 +171,9 @@ typedef const al_variant_ops *const *(*al_plugin_entry_fn)(int *api_version);
  *   AL_PLUGIN_EXPORT const al_variant_ops *const *
  *   attnlab_plugin_variants(int *api_version)
  *   { *api_version = AL_VARIANT_API_VERSION; return my_variants; }
- * The loader refuses a plugin whose version differs, then checks each
- * table's api_version and registers the tables under their names. */
+ * The loader refuses a plugin whose version it does not accept
+ * (AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION), then checks each table's
+ * api_version and registers the tables under their names. */
 #define AL_PLUGIN_EXPORT __attribute__((visibility("default")))
 AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version);
 

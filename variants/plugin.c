@@ -63,7 +63,7 @@ static int open_object(const char *path, void **h, al_err *e)
 static int check_name(const al_variant_ops *ops, const char *origin, al_err *e)
 {
     const char *n = ops->name;
-    if (ops->api_version != AL_VARIANT_API_VERSION || !n) return 0; /* the registry says */
+    if (al_variant_ops_size(ops->api_version) == 0 || !n) return 0; /* the registry says */
     size_t len = strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
     if (len == 0 || n[len] || len >= AL_NAME_LEN)
         return al_errf(e, "%s: variant name '%.80s' must be 1 to %d letters, digits, '_' "
@@ -81,9 +81,10 @@ static int register_variants(void *h, const char *origin, al_err *e)
     memcpy(&entry, &sym, sizeof entry);   /* POSIX: object to function pointer */
     int version = -1;
     const al_variant_ops *const *list = entry(&version);
-    if (version != AL_VARIANT_API_VERSION)
+    if (version < AL_VARIANT_API_MIN || version > AL_VARIANT_API_VERSION)
         return al_errf(e, "%s: plugin was built for variant interface version %d, "
-                       "this attnlab has version %d", origin, version, AL_VARIANT_API_VERSION);
+                       "this attnlab has version %d (and accepts %d to %d)", origin, version,
+                       AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN, AL_VARIANT_API_VERSION);
     if (!list || !list[0]) return al_errf(e, "%s: plugin exports no variants", origin);
     int before = al_variant_count();
     for (int i = 0; list[i]; i++) {

@@ -25,6 +25,9 @@ static const al_variant_ops *const builtins[] = {
 static const al_variant_ops *extra[MAX_VARIANTS];
 static const char *extra_origin[MAX_VARIANTS];
 static int n_extra;
+/* Tables of an older interface version, copied whole-size: the members
+ * that version predates are NULL here, never read from the plugin. */
+static al_variant_ops upgraded[MAX_VARIANTS];
 
 static int n_builtins(void)
 {
@@ -57,11 +60,12 @@ const al_variant_ops *al_variant_find(const char *name)
 
 int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e)
 {
-    if (ops->api_version != AL_VARIANT_API_VERSION)
+    size_t size = al_variant_ops_size(ops->api_version);
+    if (size == 0)
         return al_errf(e, "%s: variant '%s' was built for interface version %d, "
-                       "this attnlab has version %d", origin,
+                       "this attnlab has version %d (and accepts %d to %d)", origin,
                        ops->name ? ops->name : "?", ops->api_version,
-                       AL_VARIANT_API_VERSION);
+                       AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN, AL_VARIANT_API_VERSION);
     if (!ops->name || !ops->forward || !ops->backward || !ops->params ||
         !ops->act_floats || !ops->scratch_floats || !ops->kv_elems)
         return al_errf(e, "%s: variant table is missing a required member", origin);
@@ -74,6 +78,11 @@ int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e
                            origin, ops->name, al_variant_origin(i));
     if (n_extra == MAX_VARIANTS)
         return al_errf(e, "%s: too many variants (at most %d plugins)", origin, MAX_VARIANTS);
+    if (size < sizeof *ops) {
+        memset(&upgraded[n_extra], 0, sizeof upgraded[n_extra]);
+        memcpy(&upgraded[n_extra], ops, size);
+        ops = &upgraded[n_extra];
+    }
     extra[n_extra] = ops;
     extra_origin[n_extra] = origin;
     n_extra++;
