@@ -30,6 +30,10 @@
 
 /* Save the model's parameters with its config and training step. */
 int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e);
+/* The same with up to 16 more metadata pairs extra[2i] -> extra[2i+1]
+ * (e.g. where a converted model came from). */
+int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
+                            const char *const *extra, int n_extra, al_err *e);
 
 /* Load a checkpoint: reads the config from its metadata, initialises *m
  * (al_model_init) and fills the parameters. *step may be NULL. The caller

@@ -226,6 +226,14 @@ static int config_from_json(const char *path, const char *text, const char *orig
 
 int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e)
 {
+    return al_checkpoint_save_meta(path, m, step, NULL, 0, e);
+}
+
+int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
+                            const char *const *extra, int n_extra, al_err *e)
+{
+    enum { BASE_META = 5, MAX_EXTRA = 16 };
+    AL_ASSERT(n_extra >= 0 && n_extra <= MAX_EXTRA);
     al_st_out *t = al_calloc((size_t)m->n_tensors, sizeof *t);
     for (int i = 0; i < m->n_tensors; i++) {
         const al_tensor *x = &m->tensors[i];
@@ -235,10 +243,11 @@ int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e
     char *cfg = al_checkpoint_config_json(m), stepbuf[32], ver[16];
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
     snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
-    const char *meta[] = {"format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
-                          "attnlab.interface_version", ver, "attnlab.variant_origin",
-                          variant_origin(m->cfg.attn)};
-    int rc = al_st_write(path, t, m->n_tensors, meta, 5, e);
+    const char *meta[2 * (BASE_META + MAX_EXTRA)] = {
+        "format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
+        "attnlab.interface_version", ver, "attnlab.variant_origin", variant_origin(m->cfg.attn)};
+    for (int i = 0; i < 2 * n_extra; i++) meta[2 * BASE_META + i] = extra[i];
+    int rc = al_st_write(path, t, m->n_tensors, meta, BASE_META + n_extra, e);
     free(cfg);
     free(t);
     return rc;
