@@ -40,6 +40,14 @@ int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
  * frees with al_model_free. On failure *m is zeroed (safe to free). */
 int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e);
 
+/* Fill the parameters of an initialised model m from the checkpoint at
+ * path (train.init_from): every tensor of m's table must be there as F32 in
+ * the same shape, and nothing else; the config in the file's metadata is
+ * not consulted, so any checkpoint whose tensors fit is accepted. A
+ * mismatch is one error naming every tensor that differs; m is untouched
+ * then. */
+int al_checkpoint_load_into(const char *path, al_model *m, al_err *e);
+
 /* The "attnlab.config" text of a model (malloc'ed JSON). */
 char *al_checkpoint_config_json(const al_model *m);
 
@@ -63,6 +71,7 @@ typedef struct al_train_state {
     double last_loss;       /* loss of the last step (NaN before any) */
     int n_rows;
     double *rows;           /* n_rows * AL_METRIC_COLS; malloc'ed by resume */
+    char init_sha256[65];   /* SHA-256 of train.init_from's file when the run began, or "" */
 } al_train_state;
 
 /* Write DIR/train_state.safetensors, then DIR/model.safetensors. */

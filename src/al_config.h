@@ -92,6 +92,7 @@ typedef struct al_train_config {
     uint64_t seed, eval_seed;
     int threads;                         /* 0 = all cores */
     int checkpoint_every;                /* 0 = only at the end */
+    char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
 } al_train_config;
 
 typedef struct al_config {

@@ -372,6 +372,64 @@ int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
     return rc;
 }
 
+/* ------------------------------------------------------------ init from */
+
+/* One tensor of the model against the file, appended to `why` when it does
+ * not fit. Returns 1 on a mismatch. */
+static int init_mismatch(const al_st_file *f, const al_tensor *x, char *why, size_t n)
+{
+    const al_st_tensor *t = al_st_find(f, x->name);
+    int64_t want[2] = {x->shape[0], x->shape[1]};
+    char a[96], b[96], one[400];
+    if (!t) {
+        snprintf(one, sizeof one, "'%s' is missing", x->name);
+    } else if (t->dtype != AL_ST_F32) {
+        snprintf(one, sizeof one, "'%s' has dtype %s, not F32", x->name, al_st_dtype_name(t->dtype));
+    } else if (t->ndim != x->ndim || t->shape[0] != want[0] ||
+               (x->ndim == 2 && t->shape[1] != want[1])) {
+        fmt_shape(a, sizeof a, t->ndim, t->shape);
+        fmt_shape(b, sizeof b, x->ndim, want);
+        snprintf(one, sizeof one, "'%s' has shape %s, the model wants %s", x->name, a, b);
+    } else {
+        return 0;
+    }
+    size_t l = strlen(why);
+    if (l < 600) snprintf(why + l, n - l, "%s%s", l ? "; " : "", one);
+    else if (why[l - 1] != '.') snprintf(why + l, n - l, "; ...");
+    return 1;
+}
+
+int al_checkpoint_load_into(const char *path, al_model *m, al_err *e)
+{
+    al_st_file f;
+    if (al_st_read(path, &f, e) != 0) return -1;
+    char why[4096] = "", name[128];
+    int bad = 0;
+    for (int i = 0; i < m->n_tensors; i++) bad += init_mismatch(&f, &m->tensors[i], why, sizeof why);
+    for (int i = 0; i < f.n; i++)
+        if (!al_model_tensor(m, f.t[i].name)) {
+            size_t l = strlen(why);
+            if (l < 600)
+                snprintf(why + l, sizeof why - l, "%sunexpected '%s'", l ? "; " : "",
+                         al_st_printable(name, sizeof name, f.t[i].name));
+            else if (why[l - 1] != '.')
+                snprintf(why + l, sizeof why - l, "; ...");
+            bad++;
+        }
+    int rc = 0;
+    if (bad)
+        rc = al_errf(e, "%s: does not fit the config's model (%d tensor%s): %.900s", path, bad,
+                     bad == 1 ? "" : "s", why);
+    for (int i = 0; rc == 0 && i < m->n_tensors; i++)
+        rc = check_tensor(&f, &m->tensors[i], e);   /* finite values */
+    for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
+        const al_tensor *x = &m->tensors[i];
+        memcpy(m->params + x->offset, al_st_find(&f, x->name)->data, x->numel * sizeof(float));
+    }
+    al_st_free(&f);
+    return rc;
+}
+
 /* ------------------------------------------------------------ training state */
 
 static char *config_yaml(const al_config *c)
@@ -411,9 +469,11 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
         "attnlab.loss_count", v[3], "attnlab.train_time", v[4], "attnlab.elapsed", v[5],
         "attnlab.loss_sum", v[6], "attnlab.last_loss", v[7], "attnlab.config_yaml", yaml,
         "attnlab.metric_columns", "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s",
+        "attnlab.init_sha256", s->init_sha256,
     };
+    int n_meta = (int)(sizeof meta / sizeof meta[0] / 2) - !s->init_sha256[0];
     snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
-    int rc = al_st_write(path, t, 4, meta, (int)(sizeof meta / sizeof meta[0] / 2), e);
+    int rc = al_st_write(path, t, 4, meta, n_meta, e);
     free(yaml);
     if (rc != 0) return -1;
     snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
@@ -598,6 +658,8 @@ int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_ad
     if (al_st_read(path, &f, e) != 0) return -1;
     int rc = check_same_config(&f, c, e);
     if (rc == 0) rc = read_counters(&f, s, &adam_step, e);
+    const char *init = al_st_meta(&f, "attnlab.init_sha256");
+    if (rc == 0 && init) snprintf(s->init_sha256, sizeof s->init_sha256, "%.64s", init);
     if (rc == 0) rc = read_state_tensors(&f, o, s, e);
     if (rc == 0) rc = restore_params(dir, m, s->step, e);
     al_st_free(&f);

@@ -564,6 +564,7 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run (tensor names and shapes must match the model; fresh optimizer and schedule; \"\" = random init)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef T

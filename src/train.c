@@ -15,6 +15,7 @@
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
+#include "al_sha256.h"
 
 /* ------------------------------------------------------------ metrics */
 
@@ -174,6 +175,7 @@ typedef struct run {
     int start;                  /* first step: 0, or where a resume picks up */
     double loss_sum;            /* train losses since the last evaluation */
     long loss_count;
+    char init_sha256[65];       /* of train.init_from's file, "" without one */
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -276,7 +278,8 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
 {
     if (!R->wdir) return 0;
     al_train_state s = {steps_done, R->rng, R->tokens, R->train_time, al_now() - R->t0,
-                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL};
+                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL, ""};
+    memcpy(s.init_sha256, R->init_sha256, sizeof s.init_sha256);
     s.rows = al_malloc((size_t)R->mt.n * AL_METRIC_COLS * sizeof(double));
     for (int i = 0; i < R->mt.n; i++) {
         const metric_row *m = &R->mt.rows[i];
@@ -287,6 +290,48 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
     int rc = al_checkpoint_save_run(R->wdir, R->c, &R->model, &R->opt, &s, e);
     free(s.rows);
     return rc;
+}
+
+/* ------------------------------------------------------------ init from */
+
+static int file_sha256(const char *path, char hex[65], al_err *e)
+{
+    char *buf;
+    size_t n;
+    if (al_read_file(path, &buf, &n, e) != 0) return -1;
+    al_sha256_hex(buf, n, hex);
+    free(buf);
+    return 0;
+}
+
+/* train.init_from: the weights of a checkpoint replace the random init; the
+ * optimizer and schedule start fresh. Its SHA-256 goes into the saved state. */
+static int init_from(run *R, al_err *e)
+{
+    const char *path = R->c->train.init_from;
+    if (!path[0]) return 0;
+    char msg[AL_ERR_LEN];
+    if (file_sha256(path, R->init_sha256, e) != 0 ||
+        al_checkpoint_load_into(path, &R->model, e) != 0) {
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        return al_errf(e, "train.init_from: %s", msg);
+    }
+    return 0;
+}
+
+/* A resumed run continues from its own weights; if the checkpoint it began
+ * from is still there, it must be the same file, or the run would no
+ * longer be what its config says. */
+static int check_init_unchanged(const run *R, const char *saved, al_err *e)
+{
+    const char *path = R->c->train.init_from;
+    char now[65];
+    al_err ignore;
+    if (!path[0] || !saved[0] || file_sha256(path, now, &ignore) != 0) return 0;
+    if (strcmp(now, saved) == 0) return 0;
+    return al_errf(e, "%s: cannot resume: train.init_from %s changed since the run began "
+                   "(SHA-256 %.12s..., was %.12s...); start a new run", R->o->outdir, path, now,
+                   saved);
 }
 
 /* The inverse of save_run: model, optimizer, data RNG, metrics, counters. */
@@ -300,6 +345,11 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
         return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
                        R->o->outdir, R->c->train.steps);
     }
+    if (check_init_unchanged(R, s.init_sha256, e) != 0) {
+        free(s.rows);
+        return -1;
+    }
+    memcpy(R->init_sha256, s.init_sha256, sizeof R->init_sha256);
     R->start = r->steps_done = (int)s.step;
     R->rng = s.rng;
     R->tokens = s.tokens;
@@ -392,6 +442,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     int rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
+    else if (rc == 0) rc = init_from(&R, e);
     if (rc == 0 && R.wdir) {
         rc = al_mkdirs(R.wdir, e);
         if (rc == 0) rc = write_config(&c, R.wdir, e);
