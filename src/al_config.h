@@ -93,6 +93,7 @@ typedef struct al_train_config {
     int threads;                         /* 0 = all cores */
     int checkpoint_every;                /* 0 = only at the end */
     char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
+    char init_convert[8];                /* none | mean | first | random | svd */
 } al_train_config;
 
 typedef struct al_config {

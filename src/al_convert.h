@@ -72,9 +72,10 @@ typedef struct al_convert_sample {
 } al_convert_sample;
 
 struct al_data;
-/* About `tokens` tokens (whole windows of the model's seq_len, at least
- * one) drawn with their own RNG from `seed`; runs src forward. */
-int al_convert_sample_take(al_model *src, struct al_data *d, int batch, long tokens,
+/* About `tokens` tokens (whole windows of T tokens, at least one) drawn
+ * from d's training split with their own RNG from `seed`; runs src
+ * forward B windows at a time. */
+int al_convert_sample_take(al_model *src, struct al_data *d, int T, int B, long tokens,
                            uint64_t seed, al_convert_sample *s, al_err *e);
 void al_convert_sample_free(al_convert_sample *s);
 
@@ -117,6 +118,7 @@ typedef struct al_convert_job {
 } al_convert_job;
 
 typedef struct al_convert_result {
+    char src_path[AL_PATH_LEN];
     char src_sha256[65];
     char src_variant[AL_NAME_LEN], dst_variant[AL_NAME_LEN];
     int method, n_layer;
@@ -130,5 +132,15 @@ typedef struct al_convert_result {
 /* 0; -1 with e on bad input (nothing written); -2 when only the write failed. */
 int al_convert_run(const al_convert_job *j, al_convert_result *r, al_err *e);
 void al_convert_result_free(al_convert_result *r);
+
+/* train.init_convert: the checkpoint at src_path converted into dst (an
+ * initialised model whose config is the target) by method (seed for
+ * random), sampling `tokens` tokens of d's training split in batches of B.
+ * r as above, unscored. */
+int al_convert_into(const char *src_path, al_model *dst, int method, uint64_t seed,
+                    struct al_data *d, int B, long tokens, al_convert_result *r, al_err *e);
+
+/* r as JSON (source, SHA-256, method, variants, per-layer errors). */
+int al_convert_write_json(const char *path, const al_convert_result *r, al_err *e);
 
 #endif

@@ -509,6 +509,7 @@ typedef struct key_spec {
 
 static const char *const data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
 static const char *const kv_dtypes[] = {"f32", "bf16", "f16", NULL};
+static const char *const init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
@@ -564,7 +565,8 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
-    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run (tensor names and shapes must match the model; fresh optimizer and schedule; \"\" = random init)"),
+    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
+    ONE_OF(T, init_convert, init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef T
@@ -1129,7 +1131,8 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
         return verr(e, c, root, "train.warmup_steps", "'train.warmup_steps' (%d) must be at "
                     "most 'train.steps' (%d)", c->train.warmup_steps, c->train.steps);
     if (check_one_of(c, root, "data.source", c->data.source, data_sources, e) ||
-        check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e))
+        check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e) ||
+        check_one_of(c, root, "train.init_convert", c->train.init_convert, init_converts, e))
         return -1;
     return check_variant(c, root, e);
 }

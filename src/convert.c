@@ -493,10 +493,10 @@ int al_convert(const al_model *src, al_model *dst, const al_convert_opts *o, al_
 
 /* ------------------------------------------------------------ sample */
 
-int al_convert_sample_take(al_model *src, al_data *d, int batch, long tokens, uint64_t seed,
-                           al_convert_sample *s, al_err *e)
+int al_convert_sample_take(al_model *src, al_data *d, int T, int batch, long tokens,
+                           uint64_t seed, al_convert_sample *s, al_err *e)
 {
-    int T = src->cfg.seq_len, D = src->cfg.d_model, L = src->cfg.n_layer;
+    int D = src->cfg.d_model, L = src->cfg.n_layer;
     long windows = tokens > T ? (tokens + T - 1) / T : 1;
     memset(s, 0, sizeof *s);
     if (batch < 1) batch = 1;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_convert.h"
 #include "al_data.h"
 #include "al_dist.h"
 #include "al_model.h"
@@ -176,6 +177,7 @@ typedef struct run {
     double loss_sum;            /* train losses since the last evaluation */
     long loss_count;
     char init_sha256[65];       /* of train.init_from's file, "" without one */
+    al_convert_result conv;     /* train.init_convert's measurements (n_layer 0: none) */
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -213,8 +215,11 @@ static int run_open(run *R, al_config *c, al_err *e)
         return -1;
     al_adamw_init(&R->opt, R->model.n_params, c->train.beta1, c->train.beta2,
                   c->train.weight_decay);
-    /* The data stream has its own seed-derived state, apart from the init. */
-    al_rng_seed(&R->rng, c->train.seed ^ 0xD1B54A32D192ED03ULL);
+    /* The data stream has its own seed-derived state, apart from the init;
+     * a run from a checkpoint draws another stream than a fresh run of the
+     * same seed, so that uptraining does not replay the base run's batches. */
+    al_rng_seed(&R->rng, c->train.seed ^ (c->train.init_from[0] ? 0x9E3779B97F4A7C15ULL
+                                                                 : 0xD1B54A32D192ED03ULL));
     size_t BT = (size_t)c->train.batch_size * c->model.seq_len;
     R->in = al_malloc(BT * sizeof(int));
     R->tgt = al_malloc(BT * sizeof(int));
@@ -227,6 +232,7 @@ static void run_close(run *R)
     al_data_close(&R->data);
     al_model_free(&R->model);
     al_adamw_free(&R->opt);
+    al_convert_result_free(&R->conv);
     free(R->in);
     free(R->tgt);
     free(R->w);
@@ -304,19 +310,53 @@ static int file_sha256(const char *path, char hex[65], al_err *e)
     return 0;
 }
 
-/* train.init_from: the weights of a checkpoint replace the random init; the
- * optimizer and schedule start fresh. Its SHA-256 goes into the saved state. */
+/* Tokens of training data the conversion samples (al_convert.h). */
+#define INIT_SAMPLE_TOKENS 4096
+
+/* train.init_convert: the checkpoint converted to this model, its errors
+ * on a sample of the training split logged (and kept for convert.json). */
+static int init_converted(run *R, const char *path, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    int method = al_convert_method_parse(t->init_convert);
+    AL_ASSERT(method >= 0);
+    if (al_convert_into(path, &R->model, method, t->seed, &R->data, t->batch_size,
+                        INIT_SAMPLE_TOKENS, &R->conv, e) != 0)
+        return -1;
+    if (al_dist_rank() == 0 && R->o->log_lines)
+        fprintf(stderr, "%s: init: %s (%s) converted to %s by %s: k_error %.4f v_error %.4f "
+                "on %ld tokens\n", R->o->label ? R->o->label : "train", path,
+                R->conv.src_variant, R->conv.dst_variant, t->init_convert, R->conv.mean.k,
+                R->conv.mean.v, R->conv.sample_tokens);
+    return 0;
+}
+
+/* train.init_from: the weights of a checkpoint replace the random init
+ * (converted when train.init_convert says so); the optimizer and schedule
+ * start fresh. Its SHA-256 goes into the saved state. */
 static int init_from(run *R, al_err *e)
 {
-    const char *path = R->c->train.init_from;
-    if (!path[0]) return 0;
+    const al_train_config *t = &R->c->train;
+    const char *path = t->init_from;
+    int convert = strcmp(t->init_convert, "none") != 0;
+    if (!path[0])
+        return convert ? al_errf(e, "%s: 'train.init_convert' (%s) needs 'train.init_from'",
+                                 R->c->file, t->init_convert) : 0;
     char msg[AL_ERR_LEN];
     if (file_sha256(path, R->init_sha256, e) != 0 ||
-        al_checkpoint_load_into(path, &R->model, e) != 0) {
+        (convert ? init_converted(R, path, e) : al_checkpoint_load_into(path, &R->model, e)) != 0) {
         snprintf(msg, sizeof msg, "%s", e->msg);
         return al_errf(e, "train.init_from: %s", msg);
     }
     return 0;
+}
+
+/* DIR/convert.json: how train.init_convert built the starting weights. */
+static int write_convert(const run *R, al_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/convert.json", R->wdir);
+    return al_convert_write_json(path, &R->conv, e);
 }
 
 /* A resumed run continues from its own weights; if the checkpoint it began
@@ -446,6 +486,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     if (rc == 0 && R.wdir) {
         rc = al_mkdirs(R.wdir, e);
         if (rc == 0) rc = write_config(&c, R.wdir, e);
+        if (rc == 0 && R.conv.n_layer) rc = write_convert(&R, e);
     }
     rc = al_dist_agree(rc != 0, e);
     if (rc == 0) {

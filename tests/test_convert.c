@@ -511,6 +511,59 @@ START_TEST(bad_input_is_one_line_exit_2_and_writes_nothing)
 }
 END_TEST
 
+/* train.init_convert converts in the run itself: the same weights, and so
+ * the same run, as `convert` followed by train.init_from. */
+START_TEST(init_convert_equals_convert_then_init_from)
+{
+    cli f;
+    cli_open(&f);
+    char yaml[9000], args[20000], *out;
+    snprintf(yaml, sizeof yaml,
+             "data: {path: %s}\n"
+             "model: {n_layer: 2, d_model: 32, n_head: 4, d_head: 8, seq_len: 16, mlp_ratio: 2.0,\n"
+             "        attention: {variant: mla, d_latent: 12, d_rope: 4}}\n"
+             "train: {steps: 6, batch_size: 3, warmup_steps: 2, eval_every: 3, eval_batches: 2,\n"
+             "        threads: 1}\n", f.text);
+    char *cfg = al_test_write(f.dir, "mla.yaml", yaml);
+    snprintf(args, sizeof args, "convert %s --to '{variant: mla, d_latent: 12, d_rope: 4}' --out "
+             "%s/conv.safetensors --config %s --threads 1", f.ckpt, f.dir, cfg);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    double converted = score_line(out, "val_loss=");
+    free(out);
+    snprintf(args, sizeof args, "train %s --out %s/a --init-from %s/conv.safetensors", cfg,
+             f.dir, f.dir);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train %s --out %s/b --init-from %s --set train.init_convert=svd",
+             cfg, f.dir, f.ckpt);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    free(out);
+    char pa[4300], pb[4300], *ba, *bb;
+    size_t na, nb;
+    al_err e;
+    snprintf(pa, sizeof pa, "%s/a/model.safetensors", f.dir);
+    snprintf(pb, sizeof pb, "%s/b/model.safetensors", f.dir);
+    ck_assert_int_eq(al_read_file(pa, &ba, &na, &e), 0);
+    ck_assert_int_eq(al_read_file(pb, &bb, &nb, &e), 0);
+    ck_assert_msg(na == nb && memcmp(ba, bb, na) == 0, "the two runs differ");
+    free(ba), free(bb);
+    snprintf(pb, sizeof pb, "%s/b/metrics.csv", f.dir);
+    ck_assert_int_eq(al_read_file(pb, &bb, &nb, &e), 0);
+    double step0;
+    ck_assert_int_eq(sscanf(strchr(bb, '\n') + 1, "0,,%lf", &step0), 1);
+    ck_assert_double_eq_tol(step0, converted, 1e-5 * converted);
+    free(bb);
+    snprintf(pb, sizeof pb, "%s/b/convert.json", f.dir);
+    ck_assert_int_eq(al_read_file(pb, &bb, &nb, &e), 0);
+    ck_assert_msg(strstr(bb, "\"method\": \"svd\"") && strstr(bb, "\"k_error\""), "%s", bb);
+    free(bb);
+    snprintf(args, sizeof args, "train %s --out %s/c --set train.init_convert=mean", cfg, f.dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_msg(strstr(out, "needs 'train.init_from'"), "%s", out);
+    free(out), free(cfg), free(f.dir);
+}
+END_TEST
+
 Suite *convert_suite(void)
 {
     Suite *s = suite_create("convert");
@@ -525,6 +578,7 @@ Suite *convert_suite(void)
     tcase_add_test(t, a_converted_checkpoint_scores_like_pytorch_and_decodes_from_its_cache);
     tcase_add_test(t, the_output_records_source_hash_and_method);
     tcase_add_test(t, bad_input_is_one_line_exit_2_and_writes_nothing);
+    tcase_add_test(t, init_convert_equals_convert_then_init_from);
     suite_add_tcase(s, t);
     return s;
 }
