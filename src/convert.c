@@ -70,7 +70,7 @@ static int same_trunk(const al_model_config *a, const al_model_config *b)
 {
     return a->n_layer == b->n_layer && a->d_model == b->d_model && a->n_head == b->n_head &&
            a->d_head == b->d_head && a->vocab_size == b->vocab_size &&
-           a->mlp_ratio == b->mlp_ratio && a->norm_eps == b->norm_eps &&
+           al_config_d_ff(a) == al_config_d_ff(b) && a->norm_eps == b->norm_eps &&
            a->rope_base == b->rope_base;
 }
 
@@ -135,7 +135,12 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
     if (method < 0 || method >= AL_CONVERT_N_METHODS)
         return al_errf(e, "convert: unknown method %d", method);
     if (!same_trunk(src, dst))
-        return al_errf(e, "convert: the target must keep the source's model outside attention");
+        return al_errf(e, "convert: the model outside attention differs (n_layer %d/%d, d_model "
+                       "%d/%d, n_head %d/%d, d_head %d/%d, d_ff %d/%d, vocabulary %d/%d): convert "
+                       "changes only the attention", src->n_layer, dst->n_layer, src->d_model,
+                       dst->d_model, src->n_head, dst->n_head, src->d_head, dst->d_head,
+                       al_config_d_ff(src), al_config_d_ff(dst), src->vocab_size,
+                       dst->vocab_size);
     if (same_attention(src, dst) && method != AL_CONVERT_RANDOM) return 0;   /* a copy */
     if (Gs < 0)
         return al_errf(e, "convert: method '%s' converts mha, gqa and mqa checkpoints, not "
