@@ -42,6 +42,11 @@ int al_yaml_load(const char *path, al_node **out, al_err *e);
 int al_yaml_parse(const char *name, const char *text, al_node **out, al_err *e);
 void al_node_free(al_node *n);
 al_node *al_node_clone(const al_node *n);
+/* An empty mapping or sequence carrying at's file and position (for
+ * errors; at may be NULL), and appending to one (key NULL in a sequence);
+ * x takes ownership of child. */
+al_node *al_node_new(int kind, const al_node *at);
+void al_node_append(al_node *x, const char *key, al_node *child);
 /* Child of a mapping by key, or NULL. */
 al_node *al_node_get(const al_node *map, const char *key);
 /* Replace (or create) the node at a dotted path such as "model.attention"

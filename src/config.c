@@ -79,6 +79,17 @@ static void node_add(al_node *x, const char *key, int kline, int kcol, al_node *
     x->n++;
 }
 
+al_node *al_node_new(int kind, const al_node *at)
+{
+    return node_new(kind, at ? at->file : "", at ? at->line : 0, at ? at->col : 0);
+}
+
+void al_node_append(al_node *x, const char *key, al_node *child)
+{
+    AL_ASSERT((x->kind == AL_NODE_MAP) == (key != NULL) && x->kind != AL_NODE_SCALAR);
+    node_add(x, key, child->line, child->col, child);
+}
+
 void al_node_free(al_node *x)
 {
     if (!x) return;
@@ -597,6 +608,7 @@ static const key_spec top_keys[] = {
     NESTED(model, model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "grid of key paths to values, read by the sweep runner"},
+    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };

@@ -285,6 +285,7 @@ static int eval_point(run *R, int step, double train_loss, al_train_result *r, a
     r->val_loss = val;
     r->val_accuracy = acc;
     if (isnan(r->best_val_loss) || val < r->best_val_loss) r->best_val_loss = val;
+    if (step == 0) r->init_val_loss = val;
     report_progress(R, step, train_loss, lr, 1, val, acc);
     int bad = R->wdir && metrics_write(&R->mt, R->wdir, e) != 0;
     if (al_dist_agree(bad, e) != 0) return -1;
@@ -419,6 +420,7 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
         r->val_loss = x[2];
         r->val_accuracy = x[3];
         if (isnan(r->best_val_loss) || x[2] < r->best_val_loss) r->best_val_loss = x[2];
+        if (x[0] == 0) r->init_val_loss = x[2];
     }
     free(s.rows);
     return 0;
@@ -489,7 +491,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     memset(&R, 0, sizeof R);
     memset(r, 0, sizeof *r);
     r->val_loss = r->best_val_loss = r->val_accuracy = r->final_train_loss = NAN;
-    r->test_loss = r->test_accuracy = NAN;
+    r->test_loss = r->test_accuracy = r->init_val_loss = NAN;
     R.c = &c;
     R.o = o;
     R.wdir = al_dist_rank() == 0 ? o->outdir : NULL;
