@@ -16,6 +16,7 @@
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"
+#include "al_sha256.h"
 #include "al_sweep_results.h"
 #include "al_train.h"
 #include "sweep_internal.h"
@@ -676,6 +677,10 @@ static int at_path(al_err *e, const al_node *tree, const char *path, const char 
 /* What training would find missing, found before anything is trained. */
 static int check_data(const al_node *tree, const al_config *c, al_err *e)
 {
+    const char *init = c->train.init_from;
+    if (init[0] && access(init, R_OK) != 0)
+        return at_path(e, tree, "train.init_from", "'train.init_from' ('%s'): cannot read: %s",
+                       init, strerror(errno));
     if (al_data_vocab(&c->data) < 0)
         return at_path(e, tree, "data.source", "data source '%s' is not available in this "
                        "build", c->data.source);
@@ -984,6 +989,16 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
     free(buf);
+    if (c.train.init_from[0]) {   /* the checkpoint's content, not just its path */
+        char sha[65] = "unreadable", *data;
+        size_t n;
+        al_err ignore;
+        if (al_read_file(c.train.init_from, &data, &n, &ignore) == 0) {
+            al_sha256_hex(data, n, sha);
+            free(data);
+        }
+        for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
