@@ -309,6 +309,13 @@ static int expand_into(stage_ctx *C, int k, al_node *root, const al_sweep_axis_i
     sub.root = root;
     int rc = al_sweep_expand(&sub, C->st[k].sweep, ax, n_ax, C->plugins, C->n_plugins, &trees,
                              C->e);
+    if (rc) {   /* the sub-sweep's own label means little here: say which stage */
+        char *in = strstr(C->e->msg, " (in trial '");
+        size_t len = in ? (size_t)(in - C->e->msg) : strlen(C->e->msg);
+        snprintf(C->e->msg + len, sizeof C->e->msg - len, " (in stage '%s'%s%s%s)",
+                 C->st[k].name->value, u ? ", from trial '" : "", u ? u->label : "",
+                 u ? "'" : "");
+    }
     if (rc == 0) {
         for (int i = 0; i < sub.n_trials; i++) adopt(C, k, &sub.trials[i], u, name_upstream, trees[i]);
         C->s->n_excluded += sub.n_excluded;

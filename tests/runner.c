@@ -34,6 +34,7 @@ Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
 Suite *convert_suite(void);
+Suite *sweep_stage_suite(void);
 
 static const struct {
     const char *name;
@@ -62,6 +63,7 @@ static const struct {
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
     {"convert", convert_suite},
+    {"sweep_stage", sweep_stage_suite},
     {NULL, NULL},
 };
 
