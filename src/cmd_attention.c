@@ -127,27 +127,27 @@ static int parse_list(const char *opt, const char *what, const char *s, int n, i
 {
     char *mark = al_calloc((size_t)n, 1);
     const char *p = s;
-    int k = 0;
-    while (*p) {
+    int k = 0, ok = *s != 0;
+    while (ok && *p) {
         char *end;
         long lo = strtol(p, &end, 10), hi = lo;
-        if (end == p || lo < 0) break;
-        if (*end == '-') {
+        ok = end != p && lo >= 0;
+        if (ok && *end == '-') {
             p = end + 1;
             hi = strtol(p, &end, 10);
-            if (end == p || hi < lo) break;
+            ok = end != p && hi >= lo;
         }
-        if (hi >= n) {
+        if (ok && hi >= n) {
             free(mark);
             return al_errf(e, "attention: %s: %s %ld is out of range (the model has %d: 0..%d)",
                            opt, what, hi, n, n - 1);
         }
-        for (long i = lo; i <= hi; i++) mark[i] = 1;
+        for (long i = lo; ok && i <= hi; i++) mark[i] = 1;
         p = end;
-        if (*p == ',' && p[1]) p++;
-        else if (*p) break;
+        if (ok && *p == ',') ok = *++p != 0;
+        else if (ok && *p) ok = 0;
     }
-    if (*p || !*s) {
+    if (!ok) {
         free(mark);
         return al_errf(e, "attention: %s wants a list such as 0,2-3, got '%.200s'", opt, s);
     }
