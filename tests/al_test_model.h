@@ -21,6 +21,11 @@ void al_test_variant_generic(const al_variant_ops *v);
  * (< 1e-4), a corrupted row is noticed, bf16/f16 caches stay within
  * tolerance, measured cache bytes equal the formula. */
 void al_test_variant_decode(const al_variant_ops *v);
+/* A hand-built 2-layer mha model (tests/test_attention.c): vocabulary 16,
+ * d_model 48, 2 heads of 64, seq_len 64; layer 0 head 0 is a
+ * previous-token head, layer 1 head 0 an induction head, head 1 of each
+ * layer attends uniformly. */
+void al_test_planted_model(al_model *m);
 /* Relative error ||a - b|| / max(||a||, ||b||, tiny) over n doubles. */
 double al_test_rel_err(const double *a, const double *b, size_t n);
 

@@ -35,6 +35,8 @@ Suite *sweep_exec_suite(void);
 Suite *attention_suite(void);
 Suite *attnmap_suite(void);
 Suite *cmd_attention_suite(void);
+Suite *headstats_suite(void);
+Suite *ablation_suite(void);
 
 static const struct {
     const char *name;
@@ -64,6 +66,8 @@ static const struct {
     {"attention", attention_suite},
     {"attnmap", attnmap_suite},
     {"cmd_attention", cmd_attention_suite},
+    {"headstats", headstats_suite},
+    {"ablation", ablation_suite},
     {NULL, NULL},
 };
 

@@ -279,7 +279,7 @@ static void set(al_model *m, const char *name, int r, int c, float v)
     m->params[t->offset + (size_t)r * t->shape[1] + c] = v;
 }
 
-static void planted_model(al_model *m)
+void al_test_planted_model(al_model *m)
 {
     al_model_config c;
     al_err e;
@@ -319,7 +319,7 @@ START_TEST(planted_previous_token_and_induction_heads_score_above_0_9)
 {
     al_model m;
     al_err e;
-    planted_model(&m);
+    al_test_planted_model(&m);
     int T = 64, tok[64];
     al_rng r;
     al_rng_seed(&r, 5);
