@@ -222,8 +222,10 @@ static void md_samples(FILE *f, const cfg_eval *c, int nc)
           "decoding.\n", f);
     for (int k = 0; k < nc; k++) {
         if (!c[k].sample) continue;
-        fprintf(f, "\n**%s** (causal %s):\n\n```text\n" AL_ABLATION_SAMPLE_PROMPT,
-                c[k].rep->config, c[k].causal ? "true" : "false");
+        fprintf(f, "\n**%s** (causal %s, val loss %.4f", c[k].rep->config,
+                c[k].causal ? "true" : "false", c[k].rep->val_loss);
+        if (c[k].models) fprintf(f, "; with the mask applied %.4f", c[k].masked / c[k].models);
+        fputs("):\n\n```text\n" AL_ABLATION_SAMPLE_PROMPT, f);
         for (const unsigned char *p = (const unsigned char *)c[k].sample; *p; p++)
             fputc(*p == '\n' || (*p >= 0x20 && *p < 0x7f && *p != '`') ? *p : '.', f);
         fputs("\n```\n", f);
