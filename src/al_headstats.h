@@ -30,9 +30,11 @@
 typedef struct al_hs_trial {
     const char *trial;     /* its directory under the sweep's */
     const char *config;    /* its configuration (trials of one share it) */
-    int ok;                /* finished with status ok */
+    int ok;                /* finished with status ok (and stands for its seed) */
     int causal;            /* 1, 0, or -1 when unknown */
-    double val_loss, kv;   /* as in summary.csv */
+    double kv;             /* KV-cache bytes per token */
+    double val_loss;       /* validation loss */
+    double quality;        /* the report's quality measure (test loss, val accuracy, ...) */
 } al_hs_trial;
 
 /* A finished trial opened for analysis: its resolved config, its model
@@ -56,8 +58,10 @@ void al_trial_val_windows(al_trial_model *t, int n, int *tokens);
 
 /* Computes every counted trial's head statistics, writes DIR/heads.csv and
  * the section "What the heads learned" into md (nothing when no trial kept
- * a checkpoint). Configurations appear in the order of their first trial
+ * a checkpoint), with each configuration's mean `quality` in a column named
+ * quality_name. Configurations appear in the order of their first trial
  * in t. Returns 0, or -1 when heads.csv could not be written. */
-int al_headstats_section(FILE *md, const char *dir, const al_hs_trial *t, int n, al_err *e);
+int al_headstats_section(FILE *md, const char *dir, const char *quality_name,
+                         const al_hs_trial *t, int n, al_err *e);
 
 #endif

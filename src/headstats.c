@@ -96,7 +96,7 @@ static void trial_compute(const char *dir, const al_hs_trial *t, trial_stats *ts
 typedef struct cfg_sum {
     const al_hs_trial *first;
     int models, with_maps, heads, causal;
-    double loss, prev_heads, ind_heads, entropy, max_prev, max_ind;
+    double quality, prev_heads, ind_heads, entropy, max_prev, max_ind;
 } cfg_sum;
 
 static void cfg_add(cfg_sum *c, const al_hs_trial *t, const trial_stats *ts)
@@ -113,7 +113,7 @@ static void cfg_add(cfg_sum *c, const al_hs_trial *t, const trial_stats *ts)
     }
     c->models++;
     c->heads = n;
-    c->loss += t->val_loss;
+    c->quality += t->quality;
     c->ind_heads += ind;
     if (ts->has_maps) c->with_maps++, c->prev_heads += prev, c->entropy += ent / n;
 }
@@ -136,10 +136,11 @@ static void md_row(FILE *f, const cfg_sum *c)
     fmt_count(ind, sizeof ind, c->ind_heads / c->models);
     fprintf(f, "| %s%s | %.0f | %.4f | %d | %s | %s | %s | %.2f | %s | %d |\n",
             c->first->config, c->causal == 0 ? " (no causal mask)" : "", c->first->kv,
-            c->loss / c->models, c->heads, prev, ind, mp, c->max_ind, ent, c->models);
+            c->quality / c->models, c->heads, prev, ind, mp, c->max_ind, ent, c->models);
 }
 
-static void md_section(FILE *f, const al_hs_trial *t, const trial_stats *ts, int n)
+static void md_section(FILE *f, const char *quality_name, const al_hs_trial *t,
+                       const trial_stats *ts, int n)
 {
     cfg_sum *c = al_calloc((size_t)n + 1, sizeof *c);
     int nc = 0;
@@ -160,9 +161,10 @@ static void md_section(FILE *f, const al_hs_trial *t, const trial_stats *ts, int
             "windows of the validation split (queries 1..T-1); counts are per model, averaged "
             "over seeds; max is the largest score of any head; entropy is in nats, averaged "
             "over heads.\n\n", AL_HEAD_THRESHOLD, AL_HEAD_THRESHOLD, AL_HS_WINDOWS);
-    fputs("| configuration | KV bytes/token | val loss | heads | previous-token heads | "
-          "induction heads | max prev | max induction | mean entropy | models |\n"
-          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", f);
+    fprintf(f, "| configuration | KV bytes/token | %s | heads | previous-token heads | "
+            "induction heads | max prev | max induction | mean entropy | models |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+            quality_name);
     for (int k = 0; k < nc; k++) md_row(f, &c[k]);
     for (int i = 0, notes = 0; i < n; i++)
         if (ts[i].note[0]) fprintf(f, "%s- `%s`: %s\n", notes++ ? "" : "\n", t[i].trial, ts[i].note);
@@ -192,7 +194,8 @@ static int write_csv(const char *dir, const al_hs_trial *t, const trial_stats *t
     return al_commit_atomic(f, tmp, path, e);
 }
 
-int al_headstats_section(FILE *md, const char *dir, const al_hs_trial *t, int n, al_err *e)
+int al_headstats_section(FILE *md, const char *dir, const char *quality_name,
+                         const al_hs_trial *t, int n, al_err *e)
 {
     trial_stats *ts = al_calloc((size_t)n + 1, sizeof *ts);
     int any = 0, rc = 0;
@@ -203,7 +206,7 @@ int al_headstats_section(FILE *md, const char *dir, const al_hs_trial *t, int n,
         }
     if (any) {
         rc = write_csv(dir, t, ts, n, e);
-        md_section(md, t, ts, n);
+        md_section(md, quality_name, t, ts, n);
     }
     for (int i = 0; i < n; i++) free(ts[i].s);
     free(ts);

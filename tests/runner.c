@@ -27,6 +27,7 @@ Suite *decode_suite(void);
 Suite *generate_suite(void);
 Suite *sweep_suite(void);
 Suite *report_suite(void);
+Suite *stats_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
 Suite *data_suite(void);
@@ -58,6 +59,7 @@ static const struct {
     {"generate", generate_suite},
     {"sweep", sweep_suite},
     {"report", report_suite},
+    {"stats", stats_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
     {"data", data_suite},

@@ -66,8 +66,8 @@ static void setup(void)
 static void teardown(void) { free(F.dir); }
 
 static const al_hs_trial trials[] = {
-    {"causal-true_seed1", "causal-true", 1, 1, 3.0, 256},
-    {"causal-false_seed1", "causal-false", 1, 0, 1.0, 256},
+    {"causal-true_seed1", "causal-true", 1, 1, 256, 3.0, 3.0},
+    {"causal-false_seed1", "causal-false", 1, 0, 256, 1.0, 1.0},
 };
 
 /* noinline: GCC 12 inlines it and imagines a dangling pointer. */

@@ -66,7 +66,7 @@ __attribute__((noinline)) static char *section(const char *dir, const al_hs_tria
     size_t len;
     al_err e;
     FILE *f = open_memstream(&md, &len);
-    *rc = al_headstats_section(f, dir, t, n, &e);
+    *rc = al_headstats_section(f, dir, "test loss", t, n, &e);
     fclose(f);
     return md;
 }
@@ -100,18 +100,19 @@ START_TEST(planted_heads_are_counted_per_configuration)
     fputs("not a checkpoint", f);
     fclose(f);
     const al_hs_trial t[] = {
-        {"uniform_seed1", "uniform", 1, 1, 2.0, 4096},
-        {"planted_seed1", "planted", 1, 1, 1.0, 4096},
-        {"nockpt_seed1", "nockpt", 1, 1, 1.0, 4096},
-        {"planted_seed2", "planted", 1, 1, 1.5, 4096},
-        {"failed_seed1", "failed", 0, 1, NAN, 4096},
-        {"corrupt_seed1", "corrupt", 1, 1, 1.0, 4096},
-        {"nodata_seed1", "nodata", 1, 1, 3.0, 4096},
+        {"uniform_seed1", "uniform", 1, 1, 4096, 9.0, 2.0},
+        {"planted_seed1", "planted", 1, 1, 4096, 9.0, 1.0},
+        {"nockpt_seed1", "nockpt", 1, 1, 4096, 9.0, 1.0},
+        {"planted_seed2", "planted", 1, 1, 4096, 9.0, 1.5},
+        {"failed_seed1", "failed", 0, 1, 4096, NAN, NAN},
+        {"corrupt_seed1", "corrupt", 1, 1, 4096, 9.0, 1.0},
+        {"nodata_seed1", "nodata", 1, 1, 4096, 9.0, 3.0},
     };
     int rc;
     char *md = section(dir, t, 7, &rc);
     ck_assert_int_eq(rc, 0);
     ck_assert_msg(strstr(md, "\n## What the heads learned\n"), "%s", md);
+    ck_assert_msg(strstr(md, "| configuration | KV bytes/token | test loss | heads |"), "%s", md);
     /* uniform first (the order given), then planted: 2 models, 1 + 1 heads each */
     const char *a = strstr(md, "| uniform | 4096 | 2.0000 | 4 | 0 | 0 | ");
     const char *b = strstr(md, "| planted | 4096 | 1.2500 | 4 | 1 | 1 | ");
@@ -162,7 +163,7 @@ START_TEST(no_checkpoint_no_section)
     al_model p;
     al_test_planted_model(&p);
     make_trial(dir, "a_seed1", &p, 0, 0);
-    const al_hs_trial t[] = {{"a_seed1", "a", 1, 1, 1.0, 1}, {"b_seed1", "b", 0, 1, 1.0, 1}};
+    const al_hs_trial t[] = {{"a_seed1", "a", 1, 1, 1, 1.0, 1.0}, {"b_seed1", "b", 0, 1, 1, 1.0, 1.0}};
     int rc;
     char *md = section(dir, t, 2, &rc);
     ck_assert_int_eq(rc, 0);
