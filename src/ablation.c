@@ -19,8 +19,9 @@
 
 typedef struct cfg_eval {
     const al_hs_trial *rep;    /* the first finished trial with a checkpoint */
-    int causal, models, L;
+    int causal, models, L, rep_scored;
     double loss, masked;       /* sums over models */
+    double rep_loss, rep_masked;   /* the representative's own */
     double next_mean, next_max;
     int next_l, next_h;        /* the head with the most attention on the next token */
     int plots;                 /* al_attnmap_plot's result, -1 when not drawn */
@@ -53,10 +54,11 @@ static void score_trial(const char *dir, const al_hs_trial *t, cfg_eval *c)
         return;
     }
     if (al_model_reserve(&tm.m, tm.cfg.train.batch_size, tm.m.cfg.seq_len, &e) == 0) {
-        c->loss += al_evaluate(&tm.m, &tm.data, &tm.cfg.train, NULL);
+        double a = al_evaluate(&tm.m, &tm.data, &tm.cfg.train, NULL);
         set_mask(&tm.m, 1);
-        c->masked += al_evaluate(&tm.m, &tm.data, &tm.cfg.train, NULL);
-        c->models++;
+        double b = al_evaluate(&tm.m, &tm.data, &tm.cfg.train, NULL);
+        if (t == c->rep) c->rep_loss = a, c->rep_masked = b, c->rep_scored = 1;
+        c->loss += a, c->masked += b, c->models++;
     }
     al_trial_model_close(&tm);
 }
@@ -222,10 +224,11 @@ static void md_samples(FILE *f, const cfg_eval *c, int nc)
           "decoding.\n", f);
     for (int k = 0; k < nc; k++) {
         if (!c[k].sample) continue;
-        fprintf(f, "\n**%s** (causal %s, val loss %.4f", c[k].rep->config,
-                c[k].causal ? "true" : "false", c[k].rep->val_loss);
-        if (c[k].models) fprintf(f, "; with the mask applied %.4f", c[k].masked / c[k].models);
-        fputs("):\n\n```text\n" AL_ABLATION_SAMPLE_PROMPT, f);
+        fprintf(f, "\n**%s** (causal %s, ", c[k].rep->config, c[k].causal ? "true" : "false");
+        if (c[k].rep_scored)
+            fprintf(f, "val loss %.4f as trained, %.4f with the mask applied; ", c[k].rep_loss,
+                    c[k].rep_masked);
+        fprintf(f, "trial `%s`):\n\n```text\n" AL_ABLATION_SAMPLE_PROMPT, c[k].rep->trial);
         for (const unsigned char *p = (const unsigned char *)c[k].sample; *p; p++)
             fputc(*p == '\n' || (*p >= 0x20 && *p < 0x7f && *p != '`') ? *p : '.', f);
         fputs("\n```\n", f);

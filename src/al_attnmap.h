@@ -9,7 +9,10 @@
  *   heads.csv       layer,head,entropy,distance,first_token,prev_token,induction
  *   layer{L}.dat    one T x T matrix per selected head (gnuplot `index`),
  *                   masked entries -1 (drawn grey)
- *   layer{L}.gp     the gnuplot script: a grid of the heads' heatmaps
+ *   layer{L}.gp     the gnuplot script: a grid of the heads' heatmaps, each
+ *                   titled with its scores (stats) and, for a model without
+ *                   the causal mask, its next-token score (mean p_i,i+1) over
+ *                   a dashed diagonal
  *   layer{L}.png, layer{L}.svg   drawn by running gnuplot ($AL_GNUPLOT,
  *                   default "gnuplot") in the directory
  * Every file is written atomically.

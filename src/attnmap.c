@@ -144,18 +144,29 @@ static void gp_tics(FILE *f, const al_model *m, const al_attnmap *a)
     }
 }
 
-static void gp_head_title(FILE *f, const al_model *m, const al_attnmap *a, int l, int h)
+/* A panel's title: the head's scores when known; for an unmasked model
+ * also its next-token score (its mean attention on the token it must
+ * predict), from the map itself. */
+static void gp_head_title(FILE *f, const al_model *m, const al_attnmap *a, int l, int h,
+                          const float *Ph)
 {
-    if (!a->stats) {
-        fprintf(f, "  set title \"head %d\"\n", h);
-        return;
+    char t[192];
+    int k = snprintf(t, sizeof t, "head %d", h);
+    if (!m->ashape.causal) {
+        double s = 0;
+        for (int i = 0; i + 1 < a->T; i++) s += Ph[(size_t)i * a->T + i + 1];
+        k += snprintf(t + k, sizeof t - k, ": next %.2f", a->T > 1 ? s / (a->T - 1) : 0.0);
     }
-    const al_head_stats *s = &a->stats[l * m->cfg.n_head + h];
-    fprintf(f, "  set title \"head %d: prev %.2f, induction %.2f, entropy %.2f\"\n", h, s->prev,
-            s->induction, s->entropy);
+    if (a->stats) {
+        const al_head_stats *s = &a->stats[l * m->cfg.n_head + h];
+        snprintf(t + k, sizeof t - k, "%s prev %.2f, induction %.2f, entropy %.2f",
+                 m->ashape.causal ? ":" : ",", s->prev, s->induction, s->entropy);
+    }
+    fprintf(f, "  set title \"%s\"\n", t);
 }
 
-static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, FILE *f)
+static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, const float *P,
+                           FILE *f)
 {
     int W, Hpx, cols = grid_cols(a->n_heads), T = a->T;
     al_attnmap_png_size(a->n_heads, T, &W, &Hpx);
@@ -183,8 +194,11 @@ static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, FILE *
             "  set object 1 rectangle from graph 0,0 to graph 1,1 behind "
             "fillcolor rgb \"#d9d9d9\" fillstyle solid noborder\n", T - 1, T - 1);
     gp_tics(f, m, a);
+    if (!m->ashape.causal)   /* unmasked: the diagonal, so that the next token shows */
+        fprintf(f, "  set arrow 1 from -0.5,-0.5 to %d.5,%d.5 nohead front dt 2 lw 0.8 "
+                "lc rgb \"#60c03030\"\n", T - 1, T - 1);
     for (int k = 0; k < a->n_heads; k++) {
-        gp_head_title(f, m, a, l, a->heads[k]);
+        gp_head_title(f, m, a, l, a->heads[k], P + (size_t)a->heads[k] * T * T);
         fprintf(f, "  plot \"layer%d.dat\" index %d matrix using 1:2:($3 < 0 ? NaN : $3) "
                 "with image notitle\n", l, k);
     }
@@ -209,7 +223,7 @@ int al_attnmap_write(const al_model *m, const al_attnmap *a, al_err *e)
         if ((rc = out_commit(&dat, e))) break;
         snprintf(name, sizeof name, "layer%d.gp", l);
         if ((rc = out_open(&gp, a->dir, name, e))) break;
-        write_layer_gp(m, a, l, gp.f);
+        write_layer_gp(m, a, l, P, gp.f);
         rc = out_commit(&gp, e);
     }
     free(P);

@@ -110,10 +110,13 @@ START_TEST(the_unmasked_model_is_scored_with_the_mask_drawn_and_sampled)
     ck_assert_int_eq(sscanf(second, "| %lf (%lf", &a, &b), 2);
     ck_assert_msg(b > 0.5, "the unmasked model's most next-token head: %.3f", b);
     ck_assert_ptr_nonnull(strstr(md, "decoded with the mask applied"));
-    ck_assert_ptr_nonnull(strstr(md, "**causal-true** (causal true, val loss 3.0000; with the "
-                                     "mask applied "));
-    ck_assert_ptr_nonnull(strstr(md, "**causal-false** (causal false, val loss 1.0000; with "
-                                     "the mask applied "));
+    ck_assert_int_eq(numbers(md, "**causal-true** (causal true, val loss ",
+                             "%lf as trained, %lf with the mask", &a, &b), 2);
+    ck_assert_double_eq(a, b);
+    ck_assert_int_eq(numbers(md, "**causal-false** (causal false, val loss ",
+                             "%lf as trained, %lf with the mask", &a, &b), 2);
+    ck_assert(b > a + 1.0);
+    ck_assert_ptr_nonnull(strstr(md, " with the mask applied; trial `causal-false_seed1`):"));
     const char *fence = "):\n\n```text\nThe ";
     ck_assert_ptr_nonnull(strstr(strstr(md, "**causal-false**"), fence));
     char png[4400];

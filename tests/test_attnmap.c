@@ -128,6 +128,10 @@ START_TEST(attention_csv_holds_the_selected_probabilities_and_nothing_masked)
         char *dat = slurp(f.dir, "layer1.dat", NULL);
         ck_assert_int_eq(count(dat, "# layer 1 head"), 3);
         ck_assert_int_eq(count(dat, " -1"), causal ? 3 * T * (T - 1) / 2 : 0);
+        char *gp = slurp(f.dir, "layer1.gp", NULL);   /* unmasked: next-token scores */
+        ck_assert_int_eq(count(gp, "set title \"head 2: next "), !causal);
+        ck_assert_int_eq(count(gp, "set arrow 1 "), !causal);
+        free(gp);
         free(csv), free(tok), free(dat), free(P);
         teardown(&f);
     }
