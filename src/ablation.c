@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "al_ablation.h"
 #include "al_attnmap.h"
@@ -29,13 +28,6 @@ typedef struct cfg_eval {
     char *sample;
 } cfg_eval;
 
-static int has_checkpoint(const char *dir, const char *trial)
-{
-    char path[PATH_LEN];
-    snprintf(path, sizeof path, "%s/%s/%s", dir, trial, AL_CHECKPOINT_FILE);
-    return access(path, R_OK) == 0;
-}
-
 static void set_mask(al_model *m, int causal)
 {
     m->cfg.causal = causal;
@@ -47,9 +39,10 @@ static void score_trial(const char *dir, const al_hs_trial *t, cfg_eval *c)
 {
     al_trial_model tm;
     al_err e;
-    if (al_trial_model_open(dir, t->trial, &tm, &e) || !tm.has_data) {
+    int bad = al_trial_model_open(dir, t->trial, &tm, &e);
+    if (bad || !tm.has_data) {
         snprintf(c->note, sizeof c->note, "`%s` not scored: %s", t->trial,
-                 tm.has_data ? e.msg : tm.data_err);
+                 bad ? e.msg : tm.data_err);
         al_trial_model_close(&tm);
         return;
     }
@@ -242,7 +235,7 @@ static int gather(const char *dir, const al_hs_trial *t, int n, cfg_eval *c)
 {
     int nc = 0;
     for (int i = 0; i < n; i++) {
-        if (!t[i].ok || !has_checkpoint(dir, t[i].trial)) continue;
+        if (!t[i].ok || !al_trial_has_checkpoint(dir, t[i].trial)) continue;
         int k = 0;
         while (k < nc && strcmp(c[k].rep->config, t[i].config) != 0) k++;
         if (k == nc) c[nc].rep = &t[i], c[nc++].causal = t[i].causal != 0;

@@ -47,6 +47,9 @@ typedef struct al_trial_model {
     char data_err[AL_ERR_LEN];   /* why has_data is 0 */
 } al_trial_model;
 
+/* 1 when DIR/<trial>/model.safetensors is there to read. */
+int al_trial_has_checkpoint(const char *dir, const char *trial);
+
 /* Opens DIR/<trial>/config.yaml (loading the plugins it lists) and
  * model.safetensors; then the data, whose failure only clears has_data. */
 int al_trial_model_open(const char *dir, const char *trial, al_trial_model *t, al_err *e);

@@ -56,7 +56,7 @@ typedef struct trial_stats {
     char note[AL_ERR_LEN + 128];
 } trial_stats;
 
-static int has_checkpoint(const char *dir, const char *trial)
+int al_trial_has_checkpoint(const char *dir, const char *trial)
 {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/%s/%s", dir, trial, AL_CHECKPOINT_FILE);
@@ -200,7 +200,7 @@ int al_headstats_section(FILE *md, const char *dir, const char *quality_name,
     trial_stats *ts = al_calloc((size_t)n + 1, sizeof *ts);
     int any = 0, rc = 0;
     for (int i = 0; i < n; i++)
-        if (t[i].ok && has_checkpoint(dir, t[i].trial)) {
+        if (t[i].ok && al_trial_has_checkpoint(dir, t[i].trial)) {
             trial_compute(dir, &t[i], &ts[i]);
             any = 1;
         }
