@@ -2,15 +2,13 @@
  * attnmap.c - attention maps and head statistics as CSV files and gnuplot
  * pictures (al_attnmap.h).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "al_attnmap.h"
+#include "al_gnuplot.h"
 
 #define PATH_LEN 4096
 #define LABEL_PX 12          /* plot-area pixels per token when labelled */
@@ -237,41 +235,6 @@ int al_attnmap_write(const al_model *m, const al_attnmap *a, al_err *e)
 
 /* ------------------------------------------------------------ gnuplot */
 
-/* gnuplot on DIR/base.gp, its outputs at temporary names renamed into
- * place once it succeeded: 0 drawn, 1 no gnuplot, 2 failed. */
-static int run_gnuplot(const char *dir, const char *base)
-{
-    const char *prog = getenv("AL_GNUPLOT") ? getenv("AL_GNUPLOT") : "gnuplot";
-    char defs[512], script[96], log[PATH_LEN + 32];
-    long tag = (long)getpid();
-    snprintf(defs, sizeof defs, "out_png='%s.png.tmp.%ld'; out_svg='%s.svg.tmp.%ld'", base, tag,
-             base, tag);
-    snprintf(script, sizeof script, "%s.gp", base);
-    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(dir) != 0) _exit(126);
-        if (fd >= 0) dup2(fd, STDOUT_FILENO), dup2(fd, STDERR_FILENO);
-        execlp(prog, prog, "-e", defs, script, (char *)NULL);
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    if (fd >= 0) close(fd);
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return 2;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return 1;
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    for (int i = 0; i < 2; i++) {
-        char from[PATH_LEN + 64], to[PATH_LEN + 64];
-        const char *ext = i ? "svg" : "png";
-        snprintf(from, sizeof from, "%s/%s.%s.tmp.%ld", dir, base, ext, tag);
-        snprintf(to, sizeof to, "%s/%s.%s", dir, base, ext);
-        if (!ok || rename(from, to) != 0) ok = 0, unlink(from);
-    }
-    return ok ? 0 : 2;
-}
-
 int al_attnmap_plot(const al_attnmap *a)
 {
     char log[PATH_LEN + 32], base[32];
@@ -280,7 +243,7 @@ int al_attnmap_plot(const al_attnmap *a)
     int worst = 0;
     for (int k = 0; k < a->n_layers; k++) {
         snprintf(base, sizeof base, "layer%d", a->layers[k]);
-        int rc = run_gnuplot(a->dir, base);
+        int rc = al_gnuplot_run(a->dir, base);
         if (rc == 1) return 1;
         if (rc > worst) worst = rc;
     }

@@ -38,6 +38,7 @@ Suite *attnmap_suite(void);
 Suite *cmd_attention_suite(void);
 Suite *headstats_suite(void);
 Suite *ablation_suite(void);
+Suite *gnuplot_suite(void);
 
 static const struct {
     const char *name;
@@ -70,6 +71,7 @@ static const struct {
     {"cmd_attention", cmd_attention_suite},
     {"headstats", headstats_suite},
     {"ablation", ablation_suite},
+    {"gnuplot", gnuplot_suite},
     {NULL, NULL},
 };
 
