@@ -560,7 +560,7 @@ static const key_spec model_keys[] = {
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16 or f16"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
-    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff | n_layer}"},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef M
@@ -607,7 +607,7 @@ static const key_spec top_keys[] = {
     NESTED(data, data_keys, "the data source"),
     NESTED(model, model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
-    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "grid of key paths to values, read by the sweep runner"},
+    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},

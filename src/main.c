@@ -24,6 +24,7 @@ static const command commands[] = {
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
     {"convert", al_cmd_convert, "turn a checkpoint into another attention variant (GQA, MQA, MLA)"},
     {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
+    {"attention", al_cmd_attention, "per-head attention maps and head statistics of a checkpoint"},
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
     {"sweep", al_cmd_sweep, "train every trial of an experiment's sweep, then report"},
     {"trial", al_cmd_trial, "run one trial of a sweep (the sweep's worker)"},

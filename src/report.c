@@ -12,8 +12,8 @@
 #include "al_report.h"
 #include "report_internal.h"
 
-#include "al_checkpoint.h"
-#include "al_decode.h"
+#include "al_ablation.h"
+#include "al_headstats.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -662,70 +662,27 @@ static void md_unfinished(FILE *f, const report *R)
         fputs(" |\n", f);
     }
 }
-/* ------------------------------------------------------------ samples */
 
-#define SAMPLE_PROMPT "The "   /* continued to the trained context, at most 256 bytes */
+/* ------------------------------------------------------------ models */
 
-/* Text from a trial's checkpoint, one byte at a time through the KV cache
- * (malloc'ed; NULL with e set when there is none). A cache holds only the
- * past, which is what the causal mask enforces: a model trained without
- * the mask is decoded all the same (the decoder refuses it by default),
- * since how it fares without the future is the point of the ablation. */
-static char *sample_trial(const report *R, const row *w, al_err *e)
+/* What the heads learned, and the causal mask shown (headstats.c,
+ * ablation.c), from the trials' checkpoints, in the table's order. */
+static void md_models(FILE *f, const report *R)
 {
-    char path[DIR_LEN + 300], *text = NULL;
-    size_t len = 0;
-    al_model m;
-    snprintf(path, sizeof path, "%s/%s/%s", R->dir, w->trial, AL_CHECKPOINT_FILE);
-    if (al_checkpoint_load(path, &m, NULL, e)) return NULL;
-    m.cfg.causal = 1;
-    m.ashape.causal = 1;
-    al_generate_opts o = {.prompt = (const unsigned char *)SAMPLE_PROMPT,
-                          .prompt_len = strlen(SAMPLE_PROMPT), .tokens = -1,
-                          .temperature = 0.8, .top_k = 40, .seed = 1, .dtype = -1};
-    FILE *mem = open_memstream(&text, &len);
-    AL_ASSERT(mem != NULL);
-    int rc = al_generate(&m, &o, mem, stderr, NULL, e);
-    fclose(mem);
-    al_model_free(&m);
-    if (rc) free(text);
-    return rc ? NULL : text;
-}
-
-/* A sample as a fenced block: unprintable bytes as '.', no backquotes. */
-static void md_sample(FILE *f, const char *text)
-{
-    fputs("```text\n" SAMPLE_PROMPT, f);
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-        fputc(*p == '\n' || (*p >= 0x20 && *p < 0x7f && *p != '`') ? *p : '.', f);
-    fputs("\n```\n", f);
-}
-
-static void md_causal(FILE *f, const report *R)
-{
-    if (!any_unmasked(R)) return;
-    fputs("\n## The causal mask\n\nConfigurations with causal **false** trained without the "
-          "causal mask: every position also sees the tokens after it, including the one it "
-          "must predict, so their training and validation loss fall far below the masked "
-          "model's. That loss is not language modelling: generating one token at a time from "
-          "a KV cache, the future it learned to copy is not there. Samples from each "
-          "configuration's first finished trial (prompt \"" SAMPLE_PROMPT "\", temperature "
-          "0.8, top-k 40, seed 1):\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        const group *g = &R->g[k];
-        const row *w = NULL;
-        for (int i = 0; i < R->sm.n && !w; i++)
-            if (strcmp(R->sm.rows[i].group, g->first->group) == 0 && al_report_row_ok(&R->sm.rows[i]))
-                w = &R->sm.rows[i];
-        if (!w) continue;
-        al_err e;
-        char *text = sample_trial(R, w, &e);
-        fprintf(f, "\n**%s** (causal %s, val loss %.4f):\n\n", g->first->group,
-                w->causal ? "true" : "false", w->val_loss);
-        if (text) md_sample(f, text);
-        else fprintf(f, "(no sample: %s)\n", e.msg);
-        free(text);
-    }
+    al_hs_trial *t = al_calloc((size_t)R->sm.n + 1, sizeof *t);
+    int n = 0;
+    al_err e;
+    for (int k = 0; k < R->n_groups; k++)
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            if (strcmp(w->group, R->g[k].first->group) == 0)
+                t[n++] = (al_hs_trial){w->trial, w->group, al_report_row_ok(w) && w->selected,
+                                       w->causal, w->kv, w->val_loss, w->q};
+        }
+    if (al_headstats_section(f, R->dir, R->metric, t, n, &e) ||
+        al_ablation_section(f, R->dir, t, n, &e))
+        fprintf(f, "\n**Incomplete:** %s\n", e.msg);
+    free(t);
 }
 
 static void md_plots(FILE *f, const report *R)
@@ -785,7 +742,7 @@ static void md_write(FILE *f, const report *R)
     md_front(f, R);
     md_plots(f, R);
     al_report_stages_md(f, R);
-    md_causal(f, R);
+    md_models(f, R);
     md_unfinished(f, R);
 }
 

@@ -4,6 +4,7 @@
  * gnuplot run on them. See report_internal.h.
  */
 #include "report_internal.h"
+#include "al_gnuplot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -195,39 +196,14 @@ static int write_curves(const report *R, al_err *e)
 
 /* ------------------------------------------------------------ gnuplot */
 
-/* Run gnuplot on DIR/<base>.gp; outputs go to temp names and are renamed
- * into place once it succeeded. Returns an enum al_plot_state. */
+/* Run gnuplot on DIR/<base>.gp (al_gnuplot.h). Returns an enum al_plot_state. */
+_Static_assert((int)AL_GNUPLOT_DRAWN == (int)AL_PLOTS_DRAWN &&
+               (int)AL_GNUPLOT_MISSING == (int)AL_PLOTS_NO_GNUPLOT &&
+               (int)AL_GNUPLOT_FAILED == (int)AL_PLOTS_FAILED,
+               "al_gnuplot_result and al_plot_state agree");
 int al_report_gnuplot(const report *R, const char *base)
 {
-    const char *prog = getenv("AL_GNUPLOT") ? getenv("AL_GNUPLOT") : "gnuplot";
-    char defs[512], script[64], log[DIR_LEN + 32];
-    long pid_tag = (long)getpid();
-    snprintf(defs, sizeof defs, "out_png='%s.png.tmp.%ld'; out_svg='%s.svg.tmp.%ld'", base,
-             pid_tag, base, pid_tag);
-    snprintf(script, sizeof script, "%s.gp", base);
-    snprintf(log, sizeof log, "%s/gnuplot.log", R->dir);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(R->dir) != 0) _exit(126);
-        if (fd >= 0) dup2(fd, STDOUT_FILENO), dup2(fd, STDERR_FILENO);
-        execlp(prog, prog, "-e", defs, script, (char *)NULL);
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    if (fd >= 0) close(fd);
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return AL_PLOTS_FAILED;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return AL_PLOTS_NO_GNUPLOT;
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    for (int i = 0; i < 2; i++) {
-        char from[DIR_LEN + 64], to[DIR_LEN + 64];
-        const char *ext = i ? "svg" : "png";
-        snprintf(from, sizeof from, "%s/%s.%s.tmp.%ld", R->dir, base, ext, pid_tag);
-        snprintf(to, sizeof to, "%s/%s.%s", R->dir, base, ext);
-        if (!ok || rename(from, to) != 0) ok = 0, unlink(from);
-    }
-    return ok ? AL_PLOTS_DRAWN : AL_PLOTS_FAILED;
+    return al_gnuplot_run(R->dir, base);
 }
 
 int al_report_draw_plots(report *R, al_err *e)

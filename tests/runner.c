@@ -33,6 +33,12 @@ Suite *parallel_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
+Suite *attention_suite(void);
+Suite *attnmap_suite(void);
+Suite *cmd_attention_suite(void);
+Suite *headstats_suite(void);
+Suite *ablation_suite(void);
+Suite *gnuplot_suite(void);
 Suite *convert_suite(void);
 Suite *sweep_stage_suite(void);
 
@@ -62,6 +68,12 @@ static const struct {
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
+    {"attention", attention_suite},
+    {"attnmap", attnmap_suite},
+    {"cmd_attention", cmd_attention_suite},
+    {"headstats", headstats_suite},
+    {"ablation", ablation_suite},
+    {"gnuplot", gnuplot_suite},
     {"convert", convert_suite},
     {"sweep_stage", sweep_stage_suite},
     {NULL, NULL},

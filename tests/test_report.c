@@ -191,7 +191,14 @@ static void add_trial(char *buf, size_t n, const char *group, const char *tuned,
              status);
 }
 
-/* configs.csv, one configuration's row, as fields (malloc'ed; NULL: none). */
+static void free_fields_n(char **f, int n)
+{
+    for (int i = 0; f && i < n; i++) free(f[i]);
+    free(f);
+}
+
+/* configs.csv, one configuration's row, as fields (malloc'ed; NULL: none).
+ * *head (NULL or a previous call's header, freed here) gets the header. */
 static char **configs_row(const char *dir, const char *config, char ***head, int *n)
 {
     char *text = read_in(dir, "configs.csv"), *line, *save = NULL, **f = NULL, **h = NULL;
@@ -214,6 +221,7 @@ static char **configs_row(const char *dir, const char *config, char ***head, int
         }
     }
     free(text);
+    free_fields_n(*head, *n);   /* the caller's previous header, if any */
     *head = h;
     *n = nh;
     return f;
@@ -263,9 +271,9 @@ START_TEST(paired_interval_equals_a_hand_computation)
         add_trial(body, sizeof body, "a", "", "", 1, s + 1, 1000, 1, a[s], NAN, "ok");
         add_trial(body, sizeof body, "c", "", "", 0, s + 1, 250, 1, c[s], NAN, "ok");
     }
-    char *dir = summary2_dir(body), **head;
+    char *dir = summary2_dir(body), **head = NULL;
     write_report(dir);
-    int n;
+    int n = 0;
     const double t2 = 4.302652729911275;
     char **rb = configs_row(dir, "b", &head, &n);
     ck_assert_ptr_nonnull(rb);
@@ -311,9 +319,9 @@ START_TEST(one_seed_reports_n_1_and_no_interval)
     char body[4096] = "";
     add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 1, 2.0, NAN, "ok");
     add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 1, 2.5, NAN, "ok");
-    char *dir = summary2_dir(body), **head;
+    char *dir = summary2_dir(body), **head = NULL;
     write_report(dir);
-    int n;
+    int n = 0;
     char **r = configs_row(dir, "b", &head, &n);
     ck_assert_str_eq(field(head, r, n, "n"), "1");
     ck_assert_str_eq(field(head, r, n, "sd"), "");
@@ -346,9 +354,9 @@ START_TEST(select_picks_the_argmin_per_seed)
     add_trial(body, sizeof body, "n", "lr2", "val_loss", 0, 1, 500, NAN, NAN, NAN, "diverged");
     add_trial(body, sizeof body, "n", "lr1", "val_loss", 0, 2, 500, 2.1, 2.15, NAN, "ok");
     add_trial(body, sizeof body, "n", "lr2", "val_loss", 0, 2, 500, NAN, NAN, NAN, "pending");
-    char *dir = summary2_dir(body), **head;
+    char *dir = summary2_dir(body), **head = NULL;
     write_report(dir);
-    int n;
+    int n = 0;
     char **r = configs_row(dir, "m", &head, &n);
     ck_assert_str_eq(field(head, r, n, "n"), "2");
     ck_assert_double_eq_tol(num_field(head, r, n, "mean"), (1.97 + 1.85) / 2, 1e-12);
@@ -380,9 +388,9 @@ START_TEST(accuracy_metric_counts_solved_seeds)
         add_trial(body, sizeof body, "r", "lr1", "val_accuracy", 1, s + 1, 1000, 1, 1, acc[s], "ok");
         add_trial(body, sizeof body, "r", "lr2", "val_accuracy", 1, s + 1, 1000, 1, 1, 0.1, "ok");
     }
-    char *dir = summary2_dir(body), **head;
+    char *dir = summary2_dir(body), **head = NULL;
     write_report(dir);
-    int n;
+    int n = 0;
     char **r = configs_row(dir, "r", &head, &n);
     ck_assert_str_eq(field(head, r, n, "metric"), "test accuracy");
     ck_assert_str_eq(field(head, r, n, "solved"), "2");

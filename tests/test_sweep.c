@@ -177,6 +177,7 @@ START_TEST(select_and_baseline_group_the_trials)
     for (int i = 0; i < s.n_trials; i++) marked += s.trials[i].baseline;
     ck_assert_int_eq(marked, 4);   /* 2 lr x 2 seeds */
     al_sweep_free(&s);
+    free(path);
     path = write_exp(dir, "nosel", "steps: 4", grid_zip_seeds);
     load_ok(path, &s);
     ck_assert_str_eq(s.trials[0].group, s.trials[0].config);   /* no select: the config */
