@@ -297,6 +297,32 @@ static void pair_cov(double *C, const float *K, long N, int G, int dh, int j)
         for (int b = 0; b < a; b++) C[b * G + a] = C[a * G + b];
 }
 
+/* A NoPE key stands in for a key that rotated by theta * d against its
+ * query, d the distance between them. The closest a fixed scalar rho gets
+ * to that rotation over every (query, key) pair of a training window (T - d
+ * pairs at distance d) is rho = sum_d (T - d) cos(theta d) / sum_d (T - d):
+ * about 1 for the slow pairs, whose rotation hardly moves within a window,
+ * and about 0 for the fast ones, whose scores the rotation averages away.
+ * Each pair's NoPE keys are scaled by theirs. */
+static double pair_rho(int j, int dh, int T, double base)
+{
+    double theta = pow(base, -2.0 * j / dh), num = 0, den = 0;
+    for (int d = 0; d < T; d++) num += (T - d) * cos(theta * d), den += T - d;
+    return num / den;
+}
+
+static void damp_nope(rope_plan *p, int T, double base)
+{
+    for (int j = 0; j < p->dh / 2; j++) {
+        float rho = (float)pair_rho(j, p->dh, T, base);
+        for (int g = 0; g < p->G; g++) {
+            float *a = p->wk_nope + ((size_t)g * p->dh + j) * p->D;
+            float *b = a + (size_t)p->dh / 2 * p->D;
+            for (int c = 0; c < p->D; c++) a[c] *= rho, b[c] *= rho;
+        }
+    }
+}
+
 static int plan_layer(const al_model *src, const al_model_config *dst, int l,
                       const al_convert_sample *s, rope_plan *p, al_err *e)
 {
@@ -332,6 +358,7 @@ static int plan_layer(const al_model *src, const al_model_config *dst, int l,
             }
         }
     }
+    if (rc == 0) damp_nope(p, src->cfg.seq_len, src->cfg.rope_base);
     free(K), free(C);
     if (rc != 0) plan_free(p);
     return rc;

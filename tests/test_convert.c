@@ -192,32 +192,94 @@ END_TEST
 
 /* ------------------------------------------------------------ mla */
 
-/* Without rotation (query and key at one position), head h's MHA score
- * q_h . k_g / sqrt(dh) against MLA's (q_h . wuk_h c0 + q_r,h . k_r) /
- * sqrt(dh + dr) with c0 = wdkv x before kv_norm; and values wuv_h c0
- * against wv_g x. Plain loops in double. Returns the worst relative error. */
-static double mla_vs_source(const al_model *src, const al_model *dst, int G, int dr, int dc)
+/* ---- README "MHA to MLA", computed here independently in double. */
+
+/* The leading eigenvector of the symmetric G x G matrix C, by power
+ * iteration (not LAPACK), its largest component positive. */
+static void power_vector(const double *C, int G, double *u)
 {
-    int H = 4, dh = 8, D = 32;
+    double v[8];
+    for (int g = 0; g < G; g++) u[g] = 1.0 + 0.01 * g;
+    for (int it = 0; it < 20000; it++) {
+        double n = 0;
+        for (int a = 0; a < G; a++) {
+            v[a] = 0;
+            for (int b = 0; b < G; b++) v[a] += C[a * G + b] * u[b];
+            n += v[a] * v[a];
+        }
+        for (int a = 0; a < G; a++) u[a] = v[a] / sqrt(n);
+    }
+}
+
+/* rho_j: the weight of pair j's NoPE keys (every (query, key) pair of a
+ * window of T counted once). */
+static double rho_of(int j, int dh, int T)
+{
+    double th = pow(10000.0, -2.0 * j / dh), num = 0, den = 0;
+    for (int d = 0; d < T; d++) num += (T - d) * cos(th * d), den += T - d;
+    return num / den;
+}
+
+/* The mixing vector of each kept pair of layer l: u[i * G + g]. */
+static void mixing(const al_model *src, const al_convert_sample *s, int l, int G, int dr,
+                   double *u)
+{
+    int dh = 8, D = 32, m = dr == 2 ? 1 : dh / dr;
+    double *K = calloc((size_t)s->n * G * dh, sizeof *K), C[64];
+    for (int t = 0; t < s->n; t++)
+        for (int r = 0; r < G * dh; r++)
+            for (int c = 0; c < D; c++)
+                K[t * G * dh + r] += attn(src, l, "wk")[r * D + c] * s->x[((size_t)l * s->n + t) * D + c];
+    for (int i = 0; i < dr / 2; i++) {
+        int j = i * m;
+        memset(C, 0, sizeof C);
+        for (int t = 0; t < s->n; t++)
+            for (int a = 0; a < G; a++)
+                for (int b = 0; b < G; b++)
+                    for (int part = 0; part < 2; part++)
+                        C[a * G + b] += K[t * G * dh + a * dh + j + part * dh / 2] *
+                                        K[t * G * dh + b * dh + j + part * dh / 2];
+        power_vector(C, G, u + i * G);
+    }
+    free(K);
+}
+
+/* At one position (no rotation), head h's score as the README's recipe
+ * makes it from the source's q_h and keys k_g: every pair j contributes
+ * rho_j q_j . k_g,j, and a kept pair also (1 - rho_j) u_g q_j . sum_g' u_g'
+ * k_g',j (its shared RoPE key); against MLA's (q_h . wuk_h c0 + q_r,h . k_r)
+ * / sqrt(dh + dr) with c0 = wdkv x before kv_norm. And values wuv_h c0
+ * against wv_g x. Returns the worse relative error of the two. */
+static double mla_vs_source(const al_model *src, const al_model *dst, int G, int dr, int dc,
+                            const al_convert_sample *s)
+{
+    int H = 4, dh = 8, D = 32, m = dr == 2 ? 1 : dh / dr;
     al_rng r;
     al_rng_seed(&r, 77);
-    double es = 0, ns = 0, ev = 0, nv = 0;
-    for (int l = 0; l < 2; l++)
+    double es = 0, ns = 0, ev = 0, nv = 0, u[4 * 8];
+    for (int l = 0; l < 2; l++) {
+        mixing(src, s, l, G, dr, u);
         for (int trial = 0; trial < 20; trial++) {
-            double xq[32], xk[32], c0[64];
+            double xq[32], xk[32], c0[64], k[4][8];
             for (int i = 0; i < D; i++) xq[i] = al_rng_normal(&r), xk[i] = al_rng_normal(&r);
             for (int i = 0; i < dc; i++) {
                 c0[i] = 0;
                 for (int j = 0; j < D; j++) c0[i] += attn(dst, l, "wdkv")[i * D + j] * xk[j];
             }
+            for (int g = 0; g < G; g++)
+                for (int e = 0; e < dh; e++) {
+                    k[g][e] = 0;
+                    for (int j = 0; j < D; j++)
+                        k[g][e] += attn(src, l, "wk")[(g * dh + e) * D + j] * xk[j];
+                }
             for (int h = 0; h < H; h++) {
                 int g = h / (H / G);
-                double mha = 0, mla = 0;
+                double q[8], want = 0, mla = 0;
                 for (int e = 0; e < dh; e++) {
-                    double q = 0, k = 0, v = 0, qm = 0, kc = 0, vm = 0;
+                    double v = 0, qm = 0, kc = 0, vm = 0;
+                    q[e] = 0;
                     for (int j = 0; j < D; j++) {
-                        q += attn(src, l, "wq")[(h * dh + e) * D + j] * xq[j];
-                        k += attn(src, l, "wk")[(g * dh + e) * D + j] * xk[j];
+                        q[e] += attn(src, l, "wq")[(h * dh + e) * D + j] * xq[j];
                         v += attn(src, l, "wv")[(g * dh + e) * D + j] * xk[j];
                         qm += attn(dst, l, "wq")[(h * dh + e) * D + j] * xq[j];
                     }
@@ -225,8 +287,17 @@ static double mla_vs_source(const al_model *src, const al_model *dst, int G, int
                         kc += attn(dst, l, "wuk")[(h * dh + e) * dc + i] * c0[i];
                         vm += attn(dst, l, "wuv")[(h * dh + e) * dc + i] * c0[i];
                     }
-                    mha += q * k, mla += qm * kc;
+                    mla += qm * kc;
                     ev += (vm - v) * (vm - v), nv += v * v;
+                }
+                for (int j = 0; j < dh / 2; j++) {
+                    double rho = rho_of(j, dh, 16), qk = q[j] * k[g][j] + q[j + 4] * k[g][j + 4];
+                    want += rho * qk;
+                    if (j % m || j / m >= dr / 2) continue;   /* not kept */
+                    const double *uj = u + (j / m) * G;
+                    double s0 = 0, s1 = 0;
+                    for (int b = 0; b < G; b++) s0 += uj[b] * k[b][j], s1 += uj[b] * k[b][j + 4];
+                    want += (1 - rho) * uj[g] * (q[j] * s0 + q[j + 4] * s1);
                 }
                 for (int i = 0; i < dr; i++) {
                     double qr = 0, kr = 0;
@@ -236,15 +307,16 @@ static double mla_vs_source(const al_model *src, const al_model *dst, int G, int
                     }
                     mla += qr * kr;
                 }
-                mha /= sqrt(dh), mla /= sqrt(dh + dr);
-                es += (mla - mha) * (mla - mha), ns += mha * mha;
+                want /= sqrt(dh), mla /= sqrt(dh + dr);
+                es += (mla - want) * (mla - want), ns += want * want;
             }
         }
+    }
     double a = sqrt(es / ns), b = sqrt(ev / nv);
     return a > b ? a : b;
 }
 
-START_TEST(svd_at_full_rank_reproduces_scores_and_values_before_kv_norm)
+START_TEST(svd_at_full_rank_gives_the_readme_scores_and_the_values_before_kv_norm)
 {
     static const struct { const char *from; int kv, G, dr; } c[] = {
         {"mha", -1, 4, 8}, {"mha", -1, 4, 4}, {"mha", -1, 4, 2}, {"gqa", 2, 2, 4}, {"mqa", -1, 1, 8},
@@ -259,7 +331,7 @@ START_TEST(svd_at_full_rank_reproduces_scores_and_values_before_kv_norm)
         make_target(&dst, &src, to);
         fake_sample(&s, &src, 48, 4);
         convert(&src, &dst, AL_CONVERT_SVD, 1, &s);
-        double err = mla_vs_source(&src, &dst, c[i].G, c[i].dr, rank);
+        double err = mla_vs_source(&src, &dst, c[i].G, c[i].dr, rank, &s);
         ck_assert_msg(err < 1e-4, "%s (G %d) -> %s: relative error %.3g", c[i].from, c[i].G, to, err);
         al_convert_err m[2];
         al_convert_opts o = {AL_CONVERT_SVD, 1, &s};
@@ -572,7 +644,7 @@ Suite *convert_suite(void)
     tcase_add_test(t, identity_conversions_are_exact);
     tcase_add_test(t, mean_and_first_pooling_equal_a_hand_computation);
     tcase_add_test(t, random_init_is_seeded_and_keeps_queries_and_outputs);
-    tcase_add_test(t, svd_at_full_rank_reproduces_scores_and_values_before_kv_norm);
+    tcase_add_test(t, svd_at_full_rank_gives_the_readme_scores_and_the_values_before_kv_norm);
     tcase_add_test(t, svd_below_full_rank_loses_accuracy_gradually);
     tcase_add_test(t, check_names_what_a_method_cannot_do);
     tcase_add_test(t, a_converted_checkpoint_scores_like_pytorch_and_decodes_from_its_cache);
