@@ -23,8 +23,10 @@
  *   the sample (TransMLA's RoRoPE, one component): k_r = sum_g u_g k_g, and
  *   each query head's RoPE query is u_g(h) q_h. What u does not capture,
  *   and every other pair, loses its rotation and joins the NoPE keys that
- *   the SVD compresses. Queries are scaled by sqrt((d_head + d_rope) /
- *   d_head) so that MLA's softmax scale gives the source's.
+ *   the SVD compresses, pair j scaled by rho_j, the best fixed stand-in for
+ *   its rotation over a training window (convert.c, pair_rho). Queries are
+ *   scaled by sqrt((d_head + d_rope) / d_head) so that MLA's softmax scale
+ *   gives the source's.
  * Everything else (embeddings, norms, MLP, wq, wo) is copied.
  *
  * Buffers: every function here allocates its own scratch and frees it; the
