@@ -382,7 +382,8 @@ static int init_mismatch(const al_st_file *f, const al_tensor *x, char *why, siz
     if (!t) {
         snprintf(one, sizeof one, "'%s' is missing", x->name);
     } else if (t->dtype != AL_ST_F32) {
-        snprintf(one, sizeof one, "'%s' has dtype %s, not F32", x->name, al_st_dtype_name(t->dtype));
+        snprintf(one, sizeof one, "'%s' has dtype %s, not F32", x->name,
+                 al_st_dtype_name(t->dtype));
     } else if (t->ndim != x->ndim || t->shape[0] != want[0] ||
                (x->ndim == 2 && t->shape[1] != want[1])) {
         fmt_shape(a, sizeof a, t->ndim, t->shape);
@@ -403,7 +404,8 @@ int al_checkpoint_load_into(const char *path, al_model *m, al_err *e)
     if (al_st_read(path, &f, e) != 0) return -1;
     char why[4096] = "", name[128];
     int bad = 0;
-    for (int i = 0; i < m->n_tensors; i++) bad += init_mismatch(&f, &m->tensors[i], why, sizeof why);
+    for (int i = 0; i < m->n_tensors; i++)
+        bad += init_mismatch(&f, &m->tensors[i], why, sizeof why);
     for (int i = 0; i < f.n; i++)
         if (!al_model_tensor(m, f.t[i].name)) {
             size_t l = strlen(why);

@@ -535,8 +535,9 @@ int al_convert_sample_take(al_model *src, al_data *d, int T, int batch, long tok
     if (al_model_reserve(src, batch, T, e) != 0) return -1;
     s->n_layer = L, s->d = D, s->n = (int)(windows * T);
     s->x = al_malloc((size_t)L * s->n * D * sizeof *s->x);
-    int *in = al_malloc((size_t)batch * T * sizeof *in), *tgt = al_malloc((size_t)batch * T * sizeof *tgt);
-    float *w = al_malloc((size_t)batch * T * sizeof *w);
+    size_t BT = (size_t)batch * T;
+    int *in = al_malloc(BT * sizeof *in), *tgt = al_malloc(BT * sizeof *tgt);
+    float *w = al_malloc(BT * sizeof *w);
     al_rng rng;
     al_rng_seed(&rng, seed);
     for (long first = 0; first < windows; first += batch) {
@@ -581,7 +582,8 @@ static double ratio(double err, double norm) { return norm > 0 ? sqrt(err / norm
 static double proj_err(const float *X, long N, int D, const float *w_got, int Gg,
                        const float *w_want, int Gw, int H, int dh)
 {
-    float *A = al_malloc((size_t)N * Gg * dh * sizeof *A), *B = al_malloc((size_t)N * Gw * dh * sizeof *B);
+    float *A = al_malloc((size_t)N * Gg * dh * sizeof *A);
+    float *B = al_malloc((size_t)N * Gw * dh * sizeof *B);
     al_linear_forward(A, X, w_got, (int)N, D, Gg * dh);
     al_linear_forward(B, X, w_want, (int)N, D, Gw * dh);
     double err = 0, norm = 0;
@@ -614,7 +616,8 @@ static double rope_share(const rope_plan *p, const float *X, long N, const float
             for (int part = 0; part < 2; part++) {
                 double a = 0;
                 for (int g = 0; g < G; g++)
-                    a += p->u[(size_t)i * G + g] * K[((size_t)t * G + g) * dh + p->pair[i] + part * dh / 2];
+                    a += p->u[(size_t)i * G + g] *
+                         K[((size_t)t * G + g) * dh + p->pair[i] + part * dh / 2];
                 kept += a * a;
             }
     free(K);
@@ -635,7 +638,8 @@ static void measure_mla(const al_model *src, const al_model *dst, int l,
     long N = s->n;
     const float *X = s->x + (size_t)l * N * D;
     float *c0 = al_malloc((size_t)N * dc * sizeof *c0), *c = al_malloc((size_t)N * dc * sizeof *c);
-    float *got = al_malloc((size_t)N * H * dh * sizeof *got), *want = al_malloc((size_t)N * G * dh * sizeof *want);
+    float *got = al_malloc((size_t)N * H * dh * sizeof *got);
+    float *want = al_malloc((size_t)N * G * dh * sizeof *want);
     al_linear_forward(c0, X, attn_tensor(dst, l, "wdkv"), (int)N, D, dc);
     al_rmsnorm_forward(c, NULL, c0, attn_tensor(dst, l, "kv_norm"), (int)N, dc,
                        (float)dst->cfg.norm_eps);
@@ -646,7 +650,8 @@ static void measure_mla(const al_model *src, const al_model *dst, int l,
         al_linear_forward(want, X, target[kv], (int)N, D, G * dh);
         for (int normed = 0; normed < 2; normed++) {
             double err = 0, norm = 0;
-            al_linear_forward(got, normed ? c : c0, attn_tensor(dst, l, up[kv]), (int)N, dc, H * dh);
+            al_linear_forward(got, normed ? c : c0, attn_tensor(dst, l, up[kv]), (int)N, dc,
+                              H * dh);
             head_err(got, H, want, G, N, H, dh, &err, &norm);
             *out[kv][normed] = ratio(err, norm);
         }

@@ -38,16 +38,6 @@ static void job_close(job_state *s)
     al_convert_sample_free(&s->sample);
 }
 
-static int hash_file(const char *path, char hex[65], al_err *e)
-{
-    char *buf;
-    size_t n;
-    if (al_read_file(path, &buf, &n, e) != 0) return -1;
-    al_sha256_hex(buf, n, hex);
-    free(buf);
-    return 0;
-}
-
 static int open_data(const al_convert_job *j, job_state *s, al_err *e)
 {
     if (al_data_open(&s->data, &j->run->data, s->src.cfg.seq_len, e) != 0) return -1;
@@ -77,7 +67,7 @@ static int open_source(const char *path, al_model *src, long *step, al_convert_r
                        al_err *e)
 {
     snprintf(r->src_path, sizeof r->src_path, "%s", path);
-    if (hash_file(path, r->src_sha256, e) != 0 || al_checkpoint_load(path, src, step, e) != 0)
+    if (al_sha256_file(path, r->src_sha256, e) != 0 || al_checkpoint_load(path, src, step, e) != 0)
         return -1;
     r->n_layer = src->cfg.n_layer;
     snprintf(r->src_variant, sizeof r->src_variant, "%s", src->cfg.variant);
@@ -209,7 +199,8 @@ int al_convert_write_json(const char *path, const al_convert_result *r, al_err *
                           "layers", layers);
     AL_ASSERT(o != NULL);
     if (!isnan(r->val_loss)) json_object_set_new(o, "val_loss", json_real(r->val_loss));
-    if (!isnan(r->src_val_loss)) json_object_set_new(o, "source_val_loss", json_real(r->src_val_loss));
+    if (!isnan(r->src_val_loss))
+        json_object_set_new(o, "source_val_loss", json_real(r->src_val_loss));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(o);
     AL_ASSERT(text != NULL);

@@ -253,9 +253,12 @@ static void md_row(FILE *f, const up *u)
     fmt_stat(scr, sizeof scr, u->scratch ? &u->scratch->val : &(al_stat){0, NAN, NAN, NAN});
     fmt_cost(cost, sizeof cost, u, "");
     const row *w = u->first;
-    if (!isnan(w->n_kv_head)) snprintf(att, sizeof att, "%s, %.0f K/V heads", w->variant, w->n_kv_head);
-    else if (!isnan(w->d_latent)) snprintf(att, sizeof att, "%s, latent %.0f", w->variant, w->d_latent);
-    else snprintf(att, sizeof att, "%s", w->variant);
+    if (!isnan(w->n_kv_head))
+        snprintf(att, sizeof att, "%s, %.0f K/V heads", w->variant, w->n_kv_head);
+    else if (!isnan(w->d_latent))
+        snprintf(att, sizeof att, "%s, latent %.0f", w->variant, w->d_latent);
+    else
+        snprintf(att, sizeof att, "%s", w->variant);
     fprintf(f, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s (%s) | %s |\n", w->group, u->from,
             att, w->kv, u->method, cost, conv, val, scr,
             u->scratch ? u->scratch->first->group : "none", base);

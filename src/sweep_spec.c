@@ -990,13 +990,10 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
     free(buf);
     if (c.train.init_from[0]) {   /* the checkpoint's content, not just its path */
-        char sha[65] = "unreadable", *data;
-        size_t n;
+        char sha[65];
         al_err ignore;
-        if (al_read_file(c.train.init_from, &data, &n, &ignore) == 0) {
-            al_sha256_hex(data, n, sha);
-            free(data);
-        }
+        if (al_sha256_file(c.train.init_from, sha, &ignore) != 0)
+            snprintf(sha, sizeof sha, "unreadable");
         for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
     }
     snprintf(out, 17, "%016llx", (unsigned long long)h);

@@ -280,8 +280,10 @@ static void adopt(stage_ctx *C, int k, const al_sweep_trial *t, const al_sweep_t
     if (u && name_upstream) snprintf(up, sizeof up, "_%.60s", u->group);
     const char *name = C->st[k].name->value;
     int plain_c = strcmp(t->config, "base") == 0, plain_g = strcmp(t->group, "base") == 0;
-    snprintf(cfg, sizeof cfg, "%s%s%s%.90s", name, up, plain_c ? "" : "_", plain_c ? "" : t->config);
-    snprintf(grp, sizeof grp, "%s%s%s%.90s", name, up, plain_g ? "" : "_", plain_g ? "" : t->group);
+    snprintf(cfg, sizeof cfg, "%s%s%s%.90s", name, up, plain_c ? "" : "_",
+             plain_c ? "" : t->config);
+    snprintf(grp, sizeof grp, "%s%s%s%.90s", name, up, plain_g ? "" : "_",
+             plain_g ? "" : t->group);
     memcpy(x->config, cfg, sizeof cfg);
     memcpy(x->group, grp, sizeof grp);
     snprintf(x->label, sizeof x->label, "%.140s_seed%llu", cfg, (unsigned long long)t->seed);
@@ -317,7 +319,8 @@ static int expand_into(stage_ctx *C, int k, al_node *root, const al_sweep_axis_i
                  u ? "'" : "");
     }
     if (rc == 0) {
-        for (int i = 0; i < sub.n_trials; i++) adopt(C, k, &sub.trials[i], u, name_upstream, trees[i]);
+        for (int i = 0; i < sub.n_trials; i++)
+            adopt(C, k, &sub.trials[i], u, name_upstream, trees[i]);
         C->s->n_excluded += sub.n_excluded;
         free(trees);
         if (k == 0) {   /* the experiment's name and description, checked there */

@@ -316,16 +316,6 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
 
 /* ------------------------------------------------------------ init from */
 
-static int file_sha256(const char *path, char hex[65], al_err *e)
-{
-    char *buf;
-    size_t n;
-    if (al_read_file(path, &buf, &n, e) != 0) return -1;
-    al_sha256_hex(buf, n, hex);
-    free(buf);
-    return 0;
-}
-
 /* Tokens of training data the conversion samples (al_convert.h). */
 #define INIT_SAMPLE_TOKENS 4096
 
@@ -359,7 +349,7 @@ static int init_from(run *R, al_err *e)
         return convert ? al_errf(e, "%s: 'train.init_convert' (%s) needs 'train.init_from'",
                                  R->c->file, t->init_convert) : 0;
     char msg[AL_ERR_LEN];
-    if (file_sha256(path, R->init_sha256, e) != 0 ||
+    if (al_sha256_file(path, R->init_sha256, e) != 0 ||
         (convert ? init_converted(R, path, e) : al_checkpoint_load_into(path, &R->model, e)) != 0) {
         snprintf(msg, sizeof msg, "%s", e->msg);
         return al_errf(e, "train.init_from: %s", msg);
@@ -383,7 +373,7 @@ static int check_init_unchanged(const run *R, const char *saved, al_err *e)
     const char *path = R->c->train.init_from;
     char now[65];
     al_err ignore;
-    if (!path[0] || !saved[0] || file_sha256(path, now, &ignore) != 0) return 0;
+    if (!path[0] || !saved[0] || al_sha256_file(path, now, &ignore) != 0) return 0;
     if (strcmp(now, saved) == 0) return 0;
     return al_errf(e, "%s: cannot resume: train.init_from %s changed since the run began "
                    "(SHA-256 %.12s..., was %.12s...); start a new run", R->o->outdir, path, now,

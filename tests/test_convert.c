@@ -63,7 +63,8 @@ static double loss_of(al_model *m, uint64_t seed)
     int B = 2, T = m->cfg.seq_len, in[32], tgt[32];
     al_rng r;
     al_rng_seed(&r, seed);
-    for (int i = 0; i < B * T; i++) in[i] = (int)al_rng_below(&r, 256), tgt[i] = (int)al_rng_below(&r, 256);
+    for (int i = 0; i < B * T; i++)
+        in[i] = (int)al_rng_below(&r, 256), tgt[i] = (int)al_rng_below(&r, 256);
     al_err e;
     ck_assert_int_eq(al_model_reserve(m, B, T, &e), 0);
     return al_model_forward(m, in, tgt, NULL, B, T);
