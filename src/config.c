@@ -1232,7 +1232,8 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
                     c->data.val_fraction, c->data.test_fraction);
     if (check_one_of(c, root, "data.source", c->data.source, data_sources, e) ||
         check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e) ||
-        check_one_of(c, root, "train.init_convert", c->train.init_convert, init_converts, e))
+        (c->train.init_convert[0] &&   /* "" (a config built in code) is none */
+         check_one_of(c, root, "train.init_convert", c->train.init_convert, init_converts, e)))
         return -1;
     return check_variant(c, root, e);
 }
@@ -1546,7 +1547,13 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 
 void al_config_write_yaml(const al_config *c, FILE *f)
 {
-    write_table(f, top_keys, c, 0);
+    if (c->train.init_convert[0]) {
+        write_table(f, top_keys, c, 0);
+        return;
+    }
+    al_config named = *c;   /* a config built in code may leave it empty: that is none */
+    set_str(named.train.init_convert, sizeof named.train.init_convert, "none");
+    write_table(f, top_keys, &named, 0);
 }
 
 /* ------------------------------------------------------------ schema */

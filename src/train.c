@@ -344,7 +344,8 @@ static int init_from(run *R, al_err *e)
 {
     const al_train_config *t = &R->c->train;
     const char *path = t->init_from;
-    int convert = strcmp(t->init_convert, "none") != 0;
+    /* "" is none too: configs built in code may leave the field empty */
+    int convert = t->init_convert[0] && strcmp(t->init_convert, "none") != 0;
     if (!path[0])
         return convert ? al_errf(e, "%s: 'train.init_convert' (%s) needs 'train.init_from'",
                                  R->c->file, t->init_convert) : 0;
