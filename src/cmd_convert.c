@@ -34,8 +34,9 @@ static const char convert_help[] =
     "converting to the same variant and settings is an exact copy.\n"
     "\n"
     "The sample (about --sample-tokens tokens of the training split, default\n"
-    "4096) and the scores come from the run's data: --config RUN.yaml, by\n"
-    "default the config.yaml beside CHECKPOINT (--set edits it), or --data FILE\n"
+    "4096, at most 65536: every layer's inputs are kept) and the scores come\n"
+    "from the run's data: --config RUN.yaml, by default the config.yaml beside\n"
+    "CHECKPOINT (--set edits it), or --data FILE\n"
     "(a text file, default split and evaluation settings). Prints per layer the\n"
     "relative error of each query head's keys and values against the source's\n"
     "(for mla, of the NoPE keys and values before and after kv_norm, and the\n"
@@ -67,7 +68,7 @@ static int fail(const char *fmt, const char *a, const char *b)
 static int num_arg(const char *name, const char *v, long lo, long hi, long *out)
 {
     if (!v || al_cli_parse_long(v, lo, hi, out) == 0) return 0;
-    return fail("convert: %s wants a whole number, got '%.200s'", name, v);
+    return fail("convert: %s wants a whole number in range, got '%.200s'", name, v);
 }
 
 static int file_exists(const char *p)
@@ -98,7 +99,7 @@ static int parse_args(int argc, char **argv, convert_args *a)
     if (rc || a->o.help) return rc;
     a->seed = 1, a->tokens = 4096, a->method = -1;
     if ((rc = num_arg("--seed", a->xv[X_SEED], 0, LONG_MAX, &a->seed)) ||
-        (rc = num_arg("--sample-tokens", a->xv[X_TOKENS], 1, 1L << 24, &a->tokens)) ||
+        (rc = num_arg("--sample-tokens", a->xv[X_TOKENS], 1, 65536, &a->tokens)) ||
         (rc = num_arg("--threads", a->xv[X_THREADS], 1, 1024, &a->threads)))
         return rc;
     if (!a->xv[X_TO] || !a->o.out)
