@@ -1,7 +1,8 @@
 /*
  * bench.c - attnlab-bench, the measuring half of scripts/bench.
  *
- *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC]
+ *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC] [--products fwd|all]
+ *   attnlab-bench splits --shape S --threads N
  *   attnlab-bench train --shape S --variant V [--threads N] [--steps N] [--warmup N]
  *   attnlab-bench flops --shape S --variant V
  *   attnlab-bench copy
@@ -25,6 +26,7 @@
 #include <time.h>
 
 #include "al_config.h"
+#include "al_gemm.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
@@ -66,6 +68,8 @@ typedef struct opts {
     const bvariant *bv;
     long threads, steps, warmup;
     double min_time;
+    int all_kinds;   /* sgemm: the backward products too (--products all) */
+    int split;       /* train: -1 the plans' choice, else al_gemm_force_split */
 } opts;
 
 /* ------------------------------------------------------------ config */
@@ -241,35 +245,68 @@ static int cmd_train(const opts *o)
 
 /* ------------------------------------------------------------ sgemm */
 
-/* GFLOP/s of out (M, N) = A (M, K) . W (N, K)^T, the layout of every
- * forward projection, a median over repeats: with OpenBLAS's own threads
- * (the best the library does at this shape), or with pool != 0 as attnlab
- * runs it, al_linear_forward cut over its own pool with OpenBLAS at 1. */
-static double time_sgemm(int M, int N, int K, double min_time, int threads, int pool)
+/* The three products a weight W (N, K) takes part in, at M = B*T rows:
+ * forward out (M, N) = x (M, K) . W^T, backward dx (M, K) = dout (M, N) . W
+ * and dW (N, K) = dout^T . x. */
+enum { KIND_FWD, KIND_DINP, KIND_DW, NKINDS };
+static const char *const kind_names[] = {"fwd", "dinp", "dw"};
+
+typedef struct product {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K;   /* of C (M, N) and the inner dimension */
+    float beta;
+} product;
+
+static product product_of(int kind, int rows, int n, int k)
 {
-    al_parallel_set_threads(pool ? threads : 1);   /* sets OpenBLAS to 1 */
-    if (!pool) openblas_set_num_threads(threads);
-    float *A = al_malloc((size_t)M * K * 4), *W = al_malloc((size_t)N * K * 4);
-    float *C = al_malloc((size_t)M * N * 4);
-    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)N * K; i++) W[i] = (float)(i % 5) * 0.1f;
+    if (kind == KIND_FWD) return (product){CblasNoTrans, CblasTrans, rows, n, k, 0.0f};
+    if (kind == KIND_DINP) return (product){CblasNoTrans, CblasNoTrans, rows, k, n, 0.0f};
+    return (product){CblasTrans, CblasNoTrans, n, k, rows, 0.0f};
+}
+
+/* How a product is run while timed: OpenBLAS alone with its own threads
+ * (the pool at one thread), as attnlab runs it (its plan), or one split. */
+enum { RUN_BLAS = -2, RUN_POOL = -1 };
+
+static void run_product(const product *p, int how, const float *A, const float *B, float *C)
+{
+    int lda = p->ta == CblasNoTrans ? p->K : p->M, ldb = p->tb == CblasNoTrans ? p->N : p->K;
+    if (how == RUN_BLAS)
+        cblas_sgemm(CblasRowMajor, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb,
+                    p->beta, C, p->N);
+    else if (how == RUN_POOL)
+        al_sgemm_pool(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, p->beta, C, p->N);
+    else
+        al_sgemm_split(how, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, p->beta, C,
+                       p->N);
+}
+
+/* GFLOP/s of a product run one way at `threads`, the median of 9 timed
+ * repeats (each at least min_time / 10) after a warm-up. */
+static double time_product(const product *p, int how, double min_time, int threads)
+{
+    al_parallel_set_threads(how == RUN_BLAS ? 1 : threads);   /* sets OpenBLAS to 1 */
+    if (how == RUN_BLAS) openblas_set_num_threads(threads);
+    size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N;
+    float *A = al_malloc(na * 4), *B = al_malloc(nb * 4), *C = al_malloc((size_t)p->M * p->N * 4);
+    for (size_t i = 0; i < na; i++) A[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < nb; i++) B[i] = (float)(i % 5) * 0.1f;
     double rate[9];
-    for (int r = -1; r < 9; r++) {   /* r = -1 warms up */
+    for (int r = -1; r < 9; r++) {   /* r = -1 warms up (and plans) */
         double t0 = al_now(), t;
         long reps = 0;
         do {
-            if (pool) al_linear_forward(C, A, W, M, K, N);
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K,
-                             0.0f, C, N);
+            run_product(p, how, A, B, C);
             reps++;
         } while ((t = al_now() - t0) < min_time / 10);
-        if (r >= 0) rate[r] = 2.0 * M * N * K * reps / t / 1e9;
+        if (r >= 0) rate[r] = 2.0 * p->M * p->N * p->K * reps / t / 1e9;
     }
-    free(A), free(W), free(C);
+    free(A), free(B), free(C);
+    openblas_set_num_threads(1);
     return median(rate, 9);
 }
 
-/* The distinct (N, K) of the model's forward products, each at B*T rows. */
+/* The distinct (N, K) of the model's weights. */
 static int model_products(const al_model *m, int nk[][2], int cap)
 {
     int n = 0;
@@ -283,6 +320,37 @@ static int model_products(const al_model *m, int nk[][2], int cap)
     return n;
 }
 
+/* One product at the options' thread count: OpenBLAS's own threads, each
+ * split of the pool, and the pool as planned, with the plan's choice and
+ * which splits gave the reference's bits. Returns the best rate seen. */
+static double sgemm_line(const opts *o, int kind, const product *p)
+{
+    int t = (int)o->threads;
+    double g = time_product(p, RUN_BLAS, o->min_time, t), best = g;
+    printf("sgemm shape=%s variant=%s threads=%d corename=%s kind=%s m=%d n=%d k=%d gflops=%.2f",
+           o->sh->name, o->bv->name, t, openblas_get_corename(), kind_names[kind], p->M, p->N,
+           p->K, g);
+    al_gemm_plan pl;
+    al_parallel_set_threads(t);
+    if (t > 1 && al_gemm_plan_get(p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->beta, &pl) == 0) {
+        char admitted[64] = "";
+        for (int s = 0; s < AL_NSPLITS; s++) {
+            if (!(pl.tried & (1u << s)) || s == AL_SPLIT_BLAS) continue;
+            double r = time_product(p, s, o->min_time, t);
+            best = r > best ? r : best;
+            printf(" %s_gflops=%.2f", al_split_name(s), r);
+        }
+        for (int s = 0; s < AL_NSPLITS; s++)
+            if (pl.admitted & (1u << s))
+                snprintf(admitted + strlen(admitted), sizeof admitted - strlen(admitted), "%s%s",
+                         *admitted ? "," : "", al_split_name(s));
+        printf(" plan=%s admitted=%s", al_split_name(pl.split), admitted);
+    }
+    double pool = t > 1 ? time_product(p, RUN_POOL, o->min_time, t) : g;
+    printf(" pool_gflops=%.2f best_gflops=%.2f\n", pool, pool > best ? pool : best);
+    return pool > best ? pool : best;
+}
+
 static int cmd_sgemm(const opts *o)
 {
     al_config c;
@@ -292,19 +360,69 @@ static int cmd_sgemm(const opts *o)
         return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
     int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len;
     double best = 0;
-    for (int i = 0; i < n; i++) {
-        int t = (int)o->threads;
-        double g = time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 0);
-        double p = t > 1 ? time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 1) : g;
-        printf("sgemm shape=%s variant=%s threads=%ld corename=%s m=%d n=%d k=%d gflops=%.2f "
-               "pool_gflops=%.2f\n", o->sh->name, o->bv->name, o->threads,
-               openblas_get_corename(), M, nk[i][0], nk[i][1], g, p);
-        best = g > best ? g : best;
-    }
+    for (int kind = 0; kind < (o->all_kinds ? NKINDS : 1); kind++)
+        for (int i = 0; i < n; i++) {
+            product p = product_of(kind, M, nk[i][0], nk[i][1]);
+            double g = sgemm_line(o, kind, &p);
+            if (kind == KIND_FWD) best = g > best ? g : best;
+        }
     printf("sgemm_best shape=%s variant=%s threads=%ld corename=%s gflops=%.2f\n", o->sh->name,
            o->bv->name, o->threads, openblas_get_corename(), best);
     al_model_free(&m);
     return 0;
+}
+
+/* Every admitted split of every product, run on data the plan's probe
+ * never saw, against the reference split: the claim the plans rest on
+ * (al_gemm.h), checked under whichever OpenBLAS kernels this process got. */
+static int verify_product(const product *p, al_gemm_plan *pl)
+{
+    if (al_gemm_plan_get(p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->beta, pl) != 0) return -1;
+    size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
+    float *A = al_malloc(na * 4), *B = al_malloc(nb * 4), *ref = al_malloc(nc * 4);
+    float *C = al_malloc(nc * 4);
+    al_rng r;
+    al_rng_seed(&r, 11);
+    for (size_t i = 0; i < na; i++) A[i] = (float)al_rng_normal(&r);
+    for (size_t i = 0; i < nb; i++) B[i] = (float)al_rng_normal(&r);
+    run_product(p, pl->reference, A, B, ref);
+    int ok = (pl->admitted >> pl->reference) & 1;
+    for (int s = 0; s < AL_NSPLITS; s++) {
+        if (!(pl->admitted & (1u << s))) continue;
+        run_product(p, s, A, B, C);
+        ok &= !memcmp(C, ref, nc * 4);
+    }
+    run_product(p, RUN_POOL, A, B, C);
+    ok &= !memcmp(C, ref, nc * 4);
+    free(A), free(B), free(ref), free(C);
+    return ok;
+}
+
+static int cmd_splits(const opts *o)
+{
+    al_config c;
+    al_err e;
+    al_model m;
+    if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
+        return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
+    int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len, bad = 0;
+    for (int kind = 0; kind < NKINDS; kind++)
+        for (int i = 0; i < n; i++) {
+            product p = product_of(kind, M, nk[i][0], nk[i][1]);
+            al_gemm_plan pl;
+            int ok = verify_product(&p, &pl);
+            if (ok < 0) continue;   /* not split at this thread count */
+            printf("splits shape=%s threads=%ld corename=%s kind=%s m=%d n=%d k=%d reference=%s "
+                   "plan=%s", o->sh->name, o->threads, openblas_get_corename(), kind_names[kind],
+                   p.M, p.N, p.K, al_split_name(pl.reference), al_split_name(pl.split));
+            for (int s = 0; s < AL_NSPLITS; s++)
+                if (pl.tried & (1u << s))
+                    printf(" %s=%s", al_split_name(s), pl.admitted & (1u << s) ? "same" : "differs");
+            printf(" verified=%d\n", ok);
+            bad += !ok;
+        }
+    al_model_free(&m);
+    return bad ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ copy */
@@ -349,8 +467,9 @@ static int cmd_flops(const opts *o)
 /* ------------------------------------------------------------ options */
 
 static const char usage[] =
-    "usage: attnlab-bench sgemm|train|flops --shape tiny|small|micro [--variant mha|gqa|mqa|mla]\n"
-    "                     [--threads N] [--steps N] [--warmup N] [--min-time SEC]\n"
+    "usage: attnlab-bench sgemm|splits|train|flops --shape tiny|small|micro\n"
+    "                     [--variant mha|gqa|mqa|mla] [--threads N] [--steps N] [--warmup N]\n"
+    "                     [--min-time SEC] [--products fwd|all] [--split auto|rows|cols|grid|blas]\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
 
@@ -391,6 +510,17 @@ static int parse_one(opts *o, const char *a, const char *v)
         return parse_long(a, v, 1, 100000, &o->steps);
     } else if (!strcmp(a, "--warmup")) {
         return parse_long(a, v, 0, 100000, &o->warmup);
+    } else if (!strcmp(a, "--products")) {
+        if (strcmp(v, "fwd") && strcmp(v, "all"))
+            return fprintf(stderr, "attnlab-bench: --products '%s' must be fwd or all\n", v), -1;
+        o->all_kinds = !strcmp(v, "all");
+    } else if (!strcmp(a, "--split")) {
+        o->split = -1;
+        for (int s = 0; s < AL_NSPLITS; s++)
+            if (!strcmp(v, al_split_name(s))) o->split = s;
+        if (o->split < 0 && strcmp(v, "auto"))
+            return fprintf(stderr, "attnlab-bench: --split '%s' must be auto, rows, cols, grid "
+                           "or blas\n", v), -1;
     } else if (!strcmp(a, "--min-time")) {
         char *end;
         o->min_time = strtod(v, &end);
@@ -404,7 +534,8 @@ static int parse_one(opts *o, const char *a, const char *v)
 
 static int parse(opts *o, int argc, char **argv)
 {
-    *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0]};
+    *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0],
+                .all_kinds = 1, .split = -1};
     if (argc < 2) return fputs(usage, stderr), -1;
     o->cmd = argv[1];
     for (int i = 2; i < argc; i += 2) {
@@ -424,9 +555,11 @@ int main(int argc, char **argv)
     opts o;
     if (parse(&o, argc, argv) != 0) return 2;
     al_parallel_set_threads((int)o.threads);
+    al_gemm_force_split(o.split);
     if (!strcmp(o.cmd, "sgemm")) return cmd_sgemm(&o);
     if (!strcmp(o.cmd, "train")) return cmd_train(&o);
     if (!strcmp(o.cmd, "flops")) return cmd_flops(&o);
+    if (!strcmp(o.cmd, "splits")) return cmd_splits(&o);
     if (!strcmp(o.cmd, "copy")) return cmd_copy(&o);
     fprintf(stderr, "attnlab-bench: unknown command '%s'\n%s", o.cmd, usage);
     return 2;

@@ -1,9 +1,9 @@
 /*
  * kernels.c - the shared numeric kernels (the contract is in al_kernels.h).
  *
- * Matrix products go to OpenBLAS, one single-threaded sgemm per chunk of
- * the pool (al_parallel.h): a large product is cut along the longer side of
- * its output, a per-head product inside attention runs whole on one thread.
+ * Matrix products go to OpenBLAS: a large one is cut across the pool as
+ * its measured plan says (al_gemm.h), a per-head product inside attention
+ * runs whole on the thread that runs its chunk.
  * Everything else is a loop over contiguous rows, split over the pool by
  * rows (or columns where a reduction runs down the rows, so that every sum
  * keeps its serial order). Row reductions (norms, softmax sums, log-sum-exp)
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "al_gemm.h"
 #include "al_kernels.h"
 #include "al_parallel.h"
 #include "al_util.h"
@@ -109,90 +110,25 @@ __attribute__((always_inline)) static inline float row_max(const float *x, int n
 
 /* ---------------------------------------------------------------- GEMM */
 
-/* Row-major sgemm that tolerates empty products: BLAS rejects a leading
- * dimension of 0 (an empty inner dimension), yet C must still be scaled.
- * Bad leading dimensions are asserted here because OpenBLAS only prints a
- * warning and returns with C unwritten. Runs on the calling thread. */
-static void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc)
-{
-    if (M <= 0 || N <= 0) return;
-    AL_ASSERT(ldc >= N);
-    if (K <= 0) {
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) {
-                float *c = C + (size_t)i * ldc + j;
-                *c = beta == 0.0f ? 0.0f : beta * *c;   /* beta 0 ignores NaN */
-            }
-        return;
-    }
-    AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
-    AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
-}
-
-typedef struct gemm_job {
-    CBLAS_TRANSPOSE ta, tb;
-    int M, N, K, lda, ldb, ldc, by_rows;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-} gemm_job;
-
-/* Rows [lo, hi) of C (and of op(A)), or columns (and of op(B)). */
-static void gemm_chunk(void *ctx, long lo, long hi, int tid)
-{
-    const gemm_job *g = ctx;
-    int n = (int)(hi - lo);
-    if (g->by_rows) {
-        const float *A = g->ta == CblasNoTrans ? g->A + lo * g->lda : g->A + lo;
-        sgemm(g->ta, g->tb, n, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
-              g->C + lo * g->ldc, g->ldc);
-    } else {
-        const float *B = g->tb == CblasNoTrans ? g->B + lo : g->B + lo * g->ldb;
-        sgemm(g->ta, g->tb, g->M, n, g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta,
-              g->C + lo, g->ldc);
-    }
-    (void)tid;
-}
-
-/* A product this small runs whole: splitting would cost more than it saves. */
-#define GEMM_PAR_FLOPS (1L << 22)
-#define GEMM_GRAIN 32
-
-/* sgemm over the pool: every chunk is an ordinary sgemm over the full K,
- * so each output element sees the same sums whatever the thread count. */
-static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc)
-{
-    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
-    long len = g.by_rows ? M : N;
-    if (2.0 * M * N * K < GEMM_PAR_FLOPS || al_parallel_chunks(len, GEMM_GRAIN) < 2) {
-        sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    al_parallel_for(len, GEMM_GRAIN, gemm_chunk, &g);
-}
+/* Products run on the calling thread (al_sgemm_here, inside a chunk) or
+ * over the pool, split per shape (al_sgemm_pool): al_gemm.h. */
 
 void al_gemm_nt(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_nn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_tn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* -------------------------------------------------------------- linear */
@@ -516,7 +452,7 @@ static int row_keys(const sdpa_dims *d, int i) { return d->causal ? i + 1 : d->T
 static void scores(float *S, const sdpa_dims *d, const float *q, const float *k,
                    int i0, int i1, int nk)
 {
-    sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+    al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
           q + (size_t)i0 * d->ldq, d->ldq, k, d->ldk, 0.0f, S, nk);
 }
 
@@ -539,7 +475,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
         float *P = j->att + (size_t)bh * T * T;
         for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
-            sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+            al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
                   j->q + o.q + (size_t)i0 * d->ldq, d->ldq, j->k + o.k, d->ldk, 0.0f,
                   P + (size_t)i0 * T, T);
             for (int i = i0; i < i1; i++) {
@@ -548,7 +484,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
                 al_softmax_row(row, n);
                 for (int c = n; c < T; c++) row[c] = 0.0f;   /* masked */
             }
-            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f,
+            al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f,
                   P + (size_t)i0 * T, T, j->v + o.v, d->ldv, 0.0f,
                   j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
@@ -583,11 +519,11 @@ static void attn_block_grads(const sdpa_job *j, head_ptrs o, const float *P, int
 {
     const sdpa_dims *d = &j->d;
     int rows = i1 - i0;
-    sgemm(CblasNoTrans, CblasNoTrans, rows, d->dqk, nk, 1.0f, dS, ldp, j->k + o.k,
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, rows, d->dqk, nk, 1.0f, dS, ldp, j->k + o.k,
           d->ldk, dq_beta, j->dq + o.q + (size_t)i0 * d->ldq, d->ldq);
-    sgemm(CblasTrans, CblasNoTrans, nk, d->dqk, rows, 1.0f, dS, ldp,
+    al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->dqk, rows, 1.0f, dS, ldp,
           j->q + o.q + (size_t)i0 * d->ldq, d->ldq, 1.0f, j->dk + o.k, d->ldk);
-    sgemm(CblasTrans, CblasNoTrans, nk, d->dv, rows, 1.0f, P, ldp,
+    al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->dv, rows, 1.0f, P, ldp,
           j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, 1.0f, j->dv + o.v, d->ldv);
 }
 
@@ -607,7 +543,7 @@ static void sdpa_bwd_groups(void *ctx, long lo, long hi, int tid)
             for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
                 int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
                 /* forward: out = P v, so dP = dout v^T */
-                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
                       j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
                       0.0f, dS, T);
                 for (int i = i0; i < i1; i++)
@@ -663,7 +599,7 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
             int i1 = imin(i0 + SDPA_BLOCK, d->T), nk = block_keys(d, i1);
             scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
             block_probs(S, j->stat + 2 * o.stat, d, i0, i1, nk, 1);
-            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
+            al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
                   j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
     }
@@ -702,7 +638,7 @@ static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
                 int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
                 scores(P, d, j->q + o.q, j->k + o.k, i0, i1, nk);
                 block_probs(P, j->stat + 2 * o.stat, d, i0, i1, nk, 0);
-                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
                       j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
                       0.0f, dS, nk);   /* dP = dout v^T */
                 for (int i = i0; i < i1; i++)

@@ -29,6 +29,7 @@ Suite *sweep_suite(void);
 Suite *report_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
+Suite *gemm_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
@@ -55,6 +56,7 @@ static const struct {
     {"report", report_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
+    {"gemm", gemm_suite},
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
