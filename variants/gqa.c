@@ -147,6 +147,34 @@ void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, co
     al_linear_row(out, y, p[3], H * dh, D);   /* out = y . wo^T */
 }
 
+/* q, y (B, H*dh) | k, v (B, G*dh). Attention's scratch is the pool's. */
+size_t al_gqa_decode_batch_scratch_floats(const al_attn_shape *s, int G, int context, int B)
+{
+    size_t Hd = (size_t)s->n_head * s->d_head, Gd = (size_t)G * s->d_head;
+    (void)context;
+    return (size_t)B * (2 * Hd + 2 * Gd);
+}
+
+/* al_gqa_decode for B sequences: the projections are (B, D) products. */
+void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scratch,
+                         const float *x, float *const *p, al_kv_cache *const *caches,
+                         const int *pos, int B)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, Gd = G * dh;
+    float *q = scratch, *y = q + (size_t)B * Hd, *k = y + (size_t)B * Hd, *v = k + (size_t)B * Gd;
+    al_linear_forward(q, x, p[0], B, D, Hd);   /* q = x . wq^T */
+    al_linear_forward(k, x, p[1], B, D, Gd);   /* k = x . wk^T */
+    al_linear_forward(v, x, p[2], B, D, Gd);   /* v = x . wv^T */
+    for (int b = 0; b < B; b++) {   /* each token at its own position */
+        al_rope_forward(q + (size_t)b * Hd, 1, 1, H, dh, Hd, pos[b], s->rope_base);
+        al_rope_forward(k + (size_t)b * Gd, 1, 1, G, dh, Gd, pos[b], s->rope_base);
+        al_kv_put(caches[b], pos[b], 0, Gd, k + (size_t)b * Gd);
+        al_kv_put(caches[b], pos[b], Gd, Gd, v + (size_t)b * Gd);
+    }
+    al_kv_attend_batch(y, q, caches, pos, B, H, G, dh, dh, 0, Gd, 1.0f / sqrtf((float)dh));
+    al_linear_forward(out, y, p[3], B, Hd, D);   /* out = y . wo^T */
+}
+
 /* ------------------------------------------------------------ gqa variant */
 
 static const al_setting gqa_settings[] = {
@@ -179,4 +207,6 @@ const al_variant_ops al_variant_gqa = {
     .prefill = family_prefill,
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,
+    .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
+    .decode_batch = family_decode_batch,
 };

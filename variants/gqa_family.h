@@ -30,6 +30,10 @@ void al_gqa_prefill(const al_attn_shape *s, int G, al_kv_cache *cache, const flo
 size_t al_gqa_decode_scratch_floats(const al_attn_shape *s, int G, int context);
 void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, const float *x,
                    float *const *p, al_kv_cache *cache, int pos);
+size_t al_gqa_decode_batch_scratch_floats(const al_attn_shape *s, int G, int context, int B);
+void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scratch,
+                         const float *x, float *const *p, al_kv_cache *const *caches,
+                         const int *pos, int B);
 
 #ifdef AL_GQA_FAMILY_MEMBERS
 /* Ops members of a family variant: thin adapters that supply G. */
@@ -74,6 +78,16 @@ static void family_decode(const al_attn_shape *s, float *out, float *scratch, co
                           float *const *p, al_kv_cache *cache, int pos)
 {
     al_gqa_decode(s, family_groups(s), out, scratch, x, p, cache, pos);
+}
+static size_t family_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+{
+    return al_gqa_decode_batch_scratch_floats(s, family_groups(s), context, B);
+}
+static void family_decode_batch(const al_attn_shape *s, float *out, float *scratch,
+                                const float *x, float *const *p, al_kv_cache *const *caches,
+                                const int *pos, int B)
+{
+    al_gqa_decode_batch(s, family_groups(s), out, scratch, x, p, caches, pos, B);
 }
 #endif
 

@@ -441,6 +441,96 @@ static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const
     al_linear_row(out, y, w.wo, d.H * d.dh, d.D);      /* out = wo . y */
 }
 
+/* ---- batched decode: mla_decode for B sequences, each projection and
+ * each head's absorption a product over the B tokens. */
+
+/* Buffers of a batched step, carved from scratch: the query latents
+ * cq0, cq (B, dq), content and rope queries qn (B, H*dh), qr (B, H*dr),
+ * the latent c0, c (B, dc) and rope key kr (B, dr) of the new rows, the
+ * absorbed queries qa (B, H, dc+dr), latent outputs o (B, H, dc) and
+ * y (B, H*dh). Attention's own scratch is the pool's. */
+typedef struct mla_batch {
+    float *cq0, *cq, *qn, *qr, *c0, *c, *kr, *qa, *o, *y, *end;
+} mla_batch;
+
+static mla_batch carve_batch(const dims *d, float *s, int B)
+{
+    size_t b = B, row = (size_t)d->dc + d->dr;
+    mla_batch m;
+    m.cq0 = s; s += b * d->dq;
+    m.cq = s; s += b * d->dq;
+    m.qn = s; s += b * d->H * d->dh;
+    m.qr = s; s += b * d->H * d->dr;
+    m.c0 = s; s += b * d->dc;
+    m.c = s; s += b * d->dc;
+    m.kr = s; s += b * d->dr;
+    m.qa = s; s += b * d->H * row;
+    m.o = s; s += b * d->H * d->dc;
+    m.y = s; s += b * d->H * d->dh;
+    m.end = s;
+    return m;
+}
+
+static size_t mla_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+{
+    dims d = get_dims(s, 1, 1);
+    size_t row = (size_t)d.dc + d.dr;
+    (void)context;
+    return (size_t)B * (2 * (size_t)d.dq + (size_t)d.H * (2 * d.dh + d.dr + row + d.dc) +
+                        2 * (size_t)d.dc + d.dr);
+}
+
+/* The B tokens' queries, and their cache rows written at pos[b]. */
+static void batch_forward(const al_attn_shape *s, const dims *d, const mla_p *w, mla_batch *m,
+                          const float *x, al_kv_cache *const *caches, const int *pos, int B)
+{
+    int Hd = d->H * d->dh, Hr = d->H * d->dr, nin = d->D;
+    const float *qin = x;
+    if (d->dq) {   /* c_q = rmsnorm(wdq . x), q = wuq . c_q */
+        al_linear_forward(m->cq0, x, w->wdq, B, d->D, d->dq);
+        al_rmsnorm_forward(m->cq, NULL, m->cq0, w->q_norm, B, d->dq, s->norm_eps);
+        al_linear_forward(m->qn, m->cq, w->wuq, B, d->dq, Hd);
+        qin = m->cq;
+        nin = d->dq;
+    } else {
+        al_linear_forward(m->qn, x, w->wq, B, d->D, Hd);
+    }
+    al_linear_forward(m->qr, qin, w->wqr, B, nin, Hr);
+    al_linear_forward(m->c0, x, w->wdkv, B, d->D, d->dc);   /* c = rmsnorm(wdkv . x) */
+    al_rmsnorm_forward(m->c, NULL, m->c0, w->kv_norm, B, d->dc, s->norm_eps);
+    al_linear_forward(m->kr, x, w->wkr, B, d->D, d->dr);    /* k_r = rope(wkr . x) */
+    for (int b = 0; b < B; b++) {
+        al_rope_forward(m->qr + (size_t)b * Hr, 1, 1, d->H, d->dr, Hr, pos[b], s->rope_base);
+        al_rope_forward(m->kr + (size_t)b * d->dr, 1, 1, 1, d->dr, d->dr, pos[b], s->rope_base);
+        al_kv_put(caches[b], pos[b], 0, d->dc, m->c + (size_t)b * d->dc);
+        al_kv_put(caches[b], pos[b], d->dc, d->dr, m->kr + (size_t)b * d->dr);
+    }
+}
+
+static void mla_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                             float *const *p, al_kv_cache *const *caches, const int *pos, int B)
+{
+    dims d = get_dims(s, 1, 1);
+    mla_p w = bind(&d, p);
+    mla_batch m = carve_batch(&d, scratch, B);
+    int row = d.dc + d.dr, Hd = d.H * d.dh, Hr = d.H * d.dr, Hrow = d.H * row;
+    batch_forward(s, &d, &w, &m, x, caches, pos, B);
+    for (int h = 0; h < d.H; h++) {
+        /* qa[:, h] = [q_h . wuk_h | q_r,h] for every token: (B, dh) . (dh, dc) */
+        al_gemm_nn(m.qa + (size_t)h * row, Hrow, m.qn + (size_t)h * d.dh, Hd,
+                   w.wuk + (size_t)h * d.dh * d.dc, d.dc, B, d.dc, d.dh, 1.0f, 0.0f);
+        for (int b = 0; b < B; b++)
+            memcpy(m.qa + (size_t)b * Hrow + (size_t)h * row + d.dc,
+                   m.qr + (size_t)b * Hr + (size_t)h * d.dr, d.dr * sizeof(float));
+    }
+    al_kv_attend_batch(m.o, m.qa, caches, pos, B, d.H, 1, row, d.dc, 0, 0,
+                       1.0f / sqrtf((float)d.dqk));
+    for (int h = 0; h < d.H; h++)   /* y[:, h] = o[:, h] . wuv_h^T: (B, dc) . (dc, dh) */
+        al_gemm_nt(m.y + (size_t)h * d.dh, Hd, m.o + (size_t)h * d.dc, d.H * d.dc,
+                   w.wuv + (size_t)h * d.dh * d.dc, d.dc, B, d.dh, d.dc, 1.0f, 0.0f);
+    al_linear_forward(out, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
+}
+
 /* ------------------------------------------------------------ naive decode (oracle) */
 
 /* step | latents C (context, dc), rope keys Kr (context, dr) | expanded
@@ -512,4 +602,6 @@ const al_variant_ops al_variant_mla = {
     .prefill = mla_prefill,
     .decode_scratch_floats = mla_decode_scratch_floats,
     .decode = mla_decode,
+    .decode_batch_scratch_floats = mla_decode_batch_scratch_floats,
+    .decode_batch = mla_decode_batch,
 };
