@@ -176,14 +176,14 @@ typedef struct cell {
 } cell;
 
 /* One step exactly as the trainer takes it (train.c's train_step) on a
- * random batch: zero, forward, backward, clip at 1.0, AdamW. */
+ * random batch: forward, backward (which writes the gradients), clip at
+ * 1.0, AdamW. */
 static double bench_step(cell *k, const al_config *c, int B, int T)
 {
     for (int i = 0; i < B * T; i++) {
         k->in[i] = (int)al_rng_below(&k->rng, 256);
         k->tgt[i] = (int)al_rng_below(&k->rng, 256);
     }
-    al_model_zero_grad(&k->model);
     double loss = al_model_forward(&k->model, k->in, k->tgt, NULL, B, T);
     al_model_backward(&k->model);
     al_clip_grad_norm(&k->model, c->train.grad_clip);

@@ -140,25 +140,34 @@ void al_linear_forward(float *out, const float *inp, const float *w,
     al_gemm_nt(out, OC, inp, IC, w, IC, N, OC, IC, 1.0f, 0.0f);
 }
 
+void al_linear_backward_beta(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, int N, int IC, int OC, float beta_inp,
+                             float beta_w)
+{
+    /* forward: out = inp . w^T */
+    if (dinp)   /* dinp (N, IC) = dout (N, OC) . w (OC, IC) + beta_inp dinp */
+        al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, beta_inp);
+    if (dw)     /* dw (OC, IC) = dout^T (OC, N) . inp (N, IC) + beta_w dw */
+        al_gemm_tn(dw, IC, dout, OC, inp, IC, OC, IC, N, 1.0f, beta_w);
+}
+
 void al_linear_backward(float *dinp, float *dw, const float *dout,
                         const float *inp, const float *w, int N, int IC, int OC)
 {
-    /* forward: out = inp . w^T */
-    if (dinp)   /* dinp (N, IC) += dout (N, OC) . w (OC, IC) */
-        al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, 1.0f);
-    if (dw)     /* dw (OC, IC) += dout^T (OC, N) . inp (N, IC) */
-        al_gemm_tn(dw, IC, dout, OC, inp, IC, OC, IC, N, 1.0f, 1.0f);
+    al_linear_backward_beta(dinp, dw, dout, inp, w, N, IC, OC, 1.0f, 1.0f);
 }
 
 /* ------------------------------------------------------------- RMSNorm */
 
 typedef struct norm_job {
-    float *out, *rstd, *dx, *dw;
-    const float *x, *w, *dout, *rstd_in;
-    int C, N_rows;
+    float *out, *rstd, *dx, *dw, *sum;
+    const float *x, *w, *dout, *rstd_in, *r;
+    int C, N_rows, add_dx, add_dw;
     float eps;
 } norm_job;
 
+/* Rows [lo, hi); with j->r, the rows normalised are x + r, stored in
+ * j->sum first (the residual add and the norm after it in one pass). */
 AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
@@ -166,6 +175,12 @@ AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
     for (long n = lo; n < hi; n++) {
         const float *xr = j->x + (size_t)n * C;   /* (C) */
         float *o = j->out + (size_t)n * C;        /* (C) */
+        if (j->r) {
+            float *y = j->sum + (size_t)n * C;
+            const float *rr = j->r + (size_t)n * C;
+            for (int c = 0; c < C; c++) y[c] = xr[c] + rr[c];
+            xr = y;
+        }
         double ss = dot_d(xr, xr, C);
         float r = (float)(1.0 / sqrt(ss / C + j->eps));
         for (int c = 0; c < C; c++) o[c] = xr[c] * r * j->w[c];
@@ -178,6 +193,14 @@ void al_rmsnorm_forward(float *out, float *rstd, const float *x,
                         const float *w, int N, int C, float eps)
 {
     norm_job j = {.out = out, .rstd = rstd, .x = x, .w = w, .C = C, .eps = eps};
+    al_parallel_for(N, row_grain(C), rmsnorm_rows, &j);
+}
+
+void al_residual_rmsnorm_forward(float *sum, float *out, float *rstd, const float *x,
+                                 const float *r, const float *w, int N, int C, float eps)
+{
+    norm_job j = {.out = out, .rstd = rstd, .sum = sum, .x = x, .r = r, .w = w, .C = C,
+                  .eps = eps};
     al_parallel_for(N, row_grain(C), rmsnorm_rows, &j);
 }
 
@@ -199,16 +222,22 @@ AL_CLONES static void rmsnorm_back_rows(void *ctx, long lo, long hi, int tid)
         mt = ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
         for (; c < C; c++) mt += (double)(g[c] * j->w[c]) * (xr[c] * r);
         float mf = (float)(mt / C);
-        for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
+        if (j->add_dx)
+            for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
+        else   /* the same value as adding to a zeroed dx */
+            for (c = 0; c < C; c++) d[c] = 0.0f + r * (g[c] * j->w[c] - xr[c] * r * mf);
     }
     (void)tid;
 }
 
-/* dw columns [lo, hi): a sum down all rows, in row order. */
+/* dw columns [lo, hi): a sum down all rows, in row order, onto dw or
+ * onto zero. */
 AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     int C = j->C;
+    if (!j->add_dw)
+        for (long c = lo; c < hi; c++) j->dw[c] = 0.0f;
     for (long n = 0; n < j->N_rows; n++) {
         const float *xr = j->x + (size_t)n * C, *g = j->dout + (size_t)n * C;
         float r = j->rstd_in[n];
@@ -217,16 +246,24 @@ AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+void al_rmsnorm_backward_beta(float *dx, float *dw, const float *dout, const float *x,
+                              const float *w, const float *rstd, int N, int C, float beta_dx,
+                              float beta_dw)
+{
+    /* eps is not passed here, so the saved rstd is the only way back. */
+    AL_ASSERT(rstd != NULL);
+    AL_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dw == 0.0f || beta_dw == 1.0f));
+    norm_job j = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd,
+                  .C = C, .N_rows = N, .add_dx = beta_dx != 0.0f, .add_dw = beta_dw != 0.0f};
+    al_parallel_for(N, row_grain(C), rmsnorm_back_rows, &j);
+    if (dw) al_parallel_for(C, 64, rmsnorm_back_cols, &j);
+}
+
 void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
                          const float *x, const float *w, const float *rstd,
                          int N, int C)
 {
-    /* eps is not passed here, so the saved rstd is the only way back. */
-    AL_ASSERT(rstd != NULL);
-    norm_job j = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd,
-                  .C = C, .N_rows = N};
-    al_parallel_for(N, row_grain(C), rmsnorm_back_rows, &j);
-    if (dw) al_parallel_for(C, 64, rmsnorm_back_cols, &j);
+    al_rmsnorm_backward_beta(dx, dw, dout, x, w, rstd, N, C, 1.0f, 1.0f);
 }
 
 /* ---------------------------------------------------------------- GELU */

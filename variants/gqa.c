@@ -94,17 +94,17 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
     gqa_acts a = carve(s, G, (float *)act, B, T);
     float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
-    /* out = y . wo^T: dy (BT, H*dh) = dout . wo (written, not accumulated) */
-    al_gemm_nn(dy, H * dh, dout, D, p[3], H * dh, BT, H * dh, D, 1.0f, 0.0f);
-    al_linear_backward(NULL, dp[3], dout, a.y, p[3], BT, H * dh, D);
+    /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
+     * first product. out = y . wo^T: dy (BT, H*dh) = dout . wo */
+    al_linear_backward_beta(dy, dp[3], dout, a.y, p[3], BT, H * dh, D, 0.0f, 0.0f);
     al_attn_backward(dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T, H, G,   /* writes */
                      dh, dh, 1.0f / sqrtf((float)dh), s->causal);
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
     al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);
     al_rope_backward(dk, B, T, G, dh, G * dh, 0, s->rope_base);
-    al_linear_backward(dx, dp[0], dq, x, p[0], BT, D, H * dh);
-    al_linear_backward(dx, dp[1], dk, x, p[1], BT, D, G * dh);
-    al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, G * dh);
+    al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
+    al_linear_backward_beta(dx, dp[1], dk, x, p[1], BT, D, G * dh, 1.0f, 0.0f);
+    al_linear_backward_beta(dx, dp[2], dv, x, p[2], BT, D, G * dh, 1.0f, 0.0f);
 }
 
 /* ------------------------------------------------------------ decode */
@@ -209,4 +209,5 @@ const al_variant_ops al_variant_gqa = {
     .decode = family_decode,
     .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
     .decode_batch = family_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };

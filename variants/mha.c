@@ -26,4 +26,5 @@ const al_variant_ops al_variant_mha = {
     .decode = family_decode,
     .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
     .decode_batch = family_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };

@@ -184,8 +184,10 @@ static void copy_rows(void *ctx, long lo, long hi, int tid)
             else if (j->mode == 2)
                 memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + d->dh,
                        j->src + (size_t)i * d->dr, w);
-            else
-                for (int c = 0; c < d->dr; c++) j->dst[(size_t)i * d->dr + c] += kf[d->dh + c];
+            else   /* summed onto zero, head by head, in order */
+                for (int c = 0; c < d->dr; c++)
+                    j->dst[(size_t)i * d->dr + c] = (h ? j->dst[(size_t)i * d->dr + c] : 0.0f) +
+                                                    kf[d->dh + c];
         }
     (void)tid;
 }
@@ -280,14 +282,14 @@ static mla_g carve_grads(const dims *d, float *s)
 }
 
 /* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared), heads in
- * order within each row. */
+ * order within each row; written. */
 static void reduce_rope_key(float *dkr, const float *dkf, const dims *d)
 {
-    memset(dkr, 0, (size_t)d->BT * d->dr * sizeof(float));
     copy_heads(dkr, dkf, d, 0, d->dr, 3);
 }
 
-/* Query path backward, given g->dqf; accumulates into dx and the grads. */
+/* Query path backward, given g->dqf: writes dx (its first contribution)
+ * and the query weights' gradients. */
 static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p *w,
                              const mla_p *dw, const mla_a *a, mla_g *g, float *dx,
                              const float *x, int B, int T)
@@ -297,16 +299,17 @@ static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p 
     unpack_heads(g->drope, g->dqf, d, d->dh, d->dr);
     al_rope_backward(g->drope, B, T, d->H, d->dr, Hr, 0, s->rope_base);
     if (!d->dq) {
-        al_linear_backward(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd);
-        al_linear_backward(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr);
+        al_linear_backward_beta(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd, 0.0f, 0.0f);
+        al_linear_backward_beta(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr, 1.0f, 0.0f);
         return;
     }
-    memset(g->dcq, 0, (size_t)d->BT * d->dq * sizeof(float));
-    al_linear_backward(g->dcq, dw->wuq, g->dcont, a->cq, w->wuq, d->BT, d->dq, Hd);
-    al_linear_backward(g->dcq, dw->wqr, g->drope, a->cq, w->wqr, d->BT, d->dq, Hr);
-    memset(g->dcq0, 0, (size_t)d->BT * d->dq * sizeof(float));
-    al_rmsnorm_backward(g->dcq0, dw->q_norm, g->dcq, a->cq0, w->q_norm, a->rstdq, d->BT, d->dq);
-    al_linear_backward(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq);
+    al_linear_backward_beta(g->dcq, dw->wuq, g->dcont, a->cq, w->wuq, d->BT, d->dq, Hd, 0.0f,
+                            0.0f);
+    al_linear_backward_beta(g->dcq, dw->wqr, g->drope, a->cq, w->wqr, d->BT, d->dq, Hr, 1.0f,
+                            0.0f);
+    al_rmsnorm_backward_beta(g->dcq0, dw->q_norm, g->dcq, a->cq0, w->q_norm, a->rstdq, d->BT,
+                             d->dq, 0.0f, 0.0f);
+    al_linear_backward_beta(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq, 0.0f, 0.0f);
 }
 
 static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
@@ -317,25 +320,25 @@ static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     mla_p w = bind(&d, p), dw = bind(&d, dp);
     mla_a a = carve(&d, (float *)act, B, T);
     mla_g g = carve_grads(&d, scratch);
-    size_t BT = d.BT, Hd = (size_t)d.H * d.dh;
-    /* out = y . wo^T: dy = dout . wo, written; attention writes dqf, dkf, dv */
-    al_gemm_nn(g.dy, (int)Hd, dout, d.D, w.wo, (int)Hd, d.BT, (int)Hd, d.D, 1.0f, 0.0f);
-    al_linear_backward(NULL, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
+    int Hd = d.H * d.dh;
+    /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
+     * first product. out = y . wo^T: dy = dout . wo; attention writes dqf,
+     * dkf, dv */
+    al_linear_backward_beta(g.dy, dw.wo, dout, a.y, w.wo, d.BT, Hd, d.D, 0.0f, 0.0f);
     al_attn_backward(g.dqf, g.dkf, g.dv, g.dy, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H,
                      d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
     queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
     /* k_c = wuk . c and v = wuv . c both feed dc */
     unpack_heads(g.dcont, g.dkf, &d, 0, d.dh);
-    memset(g.dc, 0, BT * d.dc * sizeof(float));
-    al_linear_backward(g.dc, dw.wuk, g.dcont, a.c, w.wuk, d.BT, d.dc, (int)Hd);
-    al_linear_backward(g.dc, dw.wuv, g.dv, a.c, w.wuv, d.BT, d.dc, (int)Hd);
-    memset(g.dc0, 0, BT * d.dc * sizeof(float));
-    al_rmsnorm_backward(g.dc0, dw.kv_norm, g.dc, a.c0, w.kv_norm, a.rstdc, d.BT, d.dc);
-    al_linear_backward(dx, dw.wdkv, g.dc0, x, w.wdkv, d.BT, d.D, d.dc);
+    al_linear_backward_beta(g.dc, dw.wuk, g.dcont, a.c, w.wuk, d.BT, d.dc, Hd, 0.0f, 0.0f);
+    al_linear_backward_beta(g.dc, dw.wuv, g.dv, a.c, w.wuv, d.BT, d.dc, Hd, 1.0f, 0.0f);
+    al_rmsnorm_backward_beta(g.dc0, dw.kv_norm, g.dc, a.c0, w.kv_norm, a.rstdc, d.BT, d.dc,
+                             0.0f, 0.0f);
+    al_linear_backward_beta(dx, dw.wdkv, g.dc0, x, w.wdkv, d.BT, d.D, d.dc, 1.0f, 0.0f);
     /* k_r = rope(wkr . x), shared by all heads */
     reduce_rope_key(g.dkr, g.dkf, &d);
     al_rope_backward(g.dkr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
-    al_linear_backward(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr);
+    al_linear_backward_beta(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr, 1.0f, 0.0f);
 }
 
 static size_t mla_kv_elems(const al_attn_shape *s)
@@ -604,4 +607,5 @@ const al_variant_ops al_variant_mla = {
     .decode = mla_decode,
     .decode_batch_scratch_floats = mla_decode_batch_scratch_floats,
     .decode_batch = mla_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };
