@@ -29,7 +29,7 @@
 enum al_split { AL_SPLIT_ROWS, AL_SPLIT_COLS, AL_SPLIT_GRID, AL_SPLIT_BLAS, AL_NSPLITS };
 
 /* A product this small runs whole: splitting would cost more than it saves. */
-#define AL_GEMM_PAR_FLOPS (1L << 22)
+#define AL_GEMM_PAR_FLOPS (1L << 21)
 
 /* "rows", "cols", "grid", "blas" */
 const char *al_split_name(int split);

@@ -4,8 +4,10 @@
  *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC] [--products fwd|all]
  *   attnlab-bench splits --shape S --threads N
  *   attnlab-bench train --shape S --variant V [--threads N] [--steps N] [--warmup N]
+ *                       [--seq-len T] [--batch B] [--split S]
  *   attnlab-bench flops --shape S --variant V
  *   attnlab-bench copy
+ *   attnlab-bench info
  *
  * Each prints key=value lines (one per result) that scripts/bench collects
  * into CSV. One training cell per process, so that the peak resident set
@@ -70,7 +72,12 @@ typedef struct opts {
     double min_time;
     int all_kinds;   /* sgemm: the backward products too (--products all) */
     int split;       /* train: -1 the plans' choice, else al_gemm_force_split */
+    long seq_len, batch;   /* 0: the shape's */
 } opts;
+
+/* The batch shape of a cell: the shape's, or the options' overrides. */
+static int opt_T(const opts *o) { return o->seq_len ? (int)o->seq_len : o->sh->seq_len; }
+static int opt_B(const opts *o) { return o->batch ? (int)o->batch : o->sh->batch; }
 
 /* ------------------------------------------------------------ config */
 
@@ -83,9 +90,9 @@ static int make_config(al_config *c, const opts *o, al_err *e)
     m->d_model = s->d_model;
     m->n_head = s->n_head;
     m->d_head = s->d_head;
-    m->seq_len = s->seq_len;
+    m->seq_len = opt_T(o);
     m->vocab_size = 256;   /* bytes */
-    c->train.batch_size = s->batch;
+    c->train.batch_size = opt_B(o);
     const al_variant_ops *ops = al_variant_find(o->bv->registry);
     if (!ops) return al_errf(e, "variant '%s' is not built in", o->bv->registry);
     m->attn = ops;
@@ -191,20 +198,62 @@ static double bench_step(cell *k, const al_config *c, int B, int T)
     return loss;
 }
 
-static void print_train(const opts *o, const cell *k, double *dt, double *dc, int n,
-                        double base, long faults, double l0, double l1)
+/* ---- the attention's share of a step: the variant's forward and
+ * backward timed through a copy of its table (nothing else differs). */
+static const al_variant_ops *timed_inner;
+static double attn_seconds;
+
+static void timed_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                          const float *x, float *const *p, int B, int T)
+{
+    double t0 = al_now();
+    timed_inner->forward(s, out, act, scratch, x, p, B, T);
+    attn_seconds += al_now() - t0;
+}
+
+static void timed_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                           const float *dout, const float *x, const float *act,
+                           float *const *p, int B, int T)
+{
+    double t0 = al_now();
+    timed_inner->backward(s, dx, dp, scratch, dout, x, act, p, B, T);
+    attn_seconds += al_now() - t0;
+}
+
+static const al_variant_ops *timed_ops(const al_variant_ops *v)
+{
+    static al_variant_ops t;
+    timed_inner = v;
+    t = *v;
+    t.forward = timed_forward;
+    t.backward = timed_backward;
+    return &t;
+}
+
+/* FLOPs per token of the scores and weighted values alone (the T-term). */
+static double attn_flops_per_token(const al_model *m, const bvariant *bv)
+{
+    const al_model_config *c = &m->cfg;
+    double T = c->seq_len, Tk = c->causal ? (T + 1) / 2 : T;
+    return 6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
+}
+
+static void print_train(const opts *o, const cell *k, double *dt, double *dc, double *da,
+                        int n, double base, long faults, double l0, double l1)
 {
     const al_model *m = &k->model;
-    int B = o->sh->batch, T = o->sh->seq_len;
-    double med = median(dt, n), tok = (double)B * T / med;
+    int B = opt_B(o), T = opt_T(o);
+    double med = median(dt, n), tok = (double)B * T / med, st = 0, sa = 0;
     double fpt = flops_per_token(m, o->bv);
-    printf("train shape=%s variant=%s threads=%ld corename=%s steps=%d step_s=%.6f cpu_s=%.6f "
-           "tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f params=%zu "
+    for (int i = 0; i < n; i++) st += dt[i], sa += da[i];
+    printf("train shape=%s variant=%s threads=%ld corename=%s seq_len=%d batch=%d steps=%d "
+           "step_s=%.6f cpu_s=%.6f tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f "
+           "attn_share=%.4f attn_flop_share=%.4f params=%zu "
            "matmul_params=%zu rss_base_mib=%.1f rss_peak_mib=%.1f need_mib=%.1f "
            "faults_per_step=%.1f loss_first=%.6f loss_last=%.6f\n",
-           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), n, med,
-           median(dc, n), tok, fpt,
-           tok * fpt / 1e9, m->n_params, matmul_params(m), base, rss_mib(),
+           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), T, B, n, med,
+           median(dc, n), tok, fpt, tok * fpt / 1e9, st > 0 ? sa / st : 0,
+           attn_flops_per_token(m, o->bv) / fpt, m->n_params, matmul_params(m), base, rss_mib(),
            need_bytes(m, B, T) / (1024.0 * 1024.0), (double)faults / n, l0, l1);
 }
 
@@ -213,8 +262,9 @@ static int cmd_train(const opts *o)
     al_config c;
     al_err e;
     if (make_config(&c, o, &e) != 0) return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
+    c.model.attn = timed_ops(c.model.attn);
     double base = rss_mib();
-    int B = o->sh->batch, T = o->sh->seq_len;
+    int B = opt_B(o), T = opt_T(o);
     cell k;
     memset(&k, 0, sizeof k);
     if (al_model_init(&k.model, &c.model, &e) != 0 ||
@@ -227,17 +277,22 @@ static int cmd_train(const opts *o)
     k.tgt = al_malloc((size_t)B * T * sizeof(int));
     double *dt = al_malloc((size_t)o->steps * sizeof(double)), l0 = NAN, l1 = NAN;
     double *dc = al_malloc((size_t)o->steps * sizeof(double));
+    double *da = al_malloc((size_t)o->steps * sizeof(double));
     long faults = 0;
     for (long s = 0; s < o->warmup + o->steps; s++) {
         if (s == o->warmup) faults = minor_faults();
+        attn_seconds = 0;
         double t0 = al_now(), c0 = cpu_now(), loss = bench_step(&k, &c, B, T);
-        if (s >= o->warmup) dt[s - o->warmup] = al_now() - t0;
-        if (s >= o->warmup) dc[s - o->warmup] = cpu_now() - c0;
+        if (s >= o->warmup) {
+            dt[s - o->warmup] = al_now() - t0;
+            dc[s - o->warmup] = cpu_now() - c0;
+            da[s - o->warmup] = attn_seconds;
+        }
         if (s == 0) l0 = loss;
         l1 = loss;
     }
-    print_train(o, &k, dt, dc, (int)o->steps, base, minor_faults() - faults, l0, l1);
-    free(dt), free(dc), free(k.in), free(k.tgt);
+    print_train(o, &k, dt, dc, da, (int)o->steps, base, minor_faults() - faults, l0, l1);
+    free(dt), free(dc), free(da), free(k.in), free(k.tgt);
     al_adamw_free(&k.opt);
     al_model_free(&k.model);
     return 0;
@@ -327,7 +382,7 @@ static double sgemm_line(const opts *o, int kind, const product *p)
 {
     int t = (int)o->threads;
     double g = time_product(p, RUN_BLAS, o->min_time, t), best = g;
-    printf("sgemm shape=%s variant=%s threads=%d corename=%s kind=%s m=%d n=%d k=%d gflops=%.2f",
+    printf("sgemm shape=%s variant=%s threads=%d corename=%s product=%s m=%d n=%d k=%d gflops=%.2f",
            o->sh->name, o->bv->name, t, openblas_get_corename(), kind_names[kind], p->M, p->N,
            p->K, g);
     al_gemm_plan pl;
@@ -358,7 +413,7 @@ static int cmd_sgemm(const opts *o)
     al_model m;
     if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
         return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
-    int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len;
+    int nk[64][2], n = model_products(&m, nk, 64), M = opt_B(o) * opt_T(o);
     double best = 0;
     for (int kind = 0; kind < (o->all_kinds ? NKINDS : 1); kind++)
         for (int i = 0; i < n; i++) {
@@ -405,14 +460,14 @@ static int cmd_splits(const opts *o)
     al_model m;
     if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
         return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
-    int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len, bad = 0;
+    int nk[64][2], n = model_products(&m, nk, 64), M = opt_B(o) * opt_T(o), bad = 0;
     for (int kind = 0; kind < NKINDS; kind++)
         for (int i = 0; i < n; i++) {
             product p = product_of(kind, M, nk[i][0], nk[i][1]);
             al_gemm_plan pl;
             int ok = verify_product(&p, &pl);
             if (ok < 0) continue;   /* not split at this thread count */
-            printf("splits shape=%s threads=%ld corename=%s kind=%s m=%d n=%d k=%d reference=%s "
+            printf("splits shape=%s threads=%ld corename=%s product=%s m=%d n=%d k=%d reference=%s "
                    "plan=%s", o->sh->name, o->threads, openblas_get_corename(), kind_names[kind],
                    p.M, p.N, p.K, al_split_name(pl.reference), al_split_name(pl.split));
             for (int s = 0; s < AL_NSPLITS; s++)
@@ -459,7 +514,7 @@ static int cmd_flops(const opts *o)
     printf("flops shape=%s variant=%s params=%zu matmul_params=%zu flops_per_token=%.0f "
            "need_mib=%.3f\n", o->sh->name, o->bv->name, m.n_params, matmul_params(&m),
            flops_per_token(&m, o->bv),
-           need_bytes(&m, o->sh->batch, o->sh->seq_len) / (1024.0 * 1024.0));
+           need_bytes(&m, opt_B(o), opt_T(o)) / (1024.0 * 1024.0));
     al_model_free(&m);
     return 0;
 }
@@ -470,7 +525,9 @@ static const char usage[] =
     "usage: attnlab-bench sgemm|splits|train|flops --shape tiny|small|micro\n"
     "                     [--variant mha|gqa|mqa|mla] [--threads N] [--steps N] [--warmup N]\n"
     "                     [--min-time SEC] [--products fwd|all] [--split auto|rows|cols|grid|blas]\n"
+    "                     [--seq-len T] [--batch B]   (train: override the shape's)\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
+    "       attnlab-bench info          (the OpenBLAS core this process got)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -506,6 +563,10 @@ static int parse_one(opts *o, const char *a, const char *v)
         o->bv = &variants[i];
     } else if (!strcmp(a, "--threads")) {
         return parse_long(a, v, 1, 256, &o->threads);
+    } else if (!strcmp(a, "--seq-len")) {
+        return parse_long(a, v, 1, 1 << 16, &o->seq_len);
+    } else if (!strcmp(a, "--batch")) {
+        return parse_long(a, v, 1, 1 << 16, &o->batch);
     } else if (!strcmp(a, "--steps")) {
         return parse_long(a, v, 1, 100000, &o->steps);
     } else if (!strcmp(a, "--warmup")) {
@@ -543,7 +604,7 @@ static int parse(opts *o, int argc, char **argv)
             return fprintf(stderr, "attnlab-bench: option '%s' needs a value\n", argv[i]), -1;
         if (parse_one(o, argv[i], argv[i + 1]) != 0) return -1;
     }
-    if (!o->sh && strcmp(o->cmd, "copy"))
+    if (!o->sh && strcmp(o->cmd, "copy") && strcmp(o->cmd, "info"))
         return fprintf(stderr, "attnlab-bench: --shape is required\n"), -1;
     return 0;
 }
@@ -561,6 +622,7 @@ int main(int argc, char **argv)
     if (!strcmp(o.cmd, "flops")) return cmd_flops(&o);
     if (!strcmp(o.cmd, "splits")) return cmd_splits(&o);
     if (!strcmp(o.cmd, "copy")) return cmd_copy(&o);
+    if (!strcmp(o.cmd, "info")) return printf("info corename=%s\n", openblas_get_corename()), 0;
     fprintf(stderr, "attnlab-bench: unknown command '%s'\n%s", o.cmd, usage);
     return 2;
 }

@@ -219,7 +219,7 @@ void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, 
 /* A weight matrix this large (floats) is read by several threads, each
  * its share of the output rows: at batch 1 a decode step is mostly these
  * reads, and one core does not draw the memory system's whole bandwidth. */
-#define ROW_SPLIT_FLOATS (1L << 17)
+#define ROW_SPLIT_FLOATS (1L << 16)
 
 typedef struct row_job {
     float *out;
