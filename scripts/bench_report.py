@@ -455,7 +455,7 @@ def scaling(raw, out):
         dat.append(f"# {v}")
         for r in sel:
             if r["variant"] == v:
-                dat.append(" ".join(r[c] or "NaN" for c in ("seq_len", "train_tok_s", "attn_share",
+                dat.append(" ".join(str(r[c]) if r[c] not in ("", None) else "NaN" for c in ("seq_len", "train_tok_s", "attn_share",
                                                             "attn_flop_share", "fraction_of_peak",
                                                             "decode_tok_s")))
         dat += ["", ""]
@@ -474,8 +474,8 @@ def scaling(raw, out):
             f"Training at seq_len T with batch 4096 / T (tokens per step held), the *small* "
             f"width (4 layers, d_model 256, 8 heads of 32), and decode (batch 1) at context "
             f"T; every cell {repeats} time(s), median [min-max]. attn share = the variant's "
-            "forward and backward over the step; attn FLOP share = the scores and weighted "
-            "values in the model FLOPs; of peak = model GFLOP/s over the best sgemm rate of "
+            "forward and backward over the step; attn FLOP share = the model FLOPs inside it "
+            "(its projections, the scores and the weighted values) over the step's; of peak = model GFLOP/s over the best sgemm rate of "
             "the small shape's products at the same thread count.", "",
             markdown(lines), "", f"Picture: {plot}", ""]
     write_text(os.path.join(out, "scaling.md"), "\n".join(text))

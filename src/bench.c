@@ -230,12 +230,16 @@ static const al_variant_ops *timed_ops(const al_variant_ops *v)
     return &t;
 }
 
-/* FLOPs per token of the scores and weighted values alone (the T-term). */
+/* Model FLOPs per token inside the variant's forward and backward: its
+ * 2-D weights and the scores and weighted values (the T-term). */
 static double attn_flops_per_token(const al_model *m, const bvariant *bv)
 {
     const al_model_config *c = &m->cfg;
-    double T = c->seq_len, Tk = c->causal ? (T + 1) / 2 : T;
-    return 6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
+    double T = c->seq_len, Tk = c->causal ? (T + 1) / 2 : T, w = 0;
+    for (int i = 0; i < m->n_attn_params; i++)
+        if (m->attn_spec[i].cols > 0) w += (double)m->attn_spec[i].rows * m->attn_spec[i].cols;
+    return 6.0 * c->n_layer * w +
+           6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
 }
 
 static void print_train(const opts *o, const cell *k, double *dt, double *dc, double *da,
