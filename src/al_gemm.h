@@ -53,7 +53,8 @@ void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, in
                     float *C, int ldc);
 
 typedef struct al_gemm_plan {
-    int split;                   /* chosen: the fastest admitted split */
+    int split;                   /* chosen: the fastest admitted split (OpenBLAS's
+                                    threads only when 10 % faster than the pool's) */
     int reference;               /* the split the others must equal bit for bit */
     unsigned tried, admitted;    /* bit s: split s applies / gave the reference's bits */
     double seconds[AL_NSPLITS];  /* best of the timed runs, per tried split */
