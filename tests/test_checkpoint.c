@@ -215,7 +215,8 @@ START_TEST(mismatched_checkpoints_are_clear_errors)
     expect_load_error(dir, &m, (mut){.key = "n_heads", .value = "4"}, "unknown key 'n_heads'");
     expect_load_error(dir, &m, (mut){.key = "norm_eps", .value = NULL}, "'norm_eps' is missing");
     expect_load_error(dir, &m, (mut){.key = "causal", .value = "1"}, "'causal' must be true or false");
-    expect_load_error(dir, &m, (mut){.key = "d_ff", .value = "33"}, "'d_ff' (33) is not");
+    expect_load_error(dir, &m, (mut){.key = "d_ff", .value = "33"},
+                      "tensor 'blocks.0.mlp.w1.weight' has shape [32, 16], the model's config wants [33, 16]");
     expect_load_error(dir, &m, (mut){.key = "d_model", .value = "100000"},
                       "'d_model' must be an integer in [1, 16384]");
     expect_load_error(dir, &m, (mut){.key = "d_head", .value = "3"}, "must be even for RoPE");
