@@ -46,6 +46,7 @@ typedef struct al_decoder {
     float *x, *h, *a;     /* (batch, D) residual, normed input, branch output */
     float *u, *g;         /* (batch, F) MLP hidden before / after gelu */
     float *logits;        /* (batch, V) of the last token fed to each sequence */
+    float *tmp;           /* (batch, max(D, F, V)): al_linear_forward_few's */
     float *scratch;       /* variant decode scratch */
 } al_decoder;
 

@@ -63,14 +63,18 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     size_t elems = c->attn->kv_elems(&m->ashape);
     for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
         d->cache[i] = al_kv_cache_new(elems, context, dtype);
+    size_t wide = D > F ? D : F;
+    wide = wide > V ? wide : V;
     d->pos = al_calloc(B, sizeof *d->pos);
-    float *p = d->buf = al_calloc(B * (3 * D + 2 * F + V) + scratch, sizeof(float));
+    float *p = d->buf = al_calloc(B * (3 * D + 2 * F + V) + (B > 1 ? B * wide : 0) + scratch,
+                                  sizeof(float));
     d->x = p; p += B * D;
     d->h = p; p += B * D;
     d->a = p; p += B * D;
     d->u = p; p += B * F;
     d->g = p; p += B * F;
     d->logits = p; p += B * V;
+    d->tmp = B > 1 ? p : NULL; p += B > 1 ? B * wide : 0;
     d->scratch = p;
     return 0;
 }
@@ -139,10 +143,11 @@ int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
 
 /* out (n, OC) = x (n, IC) . w^T: one row by a matrix-vector product (a
  * matrix product would repack w for one row), several by a product. */
-static void linear(float *out, const float *x, const float *w, int n, int IC, int OC)
+static void linear(al_decoder *d, float *out, const float *x, const float *w, int n, int IC,
+                   int OC)
 {
     if (n == 1) al_linear_row(out, x, w, IC, OC);
-    else al_linear_forward(out, x, w, n, IC, OC);
+    else al_linear_forward_few(out, d->tmp, x, w, n, IC, OC);
 }
 
 /* The attention of layer l for sequences [b0, b0 + n): the variant's
@@ -190,13 +195,13 @@ static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens)
         attention(d, l, b0, n);
         add_rows(x, a, (size_t)n * D);
         al_rmsnorm_forward(h, NULL, x, L->mlp_norm, n, D, eps);
-        linear(u, h, L->w1, n, D, F);
+        linear(d, u, h, L->w1, n, D, F);
         al_gelu_forward(g, u, (size_t)n * F);
-        linear(a, g, L->w2, n, F, D);
+        linear(d, a, g, L->w2, n, F, D);
         add_rows(x, a, (size_t)n * D);
     }
     al_rmsnorm_forward(h, NULL, x, m->final_norm, n, D, eps);
-    linear(logits, h, m->tok_emb, n, D, V);   /* tied head */
+    linear(d, logits, h, m->tok_emb, n, D, V);   /* tied head */
     for (int i = 0; i < n; i++) d->pos[b0 + i]++;
     return logits;
 }

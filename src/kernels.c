@@ -140,6 +140,15 @@ void al_linear_forward(float *out, const float *inp, const float *w,
     al_gemm_nt(out, OC, inp, IC, w, IC, N, OC, IC, 1.0f, 0.0f);
 }
 
+void al_linear_forward_few(float *out, float *tmp, const float *inp, const float *w, int N,
+                           int IC, int OC)
+{
+    /* tmp (OC, N) = w (OC, IC) . inp^T */
+    al_gemm_nt(tmp, N, w, IC, inp, IC, OC, N, IC, 1.0f, 0.0f);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] = tmp[(size_t)o * N + n];
+}
+
 void al_linear_backward_beta(float *dinp, float *dw, const float *dout, const float *inp,
                              const float *w, int N, int IC, int OC, float beta_inp,
                              float beta_w)
@@ -354,17 +363,39 @@ typedef struct rope_job {
  * contiguous i that vectorises: no table to keep. */
 #define ROPE_I 64
 
+/* base^(-2i/dim) for i < dim/2: kept per thread for the last (dim, base)
+ * asked for, since decode rotates one token at a time and a pow per pair
+ * per call cost more than the rotation. NULL for dim/2 > ROPE_FREQS. */
+#define ROPE_FREQS 512
+
+static const double *rope_freqs(int dim, float base)
+{
+    static _Thread_local struct {
+        int dim;
+        float base;
+        double f[ROPE_FREQS];
+    } c;
+    if (dim / 2 > ROPE_FREQS) return NULL;
+    if (c.dim != dim || c.base != base) {
+        for (int i = 0; i < dim / 2; i++) c.f[i] = pow(base, -2.0 * i / dim);
+        c.dim = dim, c.base = base;
+    }
+    return c.f;
+}
+
 AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
 {
     const rope_job *j = ctx;
     int half = j->dim / 2;
     double c[ROPE_I], s[ROPE_I];
+    const double *freq = rope_freqs(j->dim, j->base);
     for (long t = lo; t < hi; t++)
         for (int i0 = 0; i0 < half; i0 += ROPE_I) {
             int ni = imin(ROPE_I, half - i0);
             for (int i = 0; i < ni; i++) {
-                double ang = (double)(j->pos0 + t) * pow(j->base, -2.0 * (i0 + i) / j->dim);
-                c[i] = cos(ang), s[i] = j->sign * sin(ang);
+                double f = freq ? freq[i0 + i] : pow(j->base, -2.0 * (i0 + i) / j->dim);
+                sincos((double)(j->pos0 + t) * f, &s[i], &c[i]);
+                s[i] *= j->sign;
             }
             for (int b = 0; b < j->B; b++) {
                 float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;

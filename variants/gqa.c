@@ -159,12 +159,14 @@ void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, co
     al_linear_row(out, y, p[3], H * dh, D);   /* out = y . wo^T */
 }
 
-/* q, y (B, H*dh) | k, v (B, G*dh). Attention's scratch is the pool's. */
+/* q, y (B, H*dh) | k, v (B, G*dh) | the products' tmp (B, max(H*dh, D)).
+ * Attention's scratch is the pool's. */
 size_t al_gqa_decode_batch_scratch_floats(const al_attn_shape *s, int G, int context, int B)
 {
     size_t Hd = (size_t)s->n_head * s->d_head, Gd = (size_t)G * s->d_head;
+    size_t wide = Hd > (size_t)s->d_model ? Hd : (size_t)s->d_model;
     (void)context;
-    return (size_t)B * (2 * Hd + 2 * Gd);
+    return (size_t)B * (2 * Hd + 2 * Gd + wide);
 }
 
 /* al_gqa_decode for B sequences: the projections are (B, D) products. */
@@ -174,9 +176,10 @@ void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scrat
 {
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, Gd = G * dh;
     float *q = scratch, *y = q + (size_t)B * Hd, *k = y + (size_t)B * Hd, *v = k + (size_t)B * Gd;
-    al_linear_forward(q, x, p[0], B, D, Hd);   /* q = x . wq^T */
-    al_linear_forward(k, x, p[1], B, D, Gd);   /* k = x . wk^T */
-    al_linear_forward(v, x, p[2], B, D, Gd);   /* v = x . wv^T */
+    float *tmp = v + (size_t)B * Gd;
+    al_linear_forward_few(q, tmp, x, p[0], B, D, Hd);   /* q = x . wq^T */
+    al_linear_forward_few(k, tmp, x, p[1], B, D, Gd);   /* k = x . wk^T */
+    al_linear_forward_few(v, tmp, x, p[2], B, D, Gd);   /* v = x . wv^T */
     for (int b = 0; b < B; b++) {   /* each token at its own position */
         al_rope_forward(q + (size_t)b * Hd, 1, 1, H, dh, Hd, pos[b], s->rope_base);
         al_rope_forward(k + (size_t)b * Gd, 1, 1, G, dh, Gd, pos[b], s->rope_base);
@@ -184,7 +187,7 @@ void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scrat
         al_kv_put(caches[b], pos[b], Gd, Gd, v + (size_t)b * Gd);
     }
     al_kv_attend_batch(y, q, caches, pos, B, H, G, dh, dh, 0, Gd, 1.0f / sqrtf((float)dh));
-    al_linear_forward(out, y, p[3], B, Hd, D);   /* out = y . wo^T */
+    al_linear_forward_few(out, tmp, y, p[3], B, Hd, D);   /* out = y . wo^T */
 }
 
 /* ------------------------------------------------------------ gqa variant */

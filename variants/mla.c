@@ -467,8 +467,16 @@ static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const
  * absorbed queries qa (B, H, dc+dr), latent outputs o (B, H, dc) and
  * y (B, H*dh). Attention's own scratch is the pool's. */
 typedef struct mla_batch {
-    float *cq0, *cq, *qn, *qr, *c0, *c, *kr, *qa, *o, *y, *end;
+    float *cq0, *cq, *qn, *qr, *c0, *c, *kr, *qa, *o, *y, *tmp, *end;
 } mla_batch;
+
+/* The widest output of a batched step's projections (al_linear_forward_few's tmp). */
+static int batch_wide(const dims *d)
+{
+    int w = d->D, c[] = {d->H * d->dh, d->H * d->dr, d->dc, d->dq};
+    for (int i = 0; i < 4; i++) w = c[i] > w ? c[i] : w;
+    return w;
+}
 
 static mla_batch carve_batch(const dims *d, float *s, int B)
 {
@@ -484,6 +492,7 @@ static mla_batch carve_batch(const dims *d, float *s, int B)
     m.qa = s; s += b * d->H * row;
     m.o = s; s += b * d->H * d->dc;
     m.y = s; s += b * d->H * d->dh;
+    m.tmp = s; s += b * batch_wide(d);
     m.end = s;
     return m;
 }
@@ -494,7 +503,7 @@ static size_t mla_decode_batch_scratch_floats(const al_attn_shape *s, int contex
     size_t row = (size_t)d.dc + d.dr;
     (void)context;
     return (size_t)B * (2 * (size_t)d.dq + (size_t)d.H * (2 * d.dh + d.dr + row + d.dc) +
-                        2 * (size_t)d.dc + d.dr);
+                        2 * (size_t)d.dc + d.dr + batch_wide(&d));
 }
 
 /* The B tokens' queries, and their cache rows written at pos[b]. */
@@ -504,18 +513,18 @@ static void batch_forward(const al_attn_shape *s, const dims *d, const mla_p *w,
     int Hd = d->H * d->dh, Hr = d->H * d->dr, nin = d->D;
     const float *qin = x;
     if (d->dq) {   /* c_q = rmsnorm(wdq . x), q = wuq . c_q */
-        al_linear_forward(m->cq0, x, w->wdq, B, d->D, d->dq);
+        al_linear_forward_few(m->cq0, m->tmp, x, w->wdq, B, d->D, d->dq);
         al_rmsnorm_forward(m->cq, NULL, m->cq0, w->q_norm, B, d->dq, s->norm_eps);
-        al_linear_forward(m->qn, m->cq, w->wuq, B, d->dq, Hd);
+        al_linear_forward_few(m->qn, m->tmp, m->cq, w->wuq, B, d->dq, Hd);
         qin = m->cq;
         nin = d->dq;
     } else {
-        al_linear_forward(m->qn, x, w->wq, B, d->D, Hd);
+        al_linear_forward_few(m->qn, m->tmp, x, w->wq, B, d->D, Hd);
     }
-    al_linear_forward(m->qr, qin, w->wqr, B, nin, Hr);
-    al_linear_forward(m->c0, x, w->wdkv, B, d->D, d->dc);   /* c = rmsnorm(wdkv . x) */
+    al_linear_forward_few(m->qr, m->tmp, qin, w->wqr, B, nin, Hr);
+    al_linear_forward_few(m->c0, m->tmp, x, w->wdkv, B, d->D, d->dc);   /* c = rmsnorm(wdkv . x) */
     al_rmsnorm_forward(m->c, NULL, m->c0, w->kv_norm, B, d->dc, s->norm_eps);
-    al_linear_forward(m->kr, x, w->wkr, B, d->D, d->dr);    /* k_r = rope(wkr . x) */
+    al_linear_forward_few(m->kr, m->tmp, x, w->wkr, B, d->D, d->dr);    /* k_r = rope(wkr . x) */
     for (int b = 0; b < B; b++) {
         al_rope_forward(m->qr + (size_t)b * Hr, 1, 1, d->H, d->dr, Hr, pos[b], s->rope_base);
         al_rope_forward(m->kr + (size_t)b * d->dr, 1, 1, 1, d->dr, d->dr, pos[b], s->rope_base);
@@ -545,7 +554,7 @@ static void mla_decode_batch(const al_attn_shape *s, float *out, float *scratch,
     for (int h = 0; h < d.H; h++)   /* y[:, h] = o[:, h] . wuv_h^T: (B, dc) . (dc, dh) */
         al_gemm_nt(m.y + (size_t)h * d.dh, Hd, m.o + (size_t)h * d.dc, d.H * d.dc,
                    w.wuv + (size_t)h * d.dh * d.dc, d.dc, B, d.dh, d.dc, 1.0f, 0.0f);
-    al_linear_forward(out, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
+    al_linear_forward_few(out, m.tmp, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
 }
 
 /* ------------------------------------------------------------ naive decode (oracle) */
