@@ -262,7 +262,6 @@ static double train_step(run *R, int step)
     double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
     R->data.step = step;
     al_data_batch(&R->data, AL_SPLIT_TRAIN, &R->rng, B, T, R->in, R->tgt, R->w);
-    al_model_zero_grad(&R->model);
     double loss = al_dp_forward_backward(&R->model, R->in, R->tgt,
                                          R->data.has_weights ? R->w : NULL, B, T);
     if (!isfinite(loss)) return loss;

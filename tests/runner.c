@@ -30,6 +30,7 @@ Suite *report_suite(void);
 Suite *stats_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
+Suite *gemm_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
@@ -65,6 +66,7 @@ static const struct {
     {"stats", stats_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
+    {"gemm", gemm_suite},
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
