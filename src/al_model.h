@@ -76,7 +76,9 @@ typedef struct al_model {
 
 /* Build the tensor table and allocate parameters and gradients (zeroed). */
 int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
-/* Initialise weights per the spec from a seed. */
+/* Initialise weights per the spec from a seed: each tensor from its own
+ * stream (seed, name), unit by unit, so models that share a tensor or a
+ * prefix of it start equal there (model.c). */
 void al_model_init_weights(al_model *m, uint64_t seed);
 /* Allocate activations for batches up to (B, T). Idempotent for the same
  * or a smaller shape. */

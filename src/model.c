@@ -126,15 +126,40 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     return 0;
 }
 
+/* Each tensor draws from its own stream, keyed by the seed and its name,
+ * and a weight's values are drawn unit by unit: rows of [out, in] (so the
+ * first rows of a narrower wk equal a wider one's), but columns of the MLP's
+ * w2 [D, F] (so hidden unit j has the same weights in and out whatever
+ * d_ff is). Two models that share tensors or a prefix of them therefore
+ * start from the same values there: with the same seed, mha and mqa share
+ * the embedding, wq, wo and the MLP, and a comparison between them pairs
+ * far more of the initialisation than one stream running through tensors
+ * of different sizes would. */
+static uint64_t tensor_stream(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a of the name */
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    return seed ^ (h * 0x9e3779b97f4a7c15ULL);
+}
+
+static int by_columns(const al_tensor *t)
+{
+    size_t n = strlen(t->name);
+    return t->ndim == 2 && n >= 16 && strcmp(t->name + n - 16, ".mlp.w2.weight") == 0;
+}
+
 void al_model_init_weights(al_model *m, uint64_t seed)
 {
-    al_rng rng;
-    al_rng_seed(&rng, seed);
     double resid = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     for (int i = 0; i < m->n_tensors; i++) {
         const al_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        for (size_t j = 0; j < t->numel; j++) {
+        al_rng rng;
+        al_rng_seed(&rng, tensor_stream(seed, t->name));
+        size_t rows = (size_t)t->shape[0], cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+        int transposed = by_columns(t);
+        for (size_t k = 0; k < t->numel; k++) {
+            size_t j = transposed ? (k % rows) * cols + k / rows : k;   /* k-th draw lands at j */
             switch (t->init) {
             case AL_INIT_NORMAL: p[j] = (float)(0.02 * al_rng_normal(&rng)); break;
             case AL_INIT_RESID: p[j] = (float)(resid * al_rng_normal(&rng)); break;
