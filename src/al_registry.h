@@ -8,7 +8,7 @@
 #define AL_REGISTRY_H
 
 #include "attnlab_variant.h"
-#include "../src/al_util.h"
+#include "al_util.h"
 
 const al_variant_ops *al_variant_find(const char *name);
 int al_variant_count(void);

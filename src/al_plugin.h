@@ -18,7 +18,7 @@
 #ifndef AL_PLUGIN_H
 #define AL_PLUGIN_H
 
-#include "../src/al_config.h"
+#include "al_config.h"
 
 /* Load one plugin and register its variants. Loading a file that is
  * already loaded does nothing. Errors (one line, naming path): missing file,
