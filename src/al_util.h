@@ -18,7 +18,8 @@ typedef struct al_err {
     char msg[AL_ERR_LEN];
 } al_err;
 
-/* Format into e (if non-NULL); returns -1 so callers can `return al_errf(...)`. */
+/* Format into e (if non-NULL); returns -1 so callers can `return al_errf(...)`.
+ * The message is one line: control characters (from quoted input) become '?'. */
 int al_errf(al_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define AL_ASSERT(c)                                                          \

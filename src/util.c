@@ -20,6 +20,10 @@ int al_errf(al_err *e, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        /* Messages quote values from files (a key, a path, a plugin's
+         * words): control characters would break the one line. */
+        for (unsigned char *p = (unsigned char *)e->msg; *p; p++)
+            if (*p < 0x20 || *p == 0x7f) *p = '?';
     }
     return -1;
 }
