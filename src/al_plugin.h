@@ -26,6 +26,13 @@
  * interface version, a variant name already registered. */
 int al_plugin_load(const char *path, al_err *e);
 
+/* What al_plugin_load does once the file is open: call the entry point,
+ * check the interface versions, and register every table it returns under
+ * origin (kept, not copied: it must outlive the process's use of the
+ * variants), whole or not at all. Exposed for the tests and the fuzzer,
+ * which hand it tables built in memory. */
+int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_err *e);
+
 /* Load the plugins a config tree lists under `plugins:`. A relative path is
  * taken relative to the directory of the file that lists it (the current
  * directory for --set). Each entry is rewritten to the absolute path that
