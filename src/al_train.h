@@ -44,6 +44,8 @@ typedef struct al_train_result {
     double val_accuracy;    /* NAN unless the data is a task with answers */
     double tokens_per_s, wall_s;
     size_t params, kv_elems_per_token;
+    int resume_changed;     /* al_train failed because the run's data, a plugin or
+                               the attnlab interface changed since it started */
 } al_train_result;
 
 /* Returns -1 with e set on bad input or I/O failure; otherwise 0 with the

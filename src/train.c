@@ -174,6 +174,7 @@ typedef struct run {
     int start;                  /* first step: 0, or where a resume picks up */
     double loss_sum;            /* train losses since the last evaluation */
     long loss_count;
+    al_run_inputs inputs;       /* the data and plugin files, fingerprinted */
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -217,6 +218,9 @@ static int run_open(run *R, al_config *c, al_err *e)
     R->in = al_malloc(BT * sizeof(int));
     R->tgt = al_malloc(BT * sizeof(int));
     R->w = al_malloc(BT * sizeof(float));
+    /* what a resume must find unchanged, for runs that save checkpoints */
+    if (R->o->outdir)
+        return al_run_inputs_of(&R->inputs, c, R->data.bytes, R->data.n, e);
     return 0;
 }
 
@@ -276,7 +280,8 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
 {
     if (!R->wdir) return 0;
     al_train_state s = {steps_done, R->rng, R->tokens, R->train_time, al_now() - R->t0,
-                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL};
+                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL,
+                        R->inputs};
     s.rows = al_malloc((size_t)R->mt.n * AL_METRIC_COLS * sizeof(double));
     for (int i = 0; i < R->mt.n; i++) {
         const metric_row *m = &R->mt.rows[i];
@@ -294,7 +299,9 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
 {
     al_train_state s;
     if (!R->o->outdir) return al_errf(e, "resume: no output directory to resume from");
-    if (al_checkpoint_resume(R->o->outdir, R->c, &R->model, &R->opt, &s, e) != 0) return -1;
+    int rc = al_checkpoint_resume(R->o->outdir, R->c, &R->inputs, &R->model, &R->opt, &s, e);
+    if (rc == AL_RESUME_CHANGED) r->resume_changed = 1;
+    if (rc != 0) return -1;
     if (s.step >= R->c->train.steps) {
         free(s.rows);
         return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
