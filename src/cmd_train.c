@@ -204,15 +204,33 @@ int al_cmd_kv(int argc, char **argv)
 
 /* ------------------------------------------------------------ keys */
 
+static const char keys_help[] =
+    "usage: attnlab keys [--plugin PATH ...]\n"
+    "\n"
+    "Print every experiment-file key with its default and meaning, as a markdown\n"
+    "table. --plugin loads a plugin first, so that the settings its variants take\n"
+    "under model.attention are listed with the built-in variants' settings.\n";
+
 int al_cmd_keys(int argc, char **argv)
 {
-    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        puts("usage: attnlab keys\n\nPrint every experiment-file key with its default and "
-             "meaning, as a markdown table.");
-        return 0;
+    al_cli_opts o;
+    memset(&o, 0, sizeof o);
+    char msg[512];
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return fputs(keys_help, stdout), 0;
+        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
+            snprintf(msg, sizeof msg, "keys: unknown or incomplete argument '%.200s' (see "
+                     "'attnlab keys --help')", argv[i]);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        if (o.n_plugins == AL_CLI_MAX_PLUGINS)
+            return al_cli_fail(AL_EXIT_INPUT, "keys: too many --plugin options");
+        o.plugins[o.n_plugins++] = argv[++i];
     }
-    if (argc > 0) return al_cli_fail(AL_EXIT_INPUT, "keys: takes no arguments");
+    int rc = al_cli_load_plugins(&o);
+    if (rc) return rc;
     puts("| key | default | meaning |\n| --- | --- | --- |");
-    al_config_print_schema(stdout);
+    al_config_print_schema(stdout);   /* plugins' settings among model.attention's */
     return 0;
 }
