@@ -547,16 +547,11 @@ static int at_path(al_err *e, const al_node *tree, const char *path, const char 
 /* What training would find missing, found before anything is trained. */
 static int check_data(const al_node *tree, const al_config *c, al_err *e)
 {
-    if (al_data_vocab(&c->data) < 0)
-        return at_path(e, tree, "data.source", "data source '%s' is not available in this "
-                       "build", c->data.source);
-    if (strcmp(c->data.source, "text") != 0) return 0;
-    if (!c->data.path[0])
-        return at_path(e, tree, "data", "'data.path' is required for source 'text'");
-    if (access(c->data.path, R_OK) != 0)
-        return at_path(e, tree, "data.path", "'data.path' ('%s'): cannot read: %s",
-                       c->data.path, strerror(errno));
-    return 0;
+    al_err why;
+    if (al_data_check(&c->data, c->model.seq_len, &why) == 0) return 0;
+    const char *at = al_data_vocab(&c->data) < 0 ? "data.source"
+                     : !c->data.path[0] ? "data" : "data.path";
+    return at_path(e, tree, at, "%s", why.msg);
 }
 
 /* The seed node for seed index i: the listed node, or the count's node

@@ -679,26 +679,36 @@ START_TEST(killed_worker_and_stopped_sweep_are_recorded_then_resumed)
 }
 END_TEST
 
-/* A trial that fails inside training (data too short for its seq_len) is
- * recorded with the worker's own message; exit 1. */
+/* Data too short for a trial's seq_len is refused when the sweep is read
+ * (exit 2, nothing trained); a trial that fails inside training (here its
+ * checkpoint cannot be put in place: a directory holds its name) is
+ * recorded with the worker's own message, and the sweep exits 1. */
 START_TEST(failing_trial_is_recorded_with_its_reason)
 {
-    char *dir = al_test_tmpdir(), *out, r[4200], body[8192];
+    char *dir = al_test_tmpdir(), *out, r[4200], body[8192], blocker[4400];
     char *shortp = al_test_write(dir, "short.txt", "just a few bytes of text\n");
     char *path = write_exp(dir, "fail", "steps: 10, eval_every: 5", "");
     char *text = read_text(path);
     char *q = strstr(text, "data: {source: text, path: ");
     ck_assert_ptr_nonnull(q);
     snprintf(body, sizeof body, "%ssweep:\n  grid:\n    data.path: [%s]\n", text, shortp);
-    free(path);
-    path = al_test_write(dir, "exp2.yaml", body);
+    char *path2 = al_test_write(dir, "exp2.yaml", body);
     snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path2, r), 2);
+    ck_assert_msg(strstr(out, "exp2.yaml:8:") && strstr(out, "too short"), "%s", out);
+    ck_assert_msg(!exists(r), "%s", out);
+    free(out);
+    snprintf(blocker, sizeof blocker, "%s/base_seed1/model.safetensors", r);
+    al_err e;
+    ck_assert_int_eq(al_mkdirs(blocker, &e), 0);
+    free(al_test_write(r, "sweep.json", "{\"experiment\": \"fail\"}\n"));   /* ours */
     ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 1);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 1 failed"), "%s", out);
     free(out);
     char *s = summary_without_timing(r);
-    ck_assert_msg(strstr(s, ",failed,") && strstr(s, "too short"), "%s", s);
-    free(s), free(text), free(shortp), free(path), free(dir);
+    ck_assert_msg(strstr(s, ",failed,") && strstr(s, "model.safetensors: cannot rename into "
+                                                     "place: Is a directory"), "%s", s);
+    free(s), free(text), free(shortp), free(path), free(path2), free(dir);
 }
 END_TEST
 
