@@ -28,6 +28,10 @@ typedef struct al_train_opts {
     const char *label;      /* prefix of progress lines, or NULL */
     int stop_after;         /* > 0: stop once this many steps are done, after
                                writing a checkpoint (as if interrupted) */
+    int accept_finished;    /* with resume: a run that has done all its steps
+                               returns the result its state holds (a worker
+                               killed after its final checkpoint) instead of
+                               the error "nothing to resume" */
     /* Called at every evaluation and about every 0.1 s of training, when
      * set: how a sweep worker reports its state. val_loss is the last
      * evaluation's (NAN before the first). */

@@ -93,7 +93,8 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     snprintf(w.path, sizeof w.path, "%s/progress", tdir);
     snprintf(w.tmp, sizeof w.tmp, "%s/progress.tmp.%ld", tdir, (long)getpid());
     al_train_opts o = {.outdir = tdir, .log_lines = 1, .label = t->id,
-                       .on_progress = worker_progress, .progress_ctx = &w};
+                       .accept_finished = 1, .on_progress = worker_progress,
+                       .progress_ctx = &w};
     al_train_result tr;
     al_trial_result r;
     al_trial_result_init(&r);

@@ -175,6 +175,7 @@ typedef struct run {
     double loss_sum;            /* train losses since the last evaluation */
     long loss_count;
     al_run_inputs inputs;       /* the data and plugin files, fingerprinted */
+    char step_point[AL_PATH_LEN + 8];   /* "<outdir>/step", for al_fault_point */
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -218,6 +219,7 @@ static int run_open(run *R, al_config *c, al_err *e)
     R->in = al_malloc(BT * sizeof(int));
     R->tgt = al_malloc(BT * sizeof(int));
     R->w = al_malloc(BT * sizeof(float));
+    snprintf(R->step_point, sizeof R->step_point, "%s/step", R->o->outdir ? R->o->outdir : "");
     /* what a resume must find unchanged, for runs that save checkpoints */
     if (R->o->outdir)
         return al_run_inputs_of(&R->inputs, c, R->data.bytes, R->data.n, e);
@@ -302,7 +304,7 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
     int rc = al_checkpoint_resume(R->o->outdir, R->c, &R->inputs, &R->model, &R->opt, &s, e);
     if (rc == AL_RESUME_CHANGED) r->resume_changed = 1;
     if (rc != 0) return -1;
-    if (s.step >= R->c->train.steps) {
+    if (s.step >= R->c->train.steps && !R->o->accept_finished) {
         free(s.rows);
         return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
                        R->o->outdir, R->c->train.steps);
@@ -345,6 +347,9 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
 {
     const al_train_config *t = &R->c->train;
     double last_print = 0;
+    /* a finished run resumed (accept_finished): its result is the state's,
+     * its final evaluation and checkpoint are on disk already */
+    if (R->start >= t->steps) return 0;
     for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&
             eval_point(R, step, R->loss_count ? R->loss_sum / R->loss_count : NAN, r, e) != 0)
@@ -364,6 +369,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
         R->loss_sum += loss, R->loss_count++;
         r->final_train_loss = loss;
         r->steps_done = step + 1;
+        al_fault_point("step", R->step_point);   /* tests: a kill mid-training */
         if (after_step(R, step + 1, r, e) != 0) return -1;
         if (r->status == AL_TRAIN_STOPPED) return 0;
         if ((al_stderr_is_tty() || R->o->on_progress) && al_now() - last_print > 0.1) {

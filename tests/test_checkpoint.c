@@ -475,6 +475,21 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the resumed runs end differently");
     free(b), free(b2);
     expect_resume_error(&c, other, "nothing to resume: the run has done all 24 steps");
+    /* a sweep worker killed after its final checkpoint: the finished state
+     * gives back the run's result as it was */
+    al_train_opts o = {.outdir = other, .resume = 1, .accept_finished = 1};
+    al_train_result again;
+    ck_assert_msg(al_train(&c, &o, &again, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(again.status, AL_TRAIN_OK);
+    ck_assert_int_eq(again.steps_done, 24);
+    ck_assert_mem_eq(&again.val_loss, &r.val_loss, sizeof(double));
+    ck_assert_mem_eq(&again.best_val_loss, &r.best_val_loss, sizeof(double));
+    ck_assert_mem_eq(&again.final_train_loss, &r.final_train_loss, sizeof(double));
+    ck_assert_mem_eq(&again.tokens_per_s, &r.tokens_per_s, sizeof(double));
+    b = file_bytes(other, "model.safetensors", &n);
+    b2 = file_bytes(dir, "model.safetensors", &n2);
+    ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the finished checkpoint changed");
+    free(b), free(b2);
     free(dir), free(other);
 }
 END_TEST
