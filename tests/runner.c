@@ -32,6 +32,7 @@ Suite *parallel_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
+Suite *bad_inputs_suite(void);
 
 static const struct {
     const char *name;
@@ -58,6 +59,7 @@ static const struct {
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
+    {"bad_inputs", bad_inputs_suite},
     {NULL, NULL},
 };
 
