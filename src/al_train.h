@@ -50,6 +50,8 @@ typedef struct al_train_result {
     size_t params, kv_elems_per_token;
     int resume_changed;     /* al_train failed because the run's data, a plugin or
                                the attnlab interface changed since it started */
+    int runtime_error;      /* al_train failed once training had begun (a write:
+                               the disk, not the input) */
 } al_train_result;
 
 /* Returns -1 with e set on bad input or I/O failure; otherwise 0 with the

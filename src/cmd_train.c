@@ -34,7 +34,8 @@ static const char train_help[] =
     "Progress goes to standard error: a live line on a terminal, one plain\n"
     "line per evaluation otherwise. The last line on standard output is\n"
     "  val_loss=<nats/token> train_loss=... tokens_per_s=... wall_s=...\n"
-    "Exit status: 0 done, 2 bad input, 3 the loss diverged (NaN/Inf).\n"
+    "Exit status: 0 done, 1 a write failed while training (a full disk), 2 bad\n"
+    "input, 3 the loss diverged (NaN/Inf).\n"
     "\n"
     "Data-parallel: 'mpirun -np N attnlab train CONFIG' (or srun --mpi=pmix)\n"
     "splits each batch of train.batch_size (divisible by N) across N ranks and\n"
@@ -100,11 +101,12 @@ static int resume_opts(const al_cli_opts *o, const char **xv, al_train_opts *to)
 }
 
 /* Errors under MPI: al_dist_agree leaves a message only where it should be
- * printed, so that a failure every rank shares is printed once. */
-static int train_fail(const al_err *e)
+ * printed, so that a failure every rank shares is printed once. A failure
+ * once training has begun (a full disk) is a run-time one. */
+static int train_fail(const al_err *e, int runtime)
 {
     if (e->msg[0]) fprintf(stderr, "%s\n", e->msg);
-    return AL_EXIT_INPUT;
+    return runtime ? AL_EXIT_RUNTIME : AL_EXIT_INPUT;
 }
 
 static int print_result(const al_config *c, const al_train_opts *to, const al_train_result *r)
@@ -136,13 +138,13 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
     al_err e = {""};
     int rc = al_cli_load_config(o, &c);   /* prints its own error */
     if (al_dist_agree(rc != 0, &e) != 0) {
-        train_fail(&e);
+        train_fail(&e, 0);
         return rc ? rc : AL_EXIT_INPUT;
     }
     al_train_opts to = {.outdir = o->out ? o->out : "results/train", .log_lines = 1};
     if ((rc = resume_opts(o, xv, &to))) return rc;
     al_train_result r;
-    if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e);
+    if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e, r.runtime_error);
     if (al_dist_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;
     return print_result(&c, &to, &r);
 }

@@ -414,6 +414,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
         r->params = R.model.n_params;
         r->kv_elems_per_token = al_model_kv_elems_per_token(&c.model);
         rc = train_loop(&R, r, e);
+        r->runtime_error = rc != 0;   /* a write failed (the disk), not the input */
         al_progress_end();
     }
     r->tokens_per_s = R.train_time > 0 ? R.tokens / R.train_time : 0;
