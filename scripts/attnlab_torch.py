@@ -13,6 +13,11 @@ Command line:
       recompute the loss and every gradient that `attnlab grads` wrote to
       GRADS (same windows) with autograd in float64 and compare them: one
       line per tensor, then `grads ok ...` or `grads MISMATCH ...` (exit 1).
+  attnlab_torch.py attention CHECKPOINT DIR [--tol 1e-5]
+      recompute the attention probabilities that `attnlab attention` wrote
+      to DIR (attention.csv over the tokens of tokens.csv) and compare them:
+      `attention ok ...` or `attention MISMATCH ...` (exit 1). Entries the
+      CSV leaves out (above the diagonal under the causal mask) must be 0.
   attnlab_torch.py batch JOBS
       run one of the commands above per line of JOBS in this process (torch
       loads once), each output preceded by `== <line>`; exit status: the
@@ -22,8 +27,10 @@ In Python:
   from attnlab_torch import load_model
   model, meta = load_model("results/train/model.safetensors")
   logits = model(torch.tensor([[72, 101, 108, 108, 111]]))   # (B, T, vocab)
+  probs = model.attention(torch.tensor([[72, 101, 108]]))    # per layer (B, H, T, T)
 """
 import argparse
+import csv
 import json
 import math
 import shlex
@@ -96,13 +103,15 @@ def rope(x, base):
 
 
 def attend(q, k, v, scale, causal):
-    """q, k (B, H, T, dqk), v (B, H, T, dv) -> (B, H, T, dv)."""
+    """q, k (B, H, T, dqk), v (B, H, T, dv) -> (B, H, T, dv), and the
+    probabilities (B, H, T, T)."""
     s = (q @ k.transpose(-1, -2)) * scale
     if causal:
         T = q.shape[-2]
         mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         s = s.masked_fill(mask, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    p = torch.softmax(s, dim=-1)
+    return p @ v, p
 
 
 def linear(i, o):
@@ -129,7 +138,7 @@ class GQA(nn.Module):
         v = self.wv(x).view(B, T, G, dh).transpose(1, 2)
         k = k.repeat_interleave(H // G, dim=1)
         v = v.repeat_interleave(H // G, dim=1)
-        y = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
+        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
@@ -170,7 +179,7 @@ class MLA(nn.Module):
         v = self.wuv(c).view(B, T, H, dh).transpose(1, 2)
         qf = torch.cat([q, qr], dim=-1)
         kf = torch.cat([kc, kr.expand(B, H, T, dr)], dim=-1)
-        y = attend(qf, kf, v, 1.0 / math.sqrt(dh + dr), self.causal)
+        y, self.probs = attend(qf, kf, v, 1.0 / math.sqrt(dh + dr), self.causal)
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
@@ -223,6 +232,13 @@ class AttnlabModel(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.final_norm(x) @ self.tok_emb.weight.T
+
+    def attention(self, idx):
+        """Every layer's attention probabilities over idx: a list of
+        (B, H, T, T), row i of head h the weights query i gives each key."""
+        with torch.no_grad():
+            self(idx)
+        return [b.attn.probs for b in self.blocks]
 
 
 def load_model(path, dtype=torch.float64):
@@ -297,6 +313,33 @@ def cmd_grads(args):
     return 0 if ok else 1
 
 
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def cmd_attention(args):
+    model, _ = load_model(args.checkpoint)
+    tokens = [int(r["token"]) for r in read_csv(f"{args.dir}/tokens.csv")]
+    probs = model.attention(torch.tensor([tokens]))
+    T, seen, worst, rows = len(tokens), {}, 0.0, 0
+    for r in read_csv(f"{args.dir}/attention.csv"):
+        l, h, i, j = (int(r[c]) for c in ("layer", "head", "query", "key"))
+        worst = max(worst, abs(float(r["p"]) - probs[l][0, h, i, j].item()))
+        seen.setdefault((l, h), set()).add((i, j))
+        rows += 1
+    left = 0.0     # what the CSV leaves out must be zero
+    for (l, h), have in seen.items():
+        for i in range(T):
+            for j in range(T):
+                if (i, j) not in have:
+                    left = max(left, abs(probs[l][0, h, i, j].item()))
+    ok = rows > 0 and worst <= args.tol and left <= args.tol
+    print(f"attention {'ok' if ok else 'MISMATCH'} heads={len(seen)} rows={rows} T={T} "
+          f"max_abs_err={worst:.3e} max_left_out={left:.3e} tol={args.tol:g}")
+    return 0 if ok else 1
+
+
 def cmd_batch(args):
     worst = 0
     with open(args.jobs) as f:
@@ -324,6 +367,11 @@ def parser():
     g.add_argument("grads")
     g.add_argument("--tol", type=float, default=1e-4)
     g.set_defaults(run=cmd_grads)
+    a = sub.add_parser("attention", help="compare `attnlab attention` output with torch")
+    a.add_argument("checkpoint")
+    a.add_argument("dir")
+    a.add_argument("--tol", type=float, default=1e-5)
+    a.set_defaults(run=cmd_attention)
     b = sub.add_parser("batch", help="run one command per line of a file")
     b.add_argument("jobs")
     b.set_defaults(run=cmd_batch)

@@ -53,6 +53,7 @@ int al_cmd_variants(int argc, char **argv);
 int al_cmd_score(int argc, char **argv);
 int al_cmd_grads(int argc, char **argv);
 int al_cmd_generate(int argc, char **argv);
+int al_cmd_attention(int argc, char **argv);
 int al_cmd_bench_decode(int argc, char **argv);
 int al_cmd_sweep(int argc, char **argv);
 int al_cmd_trial(int argc, char **argv);

@@ -65,6 +65,7 @@ typedef struct al_data_config {
     char source[AL_NAME_LEN];   /* text | kjv | mqar | induction */
     char path[AL_PATH_LEN];     /* for text */
     double val_fraction;        /* 0.1 */
+    double test_fraction;       /* 0.05: text sources, the held-out test split */
     /* synthetic tasks (mqar, induction) */
     int vocab_size, seq_len, num_kv_pairs, min_kv_pairs, curriculum_steps;
     int train_examples, test_examples;
@@ -72,9 +73,26 @@ typedef struct al_data_config {
     uint64_t seed;
 } al_data_config;
 
+/* model.match_params: widen the MLP or add blocks until the parameter count
+ * is as close as it gets to the same model with another attention. */
+enum al_match_by { AL_MATCH_NONE = 0, AL_MATCH_D_FF = 1, AL_MATCH_N_LAYER = 2 };
+
+typedef struct al_match_config {
+    int by;                              /* enum al_match_by */
+    char variant[AL_NAME_LEN];           /* the `to` attention ... */
+    const al_variant_ops *attn;
+    double attn_set[AL_MAX_SETTINGS];    /* ... and its settings */
+    int base_n_layer, base_d_ff;         /* the shape as given: the `to` model's */
+    int n_layer, d_ff;                   /* the matched shape (= the model's) */
+    size_t params, params_to;            /* both counts (0 while the vocabulary is unknown) */
+} al_match_config;
+
 typedef struct al_model_config {
     int n_layer, d_model, n_head, d_head, seq_len, vocab_size;
     double mlp_ratio;
+    int d_ff;                            /* MLP width: model.d_ff, else mlp_ratio * d_model;
+                                            after matching, the matched width */
+    al_match_config match;               /* n_layer and d_ff above are the matched ones */
     double norm_eps, rope_base;
     int causal;
     char variant[AL_NAME_LEN];
@@ -114,6 +132,9 @@ int al_config_load(const char *path, const char *const *sets, int n_sets,
 void al_config_write_yaml(const al_config *c, FILE *f);
 /* Print every key as a markdown table row: "| `model.n_head` | 4 | help |". */
 void al_config_print_schema(FILE *f);
+/* The d_ff a model config stands for: d_ff when set, else
+ * round(mlp_ratio * d_model) (configs built by hand leave it 0). */
+int al_config_d_ff(const al_model_config *m);
 /* The resolved attention shape for the variant interface. */
 void al_config_attn_shape(const al_config *c, al_attn_shape *s);
 /* Check shapes (n_kv_head divides n_head, odd d_head under RoPE, zero

@@ -12,7 +12,10 @@
 #include <stddef.h>
 #include "al_config.h"
 
-enum al_split { AL_SPLIT_TRAIN = 0, AL_SPLIT_VAL = 1 };
+/* Training batches come from TRAIN; evaluation during training (and any
+ * selection by validation loss) from VAL; TEST is held out and scored once,
+ * at the end of a run, on a fixed set of windows or examples. */
+enum al_split { AL_SPLIT_TRAIN = 0, AL_SPLIT_VAL = 1, AL_SPLIT_TEST = 2, AL_N_SPLITS = 3 };
 
 typedef struct al_data al_data;
 
@@ -28,9 +31,9 @@ typedef struct al_data_source {
     void (*batch)(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                   int *tgt, float *w);
     void (*close)(al_data *d);
-    /* Task data only (NULL for text): example `index` of a split, a pure
-     * function of the data config, so that evaluation can walk a fixed test
-     * set in order. 0 <= index < d->n_examples[split]. */
+    /* Example `index` of a split, a pure function of the data config, so
+     * that evaluation can walk a fixed set in order: task data's val and
+     * test sets, text's test windows. 0 <= index < d->n_examples[split]. */
     void (*example)(al_data *d, int split, long index, int T, int *in, int *tgt,
                     float *w);
 } al_data_source;
@@ -41,8 +44,11 @@ struct al_data {
     int has_weights;           /* 1: task data, loss and accuracy on answers only */
     unsigned char *bytes;      /* text sources: the whole file */
     size_t n, n_train;         /* bytes, and how many are training data */
+    size_t test_start;         /* text: validation is [n_train, test_start), test the rest */
     void *impl;                /* source-private state */
-    long n_examples[2];        /* task data: examples per split; 0 for text */
+    long n_examples[AL_N_SPLITS]; /* examples per split, walked in order by evaluation:
+                                  task data: val and test sets; text: the test split's
+                                  windows (0 elsewhere: text draws random windows) */
     long step;                 /* training step the next training batch is for, set by
                                   the trainer: a curriculum (data.curriculum_steps) reads it */
 };
@@ -66,12 +72,19 @@ void al_data_examples(al_data *d, int split, long first, int B, int T, int *in,
 /* Sources defined in their own files (data_kjv.c, data_synth.c). */
 extern const al_data_source al_data_kjv, al_data_mqar, al_data_induction;
 
-/* Text helpers shared by byte sources: split bytes[0..n) into train / val. */
+/* Text helpers shared by byte sources: split bytes[0..n) into train | val |
+ * test, the last test_fraction of the bytes being the test split (none when
+ * 0), the val_fraction before it validation. Test window i is bytes
+ * [test_start + i T, + T + 1): the split tiled without overlap. */
 int al_data_text_split(al_data *d, const char *what, double val_fraction,
-                       int seq_len, al_err *e);
+                       double test_fraction, int seq_len, al_err *e);
 /* Windows of T + 1 bytes at uniformly random offsets within the split. */
 void al_data_text_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                         int *tgt, float *w);
+/* Test window `index` (split must be AL_SPLIT_TEST): the example hook of
+ * byte sources. */
+void al_data_text_example(al_data *d, int split, long index, int T, int *in, int *tgt,
+                          float *w);
 /* Frees d->bytes. */
 void al_data_text_close(al_data *d);
 

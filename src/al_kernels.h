@@ -119,6 +119,13 @@ void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
                       const float *v, int B, int T, int H, int G, int dqk,
                       int dvd, float scale, int causal);
 
+/* The probabilities al_attn_forward used, for a batch of one sequence:
+ * P (H, T, T), row i of head h the weights query i gives keys 0..T-1,
+ * rebuilt from the saved stat (H, T, 2) and q, k exactly as backward
+ * rebuilds them (zero above the diagonal when causal). For pictures. */
+void al_attn_probs(float *P, const float *stat, const float *q, const float *k, int T,
+                   int H, int G, int dqk, float scale, int causal);
+
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);
 /* One block of a row whose softmax is computed block by block (online, as

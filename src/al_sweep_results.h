@@ -40,6 +40,7 @@ typedef struct al_trial_result {
     char reason[512];            /* why it diverged or failed */
     int steps_done, steps;
     double final_train_loss, val_loss, best_val_loss, val_accuracy;   /* NAN: none */
+    double test_loss, test_accuracy;   /* the held-out test split, at the end (NAN: none) */
     double tokens_per_s, wall_s;
 } al_trial_result;
 
@@ -67,10 +68,14 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
 int al_results_read_result(const char *tdir, const char *hash, al_trial_result *r);
 
 /* DIR/summary.csv from the spec and every trial's result.json. Columns:
- * trial,config,variant,n_kv_head,d_latent,d_rope,causal,seed,params,
- * kv_bytes_per_token,steps,tokens_per_step,final_train_loss,val_loss,
- * best_val_loss,val_accuracy,tokens_per_s,wall_s,status,reason
- * (blank where not applicable; kv bytes are f32 over all layers). */
+ * trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,
+ * d_rope,causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
+ * tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,
+ * test_loss,test_accuracy,tokens_per_s,wall_s,status,reason
+ * (blank where not applicable; kv bytes are f32 over all layers). `group`
+ * is the configuration (the trial without its seed and select axes),
+ * `tuned` the select axes' values, `baseline` 1 for the baseline's trials,
+ * `params_to` the count model.match_params matched (blank: no matching). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

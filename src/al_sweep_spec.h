@@ -15,12 +15,21 @@
  *       model.n_head: [2, 4]
  *     exclude:                     # drop trials matching every entry of one item
  *       - {model.attention.variant: gqa, train.lr: 3.0e-3}
+ *     select:                      # tuned-then-compared: per configuration and
+ *       best_of: [train.lr]        # seed the report keeps the value of these axes
+ *       by: val_loss               # with the best validation result
+ *     baseline: {model.attention: {variant: mha}}   # paired differences against
+ *                                  # this configuration (default: the first)
  *
  * Expansion order: seeds outermost (a sweep cut short has seen every
  * configuration once), then the grid axes in file order, then zip groups.
  * Every trial's tree (the file, --set edits, the trial's values) goes
  * through al_config_decode, so every error names file:line:col: a value's
  * own position when it came from the sweep mapping.
+ *
+ * Configurations. Trials that differ only in their seed, and in the values
+ * of the select axes, form one configuration (its `group` label, built
+ * from the other axes); the report aggregates over its seeds.
  *
  * Identity. A trial's label is built from the values that vary, e.g.
  * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
@@ -52,7 +61,11 @@ typedef struct al_sweep_trial {
     int index;                         /* in expansion order: the worker's --index */
     uint64_t seed;                     /* train.seed */
     char label[AL_SWEEP_ID_LEN];       /* readable, from the varying values */
-    char config[AL_SWEEP_ID_LEN];      /* the label without the seed: the configuration */
+    char config[AL_SWEEP_ID_LEN];      /* the label without the seed */
+    char group[AL_SWEEP_ID_LEN];       /* the configuration: config without the select axes */
+    char tuned[AL_SWEEP_ID_LEN];       /* the select axes' values ("lr0.001"), or "" */
+    uint64_t group_key;                /* equal for the trials of one configuration */
+    int baseline;                      /* 1: a trial of the baseline configuration */
     char id[AL_SWEEP_ID_LEN];          /* label or label-hash (al_sweep_assign_ids) */
     char hash[17];                     /* 16 hex digits of the resolved config */
     al_config cfg;                     /* decoded */
@@ -69,6 +82,9 @@ typedef struct al_sweep {
     int n_seeds;                       /* 0: no seeds axis (train.seed as given) */
     uint64_t *seeds;                   /* owned */
     int n_excluded;                    /* trials dropped by exclude */
+    int n_select;                      /* select.best_of: axes tuned per configuration */
+    int select_axis[AL_SWEEP_MAX_AXES];/* their indices in axes */
+    char select_by[32];                /* val_loss, best_val_loss or val_accuracy */
     int n_trials;
     al_sweep_trial *trials;            /* owned */
 } al_sweep;

@@ -46,6 +46,8 @@ typedef struct al_train_result {
     int steps_done;
     double final_train_loss, val_loss, best_val_loss;
     double val_accuracy;    /* NAN unless the data is a task with answers */
+    double test_loss;       /* the held-out test split, scored once at the end (NAN: none) */
+    double test_accuracy;   /* NAN unless the data is a task with answers */
     double tokens_per_s, wall_s;
     size_t params, kv_elems_per_token;
     int resume_changed;     /* al_train failed because the run's data, a plugin or
@@ -69,5 +71,9 @@ struct al_model;
 struct al_data;
 double al_evaluate(struct al_model *m, struct al_data *d, const al_train_config *t,
                    double *accuracy);
+/* Mean loss (and accuracy for task data) over the held-out test split, in
+ * order, in batches of at most B: a task's fixed test set, a text's test
+ * windows (the split tiled without overlap). NAN when there is none. */
+double al_evaluate_test(struct al_model *m, struct al_data *d, int B, double *accuracy);
 
 #endif

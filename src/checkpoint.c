@@ -223,9 +223,7 @@ static int config_from_json(const char *path, const char *text, const char *orig
     if (rc == 0) rc = decode_attention(path, json_object_get(o, "attention"), origin, c, e);
     json_decref(o);
     if (rc == 0) rc = al_config_validate(&full, NULL, e);
-    if (rc == 0 && lround(c->mlp_ratio * c->d_model) != d_ff)
-        rc = cfg_err(e, path, "'d_ff' (%d) is not mlp_ratio * d_model (%ld)", d_ff,
-                     lround(c->mlp_ratio * c->d_model));
+    c->d_ff = d_ff;   /* free: a parameter-matched model widens its MLP */
     if (rc == 0) *out = *c;
     return rc;
 }

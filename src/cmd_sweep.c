@@ -140,18 +140,31 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
     int todo = 0;
     printf("experiment %s (%s): %d trials", s->name, s->file, s->n_trials);
     if (s->n_excluded) printf(" (%d excluded)", s->n_excluded);
-    printf(", results in %s\n\n", a->out);
-    printf("%5s  %-36s %-8s %12s %15s  %s\n", "index", "trial", "variant", "params",
-           "kv_bytes/token", "status");
+    printf(", results in %s\n", a->out);
+    for (int i = 0; i < s->n_trials; i++)
+        if (s->trials[i].baseline) {
+            printf("baseline (paired differences in the report): %s\n", s->trials[i].group);
+            break;
+        }
+    if (s->n_select) {
+        printf("tuned per configuration and seed by %s:", s->select_by);
+        for (int i = 0; i < s->n_select; i++) printf(" %s", s->axes[s->select_axis[i]].path);
+        putchar('\n');
+    }
+    printf("\n%5s  %-36s %-8s %7s %6s %12s %12s %15s  %s\n", "index", "trial", "variant",
+           "n_layer", "d_ff", "params", "matched_to", "kv_bytes/token", "status");
     for (int i = 0; i < s->n_trials; i++) {
         const al_sweep_trial *t = &s->trials[i];
+        const al_model_config *m = &t->cfg.model;
         al_trial_result r;
+        char to[32] = "-";
         al_results_trial_dir(tdir, sizeof tdir, a->out, t);
         al_results_read_result(tdir, t->hash, &r);
         todo += !al_trial_status_final(r.status);
-        printf("%5d  %-36s %-8s %12zu %15zu  %s%s\n", t->index, t->id, t->cfg.model.variant,
-               t->params, 4 * t->kv_elems_per_token, al_trial_status_name(r.status),
-               al_trial_status_final(r.status) ? " (kept)" : "");
+        if (m->match.by) snprintf(to, sizeof to, "%zu", m->match.params_to);
+        printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s\n", t->index, t->id,
+               m->variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
+               al_trial_status_name(r.status), al_trial_status_final(r.status) ? " (kept)" : "");
     }
     printf("\n%d to run, %ld at a time with %ld thread(s) each; nothing was trained "
            "(--dry-run)\n", todo, a->jobs, a->threads);

@@ -125,6 +125,8 @@ static int print_result(const al_config *c, const al_train_opts *to, const al_tr
     printf("val_loss=%.4f best_val_loss=%.4f train_loss=%.4f", r->val_loss,
            r->best_val_loss, r->final_train_loss);
     if (!isnan(r->val_accuracy)) printf(" val_accuracy=%.4f", r->val_accuracy);
+    if (!isnan(r->test_loss)) printf(" test_loss=%.4f", r->test_loss);
+    if (!isnan(r->test_accuracy)) printf(" test_accuracy=%.4f", r->test_accuracy);
     printf(" params=%zu tokens_per_s=%.0f wall_s=%.1f variant=%s%s", r->params,
            r->tokens_per_s, r->wall_s, c->model.variant, mask);
     if (al_dist_size() > 1) printf(" ranks=%d", al_dist_size());
@@ -170,8 +172,9 @@ int al_cmd_train(int argc, char **argv)
 static const char kv_help[] =
     "usage: attnlab kv CONFIG.yaml [--set key.path=value ...] [--context N]\n"
     "\n"
-    "Print the parameter count and the KV-cache size per token, summed over\n"
-    "all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
+    "Print the model's shape (after model.match_params), its parameter count\n"
+    "(and the count it was matched to), and the KV-cache size per token, summed\n"
+    "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
     "with --context N also for N tokens. `attnlab generate --stats` measures\n"
     "the same figure from the caches it allocates.\n";
 
@@ -192,8 +195,15 @@ int al_cmd_kv(int argc, char **argv)
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c.model, dt);
     int dt = al_kv_dtype_parse(c.model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
-    printf("variant: %s\n", c.model.variant);
+    const al_model_config *m = &c.model;
+    printf("variant: %s\n", m->variant);
+    printf("shape: n_layer=%d d_model=%d n_head=%d d_head=%d d_ff=%d vocab_size=%d\n",
+           m->n_layer, m->d_model, m->n_head, m->d_head, m->d_ff, m->vocab_size);
     printf("parameters: %zu\n", params);
+    if (m->match.by != AL_MATCH_NONE)
+        printf("match_params: to=%s by=%s params_to=%zu (from n_layer=%d d_ff=%d)\n",
+               m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
+               m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
     printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(&c.model));
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);

@@ -25,6 +25,8 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "al_data.h"
+#include "al_model.h"
 #include "al_registry.h"
 
 #define MAX_DEPTH 64   /* nesting limit of the YAML tree (stack safety) */
@@ -488,6 +490,7 @@ enum key_type {
     K_MAP,      /* nested struct at offset; sub: its key table */
     K_ATTN,     /* model.attention: a variant and its own settings */
     K_PLUGINS,  /* sequence of paths into al_config.plugins */
+    K_MATCH,    /* model.match_params: {to: attention, by: d_ff | n_layer} */
     K_IGNORE,   /* read by others (the sweep runner) or informational */
 };
 
@@ -516,13 +519,14 @@ static const key_spec data_keys[] = {
            "data source: text, kjv, mqar or induction (text when only data.path is given)"),
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
+    FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run"),
     FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192"),
     FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)"),
     FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment"),
     FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)"),
     FIELD(D, curriculum_steps, K_INT, "0", "over the first curriculum_steps training steps the largest pair count (segment length) of training examples grows linearly from min_kv_pairs to num_kv_pairs (0 = no ramp)"),
     FIELD(D, train_examples, K_INT, "20000", "synthetic training examples"),
-    FIELD(D, test_examples, K_INT, "1000", "synthetic test examples"),
+    FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)"),
     FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
     FIELD(D, seed, K_U64, "0", "seed of the synthetic data (0 = train.seed)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -537,15 +541,30 @@ static const key_spec model_keys[] = {
     FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)"),
     FIELD(M, seq_len, K_INT, "64", "context length trained on"),
     FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model"),
+    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching"),
     FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)"),
     FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon"),
     FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency"),
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16 or f16"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef M
+
+/* model.match_params: the input keys, then the values a run writes back
+ * (checked, when present, against the resolution). */
+static const char *const match_by_names[] = {"d_ff", "n_layer", NULL};
+static const key_spec match_keys[] = {
+    {"to", K_ATTN, 0, 0, NULL, "-", "the attention whose model to match, a mapping like model.attention ({variant: mha})"},
+    {"by", K_STRING, 0, 16, match_by_names, "d_ff", "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)"},
+    {"n_layer", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched n_layer (model.n_layer is the one before matching)"},
+    {"d_ff", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched d_ff (model.d_ff is the one before matching)"},
+    {"params", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the matched model's parameter count"},
+    {"params_to", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the parameter count of the model matched to"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
 
 #define T al_train_config
 static const key_spec train_keys[] = {
@@ -574,7 +593,7 @@ static const key_spec top_keys[] = {
     NESTED(data, data_keys, "the data source"),
     NESTED(model, model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
-    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "grid of key paths to values, read by the sweep runner"},
+    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
@@ -779,6 +798,7 @@ static int decode_map(const al_node *m, const key_spec *t, void *base,
                       const char *path, al_err *e);
 static int decode_attention(const al_node *m, al_model_config *mc,
                             const char *path, al_err *e);
+static int decode_match(const al_node *v, al_model_config *mc, const char *path, al_err *e);
 
 /* Where key i of m is: a key names the same file as its value. */
 static int key_err(al_err *e, const al_node *m, int i, const char *msg)
@@ -832,6 +852,8 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
         return decode_plugins(v, base, path, e);
     case K_ATTN:
         return decode_attention(v, base, path, e);
+    case K_MATCH:
+        return decode_match(v, base, path, e);
     case K_MAP:
         if (v->kind != AL_NODE_MAP)
             return al_node_errf(e, v, "'%s' must be a mapping, got %s", path, kind_name(v->kind));
@@ -964,6 +986,63 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     return 0;
 }
 
+/* ---- model.match_params: {to: {variant: ...}, by: d_ff | n_layer}, or off */
+
+static int decode_match_key(const al_node *m, int i, al_match_config *mt, const al_node **to,
+                            const char *path, al_err *e)
+{
+    const key_spec *k = match_keys;
+    while (k->key && strcmp(k->key, m->keys[i]) != 0) k++;
+    if (!k->key) return unknown_key(e, m, i, match_keys, path);
+    const al_node *x = m->items[i];
+    char sub[256], why[512], by[16];
+    uint64_t dummy[2];
+    join(sub, sizeof sub, path, k->key);
+    if (k->type == K_ATTN) {
+        *to = x;
+        return 0;
+    }
+    if (x->kind != AL_NODE_SCALAR)
+        return al_node_errf(e, x, "'%s' must be %s, got %s", sub, wanted(k->type),
+                            kind_name(x->kind));
+    /* the written-back values are only type-checked here; resolve_match
+     * compares them with what the match gives */
+    void *field = k->type == K_STRING ? (void *)by : (void *)dummy;
+    if (put_scalar(k, x->value, x->quoted, field, why, sizeof why))
+        return al_node_errf(e, x, "'%s' %s", sub, why);
+    if (k->type == K_STRING)
+        mt->by = strcmp(by, "n_layer") == 0 ? AL_MATCH_N_LAYER : AL_MATCH_D_FF;
+    return 0;
+}
+
+static int decode_match(const al_node *v, al_model_config *mc, const char *path, al_err *e)
+{
+    al_match_config *mt = &mc->match;
+    int on;
+    memset(mt, 0, sizeof *mt);
+    if (v->kind == AL_NODE_SCALAR && !v->quoted && parse_bool(v->value, &on) == 0 && !on)
+        return 0;   /* off */
+    if (v->kind != AL_NODE_MAP)
+        return al_node_errf(e, v, "'%s' must be a mapping such as {to: {variant: mha}, "
+                            "by: d_ff}, or off; got %s", path, kind_name(v->kind));
+    const al_node *to = NULL;
+    mt->by = AL_MATCH_D_FF;
+    for (int i = 0; i < v->n; i++)
+        if (decode_match_key(v, i, mt, &to, path, e)) return -1;
+    char sub[256];
+    join(sub, sizeof sub, path, "to");
+    if (!to)
+        return al_node_errf(e, v, "'%s' is required: the attention to match, e.g. "
+                            "{variant: mha}", sub);
+    al_model_config tmp;
+    memset(&tmp, 0, sizeof tmp);
+    if (decode_attention(to, &tmp, sub, e)) return -1;
+    mt->attn = tmp.attn;
+    set_str(mt->variant, sizeof mt->variant, tmp.variant);
+    memcpy(mt->attn_set, tmp.attn_set, sizeof mt->attn_set);
+    return 0;
+}
+
 /* ---- defaults and derived values */
 
 static void table_defaults(const key_spec *t, void *base)
@@ -986,6 +1065,7 @@ void al_config_defaults(al_config *c)
 }
 
 static int resolve(al_config *c, const al_node *root, al_err *e);
+static int resolve_model(al_config *c, const al_node *root, al_err *e);
 
 int al_config_decode(const al_node *root, al_config *c, al_err *e)
 {
@@ -994,8 +1074,10 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
     snprintf(c->file, sizeof c->file, "%s", root->file);
     if (root->kind != AL_NODE_MAP)
         return al_node_errf(e, root, "the top level must be a mapping, got %s", kind_name(root->kind));
-    if (decode_map(root, top_keys, c, "", e) || resolve(c, root, e)) return -1;
-    return al_config_validate(c, root, e);
+    if (decode_map(root, top_keys, c, "", e) || resolve(c, root, e) ||
+        al_config_validate(c, root, e))
+        return -1;
+    return resolve_model(c, root, e);
 }
 
 /* ------------------------------------------------------------ validation */
@@ -1053,6 +1135,7 @@ static const num_rule num_rules[] = {
     IRULE(model.n_layer, R_POS), IRULE(model.d_model, R_POS), IRULE(model.n_head, R_POS),
     IRULE(model.d_head, R_NONNEG), IRULE(model.seq_len, R_POS),
     IRULE(model.vocab_size, R_NONNEG), DRULE(model.mlp_ratio, R_POS),
+    IRULE(model.d_ff, R_NONNEG),
     DRULE(model.norm_eps, R_POS), DRULE(model.rope_base, R_POS),
     IRULE(train.steps, R_POS), IRULE(train.batch_size, R_POS), DRULE(train.lr, R_POS),
     DRULE(train.min_lr, R_NONNEG), IRULE(train.warmup_steps, R_NONNEG),
@@ -1060,7 +1143,8 @@ static const num_rule num_rules[] = {
     DRULE(train.beta2, R_HALF01), DRULE(train.grad_clip, R_NONNEG),
     IRULE(train.eval_every, R_POS), IRULE(train.eval_batches, R_POS),
     IRULE(train.threads, R_NONNEG), IRULE(train.checkpoint_every, R_NONNEG),
-    DRULE(data.val_fraction, R_OPEN01), IRULE(data.vocab_size, R_POS),
+    DRULE(data.val_fraction, R_OPEN01), DRULE(data.test_fraction, R_HALF01),
+    IRULE(data.vocab_size, R_POS),
     IRULE(data.seq_len, R_NONNEG), IRULE(data.num_kv_pairs, R_POS),
     IRULE(data.min_kv_pairs, R_NONNEG), IRULE(data.curriculum_steps, R_NONNEG),
     IRULE(data.train_examples, R_POS), IRULE(data.test_examples, R_POS),
@@ -1128,6 +1212,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
     if (c->train.warmup_steps > c->train.steps)
         return verr(e, c, root, "train.warmup_steps", "'train.warmup_steps' (%d) must be at "
                     "most 'train.steps' (%d)", c->train.warmup_steps, c->train.steps);
+    if (c->data.val_fraction + c->data.test_fraction >= 1.0)
+        return verr(e, c, root, "data.test_fraction", "'data.val_fraction' + "
+                    "'data.test_fraction' (%g + %g) must leave some text to train on",
+                    c->data.val_fraction, c->data.test_fraction);
     if (check_one_of(c, root, "data.source", c->data.source, data_sources, e) ||
         check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e))
         return -1;
@@ -1156,6 +1244,125 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;
     return 0;
+}
+
+/* ---- the MLP width and parameter matching (after validation: the shapes
+ * are sound, so every parameter count below exists) */
+
+int al_config_d_ff(const al_model_config *m)
+{
+    return m->d_ff > 0 ? m->d_ff : (int)lround(m->mlp_ratio * m->d_model);
+}
+
+#define AL_MATCH_MAX_D_FF (1 << 24)
+#define AL_MATCH_MAX_N_LAYER 4096
+
+/* Parameters of m with n_layer L, d_ff F and attention (ops, set). */
+static size_t count_with(const al_model_config *m, int L, int F, const al_variant_ops *ops,
+                         const double *set, al_err *e)
+{
+    al_model_config x = *m;
+    x.n_layer = L;
+    x.d_ff = F;
+    x.attn = ops;
+    memcpy(x.attn_set, set, sizeof x.attn_set);
+    return al_model_param_count(&x, e);
+}
+
+/* The value of the matched dimension closest to P_to: candidates lo and
+ * lo + step (lo >= min); ties go to the smaller. 0 when none is >= min. */
+static int closest(const al_model_config *m, int by, int lo, int step, int min, size_t P_to,
+                   size_t *P, al_err *e)
+{
+    int best = 0;
+    *P = 0;
+    for (int x = lo; x <= lo + step; x += step) {
+        if (x < min) continue;
+        int L = by == AL_MATCH_N_LAYER ? x : m->n_layer, F = by == AL_MATCH_D_FF ? x : m->d_ff;
+        size_t n = count_with(m, L, F, m->attn, m->attn_set, e);
+        double d = fabs((double)n - (double)P_to), db = fabs((double)*P - (double)P_to);
+        if (n && (!best || d < db)) best = x, *P = n;
+    }
+    return best;
+}
+
+static int check_written(const al_config *c, const al_node *root, const char *key, double got)
+{
+    char path[64];
+    int exact;
+    snprintf(path, sizeof path, "model.match_params.%s", key);
+    const al_node *x = root ? find_path(root, path, &exact) : NULL;
+    return x && exact && strtod(x->value, NULL) != got;
+}
+
+/* The resolved values a run wrote back must be what the match gives now. */
+static int verify_written(const al_config *c, const al_node *root, al_err *e)
+{
+    const al_match_config *mt = &c->model.match;
+    const char *keys[] = {"n_layer", "d_ff", "params", "params_to"};
+    double now[] = {c->model.n_layer, c->model.d_ff, (double)mt->params, (double)mt->params_to};
+    for (int i = 0; i < 4; i++) {
+        if (!check_written(c, root, keys[i], now[i])) continue;
+        char path[64];
+        snprintf(path, sizeof path, "model.match_params.%s", keys[i]);
+        return verr(e, c, root, path, "'%s' says what the match gave when this file was "
+                    "written, but it now gives %.0f: the model changed; remove the written "
+                    "values (n_layer, d_ff, params, params_to) to match afresh", path, now[i]);
+    }
+    return 0;
+}
+
+static int resolve_match(al_config *c, const al_node *root, al_err *e)
+{
+    al_model_config *m = &c->model;
+    al_match_config *mt = &m->match;
+    al_model_config me = *m;
+    al_err sub;
+    int V = m->vocab_size > 0 ? m->vocab_size : al_data_vocab(&c->data);
+    me.vocab_size = V > 0 ? V : 0;   /* the embedding is the same on both sides */
+    size_t P_to = count_with(&me, m->n_layer, m->d_ff, mt->attn, mt->attn_set, &sub);
+    if (!P_to)
+        return verr(e, c, root, "model.match_params.to", "'model.match_params.to': %s",
+                    strncmp(sub.msg, "model.attention: ", 17) == 0 ? sub.msg + 17 : sub.msg);
+    size_t P0 = count_with(&me, m->n_layer, m->d_ff, m->attn, m->attn_set, e), P = P0;
+    double gap = (double)P_to - (double)P0;
+    if (mt->by == AL_MATCH_D_FF && gap != 0) {
+        double F = m->d_ff + gap / (2.0 * m->d_model * m->n_layer);   /* w1 and w2 per layer */
+        if (F < 4 || F > AL_MATCH_MAX_D_FF)
+            return verr(e, c, root, "model.match_params", "'model.match_params': matching "
+                        "%zu parameters by d_ff needs d_ff %.1f, outside [8, %d]", P_to, F,
+                        AL_MATCH_MAX_D_FF);
+        m->d_ff = closest(&me, AL_MATCH_D_FF, 8 * (int)floor(F / 8), 8, 8, P_to, &P, e);
+    } else if (mt->by == AL_MATCH_N_LAYER && gap != 0) {
+        size_t P1 = count_with(&me, m->n_layer + 1, m->d_ff, m->attn, m->attn_set, e);
+        double L = m->n_layer + gap / ((double)P1 - (double)P0);
+        if (L > AL_MATCH_MAX_N_LAYER)
+            return verr(e, c, root, "model.match_params", "'model.match_params': matching "
+                        "%zu parameters by n_layer needs %.1f blocks, more than %d", P_to, L,
+                        AL_MATCH_MAX_N_LAYER);
+        m->n_layer = closest(&me, AL_MATCH_N_LAYER, L < 1 ? 0 : (int)floor(L), 1, 1, P_to, &P,
+                             e);
+    }
+    AL_ASSERT(m->d_ff > 0 && m->n_layer > 0 && P > 0);
+    mt->n_layer = m->n_layer;
+    mt->d_ff = m->d_ff;
+    /* the counts with the real vocabulary (the same gap either way) */
+    mt->params = V > 0 ? P : 0;
+    mt->params_to = V > 0 ? P_to : 0;
+    return verify_written(c, root, e);
+}
+
+static int resolve_model(al_config *c, const al_node *root, al_err *e)
+{
+    al_model_config *m = &c->model;
+    double F = m->mlp_ratio * m->d_model;
+    if (m->d_ff == 0 && !(F >= 0.5 && F < INT_MAX))
+        return verr(e, c, root, "model.mlp_ratio", "'model.mlp_ratio' (%g) times 'model.d_model' "
+                    "(%d) must give an MLP width of at least 1", m->mlp_ratio, m->d_model);
+    m->d_ff = al_config_d_ff(m);
+    m->match.base_n_layer = m->n_layer;
+    m->match.base_d_ff = m->d_ff;
+    return m->match.by == AL_MATCH_NONE ? 0 : resolve_match(c, root, e);
 }
 
 void al_config_attn_shape(const al_config *c, al_attn_shape *s)
@@ -1238,25 +1445,67 @@ static void write_scalar(FILE *f, const key_spec *k, const void *base)
     }
 }
 
-static void write_attention(FILE *f, const al_model_config *m, int indent)
+/* The mapping {variant, settings...} with its keys at indent. */
+static void write_variant(FILE *f, const char *variant, const al_variant_ops *ops,
+                          const double *set, int indent)
 {
     char buf[64];
-    fprintf(f, "%*sattention:\n%*svariant: ", indent, "", indent + 2, "");
-    write_string(f, m->variant);
+    fprintf(f, "%*svariant: ", indent, "");
+    write_string(f, variant);
     fputc('\n', f);
-    for (int j = 0; m->attn && j < al_variant_n_settings(m->attn); j++) {
-        const al_setting *s = &m->attn->settings[j];
-        if (s->kind == AL_SET_INT) snprintf(buf, sizeof buf, "%lld", (long long)m->attn_set[j]);
-        else fmt_double(buf, sizeof buf, m->attn_set[j]);
-        fprintf(f, "%*s%s: %s\n", indent + 2, "", s->name, buf);
+    for (int j = 0; ops && j < al_variant_n_settings(ops); j++) {
+        const al_setting *s = &ops->settings[j];
+        if (s->kind == AL_SET_INT) snprintf(buf, sizeof buf, "%lld", (long long)set[j]);
+        else fmt_double(buf, sizeof buf, set[j]);
+        fprintf(f, "%*s%s: %s\n", indent, "", s->name, buf);
     }
+}
+
+static void write_attention(FILE *f, const al_model_config *m, int indent)
+{
+    fprintf(f, "%*sattention:\n", indent, "");
+    write_variant(f, m->variant, m->attn, m->attn_set, indent + 2);
+}
+
+static void write_match(FILE *f, const al_match_config *mt, int indent)
+{
+    if (mt->by == AL_MATCH_NONE) {
+        fprintf(f, "%*smatch_params: off\n", indent, "");
+        return;
+    }
+    fprintf(f, "%*smatch_params:\n%*sto:\n", indent, "", indent + 2, "");
+    write_variant(f, mt->variant, mt->attn, mt->attn_set, indent + 4);
+    fprintf(f, "%*sby: %s\n", indent + 2, "", mt->by == AL_MATCH_N_LAYER ? "n_layer" : "d_ff");
+    fprintf(f, "%*s# what the match gave (checked when this file is read back):\n", indent + 2, "");
+    fprintf(f, "%*sn_layer: %d\n%*sd_ff: %d\n", indent + 2, "", mt->n_layer, indent + 2, "",
+            mt->d_ff);
+    if (mt->params)
+        fprintf(f, "%*sparams: %zu\n%*sparams_to: %zu\n", indent + 2, "", mt->params,
+                indent + 2, "", mt->params_to);
+}
+
+static void write_table(FILE *f, const key_spec *t, const void *base, int indent);
+
+/* The model mapping as given: under a match, n_layer and d_ff are the
+ * values before matching (the matched ones go under match_params), so that
+ * the file reads back to the same model. */
+static void write_model(FILE *f, const key_spec *t, const al_model_config *m, int indent)
+{
+    al_model_config given = *m;
+    if (m->match.by != AL_MATCH_NONE) {
+        given.n_layer = m->match.base_n_layer;
+        given.d_ff = m->match.base_d_ff;
+    }
+    write_table(f, t, &given, indent);
 }
 
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
         if (t->type == K_IGNORE) continue;
-        if (t->type == K_ATTN) {
+        if (t->type == K_MATCH) {
+            write_match(f, &((const al_model_config *)base)->match, indent);
+        } else if (t->type == K_ATTN) {
             write_attention(f, base, indent);
         } else if (t->type == K_PLUGINS) {
             const al_config *c = base;
@@ -1268,7 +1517,10 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
             }
         } else if (t->type == K_MAP) {
             fprintf(f, "%*s%s:\n", indent, "", t->key);
-            write_table(f, t->sub, (const char *)base + t->offset, indent + 2);
+            if (t->sub == model_keys)
+                write_model(f, t->sub, (const void *)((const char *)base + t->offset), indent + 2);
+            else
+                write_table(f, t->sub, (const char *)base + t->offset, indent + 2);
         } else {
             fprintf(f, "%*s%s: ", indent, "", t->key);
             write_scalar(f, t, base);
@@ -1306,7 +1558,12 @@ static void print_table(FILE *f, const key_spec *t, const char *path)
         char p[256];
         join(p, sizeof p, path, t->key);
         if (t->type == K_MAP) print_table(f, t->sub, p);
-        else if (t->type == K_ATTN) print_attention_rows(f, p);
+        else if (t->type == K_ATTN && t->sub == NULL && strcmp(t->key, "attention") == 0)
+            print_attention_rows(f, p);
+        else if (t->type == K_MATCH) {
+            fprintf(f, "| `%s` | %s | %s |\n", p, t->def, t->help);
+            print_table(f, match_keys, p);
+        }
         else fprintf(f, "| `%s` | %s | %s |\n", p,
                      !t->def ? "-" : t->def[0] ? t->def : "\"\"", t->help);
     }

@@ -196,7 +196,7 @@ static int kjv_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
     if (al_kjv_corpus(dir, "bible", &buf, &n, e) != 0) return -1;
     d->bytes = (unsigned char *)buf;
     d->n = n;
-    return al_data_text_split(d, "kjv", c->val_fraction, seq_len, e);
+    return al_data_text_split(d, "kjv", c->val_fraction, c->test_fraction, seq_len, e);
 }
 
 static int kjv_vocab(const al_data_config *c) { return 256; }
@@ -207,4 +207,5 @@ const al_data_source al_data_kjv = {
     .open = kjv_open,
     .batch = al_data_text_batch,
     .close = al_data_text_close,
+    .example = al_data_text_example,
 };

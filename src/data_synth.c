@@ -8,7 +8,10 @@
  * train_examples indices drawn at random, and the test set is walked in
  * order. The test stream has its own seed; a test example whose tokens
  * equal a training example's is skipped (found by hashing the whole
- * training set at open), so the two sets are disjoint by construction.
+ * training set at open), so the two sets are disjoint by construction. The
+ * validation set (what evaluation during training, and selection, see) is
+ * drawn the same way from a third stream, skipping training and test
+ * examples, so the test set is never looked at before the end of a run.
  *
  * Example layout (T = seq_len, tokens s[0..T], in = s[0..T), targets the
  * next token except at answers, which carry weight 1):
@@ -48,8 +51,8 @@ typedef struct synth {
                                   from P_min to P over the first ramp steps */
     int space;                 /* mqar: query slots (T - 2 P_min) / 2, the most any example has */
     double *pw;                /* mqar: (space) power-law weight of each slot, max 1 */
-    uint64_t seed[2];          /* per split */
-    long *test_index;          /* (n_test) test-stream index of each test example */
+    uint64_t seed[AL_N_SPLITS]; /* per split */
+    long *index[AL_N_SPLITS];  /* val, test: (n) stream index of each example */
     int *seg;                  /* induction: (P) scratch for the segment */
 } synth;
 
@@ -158,7 +161,7 @@ static void synth_example(al_data *d, int split, long index, int T, int *in, int
 {
     const synth *s = d->impl;
     AL_ASSERT(T == s->T && index >= 0 && index < d->n_examples[split]);
-    make_example(s, split, split == AL_SPLIT_TRAIN ? index : s->test_index[index], s->P, in,
+    make_example(s, split, split == AL_SPLIT_TRAIN ? index : s->index[split][index], s->P, in,
                  tgt, w);
 }
 
@@ -204,34 +207,54 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Test example j = the j-th test-stream example not among the training
- * examples (the full-task ones; a curriculum's easier examples ask fewer
- * questions, so they are other task instances even where tokens agree). Gives up (an error) when duplicates are so common that the
- * task has too few distinct examples for the sets asked for. */
-static int pick_test_examples(synth *s, long n_train, long n_test, al_err *e)
+/* Example j of a held-out split = the j-th example of its stream whose hash
+ * is not among the n_seen in h (sorted): the training examples (the
+ * full-task ones; a curriculum's easier examples ask fewer questions, so
+ * they are other task instances even where tokens agree) and, for
+ * validation, the test examples. The kept examples' hashes are appended to
+ * h. Gives up (an error) when duplicates are so common that the task has
+ * too few distinct examples for the sets asked for. */
+static int pick_examples(synth *s, int split, long n, uint64_t *h, long *n_seen, al_err *e)
 {
     int T = s->T, *in = al_malloc(2 * (size_t)T * sizeof(int)), *tgt = in + T;
     float *w = al_malloc((size_t)T * sizeof(float));
-    uint64_t *h = al_malloc((size_t)n_train * sizeof *h);
+    long seen = *n_seen, j = 0, limit = 16 * n + 1000;
+    qsort(h, (size_t)seen, sizeof *h, cmp_u64);
+    s->index[split] = al_malloc((size_t)n * sizeof(long));
+    for (long k = 0; k < limit && j < n; k++) {
+        make_example(s, split, k, s->P, in, tgt, w);
+        uint64_t x = hash_example(in, tgt, T);
+        if (bsearch(&x, h, (size_t)seen, sizeof *h, cmp_u64)) continue;
+        s->index[split][j++] = k;
+        h[(*n_seen)++] = x;
+    }
+    free(in), free(w);
+    if (j < n)
+        return al_errf(e, "'data.test_examples' (%ld): only %ld %s examples differ from "
+                       "the training%s examples; the task has too few distinct examples "
+                       "(raise data.vocab_size or seq_len, or lower data.train_examples)",
+                       n, j, split == AL_SPLIT_TEST ? "test" : "validation",
+                       split == AL_SPLIT_TEST ? "" : " and test");
+    return 0;
+}
+
+/* The test set first (so that it is the same whether or not a validation
+ * set exists), then the validation set. */
+static int pick_held_out(synth *s, long n_train, long n_test, al_err *e)
+{
+    int T = s->T, *in = al_malloc(2 * (size_t)T * sizeof(int)), *tgt = in + T;
+    float *w = al_malloc((size_t)T * sizeof(float));
+    uint64_t *h = al_malloc((size_t)(n_train + 2 * n_test) * sizeof *h);
     for (long i = 0; i < n_train; i++) {
         make_example(s, AL_SPLIT_TRAIN, i, s->P, in, tgt, w);
         h[i] = hash_example(in, tgt, T);
     }
-    qsort(h, (size_t)n_train, sizeof *h, cmp_u64);
-    s->test_index = al_malloc((size_t)n_test * sizeof(long));
-    long j = 0, limit = 16 * n_test + 1000;
-    for (long k = 0; k < limit && j < n_test; k++) {
-        make_example(s, AL_SPLIT_VAL, k, s->P, in, tgt, w);
-        uint64_t x = hash_example(in, tgt, T);
-        if (!bsearch(&x, h, (size_t)n_train, sizeof *h, cmp_u64)) s->test_index[j++] = k;
-    }
-    free(in), free(w), free(h);
-    if (j < n_test)
-        return al_errf(e, "'data.test_examples' (%ld): only %ld test examples differ from "
-                       "the training examples; the task has too few distinct examples "
-                       "(raise data.vocab_size or seq_len, or lower data.train_examples)",
-                       n_test, j);
-    return 0;
+    free(in), free(w);
+    long seen = n_train;
+    int rc = pick_examples(s, AL_SPLIT_TEST, n_test, h, &seen, e);
+    if (rc == 0) rc = pick_examples(s, AL_SPLIT_VAL, n_test, h, &seen, e);
+    free(h);
+    return rc;
 }
 
 /* ------------------------------------------------------------ open */
@@ -278,7 +301,8 @@ static int synth_open(al_data *d, const al_data_config *c, int T, int kind, al_e
     s->P_min = min_pairs(c);
     s->ramp = c->curriculum_steps;
     s->seed[AL_SPLIT_TRAIN] = mix64(c->seed ^ 0x747261696e000000ULL);   /* "train" */
-    s->seed[AL_SPLIT_VAL] = mix64(c->seed ^ 0x7465737400000000ULL);     /* "test" */
+    s->seed[AL_SPLIT_TEST] = mix64(c->seed ^ 0x7465737400000000ULL);    /* "test" */
+    s->seed[AL_SPLIT_VAL] = mix64(c->seed ^ 0x76616c6964000000ULL);     /* "valid" */
     s->seg = al_malloc((size_t)s->P * sizeof(int));
     if (kind == MQAR) {
         s->space = (T - 2 * s->P_min) / 2;
@@ -291,7 +315,8 @@ static int synth_open(al_data *d, const al_data_config *c, int T, int kind, al_e
     d->has_weights = 1;
     d->n_examples[AL_SPLIT_TRAIN] = c->train_examples;
     d->n_examples[AL_SPLIT_VAL] = c->test_examples;
-    return pick_test_examples(s, c->train_examples, c->test_examples, e);
+    d->n_examples[AL_SPLIT_TEST] = c->test_examples;
+    return pick_held_out(s, c->train_examples, c->test_examples, e);
 }
 
 static int mqar_open(al_data *d, const al_data_config *c, int T, al_err *e)
@@ -309,7 +334,7 @@ static void synth_close(al_data *d)
     synth *s = d->impl;
     if (!s) return;
     free(s->pw);
-    free(s->test_index);
+    for (int i = 0; i < AL_N_SPLITS; i++) free(s->index[i]);
     free(s->seg);
     free(s);
 }

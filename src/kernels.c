@@ -678,6 +678,40 @@ void al_attn_forward(float *out, float *stat, const float *q, const float *k,
     al_parallel_for((long)B * H, 1, attn_fwd_heads, &j);
 }
 
+/* One head's probabilities in place: each query block's scores are made
+ * at P + i0*T exactly as the forward pass made them (ld nk, the same GEMM),
+ * turned into probabilities from the saved row statistics, then spread to
+ * rows of T (last row first, so no row is overwritten before it moves). */
+static void attn_probs_heads(void *ctx, long lo, long hi, int tid)
+{
+    const sdpa_job *j = ctx;
+    const sdpa_dims *d = &j->d;
+    int T = d->T;
+    for (long h = lo; h < hi; h++) {
+        head_ptrs o = head_at(d, 0, (int)h);
+        float *P = j->att + (size_t)h * T * T;
+        for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
+            int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
+            float *S = P + (size_t)i0 * T;
+            scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
+            block_probs(S, j->stat + 2 * o.stat, d, i0, i1, nk, 0);
+            for (int r = i1 - i0 - 1; r >= 0 && nk < T; r--) {
+                memmove(S + (size_t)r * T, S + (size_t)r * nk, nk * sizeof(float));
+                memset(S + (size_t)r * T + nk, 0, (size_t)(T - nk) * sizeof(float));
+            }
+        }
+    }
+    (void)tid;
+}
+
+void al_attn_probs(float *P, const float *stat, const float *q, const float *k, int T,
+                   int H, int G, int dqk, float scale, int causal)
+{
+    sdpa_job j = {.d = sdpa_dims_make(1, T, H, G, dqk, 0, scale, causal),
+                  .att = P, .stat = (float *)stat, .q = q, .k = k};
+    al_parallel_for(H, 1, attn_probs_heads, &j);
+}
+
 /* Zeroes rows [0, T) of width w at stride ld. */
 static void zero_rows(float *x, int T, int w, int ld)
 {

@@ -23,6 +23,7 @@ static const command commands[] = {
     {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
     {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
+    {"attention", al_cmd_attention, "per-head attention maps and head statistics of a checkpoint"},
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},
     {"sweep", al_cmd_sweep, "train every trial of an experiment's sweep, then report"},
     {"trial", al_cmd_trial, "run one trial of a sweep (the sweep's worker)"},

@@ -17,7 +17,7 @@
 
 static int model_d_ff(const al_model_config *c)
 {
-    return (int)lround(c->mlp_ratio * c->d_model);
+    return al_config_d_ff(c);
 }
 
 static void add_tensor(al_model *m, size_t *off, const char *name, int rows,

@@ -1,27 +1,25 @@
 /*
- * report.c - summary.csv in, report.md and gnuplot plots out.
+ * report.c - summary.csv in; report.md, configs.csv and plots out.
  *
  * The report reads only files (summary.csv, sweep.json, the trials'
- * metrics.csv), so it works on any results directory, including one
- * written by hand or by another executor.
+ * metrics.csv and checkpoints), so it works on any results directory,
+ * including one written by hand or by another executor. Every number it
+ * prints about quality is a statement about seeds: a mean with its sample
+ * sd and 95 % t-interval, a difference paired by seed with its interval,
+ * and whether that interval excludes 0 ("resolved"). See report_internal.h
+ * for how trials become configurations and seeds.
  */
 #include "al_report.h"
+#include "report_internal.h"
 
-#include "al_checkpoint.h"
-#include "al_decode.h"
+#include "al_ablation.h"
+#include "al_headstats.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define DIR_LEN 4096
 
 /* ------------------------------------------------------------ Pareto */
 
@@ -44,140 +42,13 @@ int al_pareto_front(int n, const double *cost, const double *quality, int maximi
     return count;
 }
 
-/* ------------------------------------------------------------ CSV */
-
-typedef struct csv {
-    int n_cols, n_rows;
-    char **head;       /* n_cols */
-    char ***cells;     /* n_rows x n_cols ("" when a row is short) */
-    int *line;         /* where each row starts, 1-based */
-} csv;
-
-/* One field from *p (RFC 4180 quoting); advances past its separator and
- * sets *eol at the end of a record. */
-static char *csv_field(const char **p, int *line, int *eol)
-{
-    const char *s = *p;
-    size_t cap = 64, n = 0;
-    char *out = al_malloc(cap);
-    int quoted = *s == '"';
-    if (quoted) s++;
-    for (; *s; s++) {
-        if (quoted && *s == '"' && s[1] == '"') s++;
-        else if (quoted && *s == '"') { quoted = 0; continue; }
-        else if (!quoted && (*s == ',' || *s == '\n' || *s == '\r')) break;
-        if (*s == '\n') (*line)++;
-        if (n + 2 > cap) out = realloc(out, cap *= 2);
-        AL_ASSERT(out != NULL);
-        out[n++] = *s;
-    }
-    out[n] = 0;
-    *eol = *s != ',';
-    if (*s == '\r') s++;
-    if (*s == '\n' || *s == ',') s++;
-    if (*eol) (*line)++;
-    *p = s;
-    return out;
-}
-
-/* Fields of one record into a fresh array; returns how many. */
-static int csv_record(const char **p, int *line, char ***out)
-{
-    int n = 0, eol = 0;
-    char **f = NULL;
-    while (!eol) {
-        f = realloc(f, (size_t)(n + 1) * sizeof *f);
-        AL_ASSERT(f != NULL);
-        f[n++] = csv_field(p, line, &eol);
-    }
-    *out = f;
-    return n;
-}
-
-static void free_fields(char **f, int n)
-{
-    for (int i = 0; i < n; i++) free(f[i]);
-    free(f);
-}
-
-static int csv_read(const char *path, csv *t, al_err *e)
-{
-    char *text;
-    size_t len;
-    memset(t, 0, sizeof t[0]);
-    if (al_read_file(path, &text, &len, e)) return -1;
-    const char *p = text;
-    int line = 1;
-    if (!*p) {
-        free(text);
-        return al_errf(e, "%s: empty (no header line)", path);
-    }
-    t->n_cols = csv_record(&p, &line, &t->head);
-    while (*p) {
-        char **f;
-        int start = line, n = csv_record(&p, &line, &f);
-        if (n == 1 && !f[0][0]) { free_fields(f, n); continue; }   /* blank line */
-        t->cells = realloc(t->cells, (size_t)(t->n_rows + 1) * sizeof *t->cells);
-        t->line = realloc(t->line, (size_t)(t->n_rows + 1) * sizeof *t->line);
-        AL_ASSERT(t->cells && t->line);
-        if (n > t->n_cols) {
-            free_fields(f, n);
-            free(text);
-            return al_errf(e, "%s:%d: error: %d fields, the header has %d", path, start, n,
-                           t->n_cols);
-        }
-        f = realloc(f, (size_t)t->n_cols * sizeof *f);
-        AL_ASSERT(f != NULL);
-        for (int i = n; i < t->n_cols; i++) f[i] = calloc(1, 1);
-        t->cells[t->n_rows] = f;
-        t->line[t->n_rows++] = start;
-    }
-    free(text);
-    return 0;
-}
-
-static void csv_free(csv *t)
-{
-    free_fields(t->head, t->n_cols);
-    for (int r = 0; r < t->n_rows; r++) free_fields(t->cells[r], t->n_cols);
-    free(t->cells);
-    free(t->line);
-}
-
-static int csv_col(const csv *t, const char *name)
-{
-    for (int i = 0; i < t->n_cols; i++)
-        if (strcmp(t->head[i], name) == 0) return i;
-    return -1;
-}
-
 /* ------------------------------------------------------------ rows */
 
-typedef struct row {
-    const char *trial, *variant, *status, *reason;
-    char config[256];
-    double kv, params, n_kv_head, d_latent, d_rope, seed, tokens_per_step;
-    double train_loss, val_loss, val_acc, tok_s, wall_s;
-    int causal;        /* 1, 0, or -1 when not given */
-} row;
-
-typedef struct summary {
-    csv t;
-    int n;
-    row *rows;
-} summary;
-
-static const char *cell(const csv *t, int r, const char *col)
-{
-    int c = csv_col(t, col);
-    return c < 0 ? "" : t->cells[r][c];
-}
-
 /* A numeric cell: blank (or absent) is NAN. */
-static int num_cell(const csv *t, int r, const char *col, const char *path, double *v,
+static int num_cell(const al_csv *t, int r, const char *col, const char *path, double *v,
                     al_err *e)
 {
-    const char *s = cell(t, r, col);
+    const char *s = al_csv_cell(t, r, col);
     char *end;
     if (!s[0]) {
         *v = NAN;
@@ -199,25 +70,33 @@ static void strip_seed(char *out, size_t n, const char *trial)
         *u = 0;
 }
 
-static int parse_row(const csv *t, int r, const char *path, row *w, al_err *e)
+static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e)
 {
-    static const char *const cols[] = {"kv_bytes_per_token", "params", "n_kv_head",
-        "d_latent", "d_rope", "seed", "tokens_per_step", "final_train_loss", "val_loss",
-        "val_accuracy", "tokens_per_s", "wall_s", NULL};
-    double *dst[] = {&w->kv, &w->params, &w->n_kv_head, &w->d_latent, &w->d_rope, &w->seed,
-                     &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->val_acc,
-                     &w->tok_s, &w->wall_s};
+    static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
+        "n_layer", "d_ff", "n_kv_head", "d_latent", "d_rope", "seed", "tokens_per_step",
+        "final_train_loss", "val_loss", "best_val_loss", "val_accuracy", "test_loss",
+        "test_accuracy", "tokens_per_s", "wall_s", "baseline", NULL};
+    double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
+        &w->n_kv_head, &w->d_latent, &w->d_rope, &w->seed, &w->tokens_per_step,
+        &w->train_loss, &w->val_loss, &w->best_val_loss, &w->val_acc, &w->test_loss,
+        &w->test_acc, &w->tok_s, &w->wall_s, &base};
     for (int i = 0; cols[i]; i++)
         if (num_cell(t, r, cols[i], path, dst[i], e)) return -1;
-    w->trial = cell(t, r, "trial");
-    w->variant = cell(t, r, "variant");
-    w->status = cell(t, r, "status");
-    w->reason = cell(t, r, "reason");
+    w->trial = al_csv_cell(t, r, "trial");
+    w->variant = al_csv_cell(t, r, "variant");
+    w->status = al_csv_cell(t, r, "status");
+    w->reason = al_csv_cell(t, r, "reason");
+    w->tuned = al_csv_cell(t, r, "tuned");
+    w->select_by = al_csv_cell(t, r, "select_by");
     if (!w->trial[0]) return al_errf(e, "%s:%d: error: empty 'trial'", path, t->line[r]);
-    const char *cfg = cell(t, r, "config"), *causal = cell(t, r, "causal");
+    const char *cfg = al_csv_cell(t, r, "config"), *grp = al_csv_cell(t, r, "group");
+    const char *causal = al_csv_cell(t, r, "causal");
     if (cfg[0]) snprintf(w->config, sizeof w->config, "%s", cfg);
     else strip_seed(w->config, sizeof w->config, w->trial);
+    snprintf(w->group, sizeof w->group, "%s", grp[0] ? grp : w->config);
     w->causal = !causal[0] ? -1 : strcmp(causal, "false") != 0;
+    w->baseline = base == 1;
+    w->q = NAN;
     return 0;
 }
 
@@ -228,9 +107,9 @@ static int summary_read(const char *dir, summary *s, al_err *e)
     char path[DIR_LEN + 32];
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     memset(s, 0, sizeof *s);
-    if (csv_read(path, &s->t, e)) return -1;
+    if (al_csv_read(path, &s->t, e)) return -1;
     for (int i = 0; required[i]; i++)
-        if (csv_col(&s->t, required[i]) < 0)
+        if (al_csv_col(&s->t, required[i]) < 0)
             return al_errf(e, "%s:1: error: no column '%s' (a sweep's summary has trial, "
                            "kv_bytes_per_token, val_loss, status, ...)", path, required[i]);
     s->rows = al_calloc((size_t)s->t.n_rows + 1, sizeof *s->rows);
@@ -242,46 +121,58 @@ static int summary_read(const char *dir, summary *s, al_err *e)
 
 static void summary_free(summary *s)
 {
-    csv_free(&s->t);
+    al_csv_free(&s->t);
     free(s->rows);
 }
 
-/* ------------------------------------------------------------ groups */
+/* ------------------------------------------------------------ selection */
 
-typedef struct group {
-    const row *first;
-    int n, n_ok;
-    double loss, loss_sd, acc, acc_sd, train_loss, tok_s;
-    int front;
-} group;
-
-typedef struct report {
-    const char *dir;
-    summary sm;
-    group *g;
-    int n_groups, use_acc, n_front, n_ok, plots;
-    char name[256], file[DIR_LEN], description[512];
-    char sets[2048];     /* " --set 'k=v'" for each, from sweep.json */
-} report;
-
-static int is_ok(const row *w) { return strcmp(w->status, "ok") == 0; }
-
-/* Mean and sample standard deviation of field `off` over a group's ok
- * rows (NAN when none has it; sd 0 for one). */
-static void mean_sd(const report *R, const group *g, size_t off, double *mean, double *sd)
+static int is_final(const row *w)
 {
-    double s = 0, s2 = 0;
-    int n = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
-        double v = *(const double *)((const char *)w + off);
-        if (strcmp(w->config, g->first->config) != 0 || !is_ok(w) || isnan(v)) continue;
-        s += v, s2 += v * v, n++;
-    }
-    *mean = n ? s / n : NAN;
-    double var = n > 1 ? (s2 - s * s / n) / (n - 1) : 0;
-    *sd = n ? sqrt(var > 0 ? var : 0) : NAN;
+    return al_report_row_ok(w) || strcmp(w->status, "diverged") == 0;
 }
+
+/* The validation result select compares, signed so that smaller is better. */
+static double select_score(const row *w)
+{
+    if (strcmp(w->select_by, "val_accuracy") == 0) return -w->val_acc;
+    if (strcmp(w->select_by, "best_val_loss") == 0) return w->best_val_loss;
+    return w->val_loss;
+}
+
+static int same_seed(const row *a, const row *b)
+{
+    return a->seed == b->seed || (isnan(a->seed) && a == b);
+}
+
+/* For every configuration and seed, mark the trial that stands for it:
+ * among the trials that differ only in the select axes, the one with the
+ * best validation result (ties: the first in the summary). A seed is left
+ * out while any of its candidates has not finished (a later run could
+ * change the choice), and when none of them ended ok. */
+static void select_trials(report *R)
+{
+    for (int i = 0; i < R->sm.n; i++) {
+        row *w = &R->sm.rows[i];
+        int best = -1, open = 0, first = 1;
+        for (int j = 0; j < R->sm.n; j++) {
+            const row *c = &R->sm.rows[j];
+            if (strcmp(c->group, w->group) != 0 || !same_seed(c, w)) continue;
+            if (j < i) first = 0;
+            open |= !is_final(c);
+            if (al_report_row_ok(c) && !isnan(select_score(c)) &&
+                (best < 0 || select_score(c) < select_score(&R->sm.rows[best])))
+                best = j;
+        }
+        w->selected = !open && best == i;
+        if (first && open) {   /* count each open seed once, at its first trial */
+            for (int k = 0; k < R->n_groups; k++)
+                if (strcmp(R->g[k].first->group, w->group) == 0) R->g[k].n_open++;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ groups */
 
 static void build_groups(report *R)
 {
@@ -289,23 +180,161 @@ static void build_groups(report *R)
     for (int i = 0; i < R->sm.n; i++) {
         const row *w = &R->sm.rows[i];
         int k = 0;
-        while (k < R->n_groups && strcmp(R->g[k].first->config, w->config) != 0) k++;
+        while (k < R->n_groups && strcmp(R->g[k].first->group, w->group) != 0) k++;
         if (k == R->n_groups) R->g[R->n_groups++].first = w;
         R->g[k].n++;
-        R->g[k].n_ok += is_ok(w);
-        R->n_ok += is_ok(w);
+        R->g[k].n_ok += al_report_row_ok(w);
+        R->n_ok += al_report_row_ok(w);
+        R->any_select |= w->tuned[0] != 0;
     }
-    int all_acc = 1, any_ok = 0;
+}
+
+/* The metric: accuracy when every configuration that finished has one
+ * (recall tasks), else loss; on the test split when the trials have one,
+ * else (summaries from before the test split) on validation. */
+static void choose_metric(report *R)
+{
+    int all_acc = 1, any = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        if (!w->selected) continue;
+        any = 1;
+        all_acc &= !isnan(w->val_acc) || !isnan(w->test_acc);
+        R->use_test |= !isnan(w->test_loss);
+    }
+    R->use_acc = any && all_acc;
+    snprintf(R->metric, sizeof R->metric, "%s %s", R->use_test ? "test" : "val",
+             R->use_acc ? "accuracy" : "loss");
+    for (int i = 0; i < R->sm.n; i++) {
+        row *w = &R->sm.rows[i];
+        double acc = R->use_test ? w->test_acc : w->val_acc;
+        double loss = R->use_test ? w->test_loss : w->val_loss;
+        w->q = w->selected ? (R->use_acc ? acc : loss) : NAN;
+    }
+}
+
+/* Statistic of field `off` over a group's selected trials. */
+static void group_stat(const report *R, const group *g, size_t off, al_stat *s)
+{
+    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
+    int n = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        if (w->selected && strcmp(w->group, g->first->group) == 0)
+            x[n++] = *(const double *)((const char *)w + off);
+    }
+    al_stat_of(x, n, s);
+    free(x);
+}
+
+/* "lr1.0e-3 x2, lr3.0e-3 x1": the select axes' values chosen. */
+static void tuned_counts(const report *R, group *g)
+{
+    g->tuned[0] = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        if (!w->selected || !w->tuned[0] || strcmp(w->group, g->first->group) != 0) continue;
+        int seen = 0, count = 0;
+        for (int j = 0; j < R->sm.n; j++) {
+            const row *v = &R->sm.rows[j];
+            if (!v->selected || strcmp(v->group, w->group) || strcmp(v->tuned, w->tuned)) continue;
+            seen |= j < i;
+            count++;
+        }
+        size_t len = strlen(g->tuned);
+        if (!seen)
+            snprintf(g->tuned + len, sizeof g->tuned - len, "%s%s ×%d", len ? "; " : "",
+                     w->tuned, count);
+    }
+}
+
+static void group_stats(report *R)
+{
     for (int k = 0; k < R->n_groups; k++) {
         group *g = &R->g[k];
-        double sd;
-        mean_sd(R, g, offsetof(row, val_loss), &g->loss, &g->loss_sd);
-        mean_sd(R, g, offsetof(row, val_acc), &g->acc, &g->acc_sd);
-        mean_sd(R, g, offsetof(row, train_loss), &g->train_loss, &sd);
-        mean_sd(R, g, offsetof(row, tok_s), &g->tok_s, &sd);
-        if (g->n_ok) any_ok = 1, all_acc &= !isnan(g->acc);
+        al_stat s;
+        group_stat(R, g, offsetof(row, q), &g->q);
+        group_stat(R, g, R->use_test ? offsetof(row, test_loss) : offsetof(row, val_loss),
+                   &g->loss);
+        group_stat(R, g, R->use_test ? offsetof(row, test_acc) : offsetof(row, val_acc),
+                   &g->acc);
+        group_stat(R, g, offsetof(row, val_loss), &g->val);
+        group_stat(R, g, offsetof(row, train_loss), &s);
+        g->train_loss = s.mean;
+        group_stat(R, g, offsetof(row, tok_s), &s);
+        g->tok_s = s.mean;
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            double acc = R->use_test ? w->test_acc : w->val_acc;
+            g->solved += w->selected && strcmp(w->group, g->first->group) == 0 &&
+                         acc >= AL_SOLVED_ACCURACY;
+        }
+        tuned_counts(R, g);
     }
-    R->use_acc = any_ok && all_acc;
+}
+
+/* a's metric minus b's, paired by seed over the seeds both have. */
+static void paired(const report *R, const group *a, const group *b, al_stat *d)
+{
+    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
+    int n = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *u = &R->sm.rows[i];
+        if (!u->selected || strcmp(u->group, a->first->group) != 0 || isnan(u->seed)) continue;
+        for (int j = 0; j < R->sm.n; j++) {
+            const row *v = &R->sm.rows[j];
+            if (v->selected && v->seed == u->seed && strcmp(v->group, b->first->group) == 0)
+                x[n++] = u->q - v->q;
+        }
+    }
+    al_stat_of(x, n, d);
+    free(x);
+}
+
+/* The baseline: the configuration the summary marks, else the first. */
+static void baseline_deltas(report *R)
+{
+    group *base = R->n_groups ? &R->g[0] : NULL;
+    for (int k = 0; k < R->n_groups; k++)
+        if (R->g[k].first->baseline) {
+            base = &R->g[k];
+            break;
+        }
+    for (int k = 0; k < R->n_groups; k++) {
+        group *g = &R->g[k];
+        g->is_base = g == base;
+        if (g == base) memset(&g->delta, 0, sizeof g->delta), g->delta.mean = NAN;
+        else paired(R, g, base, &g->delta);
+    }
+}
+
+/* ------------------------------------------------------------ the front */
+
+static int drawable(const group *g)
+{
+    return g->first->causal != 0 && !isnan(g->q.mean);   /* unmasked loss is not comparable */
+}
+
+/* Is i's place on or off the front beyond seed noise? On the front: its
+ * edge over every cheaper front configuration is resolved. Off it: its
+ * deficit to every front configuration that dominates it is resolved.
+ * Otherwise `against` names the first one it is not resolved from. */
+static void resolve_front_point(report *R, group *gi)
+{
+    gi->resolved = 1;
+    for (int j = 0; j < R->n_groups && gi->resolved; j++) {
+        group *gj = &R->g[j];
+        if (gj == gi || !gj->front || !drawable(gj)) continue;
+        double ci = gi->first->kv, cj = gj->first->kv;
+        int relevant = gi->front ? cj < ci
+                                 : cj <= ci && better_eq(gj->q.mean, gi->q.mean, R->use_acc);
+        if (!relevant) continue;
+        al_stat d;
+        paired(R, gi, gj, &d);
+        if (al_stat_resolved(&d)) continue;
+        gi->resolved = 0;
+        snprintf(gi->against, sizeof gi->against, "%s", gj->first->group);
+    }
 }
 
 static void mark_front(report *R)
@@ -313,12 +342,14 @@ static void mark_front(report *R)
     int n = R->n_groups, *on = al_calloc((size_t)n + 1, sizeof *on);
     double *cost = al_calloc((size_t)n + 1, sizeof *cost);
     double *q = al_calloc((size_t)n + 1, sizeof *q);
-    for (int k = 0; k < n; k++) {   /* an unmasked model's loss is not comparable */
-        cost[k] = R->g[k].first->causal == 0 ? NAN : R->g[k].first->kv;
-        q[k] = R->use_acc ? R->g[k].acc : R->g[k].loss;
+    for (int k = 0; k < n; k++) {
+        cost[k] = drawable(&R->g[k]) ? R->g[k].first->kv : NAN;
+        q[k] = R->g[k].q.mean;
     }
     R->n_front = al_pareto_front(n, cost, q, R->use_acc, on);
     for (int k = 0; k < n; k++) R->g[k].front = on[k];
+    for (int k = 0; k < n; k++)
+        if (drawable(&R->g[k])) resolve_front_point(R, &R->g[k]);
     free(on), free(cost), free(q);
 }
 
@@ -328,7 +359,7 @@ static int by_cache(const void *a, const void *b, void *ctx)
     const group *x = a, *y = b;
     const report *R = ctx;
     if (x->first->kv != y->first->kv) return x->first->kv < y->first->kv ? 1 : -1;
-    double qx = R->use_acc ? -x->acc : x->loss, qy = R->use_acc ? -y->acc : y->loss;
+    double qx = R->use_acc ? -x->q.mean : x->q.mean, qy = R->use_acc ? -y->q.mean : y->q.mean;
     if (isnan(qx) != isnan(qy)) return isnan(qx) ? 1 : -1;
     return qx < qy ? -1 : qx > qy;
 }
@@ -374,11 +405,28 @@ static void fmt_int(char *buf, size_t n, double v)
     buf[o] = 0;
 }
 
-static void fmt_mean(char *buf, size_t n, double mean, double sd, int n_ok)
+/* "1.5175 ± 0.0021" (mean ± 95 % half-width), "1.5175" for one seed. */
+static void fmt_ci(char *buf, size_t n, const al_stat *s)
 {
-    if (isnan(mean)) snprintf(buf, n, "–");
-    else if (n_ok > 1) snprintf(buf, n, "%.4f ± %.4f", mean, sd);
-    else snprintf(buf, n, "%.4f", mean);
+    if (isnan(s->mean)) snprintf(buf, n, "–");
+    else if (s->n > 1) snprintf(buf, n, "%.4f ± %.4f", s->mean, s->ci95);
+    else snprintf(buf, n, "%.4f", s->mean);
+}
+
+static void fmt_sd(char *buf, size_t n, const al_stat *s)
+{
+    if (s->n > 1) snprintf(buf, n, "%.4f", s->sd);
+    else snprintf(buf, n, "–");
+}
+
+/* A difference: "+0.0123 [+0.0031, +0.0215]", or its mean alone with
+ * "(n = 1)" when one pair cannot give an interval. */
+static void fmt_delta(char *buf, size_t n, const al_stat *d)
+{
+    if (isnan(d->mean) || d->n == 0) snprintf(buf, n, "–");
+    else if (d->n > 1)
+        snprintf(buf, n, "%+.4f [%+.4f, %+.4f]", d->mean, d->mean - d->ci95, d->mean + d->ci95);
+    else snprintf(buf, n, "%+.4f (n = 1, no interval)", d->mean);
 }
 
 static void fmt_setting(char *buf, size_t n, double v)
@@ -401,94 +449,211 @@ static int any_unmasked(const report *R)
     return 0;
 }
 
+static const group *base_group(const report *R)
+{
+    for (int k = 0; k < R->n_groups; k++)
+        if (R->g[k].is_base) return &R->g[k];
+    return NULL;
+}
+
 /* ------------------------------------------------------------ report.md */
+
+typedef struct cols {
+    int kvh, lat, unmasked, matched, acc;
+} cols;
+
+static cols which_cols(const report *R)
+{
+    return (cols){any_col(R, offsetof(row, n_kv_head)), any_col(R, offsetof(row, d_latent)),
+                  any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc};
+}
 
 static void md_table_head(FILE *f, const report *R)
 {
-    int kvh = any_col(R, offsetof(row, n_kv_head)), lat = any_col(R, offsetof(row, d_latent));
+    cols c = which_cols(R);
+    int n = 11;
     fputs("| configuration | variant |", f);
-    if (kvh) fputs(" K/V heads |", f);
-    if (lat) fputs(" d_latent | d_rope |", f);
-    if (any_unmasked(R)) fputs(" causal |", f);
-    fputs(" params | KV bytes/token | val loss |", f);
-    if (any_col(R, offsetof(row, val_acc))) fputs(" val accuracy |", f);
-    fputs(" train loss | tokens/s | seeds ok | Pareto |\n|", f);
-    int cols = 9 + kvh + 2 * lat + any_unmasked(R) + any_col(R, offsetof(row, val_acc));
-    for (int i = 0; i < cols; i++) fputs(" --- |", f);
+    if (c.kvh) fputs(" K/V heads |", f), n++;
+    if (c.lat) fputs(" d_latent | d_rope |", f), n += 2;
+    if (c.unmasked) fputs(" causal |", f), n++;
+    fputs(" n_layer | d_ff | params |", f);
+    if (c.matched) fputs(" matched to |", f), n++;
+    fprintf(f, " KV bytes/token | seeds | %s (mean ± 95 %%) | sd |", R->metric);
+    if (c.acc) fputs(" solved |", f), n++;
+    fprintf(f, " Δ vs baseline [95 %%] | resolved | val loss | tokens/s | Pareto |\n|");
+    for (int i = 0; i < n + 3; i++) fputs(" --- |", f);
     fputc('\n', f);
 }
 
 static void md_table_row(FILE *f, const report *R, const group *g)
 {
     const row *w = g->first;
-    char a[64], b[64], c[64];
-    fprintf(f, "| %s | %s |", w->config, w->variant[0] ? w->variant : "–");
-    if (any_col(R, offsetof(row, n_kv_head))) fmt_setting(a, sizeof a, w->n_kv_head), fprintf(f, " %s |", a);
-    if (any_col(R, offsetof(row, d_latent))) {
+    cols c = which_cols(R);
+    char a[96], b[96], d[96];
+    fprintf(f, "| %s%s | %s |", g->first->group, g->is_base ? " (baseline)" : "",
+            w->variant[0] ? w->variant : "–");
+    if (c.kvh) fmt_setting(a, sizeof a, w->n_kv_head), fprintf(f, " %s |", a);
+    if (c.lat) {
         fmt_setting(a, sizeof a, w->d_latent);
         fmt_setting(b, sizeof b, w->d_rope);
         fprintf(f, " %s | %s |", a, b);
     }
-    if (any_unmasked(R)) fprintf(f, " %s |", w->causal ? "true" : "**false**");
-    fmt_int(a, sizeof a, w->params);
-    fmt_int(b, sizeof b, w->kv);
-    fmt_mean(c, sizeof c, g->loss, g->loss_sd, g->n_ok);
-    if (!g->n_ok) snprintf(c, sizeof c, "– (%s)", w->status);
-    fprintf(f, " %s | %s | %s |", a, b, c);
-    if (any_col(R, offsetof(row, val_acc)))
-        fmt_mean(a, sizeof a, g->acc, g->acc_sd, g->n_ok), fprintf(f, " %s |", a);
-    fmt_mean(a, sizeof a, g->train_loss, 0, 1);
+    if (c.unmasked) fprintf(f, " %s |", w->causal ? "true" : "**false**");
+    fmt_setting(a, sizeof a, w->n_layer);
+    fmt_setting(b, sizeof b, w->d_ff);
+    fmt_int(d, sizeof d, w->params);
+    fprintf(f, " %s | %s | %s |", a, b, d);
+    if (c.matched) fmt_int(a, sizeof a, w->params_to), fprintf(f, " %s |", a);
+    fmt_int(a, sizeof a, w->kv);
+    fmt_ci(b, sizeof b, &g->q);
+    if (!g->q.n) snprintf(b, sizeof b, "– (%s)", g->n_ok ? "pending" : w->status);
+    fmt_sd(d, sizeof d, &g->q);
+    fprintf(f, " %s | %d%s | %s | %s |", a, g->q.n, g->n_open ? "+" : "", b, d);
+    if (c.acc) fprintf(f, " %d/%d |", g->solved, g->q.n);
+    fmt_delta(a, sizeof a, &g->delta);
+    fprintf(f, " %s | %s |", g->is_base ? "(baseline)" : a,
+            g->is_base ? "" : al_stat_resolved(&g->delta) ? "**yes**" : "no");
+    fmt_ci(a, sizeof a, &g->val);
     fmt_int(b, sizeof b, g->tok_s);
-    fprintf(f, " %s | %s | %d/%d | %s |\n", a, b, g->n_ok, g->n, g->front ? "**yes**" : "");
+    fprintf(f, " %s | %s | %s |\n", a, b,
+            g->front ? (g->resolved ? "**yes**" : "yes (not resolved)") : "");
 }
 
-/* The front in order of cache size, each against the largest-cache
- * configuration that finished (the baseline, mha in most sweeps). */
+static void md_configs(FILE *f, const report *R)
+{
+    fprintf(f, "\n## Configurations\n\n");
+    md_table_head(f, R);
+    for (int k = 0; k < R->n_groups; k++) md_table_row(f, R, &R->g[k]);
+    fprintf(f, "\n*seeds*: seeds in the statistics (a `+`: more are still running or "
+            "pending). *sd*: sample standard deviation over seeds. *Δ vs baseline*: the "
+            "%s minus the baseline's, paired by seed (same seed: the same initialisation "
+            "stream and the same batches), with its 95 %% t-interval; *resolved*: the "
+            "interval excludes 0. With one seed there is a value but no interval.%s\n",
+            R->metric, R->use_acc ? " *solved*: seeds whose accuracy reached 0.9." : "");
+}
+
+/* Parameter counts that differ make a loss gap mix cache size with model
+ * size: say so, unless the sweep matched them. */
+static void md_params(FILE *f, const report *R)
+{
+    double lo = INFINITY, hi = 0;
+    int matched = 0;
+    for (int k = 0; k < R->n_groups; k++) {
+        const row *w = R->g[k].first;
+        if (isnan(w->params)) continue;
+        lo = w->params < lo ? w->params : lo;
+        hi = w->params > hi ? w->params : hi;
+        matched |= !isnan(w->params_to);
+    }
+    if (!(hi > 0) || (hi - lo) / hi < 0.01) return;
+    char a[64], b[64];
+    fmt_int(a, sizeof a, lo);
+    fmt_int(b, sizeof b, hi);
+    fprintf(f, "\n**Parameter counts differ** (%s to %s, %.1f %%)%s\n", a, b,
+            100 * (hi - lo) / hi, matched
+            ? ": `model.match_params` matched them as closely as its step allows (the "
+              "*matched to* column), or some configurations were not matched."
+            : ": a difference in quality mixes the cache with the model's size. Set "
+              "`model.match_params: {to: {variant: ...}, by: d_ff}` (or `by: n_layer`) to "
+              "compare at equal parameters.");
+}
+
+static void md_deltas(FILE *f, const report *R)
+{
+    const group *base = base_group(R);
+    if (!base || R->n_groups < 2) return;
+    int unresolved = 0;
+    fprintf(f, "\n## Paired differences against the baseline (%s)\n\n", base->first->group);
+    fprintf(f, "| configuration | KV bytes/token | pairs | Δ %s | 95 %% interval | resolved |\n"
+            "| --- | --- | --- | --- | --- | --- |\n", R->metric);
+    for (int k = 0; k < R->n_groups; k++) {
+        const group *g = &R->g[k];
+        if (g->is_base) continue;
+        char kv[64], lo[32] = "–", hi[32] = "–";
+        fmt_int(kv, sizeof kv, g->first->kv);
+        if (g->delta.n > 1) {
+            snprintf(lo, sizeof lo, "%+.4f", g->delta.mean - g->delta.ci95);
+            snprintf(hi, sizeof hi, "%+.4f", g->delta.mean + g->delta.ci95);
+        }
+        int res = al_stat_resolved(&g->delta);
+        unresolved += !res;
+        char mean[32] = "–";
+        if (!isnan(g->delta.mean)) snprintf(mean, sizeof mean, "%+.4f", g->delta.mean);
+        fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s |\n", g->first->group, kv, g->delta.n,
+                mean, lo, hi, res ? "**yes**" : "no");
+    }
+    fprintf(f, "\n%s\n", unresolved
+            ? "A difference that is not resolved could change sign with other seeds: do not "
+              "read a ranking into it. More seeds narrow the interval (as 1/sqrt(n))."
+            : "Every difference is resolved: its 95 % interval excludes 0.");
+}
+
+static void md_tuning(FILE *f, const report *R)
+{
+    if (!R->any_select) return;
+    const char *by = "";
+    for (int i = 0; i < R->sm.n && !by[0]; i++) by = R->sm.rows[i].select_by;
+    fprintf(f, "\n## Tuned, then compared\n\nFor every configuration and seed the trial with "
+            "the best %s among the values of the select axes stands for it (the others "
+            "trained too and are in `summary.csv`); its %s is what the tables above use. "
+            "The values chosen:\n\n| configuration | chosen (times) |\n| --- | --- |\n",
+            by[0] ? by : "validation loss", R->metric);
+    for (int k = 0; k < R->n_groups; k++)
+        fprintf(f, "| %s | %s |\n", R->g[k].first->group,
+                R->g[k].tuned[0] ? R->g[k].tuned : "–");
+}
+
+/* The front in order of cache size, with what is and is not resolved. */
 static void md_front(FILE *f, const report *R)
 {
-    const group *base = NULL;
-    for (int k = 0; k < R->n_groups; k++)
-        if (R->g[k].n_ok && R->g[k].first->causal != 0 &&
-            (!base || R->g[k].first->kv > base->first->kv))
-            base = &R->g[k];
-    fprintf(f, "\n## Pareto front: %s against KV-cache bytes per token\n\n", R->use_acc
-            ? "val accuracy" : "val loss");
+    fprintf(f, "\n## Pareto front: %s against KV-cache bytes per token\n\n", R->metric);
     if (!R->n_front) {
         fputs("No configuration finished, so there is no front.\n", f);
         return;
     }
-    fprintf(f, "No other configuration has both a smaller (or equal) cache and a %s%s; from "
-            "the smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy"
+    fprintf(f, "On the means, no other configuration has both a smaller (or equal) cache and "
+            "a %s%s. A place is *resolved* when the paired 95 %% interval of every comparison "
+            "that decides it excludes 0: for a front configuration, against each cheaper "
+            "front configuration; for one off the front, against each that dominates it. "
+            "From the smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy"
             : "lower (or equal) loss", any_unmasked(R) ? " (configurations without the causal "
             "mask are left out: their loss is not comparable)" : "");
     for (int k = R->n_groups - 1; k >= 0; k--) {
         const group *g = &R->g[k];
         if (!g->front) continue;
-        double q = R->use_acc ? g->acc : g->loss, qb = R->use_acc ? base->acc : base->loss;
-        char kv[64];
+        char kv[64], m[64];
         fmt_int(kv, sizeof kv, g->first->kv);
-        fprintf(f, "- **%s**: %s bytes/token", g->first->config, kv);
-        if (g != base && g->first->kv > 0)
-            fprintf(f, " (%.3gx smaller than %s)", base->first->kv / g->first->kv,
-                    base->first->config);
-        fprintf(f, ", %s %.4f", R->use_acc ? "val accuracy" : "val loss", q);
-        if (g != base) fprintf(f, " (%+.4f)", q - qb);
+        fmt_ci(m, sizeof m, &g->q);
+        fprintf(f, "- **%s**: %s bytes/token, %s %s", g->first->group, kv, R->metric, m);
+        if (!g->resolved) fprintf(f, "; *not resolved from %s* (within seed noise)", g->against);
         fputs("\n", f);
     }
+    int off = 0;
+    for (int k = 0; k < R->n_groups; k++) off += !R->g[k].front && drawable(&R->g[k]) &&
+                                                 !R->g[k].resolved;
+    if (!off) return;
+    fputs("\nOff the front but not resolved from the front configuration that dominates "
+          "it (it may be as good):", f);
+    for (int k = 0, i = 0; k < R->n_groups; k++) {
+        const group *g = &R->g[k];
+        if (g->front || !drawable(g) || g->resolved) continue;
+        fprintf(f, "%s %s (vs %s)", i++ ? "," : "", g->first->group, g->against);
+    }
+    fputs(".\n", f);
 }
 
 static void md_unfinished(FILE *f, const report *R)
 {
     int n = 0;
-    for (int i = 0; i < R->sm.n; i++) n += !is_ok(&R->sm.rows[i]);
+    for (int i = 0; i < R->sm.n; i++) n += !al_report_row_ok(&R->sm.rows[i]);
     if (!n) return;
-    fprintf(f, "\n## Trials that did not finish (%d)\n\nNot in the means above. A diverged "
-            "trial is a result (its loss became NaN or Inf); a failed, killed, interrupted "
-            "or pending one runs again on the next `attnlab sweep` of the same file.\n\n"
-            "| trial | status | reason |\n| --- | --- | --- |\n", n);
+    fprintf(f, "\n## Trials that did not finish (%d)\n\nNot in the statistics above. A "
+            "diverged trial is a result (its loss became NaN or Inf); a failed, killed, "
+            "interrupted or pending one runs again on the next `attnlab sweep` of the same "
+            "file.\n\n| trial | status | reason |\n| --- | --- | --- |\n", n);
     for (int i = 0; i < R->sm.n; i++) {
         const row *w = &R->sm.rows[i];
-        if (is_ok(w)) continue;
+        if (al_report_row_ok(w)) continue;
         fprintf(f, "| %s | %s | ", w->trial, w->status);
         for (const char *p = w->reason; *p; p++) {
             if (*p == '|') fputc('\\', f);   /* a table cell */
@@ -498,70 +663,26 @@ static void md_unfinished(FILE *f, const report *R)
     }
 }
 
-/* ------------------------------------------------------------ samples */
+/* ------------------------------------------------------------ models */
 
-#define SAMPLE_PROMPT "The "   /* continued to the trained context, at most 256 bytes */
-
-/* Text from a trial's checkpoint, one byte at a time through the KV cache
- * (malloc'ed; NULL with e set when there is none). A cache holds only the
- * past, which is what the causal mask enforces: a model trained without
- * the mask is decoded all the same (the decoder refuses it by default),
- * since how it fares without the future is the point of the ablation. */
-static char *sample_trial(const report *R, const row *w, al_err *e)
+/* What the heads learned, and the causal mask shown (headstats.c,
+ * ablation.c), from the trials' checkpoints, in the table's order. */
+static void md_models(FILE *f, const report *R)
 {
-    char path[DIR_LEN + 300], *text = NULL;
-    size_t len = 0;
-    al_model m;
-    snprintf(path, sizeof path, "%s/%s/%s", R->dir, w->trial, AL_CHECKPOINT_FILE);
-    if (al_checkpoint_load(path, &m, NULL, e)) return NULL;
-    m.cfg.causal = 1;
-    m.ashape.causal = 1;
-    al_generate_opts o = {.prompt = (const unsigned char *)SAMPLE_PROMPT,
-                          .prompt_len = strlen(SAMPLE_PROMPT), .tokens = -1,
-                          .temperature = 0.8, .top_k = 40, .seed = 1, .dtype = -1};
-    FILE *mem = open_memstream(&text, &len);
-    AL_ASSERT(mem != NULL);
-    int rc = al_generate(&m, &o, mem, stderr, NULL, e);
-    fclose(mem);
-    al_model_free(&m);
-    if (rc) free(text);
-    return rc ? NULL : text;
-}
-
-/* A sample as a fenced block: unprintable bytes as '.', no backquotes. */
-static void md_sample(FILE *f, const char *text)
-{
-    fputs("```text\n" SAMPLE_PROMPT, f);
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-        fputc(*p == '\n' || (*p >= 0x20 && *p < 0x7f && *p != '`') ? *p : '.', f);
-    fputs("\n```\n", f);
-}
-
-static void md_causal(FILE *f, const report *R)
-{
-    if (!any_unmasked(R)) return;
-    fputs("\n## The causal mask\n\nConfigurations with causal **false** trained without the "
-          "causal mask: every position also sees the tokens after it, including the one it "
-          "must predict, so their training and validation loss fall far below the masked "
-          "model's. That loss is not language modelling: generating one token at a time from "
-          "a KV cache, the future it learned to copy is not there. Samples from each "
-          "configuration's first finished trial (prompt \"" SAMPLE_PROMPT "\", temperature "
-          "0.8, top-k 40, seed 1):\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        const group *g = &R->g[k];
-        const row *w = NULL;
-        for (int i = 0; i < R->sm.n && !w; i++)
-            if (strcmp(R->sm.rows[i].config, g->first->config) == 0 && is_ok(&R->sm.rows[i]))
-                w = &R->sm.rows[i];
-        if (!w) continue;
-        al_err e;
-        char *text = sample_trial(R, w, &e);
-        fprintf(f, "\n**%s** (causal %s, val loss %.4f):\n\n", g->first->config,
-                w->causal ? "true" : "false", w->val_loss);
-        if (text) md_sample(f, text);
-        else fprintf(f, "(no sample: %s)\n", e.msg);
-        free(text);
-    }
+    al_hs_trial *t = al_calloc((size_t)R->sm.n + 1, sizeof *t);
+    int n = 0;
+    al_err e;
+    for (int k = 0; k < R->n_groups; k++)
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            if (strcmp(w->group, R->g[k].first->group) == 0)
+                t[n++] = (al_hs_trial){w->trial, w->group, al_report_row_ok(w) && w->selected,
+                                       w->causal, w->kv, w->val_loss, w->q};
+        }
+    if (al_headstats_section(f, R->dir, R->metric, t, n, &e) ||
+        al_ablation_section(f, R->dir, t, n, &e))
+        fprintf(f, "\n**Incomplete:** %s\n", e.msg);
+    free(t);
 }
 
 static void md_plots(FILE *f, const report *R)
@@ -569,12 +690,15 @@ static void md_plots(FILE *f, const report *R)
     fputs("\n## Plots\n\n", f);
     if (R->plots == AL_PLOTS_DRAWN) {
         fprintf(f, "![%s against KV-cache bytes per token](tradeoff.png)\n\n"
-                "Each point is one configuration (mean over seeds, bars: ± one standard "
-                "deviation); the dashed line is the Pareto front%s. [SVG](tradeoff.svg)\n\n"
+                "Each point is one configuration: the mean over seeds, with its 95 %% "
+                "t-interval as error bars (none for one seed). The dashed line is the Pareto "
+                "front of the means; a hollow point is not resolved from a front neighbour "
+                "(see above), so its place could change with other seeds%s. "
+                "[SVG](tradeoff.svg)\n\n"
                 "![validation loss curves](curves.png)\n\n"
                 "Validation loss against optimizer step and against tokens trained (mean "
-                "over seeds). [SVG](curves.svg)\n\n", R->use_acc ? "val accuracy" : "val loss",
-                any_unmasked(R) ? " (configurations without the causal mask are not drawn)"
+                "over seeds). [SVG](curves.svg)\n\n", R->metric,
+                any_unmasked(R) ? "; configurations without the causal mask are not drawn"
                 : "");
         fputs("The plots are drawn by gnuplot from `tradeoff.gp` and `curves.gp` (and their "
               "`.dat` files), kept here to edit and re-run.\n", f);
@@ -592,237 +716,94 @@ static void md_plots(FILE *f, const report *R)
 
 static void md_write(FILE *f, const report *R)
 {
-    int counts[8] = {0};
+    int counts[2] = {0};
     fprintf(f, "# Sweep report: %s\n\n", R->name);
     if (R->description[0]) fprintf(f, "%s\n\n", R->description);
     if (R->file[0])
         fprintf(f, "Experiment file: `%s`; re-run (finished trials are kept) with `attnlab "
                 "sweep %s%s`.\n\n", R->file, R->file, R->sets);
-    for (int i = 0; i < R->sm.n; i++) counts[is_ok(&R->sm.rows[i])]++;
+    for (int i = 0; i < R->sm.n; i++) counts[al_report_row_ok(&R->sm.rows[i])]++;
     if (counts[0])
         fprintf(f, "%d trials: %d ok, %d did not finish (listed below). ", R->sm.n, counts[1],
                 counts[0]);
     else
         fprintf(f, "%d trials, all ok. ", R->sm.n);
-    fprintf(f, "%d configurations. Values are the mean ± sample standard deviation over the "
-            "seeds that finished; KV bytes/token is the f32 K/V cache of one token summed over "
-            "all layers. Losses are in nats per token.\n", R->n_groups);
-    fprintf(f, "\n## Configurations\n\n");
-    md_table_head(f, R);
-    for (int k = 0; k < R->n_groups; k++) md_table_row(f, R, &R->g[k]);
+    fprintf(f, "%d configurations. Quality is the **%s**%s, as the mean over seeds with a 95 %% "
+            "Student-t interval; KV bytes/token is the f32 K/V cache of one token summed over "
+            "all layers. Losses are in nats per token. The same numbers, one row per "
+            "configuration, are in `configs.csv`.\n", R->n_groups, R->metric, R->use_test
+            ? " (the held-out test split, scored once at the end of each trial; validation "
+              "only steered training and selection)"
+            : " (these trials have no test split, so validation stands in for it)");
+    md_configs(f, R);
+    md_params(f, R);
+    md_deltas(f, R);
+    md_tuning(f, R);
     md_front(f, R);
     md_plots(f, R);
-    md_causal(f, R);
+    md_models(f, R);
     md_unfinished(f, R);
 }
 
-/* ------------------------------------------------------------ gnuplot */
+/* ------------------------------------------------------------ configs.csv */
 
-static FILE *open_out(const report *R, const char *name, char *path, char *tmp, al_err *e)
+static void csv_num(FILE *f, double v, const char *fmt)
 {
-    snprintf(path, DIR_LEN + 64, "%s/%s", R->dir, name);
-    return al_open_atomic(path, tmp, DIR_LEN + 96, e);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    fputc(',', f);
 }
 
-static void gp_terminal(FILE *f, const char *size)
+static void csv_text(FILE *f, const char *s)
 {
-    fprintf(f, "do for [fmt in \"png svg\"] {\n"
-            "  if (fmt eq \"png\") {\n"
-            "    set terminal pngcairo noenhanced size %s font \",11\"\n"
-            "    set output out_png\n"
-            "  } else {\n"
-            "    set terminal svg noenhanced size %s dynamic font \",11\"\n"
-            "    set output out_svg\n  }\n", size, size);
+    if (!s[strcspn(s, ",\"\n\r")]) fputs(s, f);
+    else {
+        fputc('"', f);
+        for (; *s; s++) fprintf(f, *s == '"' ? "\"\"" : "%c", *s);
+        fputc('"', f);
+    }
+    fputc(',', f);
 }
 
-static void gp_header(FILE *f, const char *base)
+static void configs_row(FILE *f, const report *R, const group *g)
 {
-    fprintf(f, "# %s.gp - written by `attnlab report`; re-run with `gnuplot %s.gp` in "
-            "this directory.\n"
-            "if (!exists(\"out_png\")) out_png = \"%s.png\"\n"
-            "if (!exists(\"out_svg\")) out_svg = \"%s.svg\"\n", base, base, base, base);
+    const row *w = g->first;
+    csv_text(f, w->group);
+    csv_text(f, w->variant);
+    double v[] = {w->n_kv_head, w->d_latent, w->d_rope};
+    for (int i = 0; i < 3; i++) csv_num(f, v[i], "%.0f");
+    fprintf(f, "%s,", w->causal == 0 ? "false" : "true");
+    double s[] = {w->n_layer, w->d_ff, w->params, w->params_to, w->kv};
+    for (int i = 0; i < 5; i++) csv_num(f, s[i], "%.0f");
+    csv_text(f, R->metric);
+    fprintf(f, "%d,", g->q.n);
+    csv_num(f, g->q.mean, "%.12g");
+    csv_num(f, g->q.sd, "%.12g");
+    csv_num(f, g->q.ci95, "%.12g");
+    csv_num(f, g->is_base ? NAN : g->delta.mean, "%.12g");
+    fprintf(f, "%d,", g->is_base ? 0 : g->delta.n);
+    csv_num(f, g->is_base ? NAN : g->delta.ci95, "%.12g");
+    fprintf(f, "%s,%d,%s,%d,", g->is_base ? "" : al_stat_resolved(&g->delta) ? "true" : "false",
+            g->is_base, g->front ? "true" : "false", g->resolved);
+    csv_num(f, g->acc.mean, "%.12g");
+    csv_num(f, g->acc.ci95, "%.12g");
+    if (R->use_acc) fprintf(f, "%d,", g->solved);
+    else fputc(',', f);
+    csv_num(f, g->val.mean, "%.12g");
+    csv_text(f, g->tuned);
+    fprintf(f, "%d\n", g->n_open);
 }
 
-static int write_tradeoff(const report *R, al_err *e)
+static int write_configs(const report *R, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = open_out(R, "tradeoff.dat", path, tmp, e);
+    FILE *f = al_report_open(R, "configs.csv", path, tmp, e);
     if (!f) return -1;
-    fputs("# kv_bytes_per_token quality sd \"configuration\" on_front\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        const group *g = &R->g[k];
-        double q = R->use_acc ? g->acc : g->loss, sd = R->use_acc ? g->acc_sd : g->loss_sd;
-        if (!isnan(q) && g->first->kv > 0 && g->first->causal != 0)
-            fprintf(f, "%.0f %.9g %.9g \"%s\" %d\n", g->first->kv, q, sd, g->first->config, g->front);
-    }
-    if (al_commit_atomic(f, tmp, path, e)) return -1;
-    if (!(f = open_out(R, "front.dat", path, tmp, e))) return -1;
-    fputs("# the Pareto front, by cache size\n", f);
-    for (int k = R->n_groups - 1; k >= 0; k--)
-        if (R->g[k].front && R->g[k].first->kv > 0)
-            fprintf(f, "%.0f %.9g\n", R->g[k].first->kv, R->use_acc ? R->g[k].acc : R->g[k].loss);
-    if (al_commit_atomic(f, tmp, path, e)) return -1;
-    if (!(f = open_out(R, "tradeoff.gp", path, tmp, e))) return -1;
-    gp_header(f, "tradeoff");
-    gp_terminal(f, "1000,700");
-    fprintf(f, "  set title \"%s: %s against KV cache\"\n"
-            "  set xlabel \"KV-cache bytes per token (f32, all layers; log scale)\"\n"
-            "  set ylabel \"%s\"\n  set logscale x 2\n  set grid\n  set key %s\n"
-            "  set offsets graph 0.08, graph 0.15, graph 0.08, graph 0.08\n"
-            "  plot \"tradeoff.dat\" using 1:2:3 with yerrorbars pt 7 ps 1.3 lw 1.5 "
-            "title \"configuration (mean ± sd over seeds)\", \\\n"
-            "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
-            "       \"front.dat\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
-            "title \"Pareto front\", \\\n"
-            "       \"front.dat\" using 1:2 with points pt 6 ps 2.4 lw 1.5 lc rgb \"#c03030\" "
-            "notitle\n  unset output\n}\n", R->name,
-            R->use_acc ? "val accuracy" : "val loss",
-            R->use_acc ? "validation accuracy" : "validation loss (nats/token)",
-            R->use_acc ? "bottom right" : "top right");
+    fputs("config,variant,n_kv_head,d_latent,d_rope,causal,n_layer,d_ff,params,params_to,"
+          "kv_bytes_per_token,metric,n,mean,sd,ci95,delta_vs_baseline,delta_n,delta_ci95,"
+          "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
+          "val_loss_mean,tuned,seeds_open\n", f);
+    for (int k = 0; k < R->n_groups; k++) configs_row(f, R, &R->g[k]);
     return al_commit_atomic(f, tmp, path, e);
-}
-
-/* A group's validation curve: the mean over its ok trials' metrics.csv
- * at each evaluation step of the first one. Returns the number of points. */
-static int group_curve(const report *R, const group *g, double **step, double **val)
-{
-    int n = 0, *cnt = NULL;
-    *step = *val = NULL;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
-        if (strcmp(w->config, g->first->config) != 0 || !is_ok(w)) continue;
-        char path[DIR_LEN + 300];
-        csv m;
-        al_err e;
-        snprintf(path, sizeof path, "%s/%s/metrics.csv", R->dir, w->trial);
-        if (csv_read(path, &m, &e)) continue;
-        int cs = csv_col(&m, "step"), cv = csv_col(&m, "val_loss");
-        if (!n && cs >= 0 && cv >= 0) {
-            n = m.n_rows;
-            *step = al_calloc((size_t)n + 1, sizeof **step);
-            *val = al_calloc((size_t)n + 1, sizeof **val);
-            cnt = al_calloc((size_t)n + 1, sizeof *cnt);
-            for (int r = 0; r < n; r++) (*step)[r] = atof(m.cells[r][cs]);
-        }
-        for (int r = 0; cs >= 0 && cv >= 0 && r < n && r < m.n_rows; r++) {
-            if (atof(m.cells[r][cs]) != (*step)[r] || !m.cells[r][cv][0]) continue;
-            (*val)[r] += atof(m.cells[r][cv]);
-            cnt[r]++;
-        }
-        csv_free(&m);
-    }
-    for (int r = 0; r < n; r++) (*val)[r] = cnt[r] ? (*val)[r] / cnt[r] : NAN;
-    free(cnt);
-    return n;
-}
-
-/* curves.dat: one block per configuration (gnuplot `index`); returns the
- * number of blocks, their group numbers in which[]. *ytop gets the highest
- * loss after the first evaluation that follows step 0, so that the plot
- * shows learning rather than the initial loss (NAN: let gnuplot choose). */
-static int write_curve_data(const report *R, int *which, double *ytop, al_err *e)
-{
-    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = open_out(R, "curves.dat", path, tmp, e);
-    if (!f) return -1;
-    int blocks = 0;
-    *ytop = NAN;
-    fputs("# step tokens val_loss, one block per configuration\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        double *step, *val;
-        int n = group_curve(R, &R->g[k], &step, &val), wrote = 0;
-        double tps = R->g[k].first->tokens_per_step;
-        for (int r = 0; r < n; r++) {
-            if (isnan(val[r])) continue;
-            if (!wrote++) fprintf(f, "%s# %s\n", blocks ? "\n\n" : "", R->g[k].first->config);
-            fprintf(f, "%.0f %.9g %.9g\n", step[r], isnan(tps) ? step[r] : step[r] * tps, val[r]);
-            if (r == 1 && n > 2 && !(val[r] <= *ytop)) *ytop = val[r];
-        }
-        if (wrote) which[blocks++] = k;
-        free(step), free(val);
-    }
-    return al_commit_atomic(f, tmp, path, e) ? -1 : blocks;
-}
-
-static void gp_curve_plot(FILE *f, const report *R, const int *which, int n, int xcol)
-{
-    fputs("  plot ", f);
-    for (int b = 0; b < n; b++)
-        fprintf(f, "%s\"curves.dat\" index %d using %d:3 with linespoints pt 7 ps 0.5 lw 1.5 "
-                "title \"%s\"", b ? ", \\\n       " : "", b, xcol, R->g[which[b]].first->config);
-    fputs("\n", f);
-}
-
-static int write_curves(const report *R, al_err *e)
-{
-    int *which = al_calloc((size_t)R->n_groups + 1, sizeof *which);
-    double ytop;
-    int n = write_curve_data(R, which, &ytop, e);
-    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = n < 0 ? NULL : open_out(R, "curves.gp", path, tmp, e);
-    if (!f) {
-        free(which);
-        return -1;
-    }
-    gp_header(f, "curves");
-    gp_terminal(f, "1400,600");
-    fprintf(f, "  set multiplot layout 1,2 title \"%s: validation loss (mean over seeds)\"\n"
-            "  set ylabel \"validation loss (nats/token)\"\n"
-            "  set grid\n  set key top right\n  set xlabel \"optimizer step\"\n", R->name);
-    if (!isnan(ytop)) fprintf(f, "  set yrange [*:%.4g]\n", ytop * 1.02);
-    if (n) gp_curve_plot(f, R, which, n, 1);
-    fputs("  set xlabel \"tokens trained\"\n  set format x \"%.1s%c\"\n", f);
-    if (n) gp_curve_plot(f, R, which, n, 2);
-    fputs("  unset multiplot\n  unset output\n}\n", f);
-    free(which);
-    return al_commit_atomic(f, tmp, path, e);
-}
-
-/* Run gnuplot on DIR/<base>.gp; outputs go to temp names and are renamed
- * into place once it succeeded. Returns an enum al_plot_state. */
-static int run_gnuplot(const report *R, const char *base)
-{
-    const char *prog = getenv("AL_GNUPLOT") ? getenv("AL_GNUPLOT") : "gnuplot";
-    char defs[512], script[64], log[DIR_LEN + 32];
-    long pid_tag = (long)getpid();
-    snprintf(defs, sizeof defs, "out_png='%s.png.tmp.%ld'; out_svg='%s.svg.tmp.%ld'", base,
-             pid_tag, base, pid_tag);
-    snprintf(script, sizeof script, "%s.gp", base);
-    snprintf(log, sizeof log, "%s/gnuplot.log", R->dir);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(R->dir) != 0) _exit(126);
-        if (fd >= 0) dup2(fd, STDOUT_FILENO), dup2(fd, STDERR_FILENO);
-        execlp(prog, prog, "-e", defs, script, (char *)NULL);
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    if (fd >= 0) close(fd);
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return AL_PLOTS_FAILED;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return AL_PLOTS_NO_GNUPLOT;
-    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    for (int i = 0; i < 2; i++) {
-        char from[DIR_LEN + 64], to[DIR_LEN + 64];
-        const char *ext = i ? "svg" : "png";
-        snprintf(from, sizeof from, "%s/%s.%s.tmp.%ld", R->dir, base, ext, pid_tag);
-        snprintf(to, sizeof to, "%s/%s.%s", R->dir, base, ext);
-        if (!ok || rename(from, to) != 0) ok = 0, unlink(from);
-    }
-    return ok ? AL_PLOTS_DRAWN : AL_PLOTS_FAILED;
-}
-
-static int draw_plots(report *R, al_err *e)
-{
-    char log[DIR_LEN + 32];
-    if (write_tradeoff(R, e) || write_curves(R, e)) return -1;
-    if (!R->n_ok) return R->plots = AL_PLOTS_NOTHING, 0;
-    snprintf(log, sizeof log, "%s/gnuplot.log", R->dir);
-    unlink(log);
-    R->plots = run_gnuplot(R, "tradeoff");
-    if (R->plots == AL_PLOTS_DRAWN) R->plots = run_gnuplot(R, "curves");
-    return 0;
 }
 
 /* ------------------------------------------------------------ public */
@@ -838,13 +819,17 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
     if (rc == 0) {
         read_marker(&R);
         build_groups(&R);
+        select_trials(&R);
+        choose_metric(&R);
+        group_stats(&R);
+        baseline_deltas(&R);
         mark_front(&R);
         qsort_r(R.g, (size_t)R.n_groups, sizeof *R.g, by_cache, &R);
-        rc = draw_plots(&R, e) ? -2 : 0;
+        rc = write_configs(&R, e) || al_report_draw_plots(&R, e) ? -2 : 0;
     }
     if (rc == 0) {
         char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-        FILE *f = open_out(&R, "report.md", path, tmp, e);
+        FILE *f = al_report_open(&R, "report.md", path, tmp, e);
         if (!f) rc = -2;
         else md_write(f, &R), rc = al_commit_atomic(f, tmp, path, e) ? -2 : 0;
     }

@@ -39,6 +39,7 @@ void al_trial_result_init(al_trial_result *r)
 {
     memset(r, 0, sizeof *r);
     r->final_train_loss = r->val_loss = r->best_val_loss = r->val_accuracy = NAN;
+    r->test_loss = r->test_accuracy = NAN;
     r->tokens_per_s = r->wall_s = NAN;
 }
 
@@ -194,6 +195,14 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
     json_object_set_new(j, "val_loss", json_num(r->val_loss));
     json_object_set_new(j, "best_val_loss", json_num(r->best_val_loss));
     json_object_set_new(j, "val_accuracy", json_num(r->val_accuracy));
+    json_object_set_new(j, "test_loss", json_num(r->test_loss));
+    json_object_set_new(j, "test_accuracy", json_num(r->test_accuracy));
+    const al_model_config *m = &t->cfg.model;
+    json_object_set_new(j, "n_layer", json_integer(m->n_layer));
+    json_object_set_new(j, "d_ff", json_integer(m->d_ff));
+    json_object_set_new(j, "params", json_integer((json_int_t)t->params));
+    json_object_set_new(j, "params_to", m->match.by ? json_integer((json_int_t)m->match.params_to)
+                                                    : json_null());
     json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
     json_object_set_new(j, "wall_s", json_num(r->wall_s));
     return write_json(path, j, e);
@@ -219,6 +228,8 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
     r->val_loss = num_of(j, "val_loss");
     r->best_val_loss = num_of(j, "best_val_loss");
     r->val_accuracy = num_of(j, "val_accuracy");
+    r->test_loss = num_of(j, "test_loss");
+    r->test_accuracy = num_of(j, "test_accuracy");
     r->tokens_per_s = num_of(j, "tokens_per_s");
     r->wall_s = num_of(j, "wall_s");
     json_decref(j);
@@ -254,18 +265,26 @@ static void put_text(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void summary_row(FILE *f, const al_sweep_trial *t, const al_trial_result *r)
+static void summary_row(FILE *f, const al_sweep *s, const al_sweep_trial *t,
+                        const al_trial_result *r)
 {
     const al_model_config *m = &t->cfg.model;
     put_text(f, t->id);
     fputc(',', f);
     put_text(f, t->config);
-    fprintf(f, ",%s,", m->variant);
+    fputc(',', f);
+    put_text(f, t->group);
+    fputc(',', f);
+    put_text(f, t->tuned);
+    fprintf(f, ",%s,%d,%s,", t->tuned[0] ? s->select_by : "", t->baseline, m->variant);
     put_int(f, al_sweep_n_kv_head(m));
     put_int(f, al_sweep_setting(m, "d_latent"));
     put_int(f, al_sweep_setting(m, "d_rope"));
     fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
+    put_int(f, m->n_layer);
+    put_int(f, m->d_ff);
     put_int(f, (long)t->params);
+    put_int(f, m->match.by ? (long)m->match.params_to : -1);
     put_int(f, (long)(4 * t->kv_elems_per_token));
     put_int(f, t->cfg.train.steps);
     put_int(f, (long)t->cfg.train.batch_size * m->seq_len);
@@ -273,6 +292,8 @@ static void summary_row(FILE *f, const al_sweep_trial *t, const al_trial_result 
     put_num(f, r->val_loss, "%.9g");
     put_num(f, r->best_val_loss, "%.9g");
     put_num(f, r->val_accuracy, "%.9g");
+    put_num(f, r->test_loss, "%.9g");
+    put_num(f, r->test_accuracy, "%.9g");
     put_num(f, r->tokens_per_s, "%.1f");
     put_num(f, r->wall_s, "%.2f");
     fprintf(f, "%s,", al_trial_status_name(r->status));
@@ -286,14 +307,15 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
-    fputs("trial,config,variant,n_kv_head,d_latent,d_rope,causal,seed,params,"
-          "kv_bytes_per_token,steps,tokens_per_step,final_train_loss,val_loss,"
-          "best_val_loss,val_accuracy,tokens_per_s,wall_s,status,reason\n", f);
+    fputs("trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,d_rope,"
+          "causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
+          "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
+          "test_accuracy,tokens_per_s,wall_s,status,reason\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
         al_results_read_result(tdir, s->trials[i].hash, &r);
-        summary_row(f, &s->trials[i], &r);
+        summary_row(f, s, &s->trials[i], &r);
     }
     return al_commit_atomic(f, tmp, path, e);
 }

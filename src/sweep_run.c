@@ -111,6 +111,8 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
         r.val_loss = r.status == AL_TRIAL_OK ? tr.val_loss : NAN;
         r.best_val_loss = tr.best_val_loss;
         r.val_accuracy = tr.val_accuracy;
+        r.test_loss = r.status == AL_TRIAL_OK ? tr.test_loss : NAN;
+        r.test_accuracy = r.status == AL_TRIAL_OK ? tr.test_accuracy : NAN;
         r.tokens_per_s = tr.tokens_per_s;
         r.wall_s = tr.wall_s;
     }

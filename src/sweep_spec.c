@@ -27,6 +27,7 @@ typedef struct spec_ctx {
     const al_node *sweep;      /* the sweep mapping, or NULL */
     const al_node *exclude;    /* a sequence of mappings, or NULL */
     const al_node *seeds;      /* the seeds node, or NULL */
+    const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
     int n_groups;              /* zip groups */
     int group_len[AL_SWEEP_MAX_AXES];
     al_err *e;
@@ -305,8 +306,101 @@ static int parse_exclude(spec_ctx *C, const al_node *x)
     return 0;
 }
 
+/* ---- select: {best_of: [axis, ...], by: val_loss | best_val_loss | val_accuracy} */
+
+static const char *const select_by_names[] = {"val_loss", "best_val_loss", "val_accuracy",
+                                              NULL};
+
+static int select_axis(spec_ctx *C, const al_node *x)
+{
+    al_sweep *s = C->s;
+    if (x->kind != AL_NODE_SCALAR)
+        return al_node_errf(C->e, x, "'sweep.select.best_of' lists sweep axes (key paths), "
+                            "got %s", kind_name(x->kind));
+    int a = 0;
+    while (a < s->n_axes && strcmp(s->axes[a].path, x->value) != 0) a++;
+    if (a == s->n_axes)
+        return al_node_errf(C->e, x, "'sweep.select.best_of': '%.80s' is not a sweep axis "
+                            "(select chooses among an axis's values)", x->value);
+    for (int i = 0; i < s->n_select; i++)
+        if (s->select_axis[i] == a)
+            return al_node_errf(C->e, x, "'sweep.select.best_of' lists '%s' twice", x->value);
+    s->select_axis[s->n_select++] = a;
+    return 0;
+}
+
+static int parse_select(spec_ctx *C, const al_node *x)
+{
+    al_sweep *s = C->s;
+    if (x->kind != AL_NODE_MAP)
+        return al_node_errf(C->e, x, "'sweep.select' must be a mapping such as {best_of: "
+                            "[train.lr], by: val_loss}, got %s", kind_name(x->kind));
+    snprintf(s->select_by, sizeof s->select_by, "val_loss");
+    const al_node *best = NULL;
+    for (int i = 0; i < x->n; i++) {
+        const al_node *v = x->items[i];
+        if (strcmp(x->keys[i], "best_of") == 0) {
+            best = v;
+        } else if (strcmp(x->keys[i], "by") == 0) {
+            int k = 0;
+            while (v->kind == AL_NODE_SCALAR && select_by_names[k] &&
+                   strcmp(select_by_names[k], v->value) != 0) k++;
+            if (v->kind != AL_NODE_SCALAR || !select_by_names[k])
+                return al_node_errf(C->e, v, "'sweep.select.by' must be val_loss, "
+                                    "best_val_loss or val_accuracy (never a test metric)");
+            snprintf(s->select_by, sizeof s->select_by, "%s", v->value);
+        } else {
+            return at_key(C->e, x, i, "unknown key '%.80s' in 'sweep.select' (known: "
+                          "best_of, by)", x->keys[i]);
+        }
+    }
+    if (!best) return al_node_errf(C->e, x, "'sweep.select.best_of' is required: the axes "
+                                   "to tune, e.g. [train.lr]");
+    if (best->kind == AL_NODE_SCALAR) return select_axis(C, best);
+    if (best->kind != AL_NODE_SEQ || best->n == 0)
+        return al_node_errf(C->e, best, "'sweep.select.best_of' must be a non-empty list of "
+                            "sweep axes");
+    for (int i = 0; i < best->n; i++)
+        if (select_axis(C, best->items[i])) return -1;
+    return 0;
+}
+
+static int is_select_axis(const al_sweep *s, int a)
+{
+    for (int i = 0; i < s->n_select; i++)
+        if (s->select_axis[i] == a) return 1;
+    return 0;
+}
+
+/* ---- baseline: {key.path: value, ...} naming one configuration */
+
+static int parse_baseline(spec_ctx *C, const al_node *x)
+{
+    const al_sweep *s = C->s;
+    if (x->kind != AL_NODE_MAP || x->n == 0)
+        return al_node_errf(C->e, x, "'sweep.baseline' must be a mapping of sweep axes to "
+                            "values naming one configuration, e.g. {model.attention: "
+                            "{variant: mha}}");
+    for (int k = 0; k < x->n; k++) {
+        const char *p = x->keys[k];
+        int a = 0;
+        for (; a < s->n_axes; a++) {
+            size_t n = strlen(s->axes[a].path);
+            if (strncmp(p, s->axes[a].path, n) == 0 && (p[n] == 0 || p[n] == '.')) break;
+        }
+        if (a == s->n_axes)
+            return at_key(C->e, x, k, "baseline key '%s' is not a sweep axis (nor under "
+                          "one)%s", p, strstr(p, "seed") ? "; every seed is compared" : "");
+        if (is_select_axis(s, a))
+            return at_key(C->e, x, k, "baseline key '%s' is a select axis: the tuned value "
+                          "is chosen per seed", p);
+    }
+    C->baseline = x;
+    return 0;
+}
+
 static const char *const sweep_keys[] = {"name", "description", "seeds", "grid", "zip",
-                                         "exclude", NULL};
+                                         "exclude", "select", "baseline", NULL};
 
 static int check_sweep_keys(spec_ctx *C, const al_node *sw)
 {
@@ -322,7 +416,7 @@ static int check_sweep_keys(spec_ctx *C, const al_node *sw)
             return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (did you mean '%s'?)",
                           sw->keys[i], sweep_keys[bi]);
         return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (known: name, "
-                      "description, seeds, grid, zip, exclude)", sw->keys[i]);
+                      "description, seeds, grid, zip, exclude, select, baseline)", sw->keys[i]);
     }
     return 0;
 }
@@ -362,6 +456,8 @@ static int parse_sweep(spec_ctx *C)
     if (!rc && (x = al_node_get(sw, "zip"))) rc = parse_zip(C, &sc, x);
     schema_free(&sc);
     if (!rc && (x = al_node_get(sw, "exclude"))) rc = parse_exclude(C, x);
+    if (!rc && (x = al_node_get(sw, "select"))) rc = parse_select(C, x);
+    if (!rc && (x = al_node_get(sw, "baseline"))) rc = parse_baseline(C, x);
     return rc;
 }
 
@@ -510,6 +606,14 @@ static int node_matches(const al_node *x, const al_node *want)
     return !x->quoted && !want->quoted && ba >= 0 && ba == bb;
 }
 
+/* Does the trial's tree match every entry of mapping m (no seeds)? */
+static int node_matches_all(const al_node *tree, const al_node *m)
+{
+    for (int k = 0; k < m->n; k++)
+        if (!node_matches(node_at(tree, m->keys[k]), m->items[k])) return 0;
+    return 1;
+}
+
 static int excluded(const spec_ctx *C, const al_node *tree, uint64_t seed)
 {
     if (!C->exclude) return 0;
@@ -592,18 +696,32 @@ static int trial_tree(const spec_ctx *C, const int *choice, int seed_i, al_node 
     return 0;
 }
 
-/* The configuration part of the label: the values of the axes that vary. */
-static void config_label(const al_sweep *s, const int *choice, char *out, size_t n)
+/* A label from the values of the axes that vary: which = 0 every axis (the
+ * trial's config), 1 all but the select axes (its configuration), 2 the
+ * select axes alone (the tuned values). */
+static void config_label(const al_sweep *s, const int *choice, int which, char *out, size_t n)
 {
     out[0] = 0;
     for (int a = 0; a < s->n_axes; a++) {
-        if (s->axes[a].n < 2) continue;
+        if (s->axes[a].n < 2 || (which == 1 && is_select_axis(s, a)) ||
+            (which == 2 && !is_select_axis(s, a)))
+            continue;
         const char *p = s->axes[a].path, *last = strrchr(p, '.');
         size_t len = strlen(out);
         if (len && len + 1 < n) out[len] = '_', out[len + 1] = 0;   /* between axes */
         value_label(out, n, last ? last + 1 : p, s->axes[a].key->items[choice[a]]);
     }
-    if (!out[0]) snprintf(out, n, "base");
+    if (!out[0] && which != 2) snprintf(out, n, "base");
+}
+
+/* Equal for the trials of one configuration: FNV-1a over the value
+ * indices of the axes that are not selected. */
+static uint64_t group_key(const al_sweep *s, const int *choice)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int a = 0; a < s->n_axes; a++)
+        if (!is_select_axis(s, a)) h = (h ^ (uint64_t)(choice[a] + 1)) * 0x100000001b3ULL;
+    return h;
 }
 
 /* Decode, check and measure one trial; a decode error gets the trial's
@@ -646,10 +764,14 @@ static int expand_one(spec_ctx *C, int k, int *kept)
     al_sweep_trial *t = &s->trials[*kept];
     memset(t, 0, sizeof *t);
     t->index = *kept;
-    config_label(s, choice, t->config, 96);
+    config_label(s, choice, 0, t->config, 96);
+    config_label(s, choice, 1, t->group, 96);
+    config_label(s, choice, 2, t->tuned, 96);
+    t->group_key = group_key(s, choice);
+    t->baseline = C->baseline && node_matches_all(tree, C->baseline);
     snprintf(t->label, sizeof t->label, "%s", t->config);   /* for errors */
     if (s->n_seeds)
-        snprintf(t->label, sizeof t->label, "%s_seed%llu", t->config,
+        snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
                  (unsigned long long)seed_v);
     int rc = trial_decode(C, tree, t);
     al_node_free(tree);
@@ -691,6 +813,50 @@ static int finish_names(spec_ctx *C)
     return rc;
 }
 
+/* Two configurations whose labels print the same get their key appended. */
+static void finish_groups(al_sweep *s)
+{
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        int clash = 0;
+        for (int j = 0; j < s->n_trials && !clash; j++)
+            clash = strcmp(t->group, s->trials[j].group) == 0 &&
+                    t->group_key != s->trials[j].group_key;
+        if (clash) t->baseline |= 2;   /* marked: suffix below, after every comparison */
+    }
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        if (!(t->baseline & 2)) continue;
+        t->baseline &= 1;
+        size_t len = strlen(t->group);
+        snprintf(t->group + (len < 100 ? len : 100), 10, "-%08llx",
+                 (unsigned long long)(t->group_key & 0xffffffffULL));
+    }
+}
+
+/* The baseline configuration: the one sweep.baseline matches (exactly
+ * one), else the first. Marks its trials. */
+static int mark_baseline(spec_ctx *C)
+{
+    al_sweep *s = C->s;
+    int first = -1;
+    for (int i = 0; i < s->n_trials; i++) {
+        const al_sweep_trial *t = &s->trials[i];
+        if (C->baseline && !t->baseline) continue;
+        if (first < 0) first = i;
+        else if (t->group_key != s->trials[first].group_key && C->baseline)
+            return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches more than one "
+                                "configuration ('%s' and '%s'): name more axes",
+                                s->trials[first].group, t->group);
+    }
+    if (first < 0)
+        return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches no configuration "
+                            "of the sweep%s", s->n_excluded ? " (after exclude)" : "");
+    for (int i = 0; i < s->n_trials; i++)
+        s->trials[i].baseline = s->trials[i].group_key == s->trials[first].group_key;
+    return 0;
+}
+
 /* ------------------------------------------------------------ public */
 
 static int expand(spec_ctx *C)
@@ -705,7 +871,9 @@ static int expand(spec_ctx *C)
     if (kept == 0)
         return al_node_errf(C->e, C->exclude ? C->exclude : C->sweep, "every trial is excluded "
                   "(%d of %d)", s->n_excluded, total);
-    return finish_names(C);
+    if (finish_names(C) || mark_baseline(C)) return -1;
+    finish_groups(s);
+    return 0;
 }
 
 int al_sweep_load(const char *path, const char *const *sets, int n_sets,

@@ -92,22 +92,23 @@ static double batch_accuracy(const float *logits, const int *tgt, const float *w
     return hit;
 }
 
-/* Task data: the whole fixed test set in order, in batches of at most B;
- * the loss is the mean over all answer positions. */
-static double eval_fixed(al_model *m, al_data *d, int B, int *in, int *tgt, float *w,
-                         double *hits, double *count)
+/* A fixed set (a task's val or test examples, a text's test windows) in
+ * order, in batches of at most B; the loss is the mean over every scored
+ * position (the answer positions of task data, every byte of text). */
+static double eval_fixed(al_model *m, al_data *d, int split, int B, int *in, int *tgt,
+                         float *w, double *hits, double *count)
 {
     int T = m->cfg.seq_len, V = m->cfg.vocab_size;
-    long n = d->n_examples[AL_SPLIT_VAL];
+    long n = d->n_examples[split];
     double sum = 0, wsum = 0;
     for (long first = 0; first < n; first += B) {
         int b = n - first < B ? (int)(n - first) : B;
-        al_data_examples(d, AL_SPLIT_VAL, first, b, T, in, tgt, w);
+        al_data_examples(d, split, first, b, T, in, tgt, w);
         double bw = 0;
-        for (int i = 0; i < b * T; i++) bw += w[i];
-        sum += al_model_forward(m, in, tgt, w, b, T) * bw;
+        for (int i = 0; i < b * T; i++) bw += d->has_weights ? w[i] : 1.0;
+        sum += al_model_forward(m, in, tgt, d->has_weights ? w : NULL, b, T) * bw;
         wsum += bw;
-        *hits += batch_accuracy(m->logits, tgt, w, b * T, V, count);
+        *hits += batch_accuracy(m->logits, tgt, d->has_weights ? w : NULL, b * T, V, count);
     }
     return wsum > 0 ? sum / wsum : 0.0;
 }
@@ -121,7 +122,7 @@ double al_evaluate(al_model *m, al_data *d, const al_train_config *t, double *ac
     al_rng_seed(&rng, t->eval_seed);
     double sum = 0, hits = 0, count = 0;
     if (d->n_examples[AL_SPLIT_VAL] > 0) {
-        sum = eval_fixed(m, d, B, in, tgt, w, &hits, &count);
+        sum = eval_fixed(m, d, AL_SPLIT_VAL, B, in, tgt, w, &hits, &count);
     } else {
         for (int i = 0; i < t->eval_batches; i++) {
             al_data_batch(d, AL_SPLIT_VAL, &rng, B, T, in, tgt, w);
@@ -136,6 +137,20 @@ double al_evaluate(al_model *m, al_data *d, const al_train_config *t, double *ac
     free(tgt);
     free(w);
     return sum;
+}
+
+double al_evaluate_test(al_model *m, al_data *d, int B, double *accuracy)
+{
+    if (accuracy) *accuracy = NAN;
+    if (d->n_examples[AL_SPLIT_TEST] <= 0) return NAN;
+    int BT = B * m->cfg.seq_len;
+    int *in = al_malloc(BT * sizeof(int)), *tgt = al_malloc(BT * sizeof(int));
+    float *w = al_malloc(BT * sizeof(float));
+    double hits = 0, count = 0;
+    double loss = eval_fixed(m, d, AL_SPLIT_TEST, B, in, tgt, w, &hits, &count);
+    if (accuracy && d->has_weights) *accuracy = count > 0 ? hits / count : 0.0;
+    free(in), free(tgt), free(w);
+    return loss;
 }
 
 /* ------------------------------------------------------------ loop */
@@ -348,8 +363,12 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
     const al_train_config *t = &R->c->train;
     double last_print = 0;
     /* a finished run resumed (accept_finished): its result is the state's,
-     * its final evaluation and checkpoint are on disk already */
-    if (R->start >= t->steps) return 0;
+     * its final evaluation and checkpoint are on disk already; the test
+     * split is scored again on the same final weights */
+    if (R->start >= t->steps) {
+        r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
+        return 0;
+    }
     for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&
             eval_point(R, step, R->loss_count ? R->loss_sum / R->loss_count : NAN, r, e) != 0)
@@ -385,6 +404,8 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
         snprintf(r->reason, sizeof r->reason, "validation loss is not finite");
         return 0;
     }
+    /* the held-out test split, once, on the final weights */
+    r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
     return al_dist_agree(save_run(R, t->steps, r, e) != 0, e);
 }
 
@@ -395,6 +416,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     memset(&R, 0, sizeof R);
     memset(r, 0, sizeof *r);
     r->val_loss = r->best_val_loss = r->val_accuracy = r->final_train_loss = NAN;
+    r->test_loss = r->test_accuracy = NAN;
     R.c = &c;
     R.o = o;
     R.wdir = al_dist_rank() == 0 ? o->outdir : NULL;

@@ -13,7 +13,7 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
 /* The generic variant checks (tests/test_variants.c) on one variant:
  * finite-difference gradients (causal, unmasked, each optional setting),
  * the causal property, bit-for-bit determinism, and, when it has decode
- * hooks, al_test_variant_decode. */
+ * hooks, al_test_variant_decode, and with `probs`, al_test_variant_probs. */
 void al_test_variant_generic(const al_variant_ops *v);
 /* The decode checks (tests/test_decode.c) on one variant and each optional
  * setting: cached incremental decode equals the full forward at every
@@ -21,6 +21,16 @@ void al_test_variant_generic(const al_variant_ops *v);
  * (< 1e-4), a corrupted row is noticed, bf16/f16 caches stay within
  * tolerance, measured cache bytes equal the formula. */
 void al_test_variant_decode(const al_variant_ops *v);
+/* A hand-built 2-layer mha model (tests/test_attention.c): vocabulary 16,
+ * d_model 48, 2 heads of 64, seq_len 64; layer 0 head 0 is a
+ * previous-token head, layer 1 head 0 an induction head, head 1 of each
+ * layer attends uniformly. */
+void al_test_planted_model(al_model *m);
+/* The attention-picture checks (tests/test_attention.c) on a variant with
+ * `probs`, for each optional setting, masked and unmasked: every row is a
+ * distribution, entries above the diagonal are exactly 0 under the mask and
+ * carry weight without it. Returns the number of models checked. */
+int al_test_variant_probs(const al_variant_ops *v);
 /* Relative error ||a - b|| / max(||a||, ||b||, tiny) over n doubles. */
 double al_test_rel_err(const double *a, const double *b, size_t n);
 

@@ -27,11 +27,18 @@ Suite *decode_suite(void);
 Suite *generate_suite(void);
 Suite *sweep_suite(void);
 Suite *report_suite(void);
+Suite *stats_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
+Suite *attention_suite(void);
+Suite *attnmap_suite(void);
+Suite *cmd_attention_suite(void);
+Suite *headstats_suite(void);
+Suite *ablation_suite(void);
+Suite *gnuplot_suite(void);
 Suite *bad_inputs_suite(void);
 
 static const struct {
@@ -54,11 +61,18 @@ static const struct {
     {"generate", generate_suite},
     {"sweep", sweep_suite},
     {"report", report_suite},
+    {"stats", stats_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
+    {"attention", attention_suite},
+    {"attnmap", attnmap_suite},
+    {"cmd_attention", cmd_attention_suite},
+    {"headstats", headstats_suite},
+    {"ablation", ablation_suite},
+    {"gnuplot", gnuplot_suite},
     {"bad_inputs", bad_inputs_suite},
     {NULL, NULL},
 };

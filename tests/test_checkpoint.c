@@ -215,7 +215,8 @@ START_TEST(mismatched_checkpoints_are_clear_errors)
     expect_load_error(dir, &m, (mut){.key = "n_heads", .value = "4"}, "unknown key 'n_heads'");
     expect_load_error(dir, &m, (mut){.key = "norm_eps", .value = NULL}, "'norm_eps' is missing");
     expect_load_error(dir, &m, (mut){.key = "causal", .value = "1"}, "'causal' must be true or false");
-    expect_load_error(dir, &m, (mut){.key = "d_ff", .value = "33"}, "'d_ff' (33) is not");
+    expect_load_error(dir, &m, (mut){.key = "d_ff", .value = "33"},
+                      "tensor 'blocks.0.mlp.w1.weight' has shape [32, 16], the model's config wants [33, 16]");
     expect_load_error(dir, &m, (mut){.key = "d_model", .value = "100000"},
                       "'d_model' must be an integer in [1, 16384]");
     expect_load_error(dir, &m, (mut){.key = "d_head", .value = "3"}, "must be even for RoPE");
@@ -486,6 +487,7 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     ck_assert_mem_eq(&again.best_val_loss, &r.best_val_loss, sizeof(double));
     ck_assert_mem_eq(&again.final_train_loss, &r.final_train_loss, sizeof(double));
     ck_assert_mem_eq(&again.tokens_per_s, &r.tokens_per_s, sizeof(double));
+    ck_assert_mem_eq(&again.test_loss, &r.test_loss, sizeof(double));
     b = file_bytes(other, "model.safetensors", &n);
     b2 = file_bytes(dir, "model.safetensors", &n2);
     ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the finished checkpoint changed");

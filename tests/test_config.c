@@ -143,6 +143,9 @@ START_TEST(empty_file_is_all_defaults_resolved)
     al_config_defaults(&d);
     d.model.d_head = 32;   /* 128 / 4 */
     d.data.seed = 1;       /* train.seed */
+    d.model.d_ff = 512;    /* mlp_ratio 4 * d_model 128 */
+    d.model.match.base_n_layer = 4;
+    d.model.match.base_d_ff = 512;
     ck_assert_int_eq(memcmp(&c.model, &d.model, sizeof d.model), 0);
     ck_assert_int_eq(memcmp(&c.data, &d.data, sizeof d.data), 0);
     ck_assert_int_eq(memcmp(&c.train, &d.train, sizeof d.train), 0);
@@ -573,6 +576,8 @@ START_TEST(written_yaml_loads_back_identical)
     b = load_ok(text, NULL);
     a.model.d_head = 32;
     a.data.seed = 1;
+    a.model.d_ff = a.model.match.base_d_ff = 512;
+    a.model.match.base_n_layer = 4;
     assert_same_config(&a, &b);
     ck_assert_ptr_null(strstr(text, "plugins"));
     free(text);
@@ -629,6 +634,165 @@ START_TEST(odd_inputs_fail_cleanly)
 }
 END_TEST
 
+/* ------------------------------------------------------------ match_params */
+
+/* Parameters of a model counted from its shape alone (README "The model"),
+ * not through the model's tensor table: V D + L (2 D + attn + 2 D F) + D. */
+static long count_by_hand(const char *variant, int L, int F, int D, int H, int dh, int V,
+                          int G, int dc, int dr, int dq)
+{
+    long Hd = (long)H * dh, attn;
+    if (strcmp(variant, "mla") == 0) {
+        long qin = dq ? dq : D;
+        attn = (dq ? (long)dq * D + dq + Hd * dq : Hd * D) + H * dr * qin + (long)dc * D + dc +
+               (long)dr * D + 2 * Hd * dc + D * Hd;
+    } else {
+        attn = (Hd + 2L * G * dh) * D + D * Hd;
+    }
+    return (long)V * D + L * (2L * D + attn + 2L * D * F) + D;
+}
+
+typedef struct shape_case {
+    const char *attention;   /* YAML */
+    const char *variant;
+    int G, dc, dr, dq;
+} shape_case;
+
+static const shape_case shapes[] = {
+    {"{variant: mha}", "mha", 8, 0, 0, 0},
+    {"{variant: mqa}", "mqa", 1, 0, 0, 0},
+    {"{variant: gqa, n_kv_head: 2}", "gqa", 2, 0, 0, 0},
+    {"{variant: gqa, n_kv_head: 4}", "gqa", 4, 0, 0, 0},
+    {"{variant: mla, d_latent: 16, d_rope: 8}", "mla", 0, 16, 8, 0},
+    {"{variant: mla, d_latent: 96, d_rope: 8, d_q_latent: 32}", "mla", 0, 96, 8, 32},
+};
+
+/* For every built-in variant and both modes, matched to every other: the
+ * resolved value is the one whose hand-counted parameter count is closest
+ * to the target's (ties to the smaller), found by trying every value. */
+START_TEST(match_params_reaches_the_closest_count)
+{
+    const int D = 128, H = 8, dh = 16, L0 = 2, F0 = 512, V = 256;
+    int n = (int)(sizeof shapes / sizeof *shapes);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            const shape_case *a = &shapes[i], *b = &shapes[j];
+            long target = count_by_hand(b->variant, L0, F0, D, H, dh, V, b->G, b->dc, b->dr, b->dq);
+            for (int by = 0; by < 2; by++) {
+                char text[1024];
+                snprintf(text, sizeof text,
+                         "data: {source: text, path: x.txt}\n"
+                         "model: {n_layer: %d, d_model: %d, n_head: %d, d_head: %d,\n"
+                         "        attention: %s, match_params: {to: %s, by: %s}}\n",
+                         L0, D, H, dh, a->attention, b->attention, by ? "n_layer" : "d_ff");
+                al_config c = load_ok(text, NULL);
+                long best = -1, best_gap = 0;
+                for (int x = by ? 1 : 8; x <= (by ? 64 : 8192); x += by ? 1 : 8) {
+                    long p = count_by_hand(a->variant, by ? x : L0, by ? F0 : x, D, H, dh, V,
+                                           a->G, a->dc, a->dr, a->dq);
+                    long gap = labs(p - target);
+                    if (best < 0 || gap < best_gap) best = x, best_gap = gap;
+                }
+                if (i == j) best = by ? L0 : F0;   /* the same attention: nothing to change */
+                int got = by ? c.model.n_layer : c.model.d_ff;
+                ck_assert_msg(got == best, "%s to %s by %s: got %d, closest is %ld",
+                              a->attention, b->attention, by ? "n_layer" : "d_ff", got, best);
+                ck_assert_int_eq(by ? c.model.d_ff : c.model.n_layer, by ? F0 : L0);
+                ck_assert_uint_eq(c.model.match.params_to, (size_t)target);
+                ck_assert_uint_eq(c.model.match.params,
+                                  (size_t)count_by_hand(a->variant, c.model.n_layer,
+                                                        c.model.d_ff, D, H, dh, V, a->G, a->dc,
+                                                        a->dr, a->dq));
+                ck_assert_int_eq(c.model.match.base_n_layer, L0);
+                ck_assert_int_eq(c.model.match.base_d_ff, F0);
+            }
+        }
+    }
+}
+END_TEST
+
+/* Written out, a matched config names the shape as given, the match, and
+ * what it gave; it reads back to the same config, and a stale written
+ * value is an error at its line. */
+START_TEST(match_params_round_trips_and_checks_what_it_wrote)
+{
+    al_config a = load_ok("model: {n_layer: 2, d_model: 128, n_head: 8, d_head: 16,\n"
+                          "  attention: {variant: mqa},\n"
+                          "  match_params: {to: {variant: mha}, by: d_ff}}\n", NULL);
+    ck_assert_int_eq(a.model.d_ff, 624);   /* 369,280 + 2 * 2 * 128 * 112 = 426,624 */
+    ck_assert_uint_eq(a.model.match.params, 426624);
+    ck_assert_uint_eq(a.model.match.params_to, 426624);
+    char *text = to_yaml(&a);
+    ck_assert_ptr_nonnull(strstr(text, "  n_layer: 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  d_ff: 512\n"));   /* as given */
+    ck_assert_ptr_nonnull(strstr(text, "  match_params:\n    to:\n      variant: mha\n"
+                                       "    by: d_ff\n"));
+    ck_assert_ptr_nonnull(strstr(text, "    d_ff: 624\n    params: 426624\n    params_to: 426624\n"));
+    al_config b = load_ok(text, NULL);
+    assert_same_config(&a, &b);
+    char *again = to_yaml(&b);
+    ck_assert_str_eq(text, again);
+    free(again);
+    char *stale = strdup(text), *p = strstr(stale, "    d_ff: 624");
+    memcpy(p, "    d_ff: 632", 13);
+    int line = 1;
+    for (char *q = stale; q < p; q++) line += *q == '\n';
+    char want[256];
+    snprintf(want, sizeof want, "%%F:%d:11: error: 'model.match_params.d_ff' says what the "
+             "match gave when this file was written, but it now gives 624: the model "
+             "changed; remove the written values (n_layer, d_ff, params, params_to) to match "
+             "afresh", line);
+    expect_error(stale, NULL, want);
+    free(stale), free(text);
+    /* off is the default and can be said */
+    al_config c = load_ok("model: {match_params: off}\n", NULL);
+    ck_assert_int_eq(c.model.match.by, AL_MATCH_NONE);
+    ck_assert_int_eq(c.model.d_ff, 512);
+}
+END_TEST
+
+START_TEST(bad_match_params_name_the_place)
+{
+    expect_error("model:\n  match_params: {to: {variant: mha}, by: width}\n", NULL,
+                 "%F:2:42: error: 'model.match_params.by' must be one of d_ff, n_layer, got "
+                 "'width'");
+    expect_error("model:\n  match_params: {to: {variant: mhx}}\n", NULL,
+                 "%F:2:32: error: unknown variant 'mhx' in 'model.match_params.to.variant' "
+                 "(did you mean 'mha'?; a plugin's variant needs --plugin PATH or 'plugins: "
+                 "[PATH]')");
+    expect_error("model:\n  match_params: {by: d_ff}\n", NULL,
+                 "%F:2:17: error: 'model.match_params.to' is required: the attention to "
+                 "match, e.g. {variant: mha}");
+    expect_error("model:\n  match_params: {to: {variant: mha}, wide: 1}\n", NULL,
+                 "%F:2:38: error: unknown key 'wide' in 'model.match_params'");
+    expect_error("model:\n  match_params: yes\n", NULL,
+                 "%F:2:17: error: 'model.match_params' must be a mapping such as {to: "
+                 "{variant: mha}, by: d_ff}, or off; got a scalar");
+    /* a tiny MLP cannot give back what a much larger attention adds */
+    expect_error("model:\n  d_model: 16\n  n_head: 2\n  d_head: 8\n  mlp_ratio: 0.25\n"
+                 "  attention: {variant: mha}\n  match_params: {to: {variant: mqa}}\n", NULL,
+                 "%F:7:17: error: 'model.match_params': matching 7824 parameters by d_ff "
+                 "needs d_ff -4.0, outside [8, 16777216]");
+    expect_error("model:\n  match_params: {to: {variant: gqa, n_kv_head: 3}}\n", NULL,
+                 "%F:2:22: error: 'model.match_params.to': 'n_kv_head' (3) must divide "
+                 "'n_head' (4)");
+}
+END_TEST
+
+START_TEST(test_fraction_is_checked_against_val_fraction)
+{
+    al_config c = load_ok("", NULL);
+    ck_assert_double_eq(c.data.test_fraction, 0.05);
+    c = load_ok("data: {test_fraction: 0}\n", NULL);
+    ck_assert_double_eq(c.data.test_fraction, 0.0);
+    expect_error("data: {test_fraction: 1}\n", NULL,
+                 "%F:1:23: error: 'data.test_fraction' (1) must be in [0, 1)");
+    expect_error("data: {val_fraction: 0.5, test_fraction: 0.5}\n", NULL,
+                 "%F:1:42: error: 'data.val_fraction' + 'data.test_fraction' (0.5 + 0.5) "
+                 "must leave some text to train on");
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -661,6 +825,10 @@ Suite *config_suite(void)
     tcase_add_test(tc, written_yaml_loads_back_identical);
     tcase_add_test(tc, schema_lists_every_key_with_its_default);
     tcase_add_test(tc, odd_inputs_fail_cleanly);
+    tcase_add_test(tc, match_params_reaches_the_closest_count);
+    tcase_add_test(tc, match_params_round_trips_and_checks_what_it_wrote);
+    tcase_add_test(tc, bad_match_params_name_the_place);
+    tcase_add_test(tc, test_fraction_is_checked_against_val_fraction);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -228,8 +228,11 @@ START_TEST(kjv_source_reads_bytes_through_the_cache)
     ck_assert_msg(al_data_open(&d, &c.data, 64, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(d.vocab_size, 256);
     ck_assert_uint_eq(d.n, AL_KJV_SIZE);
-    ck_assert_uint_eq(d.n_train, (size_t)(AL_KJV_SIZE * 0.9));
+    /* train | val 0.1 | test 0.05 (the defaults) */
+    ck_assert_uint_eq(d.n_train, (size_t)((double)AL_KJV_SIZE * (1.0 - 0.1 - 0.05)));
+    ck_assert_uint_eq(d.test_start, (size_t)((double)AL_KJV_SIZE * (1.0 - 0.05)));
     ck_assert_int_eq(d.n_examples[AL_SPLIT_VAL], 0);   /* random windows, like text */
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_TEST], (long)((AL_KJV_SIZE - d.test_start - 1) / 64));
     al_data_close(&d);
     restore_env("ATTNLAB_CACHE", c0);
     remove_tree(dir);
@@ -417,18 +420,26 @@ END_TEST
 /* Brute force: no test example equals any training example. */
 static void assert_disjoint(al_data *d, int T)
 {
-    long nt = d->n_examples[AL_SPLIT_TRAIN], ne = d->n_examples[AL_SPLIT_VAL];
-    int *tr = malloc(nt * 2 * T * sizeof(int)), te[2 * MAXT];
-    float w[MAXT];
-    for (long i = 0; i < nt; i++)
-        get(d, AL_SPLIT_TRAIN, i, T, tr + i * 2 * T, tr + i * 2 * T + T, w);
-    for (long j = 0; j < ne; j++) {
-        get(d, AL_SPLIT_VAL, j, T, te, te + T, w);
-        for (long i = 0; i < nt; i++)
-            ck_assert_msg(!same_example(te, te + T, tr + i * 2 * T, tr + i * 2 * T + T, T),
-                          "test example %ld equals training example %ld", j, i);
+    /* every held-out example against every training example, and the
+     * validation examples against the test examples */
+    static const int held[][2] = {{AL_SPLIT_VAL, AL_SPLIT_TRAIN}, {AL_SPLIT_TEST, AL_SPLIT_TRAIN},
+                                  {AL_SPLIT_VAL, AL_SPLIT_TEST}};
+    for (int k = 0; k < 3; k++) {
+        int a = held[k][0], b = held[k][1];
+        long nb = d->n_examples[b], na = d->n_examples[a];
+        ck_assert_int_gt(na, 0);
+        int *tr = malloc(nb * 2 * T * sizeof(int)), te[2 * MAXT];
+        float w[MAXT];
+        for (long i = 0; i < nb; i++)
+            get(d, b, i, T, tr + i * 2 * T, tr + i * 2 * T + T, w);
+        for (long j = 0; j < na; j++) {
+            get(d, a, j, T, te, te + T, w);
+            for (long i = 0; i < nb; i++)
+                ck_assert_msg(!same_example(te, te + T, tr + i * 2 * T, tr + i * 2 * T + T, T),
+                              "split %d example %ld equals split %d example %ld", a, j, b, i);
+        }
+        free(tr);
     }
-    free(tr);
 }
 
 START_TEST(test_examples_are_disjoint_from_training_examples)
@@ -725,6 +736,112 @@ START_TEST(evaluation_walks_the_whole_fixed_test_set)
 }
 END_TEST
 
+/* The text test split: the last test_fraction of the bytes, tiled by
+ * windows of T + 1 without overlap (window i starts at test_start + i T);
+ * al_evaluate_test scores every window once and its loss is the mean over
+ * every byte of them, checked here window by window. Validation batches
+ * stay before it. */
+START_TEST(text_test_split_is_the_tail_scored_window_by_window)
+{
+    char *dir = al_test_tmpdir(), text[4001];
+    for (int i = 0; i < 4000; i++)   /* capitals in the test split only */
+        text[i] = (char)((i < 3800 ? 'a' : 'A') + (i * 7 + i / 13) % 26);
+    text[4000] = 0;
+    char *path = al_test_write(dir, "t.txt", text);
+    al_config c;
+    small_model_config(&c, "text", 256, 16, 1);
+    snprintf(c.data.path, sizeof c.data.path, "%s", path);
+    c.data.val_fraction = 0.1;
+    c.data.test_fraction = 0.05;
+    c.train.batch_size = 3;
+    al_data d;
+    open_ok(&d, &c.data, 16);
+    ck_assert_uint_eq(d.n_train, (size_t)(4000.0 * (1.0 - 0.1 - 0.05)));
+    ck_assert_uint_eq(d.test_start, 3800);
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_TEST], (200 - 1) / 16);   /* 12 windows */
+    int in[16], tgt[16];
+    float w[16];
+    get(&d, AL_SPLIT_TEST, 11, 16, in, tgt, w);
+    for (int t = 0; t < 16; t++) {
+        ck_assert_int_eq(in[t], (unsigned char)text[3800 + 11 * 16 + t]);
+        ck_assert_int_eq(tgt[t], (unsigned char)text[3800 + 11 * 16 + t + 1]);
+    }
+    al_rng rng;   /* training and validation windows end before the test split */
+    al_rng_seed(&rng, 5);
+    int vin[3 * 16], vtgt[3 * 16];
+    float vw[3 * 16];
+    for (int k = 0; k < 400; k++) {
+        al_data_batch(&d, k & 1 ? AL_SPLIT_VAL : AL_SPLIT_TRAIN, &rng, 3, 16, vin, vtgt, vw);
+        for (int t = 0; t < 3 * 16; t++) ck_assert(vtgt[t] >= 'a' && vin[t] >= 'a');
+    }
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_model_init(&m, &c.model, &e) == 0, "%s", e.msg);
+    al_model_init_weights(&m, 3);
+    ck_assert_int_eq(al_model_reserve(&m, 3, 16, &e), 0);
+    double acc, loss = al_evaluate_test(&m, &d, 3, &acc);
+    ck_assert(isnan(acc));   /* text has no answers to be right about */
+    double sum = 0;
+    for (long i = 0; i < 12; i++) {
+        get(&d, AL_SPLIT_TEST, i, 16, in, tgt, w);
+        sum += al_model_forward(&m, in, tgt, NULL, 1, 16) * 16;
+    }
+    ck_assert_double_eq_tol(loss, sum / (12 * 16), 1e-6);
+    al_data_close(&d);
+    c.data.test_fraction = 0;   /* none: validation runs to the end, no test loss */
+    open_ok(&d, &c.data, 16);
+    ck_assert_uint_eq(d.test_start, 4000);
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_TEST], 0);
+    ck_assert(isnan(al_evaluate_test(&m, &d, 3, &acc)));
+    al_data_close(&d);
+    al_model_free(&m);
+    free(path), free(dir);
+}
+END_TEST
+
+/* Task data: the test set is its own fixed set, apart from validation, and
+ * al_evaluate_test walks all of it (loss and accuracy over its answers). */
+START_TEST(task_test_set_is_scored_apart_from_validation)
+{
+    al_config c;
+    small_model_config(&c, "mqar", 32, 16, 3);
+    c.data.train_examples = 50;
+    c.data.test_examples = 13;
+    c.train.batch_size = 5;
+    al_data d;
+    open_ok(&d, &c.data, 16);
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_TEST], 13);
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_VAL], 13);
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_model_init(&m, &c.model, &e) == 0, "%s", e.msg);
+    al_model_init_weights(&m, 3);
+    ck_assert_int_eq(al_model_reserve(&m, 5, 16, &e), 0);
+    double acc, loss = al_evaluate_test(&m, &d, 5, &acc), val_acc;
+    double val = al_evaluate(&m, &d, &c.train, &val_acc);
+    ck_assert(loss != val);   /* other examples */
+    double sum = 0, hits = 0, count = 0;
+    int in[16], tgt[16];
+    float w[16];
+    for (long i = 0; i < 13; i++) {
+        get(&d, AL_SPLIT_TEST, i, 16, in, tgt, w);
+        sum += al_model_forward(&m, in, tgt, w, 1, 16) * 3;
+        for (int t = 0; t < 16; t++) {
+            if (w[t] == 0.0f) continue;
+            const float *row = m.logits + (size_t)t * 32;
+            int best = 0;
+            for (int j = 1; j < 32; j++)
+                if (row[j] > row[best]) best = j;
+            hits += best == tgt[t], count++;
+        }
+    }
+    ck_assert_double_eq_tol(loss, sum / count, 1e-6);
+    ck_assert_double_eq_tol(acc, hits / count, 1e-12);
+    al_model_free(&m);
+    al_data_close(&d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ command line */
 
 static int run_attnlab(const char *env, const char *args, char **out)
@@ -918,6 +1035,8 @@ Suite *data_suite(void)
     tcase_add_test(tc, min_kv_pairs_mixes_and_equal_bounds_change_nothing);
     tcase_add_test(tc, bad_min_kv_pairs_names_the_key);
     tcase_add_test(tc, evaluation_walks_the_whole_fixed_test_set);
+    tcase_add_test(tc, text_test_split_is_the_tail_scored_window_by_window);
+    tcase_add_test(tc, task_test_set_is_scored_apart_from_validation);
     suite_add_tcase(s, tc);
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 120);

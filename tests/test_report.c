@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -95,6 +96,9 @@ END_TEST
 
 /* ------------------------------------------------------------ report.md */
 
+/* An older summary (no test split, no group column): validation stands in
+ * for the test split, configurations come from `config`, and the first is
+ * the baseline. t(0.975, 1) = 12.706204736174705 (from a t table). */
 START_TEST(report_aggregates_seeds_and_marks_the_front)
 {
     char *dir = summary_dir(rows);
@@ -108,38 +112,307 @@ START_TEST(report_aggregates_seeds_and_marks_the_front)
     ck_assert_int_eq(st.n_configs, 5);
     ck_assert_int_eq(st.n_front, 3);
     char *md = read_in(dir, "report.md");
-    /* sample sd of {2.0, 2.2} = 0.1414; of {2.3, 2.3} = 0 */
+    ck_assert_ptr_nonnull(strstr(md, "Quality is the **val loss** (these trials have no test "
+                                     "split"));
+    /* sample sd of {2.0, 2.2} = 0.1414, half-width t(0.975, 1) * sd / sqrt(2) */
     double sd = sqrt(((2.0 - 2.1) * (2.0 - 2.1) + (2.2 - 2.1) * (2.2 - 2.1)) / 1);
-    char want[64];
-    snprintf(want, sizeof want, "| 2.1000 ± %.4f |", sd);
-    char *r = table_row(md, "mha");
-    ck_assert_msg(strstr(r, want) && strstr(r, "| 2/2 | **yes** |"), "%s", r);
+    char want[128];
+    snprintf(want, sizeof want, "| 2 | 2.1000 ± %.4f | %.4f |", 12.706204736174705 * sd / sqrt(2),
+             sd);
+    char *r = table_row(md, "mha (baseline)");
+    ck_assert_msg(strstr(r, want) && strstr(r, "| (baseline) |"), "%s\nwant %s", r, want);
     ck_assert_msg(strstr(r, "| 4 | – | – |") && strstr(r, "| 1,000 | 4,096 |"), "%s", r);
-    ck_assert_msg(strstr(r, "| 1,100 |"), "%s", r);   /* tokens/s mean */
+    ck_assert_msg(strstr(r, "| 1,100 | yes (not resolved) |"), "%s", r);   /* tokens/s mean */
     free(r);
-    r = table_row(md, "gqa");
-    ck_assert_msg(strstr(r, "| 2.3000 ± 0.0000 |") && strstr(r, "| 2/2 |  |"), "%s", r);
+    r = table_row(md, "gqa");   /* two equal seeds: sd 0, an interval of width 0 */
+    ck_assert_msg(strstr(r, "| 2 | 2.3000 ± 0.0000 | 0.0000 |"), "%s", r);
+    snprintf(want, sizeof want, "| +0.2000 [%+.4f, %+.4f] | no |", 0.2 - 12.706204736174705 * 0.1,
+             0.2 + 12.706204736174705 * 0.1);   /* differences 0.3, 0.1 */
+    ck_assert_msg(strstr(r, want), "%s\nwant %s", r, want);
     free(r);
-    r = table_row(md, "mqa");
-    ck_assert_msg(strstr(r, "| 2.5000 |") && strstr(r, "| 1/2 | **yes** |"), "%s", r);
+    r = table_row(md, "mqa");   /* one seed finished (the other runs again): no interval */
+    ck_assert_msg(strstr(r, "| 1+ | 2.5000 | – |") && strstr(r, "+0.5000 (n = 1, no interval)"),
+                  "%s", r);
+    ck_assert_msg(strstr(r, "| **yes** |"), "%s", r);   /* the cheapest front point */
     free(r);
     r = table_row(md, "mla");
-    ck_assert_msg(strstr(r, "| – | 32 | 16 |") && strstr(r, "**yes**"), "%s", r);
+    ck_assert_msg(strstr(r, "| – | 32 | 16 |") && strstr(r, "yes (not resolved)"), "%s", r);
     free(r);
     r = table_row(md, "big");
-    ck_assert_msg(!strstr(r, "**yes**"), "%s", r);
+    ck_assert_msg(!strstr(r, "yes"), "%s", r);
     free(r);
     /* largest cache first */
-    ck_assert(strstr(md, "| big |") < strstr(md, "| mha |"));
-    ck_assert(strstr(md, "| mha |") < strstr(md, "| mqa |"));
-    ck_assert_ptr_nonnull(strstr(md, "- **mqa**: 1,024 bytes/token (8x smaller than big), val loss 2.5000 (-0.1000)"));
+    ck_assert(strstr(md, "| big |") < strstr(md, "| mha (baseline) |"));
+    ck_assert(strstr(md, "| mha (baseline) |") < strstr(md, "| mqa |"));
+    ck_assert_ptr_nonnull(strstr(md, "- **mqa**: 1,024 bytes/token, val loss 2.5000\n"));
+    ck_assert_ptr_nonnull(strstr(md, "- **mla**: 1,536 bytes/token, val loss 2.2500; *not "
+                                     "resolved from mqa*"));
     ck_assert_ptr_nonnull(strstr(md, "| mqa_seed2 | failed | exit status 1: boom, with a comma |"));
     ck_assert_ptr_nonnull(strstr(md, "gnuplot was not found"));
     ck_assert_int_eq(st.plots, AL_PLOTS_NO_GNUPLOT);
     char *front = read_in(dir, "front.dat"), *gp = read_in(dir, "tradeoff.gp");
     ck_assert_str_eq(strchr(front, '\n') + 1, "1024 2.5\n1536 2.25\n4096 2.1\n");
     ck_assert_ptr_nonnull(strstr(gp, "set logscale x"));
+    ck_assert_ptr_nonnull(strstr(gp, "with yerrorbars pt 6"));   /* hollow: not resolved */
     free(front), free(gp), free(md), free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ statistics */
+
+static const char header2[] =
+    "trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,d_rope,causal,"
+    "seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,tokens_per_step,"
+    "final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,test_accuracy,"
+    "tokens_per_s,wall_s,status,reason\n";
+
+static char *summary2_dir(const char *body)
+{
+    char *dir = al_test_tmpdir(), text[16384];
+    snprintf(text, sizeof text, "%s%s", header2, body);
+    free(al_test_write(dir, "summary.csv", text));
+    return dir;
+}
+
+/* One line of a trial: group, tuned, select_by, baseline, seed, kv, val,
+ * test loss, test accuracy (NAN: blank), status. */
+static void add_trial(char *buf, size_t n, const char *group, const char *tuned,
+                      const char *by, int base, int seed, int kv, double val, double test,
+                      double acc, const char *status)
+{
+    char a[32] = "", t[32] = "", v[32] = "";
+    if (!isnan(acc)) snprintf(a, sizeof a, "%.17g", acc);
+    if (!isnan(test)) snprintf(t, sizeof t, "%.17g", test);
+    if (!isnan(val)) snprintf(v, sizeof v, "%.17g", val);
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, "%s%s%s_seed%d,%s%s%s,%s,%s,%s,%d,mha,4,,,true,%d,2,64,1000,,%d,"
+             "10,64,2.0,%s,%s,%s,%s,%s,1000,1.0,%s,\n", group, tuned[0] ? "_" : "", tuned, seed,
+             group, tuned[0] ? "_" : "", tuned, group, tuned, by, base, seed, kv, v, v, a, t, a,
+             status);
+}
+
+static void free_fields_n(char **f, int n)
+{
+    for (int i = 0; f && i < n; i++) free(f[i]);
+    free(f);
+}
+
+/* configs.csv, one configuration's row, as fields (malloc'ed; NULL: none).
+ * *head (NULL or a previous call's header, freed here) gets the header. */
+static char **configs_row(const char *dir, const char *config, char ***head, int *n)
+{
+    char *text = read_in(dir, "configs.csv"), *line, *save = NULL, **f = NULL, **h = NULL;
+    int nh = 0;
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char **cur = NULL;
+        int k = 0;
+        for (char *p = line;; p++) {   /* no field here holds a comma or a quote */
+            char *q = strchr(p, ',');
+            cur = realloc(cur, (size_t)(k + 1) * sizeof *cur);
+            cur[k++] = strndup(p, q ? (size_t)(q - p) : strlen(p));
+            if (!q) break;
+            p = q;
+        }
+        if (!h) h = cur, nh = k;
+        else if (strcmp(cur[0], config) == 0 && !f) f = cur;
+        else {
+            for (int i = 0; i < k; i++) free(cur[i]);
+            free(cur);
+        }
+    }
+    free(text);
+    free_fields_n(*head, *n);   /* the caller's previous header, if any */
+    *head = h;
+    *n = nh;
+    return f;
+}
+
+static const char *field(char **head, char **row, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(head[i], name) == 0) return row[i];
+    ck_abort_msg("configs.csv has no column '%s'", name);
+    return NULL;
+}
+
+static double num_field(char **head, char **row, int n, const char *name)
+{
+    const char *v = field(head, row, n, name);
+    return v[0] ? atof(v) : NAN;
+}
+
+static void free_fields(char **f, int n)
+{
+    for (int i = 0; f && i < n; i++) free(f[i]);
+    free(f);
+}
+
+static void write_report(const char *dir)
+{
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    unsetenv("AL_GNUPLOT");
+}
+
+/* Paired differences against a hand computation: b - a over seeds 1..3 is
+ * {0.03, 0.02, 0.05}: mean 0.0333, sd 0.015275 (by hand), half-width
+ * t(0.975, 2) sd / sqrt(3) with t(0.975, 2) = 4.302652729911275 from a t
+ * table: 0.03795, so not resolved; c - a = {0.20, 0.21, 0.19}: mean 0.2,
+ * sd 0.01, half-width 0.02484: resolved. The baseline is the configuration
+ * the summary marks (a), not the first listed. */
+START_TEST(paired_interval_equals_a_hand_computation)
+{
+    char body[8192] = "";
+    double a[] = {2.00, 2.10, 2.05}, b[] = {2.03, 2.12, 2.10}, c[] = {2.20, 2.31, 2.24};
+    for (int s = 0; s < 3; s++) {
+        add_trial(body, sizeof body, "b", "", "", 0, s + 1, 500, 1, b[s], NAN, "ok");
+        add_trial(body, sizeof body, "a", "", "", 1, s + 1, 1000, 1, a[s], NAN, "ok");
+        add_trial(body, sizeof body, "c", "", "", 0, s + 1, 250, 1, c[s], NAN, "ok");
+    }
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    const double t2 = 4.302652729911275;
+    char **rb = configs_row(dir, "b", &head, &n);
+    ck_assert_ptr_nonnull(rb);
+    ck_assert_str_eq(field(head, rb, n, "metric"), "test loss");
+    ck_assert_str_eq(field(head, rb, n, "n"), "3");
+    ck_assert_double_eq_tol(num_field(head, rb, n, "mean"), (2.03 + 2.12 + 2.10) / 3, 1e-9);
+    ck_assert_double_eq_tol(num_field(head, rb, n, "delta_vs_baseline"), 0.1 / 3, 1e-9);
+    double sd = sqrt(((0.03 - 0.1 / 3) * (0.03 - 0.1 / 3) + (0.02 - 0.1 / 3) * (0.02 - 0.1 / 3) +
+                      (0.05 - 0.1 / 3) * (0.05 - 0.1 / 3)) / 2);
+    ck_assert_double_eq_tol(sd, 0.0152753, 1e-6);   /* the hand value */
+    ck_assert_double_eq_tol(num_field(head, rb, n, "delta_ci95"), t2 * sd / sqrt(3), 1e-8);
+    ck_assert_str_eq(field(head, rb, n, "delta_n"), "3");
+    ck_assert_str_eq(field(head, rb, n, "resolved"), "false");
+    free_fields(rb, n);
+    char **rc = configs_row(dir, "c", &head, &n);
+    ck_assert_double_eq_tol(num_field(head, rc, n, "delta_vs_baseline"), 0.2, 1e-9);
+    ck_assert_double_eq_tol(num_field(head, rc, n, "delta_ci95"), t2 * 0.01 / sqrt(3), 1e-8);
+    ck_assert_str_eq(field(head, rc, n, "resolved"), "true");
+    free_fields(rc, n);
+    char **ra = configs_row(dir, "a", &head, &n);
+    ck_assert_str_eq(field(head, ra, n, "baseline"), "1");
+    ck_assert_str_eq(field(head, ra, n, "resolved"), "");
+    /* a's edge over the cheaper b is within noise; c and b are apart */
+    ck_assert_str_eq(field(head, ra, n, "front"), "true");
+    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "0");
+    free_fields(ra, n);
+    free_fields(head, n);
+    char *dat = read_in(dir, "tradeoff.dat");
+    ck_assert_msg(strstr(dat, "\n250 2.25 ") && strstr(dat, "\"c\" 1 3 1\n"), "%s", dat);
+    ck_assert_msg(strstr(dat, "\"b\" 1 3 1\n") && strstr(dat, "\"a\" 1 3 0\n"), "%s", dat);
+    free(dat);
+    char *md = read_in(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "## Paired differences against the baseline (a)"));
+    ck_assert_ptr_nonnull(strstr(md, "- **a**: 1,000 bytes/token, test loss 2.0500 ± "));
+    ck_assert_ptr_nonnull(strstr(md, "*not resolved from b*"));
+    free(md), free(dir);
+}
+END_TEST
+
+/* One seed: n = 1, a mean, and no interval (blank), never a zero width. */
+START_TEST(one_seed_reports_n_1_and_no_interval)
+{
+    char body[4096] = "";
+    add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 1, 2.0, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 1, 2.5, NAN, "ok");
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "b", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "n"), "1");
+    ck_assert_str_eq(field(head, r, n, "sd"), "");
+    ck_assert_str_eq(field(head, r, n, "ci95"), "");
+    ck_assert_str_eq(field(head, r, n, "delta_ci95"), "");
+    ck_assert_str_eq(field(head, r, n, "resolved"), "false");
+    ck_assert_double_eq_tol(num_field(head, r, n, "delta_vs_baseline"), 0.5, 1e-12);
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md"), *row = table_row(md, "b");
+    ck_assert_msg(strstr(row, "| 1 | 2.5000 | – |") && strstr(row, "(n = 1, no interval)"),
+                  "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
+/* select: per configuration and seed the trial with the best validation
+ * result stands for it; a seed with a candidate still pending is left out
+ * (its choice could change). */
+START_TEST(select_picks_the_argmin_per_seed)
+{
+    char body[8192] = "";
+    /* m: seed 1 picks lr2 (val 1.9 < 2.0), seed 2 picks lr1 (1.8 < 1.95) */
+    add_trial(body, sizeof body, "m", "lr1", "val_loss", 1, 1, 1000, 2.0, 2.05, NAN, "ok");
+    add_trial(body, sizeof body, "m", "lr2", "val_loss", 1, 1, 1000, 1.9, 1.97, NAN, "ok");
+    add_trial(body, sizeof body, "m", "lr1", "val_loss", 1, 2, 1000, 1.8, 1.85, NAN, "ok");
+    add_trial(body, sizeof body, "m", "lr2", "val_loss", 1, 2, 1000, 1.95, 1.99, NAN, "ok");
+    /* n: seed 1 picks lr1 although lr2 diverged; seed 2 has lr2 pending */
+    add_trial(body, sizeof body, "n", "lr1", "val_loss", 0, 1, 500, 2.2, 2.25, NAN, "ok");
+    add_trial(body, sizeof body, "n", "lr2", "val_loss", 0, 1, 500, NAN, NAN, NAN, "diverged");
+    add_trial(body, sizeof body, "n", "lr1", "val_loss", 0, 2, 500, 2.1, 2.15, NAN, "ok");
+    add_trial(body, sizeof body, "n", "lr2", "val_loss", 0, 2, 500, NAN, NAN, NAN, "pending");
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "m", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "n"), "2");
+    ck_assert_double_eq_tol(num_field(head, r, n, "mean"), (1.97 + 1.85) / 2, 1e-12);
+    ck_assert_str_eq(field(head, r, n, "tuned"), "lr2 ×1; lr1 ×1");
+    free_fields(r, n);
+    r = configs_row(dir, "n", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "n"), "1");
+    ck_assert_str_eq(field(head, r, n, "seeds_open"), "1");
+    ck_assert_double_eq_tol(num_field(head, r, n, "mean"), 2.25, 1e-12);
+    /* paired with m over seed 1 only */
+    ck_assert_double_eq_tol(num_field(head, r, n, "delta_vs_baseline"), 2.25 - 1.97, 1e-12);
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "## Tuned, then compared"));
+    ck_assert_ptr_nonnull(strstr(md, "| m | lr2 ×1; lr1 ×1 |"));
+    free(md), free(dir);
+}
+END_TEST
+
+/* Recall tasks: the metric is test accuracy (higher is better), and the
+ * report counts the seeds that solved the task (accuracy >= 0.9); select
+ * by val_accuracy maximises. */
+START_TEST(accuracy_metric_counts_solved_seeds)
+{
+    char body[8192] = "";
+    double acc[] = {0.95, 0.50, 0.92};
+    for (int s = 0; s < 3; s++) {
+        add_trial(body, sizeof body, "r", "lr1", "val_accuracy", 1, s + 1, 1000, 1, 1, acc[s], "ok");
+        add_trial(body, sizeof body, "r", "lr2", "val_accuracy", 1, s + 1, 1000, 1, 1, 0.1, "ok");
+    }
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "r", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "metric"), "test accuracy");
+    ck_assert_str_eq(field(head, r, n, "solved"), "2");
+    ck_assert_str_eq(field(head, r, n, "tuned"), "lr1 ×3");
+    ck_assert_double_eq_tol(num_field(head, r, n, "mean"), (0.95 + 0.50 + 0.92) / 3, 1e-12);
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md"), *row = table_row(md, "r (baseline)");
+    ck_assert_msg(strstr(row, "| 2/3 |"), "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
+/* Parameter counts that differ are called out, with the key that fixes it. */
+START_TEST(unmatched_parameter_counts_are_called_out)
+{
+    char *dir = summary_dir(rows);
+    write_report(dir);
+    char *md = read_in(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(md, "**Parameter counts differ** (850 to 2,000, 57.5 %)"));
+    ck_assert_ptr_nonnull(strstr(md, "model.match_params"));
+    free(md), free(dir);
 }
 END_TEST
 
@@ -249,6 +522,11 @@ Suite *report_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, pareto_front_keeps_the_undominated_points);
     tcase_add_test(tc, report_aggregates_seeds_and_marks_the_front);
+    tcase_add_test(tc, paired_interval_equals_a_hand_computation);
+    tcase_add_test(tc, one_seed_reports_n_1_and_no_interval);
+    tcase_add_test(tc, select_picks_the_argmin_per_seed);
+    tcase_add_test(tc, accuracy_metric_counts_solved_seeds);
+    tcase_add_test(tc, unmatched_parameter_counts_are_called_out);
     tcase_add_test(tc, accuracy_is_the_measure_when_every_config_has_one);
     tcase_add_test(tc, curves_average_seeds_per_step);
     tcase_add_test(tc, gnuplot_draws_png_and_svg_beside_its_script);

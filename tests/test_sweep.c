@@ -152,6 +152,44 @@ START_TEST(grid_zip_and_seeds_expand_into_their_product)
 }
 END_TEST
 
+/* select makes the tuned axes part of no configuration: trials that differ
+ * only in them (and the seed) share a group; baseline names one group and
+ * marks its trials; without it the first configuration is the baseline. */
+START_TEST(select_and_baseline_group_the_trials)
+{
+    char *dir = al_test_tmpdir(), text[2048];
+    snprintf(text, sizeof text, "%s  select: {best_of: [train.lr], by: best_val_loss}\n"
+             "  baseline: {model.attention.variant: gqa, model.d_model: 32}\n", grid_zip_seeds);
+    char *path = write_exp(dir, "sel", "steps: 4", text);
+    al_sweep s;
+    load_ok(path, &s);
+    ck_assert_int_eq(s.n_select, 1);
+    ck_assert_str_eq(s.axes[s.select_axis[0]].path, "train.lr");
+    ck_assert_str_eq(s.select_by, "best_val_loss");
+    const al_sweep_trial *a = find(&s, "gqa-kv1_lr3.0e-3_d32_h4_seed2"),
+                         *b = find(&s, "gqa-kv1_lr1.0e-3_d32_h4_seed1"),
+                         *c = find(&s, "mha_lr1.0e-3_d32_h4_seed1");
+    ck_assert_str_eq(a->group, "gqa-kv1_d32_h4");
+    ck_assert_str_eq(a->tuned, "lr3.0e-3");
+    ck_assert_str_eq(b->tuned, "lr1.0e-3");
+    ck_assert(a->group_key == b->group_key && a->group_key != c->group_key);
+    ck_assert(a->baseline && b->baseline && !c->baseline);
+    int marked = 0;
+    for (int i = 0; i < s.n_trials; i++) marked += s.trials[i].baseline;
+    ck_assert_int_eq(marked, 4);   /* 2 lr x 2 seeds */
+    al_sweep_free(&s);
+    free(path);
+    path = write_exp(dir, "nosel", "steps: 4", grid_zip_seeds);
+    load_ok(path, &s);
+    ck_assert_str_eq(s.trials[0].group, s.trials[0].config);   /* no select: the config */
+    ck_assert_str_eq(s.trials[0].tuned, "");
+    for (int i = 0; i < s.n_trials; i++)
+        ck_assert_int_eq(s.trials[i].baseline, strcmp(s.trials[i].config, s.trials[0].config) == 0);
+    al_sweep_free(&s);
+    free(path), free(dir);
+}
+END_TEST
+
 START_TEST(exclude_drops_the_matching_trials)
 {
     char *dir = al_test_tmpdir(), text[2048];
@@ -315,6 +353,20 @@ static const bad_case bad[] = {
     {"sweep:\n  name: my/results\n", "7:9: error: the experiment name must be letters, digits, '.', '_', '+' or '-' (it names the results directory), at most 63 characters, got 'my/results'"},
     {"sweep:\n  grid: {sweep.seeds: [1]}\n", "7:10: error: sweep axis 'sweep.seeds': the sweep cannot sweep itself"},
     {"sweep: [1]\n", "6:8: error: 'sweep' must be a mapping (grid, zip, seeds, exclude, name), got a sequence"},
+    {"sweep:\n  grid: {train.lr: [1, 2]}\n  select: {best_of: [train.steps]}\n",
+     "8:22: error: 'sweep.select.best_of': 'train.steps' is not a sweep axis (select chooses among an axis's values)"},
+    {"sweep:\n  grid: {train.lr: [1, 2]}\n  select: {best_of: [train.lr], by: test_loss}\n",
+     "8:37: error: 'sweep.select.by' must be val_loss, best_val_loss or val_accuracy (never a test metric)"},
+    {"sweep:\n  grid: {train.lr: [1, 2]}\n  select: {best_off: [train.lr]}\n",
+     "8:12: error: unknown key 'best_off' in 'sweep.select' (known: best_of, by)"},
+    {"sweep:\n  grid: {train.lr: [1, 2]}\n  baseline: {model.n_head: 2}\n",
+     "8:14: error: baseline key 'model.n_head' is not a sweep axis (nor under one)"},
+    {"sweep:\n  grid: {train.lr: [1, 2], model.n_head: [1, 2]}\n  select: {best_of: [train.lr]}\n  baseline: {train.lr: 1}\n",
+     "9:14: error: baseline key 'train.lr' is a select axis: the tuned value is chosen per seed"},
+    {"sweep:\n  grid: {train.lr: [1, 2]}\n  baseline: {train.lr: 3}\n",
+     "8:13: error: 'sweep.baseline' matches no configuration of the sweep"},
+    {"sweep:\n  grid: {model.attention: [{variant: mha}, {variant: mqa}], train.lr: [1, 2]}\n  baseline: {model.attention.variant: mha}\n",
+     "8:13: error: 'sweep.baseline' matches more than one configuration ('mha_lr1' and 'mha_lr2'): name more axes"},
 };
 
 START_TEST(spec_errors_name_file_line_and_column)
@@ -388,18 +440,34 @@ static long params_by_hand(int D, int H, int G)
     return 256L * D + (2L * D + attn + 8L * D * D) + D;
 }
 
+/* The dry-run line of a trial: "  0  mha_seed1  mha  n_layer d_ff params
+ * matched_to kv status" (malloc'ed, "" when absent). */
+static char *dry_line(const char *out, const char *id)
+{
+    char key[128];
+    snprintf(key, sizeof key, "  %s ", id);
+    const char *p = strstr(out, key);
+    if (!p) return strdup("");
+    while (p > out && p[-1] != '\n') p--;
+    return strndup(p, strcspn(p, "\n"));
+}
+
 START_TEST(dry_run_lists_sizes_and_trains_nothing)
 {
     char *dir = al_test_tmpdir(), *out, want[512];
     char *path = write_exp(dir, "dry", "steps: 4",
                            "sweep:\n  grid:\n    model.attention: [{variant: mha}, {variant: mqa}]\n");
     ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 0);
-    snprintf(want, sizeof want, "mha      %12ld %15d  pending", params_by_hand(16, 2, 2),
-             4 * 2 * 2 * 8);
-    ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
-    snprintf(want, sizeof want, "mqa      %12ld %15d  pending", params_by_hand(16, 2, 1),
-             4 * 2 * 1 * 8);
-    ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
+    char *line = dry_line(out, "mha_seed1");
+    snprintf(want, sizeof want, " mha      %7d %6d %12ld %12s %15d  pending", 1, 64,
+             params_by_hand(16, 2, 2), "-", 4 * 2 * 2 * 8);
+    ck_assert_msg(strstr(line, want), "want '%s' in:\n%s", want, out);
+    free(line);
+    line = dry_line(out, "mqa_seed1");
+    snprintf(want, sizeof want, " mqa      %7d %6d %12ld %12s %15d  pending", 1, 64,
+             params_by_hand(16, 2, 1), "-", 4 * 2 * 1 * 8);
+    ck_assert_msg(strstr(line, want), "want '%s' in:\n%s", want, out);
+    free(line);
     ck_assert_ptr_nonnull(strstr(out, "nothing was trained"));
     free(out);
     char r[4200];
@@ -420,8 +488,8 @@ START_TEST(plugin_variants_can_be_swept)
                            "{variant: swa, window: 4}]\n");
     ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run --plugin %s", path, dir,
                          AL_SWA_PLUGIN), 0);
-    snprintf(want, sizeof want, "swa-window4_seed1                    swa      %12ld",
-             params_by_hand(16, 2, 2));
+    snprintf(want, sizeof want, "swa-window4_seed1                    swa      %7d %6d %12ld",
+             1, 64, params_by_hand(16, 2, 2));
     ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
     free(out);
     ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
@@ -436,10 +504,17 @@ static char *summary_without_timing(const char *dir)
     char path[4200];
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     char *t = read_text(path), *out = calloc(strlen(t) + 1, 1), *o = out;
-    int col = 0;
+    int col = 0, c_tok = -1, c_wall = -1;   /* the timing columns, by the header */
+    for (char *p = t; *p && *p != '\n'; p++) {
+        if (strncmp(p, "tokens_per_s,", 13) == 0 && (p == t || p[-1] == ',')) c_tok = col;
+        if (strncmp(p, "wall_s,", 7) == 0 && (p == t || p[-1] == ',')) c_wall = col;
+        col += *p == ',';
+    }
+    ck_assert(c_tok >= 0 && c_wall >= 0);
+    col = 0;
     for (char *p = t; *p; p++) {
         if (*p == '\n') col = -1;
-        if (col != 16 && col != 17) *o++ = *p;
+        if (col != c_tok && col != c_wall) *o++ = *p;
         if (*p == ',' || *p == '\n') col++;
     }
     free(t);
@@ -459,7 +534,7 @@ START_TEST(sweep_resume_skips_finished_trials)
     ck_assert_msg(strstr(out, "3 ok, 0 diverged, 0 failed, 0 kept"), "%s", out);
     free(out);
     char *s1 = summary_without_timing(r);
-    ck_assert_ptr_nonnull(strstr(s1, "\nmqa_seed1,mqa,mqa,1,,,true,1,"));
+    ck_assert_ptr_nonnull(strstr(s1, "\nmqa_seed1,mqa,mqa,,,0,mqa,1,,,true,1,"));
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r);
     struct stat st1, st2;
     ck_assert_int_eq(stat(res, &st1), 0);
@@ -764,6 +839,7 @@ Suite *sweep_suite(void)
     TCase *tc = tcase_create("spec");
     tcase_add_test(tc, grid_zip_and_seeds_expand_into_their_product);
     tcase_add_test(tc, exclude_drops_the_matching_trials);
+    tcase_add_test(tc, select_and_baseline_group_the_trials);
     tcase_add_test(tc, seed_count_and_no_sweep_give_seeded_trials);
     tcase_add_test(tc, ids_are_stable_and_never_reuse_another_config);
     tcase_add_test(tc, coinciding_labels_are_told_apart_by_hash);

@@ -48,20 +48,29 @@ static char *write_exp(const char *dir)
  * of summary.csv (0, 12, 13, 14, 18), a line per trial: equal for equal runs. */
 static char *summary_numbers(const char *dir)
 {
-    static const int keep[] = {0, 12, 13, 14, 18};
+    static const char *const keep[] = {"trial", "final_train_loss", "val_loss", "best_val_loss",
+                                       "test_loss", "status"};
+    enum { N_KEEP = sizeof keep / sizeof *keep };
     char path[4200], *text;
     size_t n;
     al_err e;
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     ck_assert_msg(al_read_file(path, &text, &n, &e) == 0, "%s", e.msg);
     char *out = calloc(n + 1, 1), *o = out, *save;
+    int at[N_KEEP] = {-1, -1, -1, -1, -1, -1}, header = 1;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *field = line;
-        for (int col = 0, k = 0; k < 5 && field; col++) {
+        for (int col = 0; field; col++) {   /* the columns by their header names */
             size_t len = strcspn(field, ",");
-            if (col == keep[k]) o += sprintf(o, "%s%.*s", k++ ? "," : "", (int)len, field);
+            for (int k = 0; k < N_KEEP; k++) {
+                if (header && strlen(keep[k]) == len && !strncmp(field, keep[k], len)) at[k] = col;
+                if (!header && at[k] == col)
+                    o += sprintf(o, "%s%.*s", k ? "," : "", (int)len, field);
+            }
             field = field[len] ? field + len + 1 : NULL;
         }
+        if (header) memcpy(o, line, strlen(line)), o += strlen(line);
+        header = 0;
         *o++ = '\n';
     }
     free(text);

@@ -4,7 +4,10 @@
  * `attnlab score` of a briefly trained checkpoint equals the script's score
  * to 1e-4, and the loss and every gradient at initialisation match
  * autograd (float64) to a relative 1e-4, for every built-in variant and
- * every optional setting a variant has (mla with d_q_latent). Skipped, with
+ * every optional setting a variant has (mla with d_q_latent); and
+ * `attnlab attention`'s probabilities equal the script's to 1e-5 for the
+ * same variants (weights scaled up so the maps are far from uniform) and
+ * for mha without the causal mask. Skipped, with
  * a message, where torch is absent (AL_TORCH_PYTHON names another interpreter).
  *
  * torch takes seconds to import, so one unchecked fixture prepares every
@@ -28,7 +31,7 @@
 typedef struct pcase {
     char name[64];
     const al_variant_ops *v;
-    char trained[4200], init[4200], grads[4200];
+    char trained[4200], init[4200], grads[4200], peaked[4200], maps[4200];
     double score;       /* attnlab score of the trained checkpoint */
     long tokens;
 } pcase;
@@ -37,7 +40,7 @@ static struct {
     char skip[256], error[1024];
     char *dir, data[AL_PATH_LEN], bad_grads[4300];
     int n;
-    pcase c[MAX_CASES];
+    pcase c[MAX_CASES + 1];   /* the last one: mha without the causal mask, maps only */
     char *out;          /* the script's output */
 } P;
 
@@ -121,6 +124,34 @@ static int make_checkpoints(pcase *c, int k)
     return 0;
 }
 
+/* A checkpoint whose attention weights are the initial ones times 20 (far
+ * from uniform maps), and `attnlab attention` over it into c->maps. */
+static int make_maps(pcase *c, int k, int causal)
+{
+    al_model_config mc = case_config(c);
+    al_model m;
+    al_err e;
+    char cmd[13000], *out;
+    mc.causal = causal;
+    if (al_model_init(&m, &mc, &e) != 0) return setup_fail("%s: %s", c->name, e.msg);
+    al_model_init_weights(&m, 200 + k);
+    for (int i = 0; i < m.n_tensors; i++)
+        if (strstr(m.tensors[i].name, ".attn.") && m.tensors[i].ndim == 2)
+            for (size_t j = 0; j < m.tensors[i].numel; j++)
+                m.params[m.tensors[i].offset + j] *= 20.0f;
+    snprintf(c->peaked, sizeof c->peaked, "%s/peaked_%d.safetensors", P.dir, k);
+    int rc = al_checkpoint_save(c->peaked, &m, 0, &e);
+    al_model_free(&m);
+    if (rc) return setup_fail("%s: %s", c->name, e.msg);
+    snprintf(c->maps, sizeof c->maps, "%s/maps_%d", P.dir, k);
+    snprintf(cmd, sizeof cmd, "AL_GNUPLOT=/nonexistent %s attention %s --prompt 'Romeo, O' "
+             "--out %s --threads 1", al_test_binary(), c->peaked, c->maps);
+    rc = al_test_run(cmd, &out);
+    if (rc != 0) setup_fail("%s failed: %.600s", cmd, out);
+    free(out);
+    return rc;
+}
+
 static int run_capture(const char *cmd, char **out)
 {
     int rc = al_test_run(cmd, out);
@@ -180,6 +211,7 @@ static int write_jobs(char *path, size_t n)
         fprintf(f, "score %s %s\n", P.c[k].trained, P.data);
         fprintf(f, "grads %s %s %s\n", P.c[k].init, P.data, P.c[k].grads);
     }
+    for (int k = 0; k <= P.n; k++) fprintf(f, "attention %s %s\n", P.c[k].peaked, P.c[k].maps);
     fprintf(f, "grads %s %s %s\n", P.c[0].init, P.data, P.bad_grads);
     fclose(f);
     return 0;
@@ -207,7 +239,11 @@ static void setup(void)
     free(d);
     list_cases();
     for (int k = 0; k < P.n; k++)
-        if (make_checkpoints(&P.c[k], k) || run_attnlab(&P.c[k])) return;
+        if (make_checkpoints(&P.c[k], k) || run_attnlab(&P.c[k]) || make_maps(&P.c[k], k, 1))
+            return;
+    P.c[P.n] = P.c[0];   /* mha */
+    snprintf(P.c[P.n].name, sizeof P.c[P.n].name, "mha causal=false");
+    if (make_maps(&P.c[P.n], P.n, 0)) return;
     if (P.n == 0 || perturbed_grads() || write_jobs(jobs, sizeof jobs)) return;
     snprintf(cmd, sizeof cmd, "%s %s/scripts/attnlab_torch.py batch %s", python(),
              al_test_srcdir(), jobs);
@@ -305,6 +341,22 @@ START_TEST(torch_grads_match_at_init_for_every_builtin_variant)
 }
 END_TEST
 
+START_TEST(torch_attention_maps_equal_attnlab_attention_for_every_builtin_variant)
+{
+    if (!ready()) return;
+    ck_assert_str_eq(P.c[0].v->name, "mha");
+    for (int k = 0; k <= P.n; k++) {
+        const pcase *c = &P.c[k];
+        char *s = section("attention %s %s%s", c->peaked, c->maps, "");
+        ck_assert_msg(strstr(s, "attention ok heads=8 rows="), "%s:\n%s", c->name, s);
+        /* 8 tokens, 2 layers x 4 heads: 36 rows a head masked, 64 unmasked */
+        ck_assert_msg(strstr(s, k < P.n ? " rows=288 T=8 " : " rows=512 T=8 "), "%s:\n%s",
+                      c->name, s);
+        free(s);
+    }
+}
+END_TEST
+
 START_TEST(torch_grads_check_catches_a_perturbed_gradient)
 {
     if (!ready()) return;
@@ -325,6 +377,7 @@ Suite *torch_suite(void)
     tcase_add_test(tc, torch_grads_match_at_init_for_mla_with_and_without_query_compression);
     tcase_add_test(tc, torch_grads_match_at_init_for_every_builtin_variant);
     tcase_add_test(tc, torch_grads_check_catches_a_perturbed_gradient);
+    tcase_add_test(tc, torch_attention_maps_equal_attnlab_attention_for_every_builtin_variant);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -193,6 +193,7 @@ void al_test_variant_generic(const al_variant_ops *v)
     check_causal(v);
     check_deterministic(v);
     if (v->prefill || v->decode || v->decode_scratch_floats) al_test_variant_decode(v);
+    if (v->probs) al_test_variant_probs(v);
 }
 
 START_TEST(every_variant_gradients_match_finite_differences)

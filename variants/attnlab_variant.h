@@ -136,7 +136,9 @@ typedef struct al_variant_ops {
      * from act and p the way forward computed them: P (H, T, T), row i of
      * head h the weights query i gives keys 0..T-1 (zero above the diagonal
      * under the causal mask; each row sums to 1). NULL: the variant cannot
-     * show its attention (`attnlab attention` refuses it). */
+     * show its attention (`attnlab attention` refuses it). A variant that
+     * saves only each score row's max and 1/sum (al_attn_forward) rebuilds
+     * them with al_attn_probs (al_kernels.h). */
     void (*probs)(const al_attn_shape *s, float *P, const float *act,
                   float *const *p, int T);
 

@@ -107,6 +107,18 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, G * dh);
 }
 
+/* Every query head's probabilities after forward() on one sequence:
+ * rebuilt from the saved q, k and row statistics by the kernel backward
+ * uses, so they are the ones forward applied. */
+void al_gqa_probs(const al_attn_shape *s, int G, float *P, const float *act, float *const *p,
+                  int T)
+{
+    gqa_acts a = carve(s, G, (float *)act, 1, T);
+    al_attn_probs(P, a.stat, a.q, a.k, T, s->n_head, G, s->d_head,
+                  1.0f / sqrtf((float)s->d_head), s->causal);
+    (void)p;
+}
+
 /* ------------------------------------------------------------ decode */
 
 /* Cache row of a token: its G RoPE'd keys (G*dh), then its G values (G*dh),
@@ -179,4 +191,5 @@ const al_variant_ops al_variant_gqa = {
     .prefill = family_prefill,
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,
+    .probs = family_probs,
 };

@@ -30,6 +30,8 @@ void al_gqa_prefill(const al_attn_shape *s, int G, al_kv_cache *cache, const flo
 size_t al_gqa_decode_scratch_floats(const al_attn_shape *s, int G, int context);
 void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, const float *x,
                    float *const *p, al_kv_cache *cache, int pos);
+void al_gqa_probs(const al_attn_shape *s, int G, float *P, const float *act, float *const *p,
+                  int T);
 
 #ifdef AL_GQA_FAMILY_MEMBERS
 /* Ops members of a family variant: thin adapters that supply G. */
@@ -74,6 +76,11 @@ static void family_decode(const al_attn_shape *s, float *out, float *scratch, co
                           float *const *p, al_kv_cache *cache, int pos)
 {
     al_gqa_decode(s, family_groups(s), out, scratch, x, p, cache, pos);
+}
+static void family_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
+                         int T)
+{
+    al_gqa_probs(s, family_groups(s), P, act, p, T);
 }
 #endif
 

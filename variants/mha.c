@@ -24,4 +24,5 @@ const al_variant_ops al_variant_mha = {
     .prefill = family_prefill,
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,
+    .probs = family_probs,
 };

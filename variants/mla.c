@@ -343,6 +343,20 @@ static size_t mla_kv_elems(const al_attn_shape *s)
     return (size_t)al_set_int(s, SET_D_LATENT) + al_set_int(s, SET_D_ROPE);
 }
 
+/* Each head's probabilities after forward() on one sequence: the real
+ * scores (q_h . k_c,h + q_r,h . k_r) / sqrt(d_head + d_rope), rebuilt from
+ * the saved per-head [content | rope] queries and keys and the row
+ * statistics by the kernel backward uses. */
+static void mla_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
+                      int T)
+{
+    dims d = get_dims(s, 1, T);
+    mla_a a = carve(&d, (float *)act, 1, T);
+    al_attn_probs(P, a.stat, a.qf, a.kf, T, d.H, d.H, d.dqk, 1.0f / sqrtf((float)d.dqk),
+                  s->causal);
+    (void)p;
+}
+
 /* ------------------------------------------------------------ decode */
 
 /* Cache row of a token: c [dc] (after kv_norm), then k_r [dr] (RoPE'd). */
@@ -512,4 +526,5 @@ const al_variant_ops al_variant_mla = {
     .prefill = mla_prefill,
     .decode_scratch_floats = mla_decode_scratch_floats,
     .decode = mla_decode,
+    .probs = mla_probs,
 };

@@ -170,6 +170,15 @@ static void swa_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, Hd);
 }
 
+/* Attention pictures: forward saved the banded probabilities of every
+ * head, att (B, H, T, T); after a forward on one sequence they are P. */
+static void swa_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
+                      int T)
+{
+    size_t n = (size_t)T * s->n_head * s->d_head;
+    memcpy(P, act + 4 * n, (size_t)s->n_head * T * T * sizeof(float));
+}
+
 /* ------------------------------------------------------------ decode */
 
 /* Cache row of a token: its RoPE'd keys (H*dh), then its values (H*dh),
@@ -261,6 +270,7 @@ static const al_variant_ops swa_ops = {
     .prefill = swa_prefill,
     .decode_scratch_floats = swa_decode_scratch_floats,
     .decode = swa_decode,
+    .probs = swa_probs,
 };
 
 static const al_variant_ops *const variants[] = {&swa_ops, NULL};

@@ -1,0 +1,80 @@
+/*
+ * report_internal.h - what report.c (tables, statistics, report.md) and
+ * report_plot.c (gnuplot) share. Not a public interface.
+ *
+ * A row is one trial of summary.csv. Trials are grouped into
+ * configurations by the summary's `group` column (older summaries: `config`,
+ * else the trial id without "_seedN"). Within a configuration each seed is
+ * represented by one selected trial: the only one, or under sweep.select the
+ * one with the best validation result (tuned-then-compared). Statistics are
+ * over those selected trials, one per seed; paired differences pair them by
+ * seed.
+ */
+#ifndef AL_REPORT_INTERNAL_H
+#define AL_REPORT_INTERNAL_H
+
+#include <stdio.h>
+
+#include "al_csv.h"
+#include "al_report.h"
+#include "al_stats.h"
+
+#define DIR_LEN 4096
+#define AL_SOLVED_ACCURACY 0.9   /* a recall task counts as solved from here */
+
+typedef struct row {
+    const char *trial, *variant, *status, *reason, *tuned, *select_by;
+    char config[256], group[256];
+    double kv, params, params_to, n_layer, d_ff, n_kv_head, d_latent, d_rope, seed;
+    double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
+    double test_loss, test_acc, tok_s, wall_s;
+    int causal;        /* 1, 0, or -1 when not given */
+    int baseline;      /* the summary marks the baseline configuration's trials */
+    int selected;      /* stands for its configuration and seed */
+    double q;          /* its quality measure (the report's metric) */
+} row;
+
+typedef struct summary {
+    al_csv t;
+    int n;
+    row *rows;
+} summary;
+
+typedef struct group {
+    const row *first;
+    int n, n_ok;              /* trials, and how many ended ok */
+    int n_open;               /* seeds left out: a candidate has not finished */
+    al_stat q, loss, acc;     /* the metric, loss and accuracy over the selected trials */
+    al_stat val;              /* validation loss over them */
+    double train_loss, tok_s;
+    int is_base;
+    al_stat delta;            /* the metric minus the baseline's, paired by seed */
+    int front;                /* on the Pareto front (of the means) */
+    int resolved;             /* its place on or off the front is beyond seed noise */
+    char against[256];        /* else: the front configuration it is not resolved from */
+    int solved;               /* seeds whose accuracy reached AL_SOLVED_ACCURACY */
+    char tuned[512];          /* under select: the values chosen and how often */
+} group;
+
+typedef struct report {
+    const char *dir;
+    summary sm;
+    group *g;
+    int n_groups, n_front, n_ok, plots;
+    int use_acc;              /* the metric is accuracy (every configuration has one) */
+    int use_test;             /* ... on the test split (else validation: no test split) */
+    int any_select;
+    char metric[64];          /* "test loss", "test accuracy", "val loss", ... */
+    char name[256], file[DIR_LEN], description[512];
+    char sets[2048];          /* " --set 'k=v'" for each, from sweep.json */
+} report;
+
+static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
+
+/* report_plot.c: tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the
+ * pictures by gnuplot (R->plots). -1 when a file could not be written. */
+int al_report_draw_plots(report *R, al_err *e);
+/* DIR/name opened for an atomic write (al_open_atomic). */
+FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e);
+
+#endif
