@@ -108,6 +108,10 @@ static const bad_row rows[] = {
     {"yaml: a sweep axis that names no key",
      "printf 'sweep:\\n  grid:\\n    model.n_heads: [2, 4]\\n' >>sweep.yaml", "sweep sweep.yaml --out out",
      "^sweep\\.yaml:[0-9]+:5: error: sweep axis 'model\\.n_heads' names no setting \\(did you mean 'model\\.n_head'\\?\\)", 0},
+    {"yaml: a sweep of too many trials",
+     "printf 'sweep:\\n  seeds: 1000\\n  grid: {train.lr: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}\\n' "
+     ">>sweep.yaml", "sweep sweep.yaml --out out",
+     "^sweep\\.yaml:[0-9]+:[0-9]+: error: the sweep expands to 11000 trials, at most 10000$", 0},
     {"yaml: zipped axes of different lengths",
      "printf 'sweep:\\n  zip:\\n    model.n_head: [1, 2]\\n    train.lr: [0.1]\\n' >>sweep.yaml",
      "sweep sweep.yaml --out out", "^sweep\\.yaml:[0-9]+:5: error: zip axis 'train\\.lr' has 1 values but", 0},
