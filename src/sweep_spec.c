@@ -782,10 +782,10 @@ static int expand_one(spec_ctx *C, int k, int *kept)
 /* ------------------------------------------------------------ naming */
 
 /* Trial indices ordered by a string key, ties by index. */
-static const char *const *sort_keys;
-static int by_key(const void *a, const void *b)
+static int by_key(const void *a, const void *b, void *keys)
 {
-    int x = *(const int *)a, y = *(const int *)b, c = strcmp(sort_keys[x], sort_keys[y]);
+    const char *const *k = keys;
+    int x = *(const int *)a, y = *(const int *)b, c = strcmp(k[x], k[y]);
     return c ? c : (x > y) - (x < y);
 }
 
@@ -793,8 +793,7 @@ static int *sorted_by(const char *const *keys, int n)
 {
     int *ix = al_malloc((size_t)(n ? n : 1) * sizeof *ix);
     for (int i = 0; i < n; i++) ix[i] = i;
-    sort_keys = keys;
-    qsort(ix, (size_t)n, sizeof *ix, by_key);
+    qsort_r(ix, (size_t)n, sizeof *ix, by_key, (void *)keys);
     return ix;
 }
 
