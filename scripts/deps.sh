@@ -19,7 +19,7 @@ al_ensure_packages() {
 
 # Build tools and libraries: every build needs these.
 AL_BUILD_PACKAGES=(gcc pkg-config meson ninja-build libopenblas-dev libyaml-dev
-                   libjansson-dev libgsl-dev check libsubunit-dev)
+                   libjansson-dev libgsl-dev liblapacke-dev check libsubunit-dev)
 # Run-time: plots and the default corpus.
 AL_RUN_PACKAGES=(gnuplot-nox bible-kjv)
 # Tests only: the PyTorch reference implementation.

@@ -31,11 +31,23 @@
 
 /* Save the model's parameters with its config and training step. */
 int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e);
+/* The same with up to 16 more metadata pairs extra[2i] -> extra[2i+1]
+ * (e.g. where a converted model came from). */
+int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
+                            const char *const *extra, int n_extra, al_err *e);
 
 /* Load a checkpoint: reads the config from its metadata, initialises *m
  * (al_model_init) and fills the parameters. *step may be NULL. The caller
  * frees with al_model_free. On failure *m is zeroed (safe to free). */
 int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e);
+
+/* Fill the parameters of an initialised model m from the checkpoint at
+ * path (train.init_from): every tensor of m's table must be there as F32 in
+ * the same shape, and nothing else; the config in the file's metadata is
+ * not consulted, so any checkpoint whose tensors fit is accepted. A
+ * mismatch is one error naming every tensor that differs; m is untouched
+ * then. */
+int al_checkpoint_load_into(const char *path, al_model *m, al_err *e);
 
 /* The "attnlab.config" text of a model (malloc'ed JSON). */
 char *al_checkpoint_config_json(const al_model *m);
@@ -78,6 +90,7 @@ typedef struct al_train_state {
     int n_rows;
     double *rows;           /* n_rows * AL_METRIC_COLS; malloc'ed by resume */
     al_run_inputs inputs;   /* what the run started from */
+    char init_sha256[65];   /* SHA-256 of train.init_from's file when the run began, or "" */
 } al_train_state;
 
 /* Write DIR/train_state.safetensors, then DIR/model.safetensors. */

@@ -58,5 +58,6 @@ int al_cmd_bench_decode(int argc, char **argv);
 int al_cmd_sweep(int argc, char **argv);
 int al_cmd_trial(int argc, char **argv);
 int al_cmd_report(int argc, char **argv);
+int al_cmd_convert(int argc, char **argv);
 
 #endif

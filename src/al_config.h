@@ -42,6 +42,11 @@ int al_yaml_load(const char *path, al_node **out, al_err *e);
 int al_yaml_parse(const char *name, const char *text, al_node **out, al_err *e);
 void al_node_free(al_node *n);
 al_node *al_node_clone(const al_node *n);
+/* An empty mapping or sequence carrying at's file and position (for
+ * errors; at may be NULL), and appending to one (key NULL in a sequence);
+ * x takes ownership of child. */
+al_node *al_node_new(int kind, const al_node *at);
+void al_node_append(al_node *x, const char *key, al_node *child);
 /* Child of a mapping by key, or NULL. */
 al_node *al_node_get(const al_node *map, const char *key);
 /* Replace (or create) the node at a dotted path such as "model.attention"
@@ -110,6 +115,8 @@ typedef struct al_train_config {
     uint64_t seed, eval_seed;
     int threads;                         /* 0 = all cores */
     int checkpoint_every;                /* 0 = only at the end */
+    char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
+    char init_convert[8];                /* none | mean | first | random | svd */
 } al_train_config;
 
 typedef struct al_config {

@@ -79,7 +79,9 @@ void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, 
 /* y (N) = alpha * A (M, N)^T . x (M) + beta * y */
 void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
                float beta);
-/* out (OC) = w (OC, IC) . x (IC): al_linear_forward for one row. */
+/* out (OC) = w (OC, IC) . x (IC): al_linear_forward for one row. A large
+ * w is read by the pool's threads, each its share of the rows (a fixed
+ * cut: the same thread count gives the same bits). */
 void al_linear_row(float *out, const float *x, const float *w, int IC, int OC);
 
 /* ---- attention of one new token over the cache (the decode core the
@@ -90,8 +92,24 @@ void al_linear_row(float *out, const float *x, const float *w, int IC, int OC);
  * computed in one pass over the rows, AL_KV_TILE at a time, with an online
  * softmax (the result differs from a two-pass softmax by rounding only).
  * S holds AL_KV_ATTEND_S(H) floats; tile AL_KV_TILE * elems (unused for
- * f32). Deterministic: the same inputs give the same bits. */
+ * f32).
+ * With several threads and more than one block of rows, the rows are cut
+ * into one contiguous share per thread (whole blocks); each thread keeps
+ * its own online softmax in the pool's scratch (S and tile are then not
+ * used) and the shares are merged in order. Deterministic: the same
+ * inputs and thread count give the same bits; another thread count
+ * differs by rounding. */
 void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
                   int n, int H, int G, int dqk, int dv, int koff, int voff, float scale);
+
+/* The same for B sequences at once, one new token each: token b, at
+ * position pos[b], queries q[b] (H, dqk) over rows 0..pos[b] of its own
+ * cache caches[b] (its own row written first), out (B, H, dv); the layout
+ * arguments are shared. Sequences are spread
+ * over the pool's threads, each computed as al_kv_attend computes it at
+ * one thread; a single sequence has its rows split as above. Scratch is
+ * the pool's. (For variants' decode_batch.) */
+void al_kv_attend_batch(float *out, const float *q, al_kv_cache *const *caches, const int *pos,
+                        int B, int H, int G, int dqk, int dv, int koff, int voff, float scale);
 
 #endif

@@ -76,7 +76,9 @@ typedef struct al_model {
 
 /* Build the tensor table and allocate parameters and gradients (zeroed). */
 int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
-/* Initialise weights per the spec from a seed. */
+/* Initialise weights per the spec from a seed: each tensor from its own
+ * stream (seed, name), unit by unit, so models that share a tensor or a
+ * prefix of it start equal there (model.c). */
 void al_model_init_weights(al_model *m, uint64_t seed);
 /* Allocate activations for batches up to (B, T). Idempotent for the same
  * or a smaller shape. */
@@ -86,8 +88,11 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e);
  * returns 0 and leaves logits (B, T, V) in m->logits. */
 double al_model_forward(al_model *m, const int *inputs, const int *targets,
                         const float *weights, int B, int T);
-/* Backward of the last forward (which must have had targets): grads +=. */
+/* Backward of the last forward (which must have had targets): WRITES
+ * grads (no need to zero them first; to accumulate over several batches,
+ * add grads up elsewhere). */
 void al_model_backward(al_model *m);
+/* Zeroes grads (al_model_backward no longer needs it). */
 void al_model_zero_grad(al_model *m);
 /* Find a tensor by name, or NULL. */
 const al_tensor *al_model_tensor(const al_model *m, const char *name);

@@ -25,6 +25,11 @@
 void al_parallel_set_threads(int n);
 int al_parallel_threads(void);
 
+/* Workers stop spinning and sleep until the next loop: for a caller about
+ * to run something with threads of its own (OpenBLAS's, for one product),
+ * which would otherwise share the cores with spinning workers. */
+void al_parallel_rest(void);
+
 /* fn(ctx, lo, hi, tid) for every chunk [lo, hi) of [0, n); chunk sizes are
  * multiples of grain (but the last) and there are at most
  * min(threads, ceil(n / grain)) of them. tid in [0, threads) names the

@@ -41,6 +41,7 @@ typedef struct al_trial_result {
     int steps_done, steps;
     double final_train_loss, val_loss, best_val_loss, val_accuracy;   /* NAN: none */
     double test_loss, test_accuracy;   /* the held-out test split, at the end (NAN: none) */
+    double init_val_loss;        /* val loss at step 0: a stage's converted start (NAN: none) */
     double tokens_per_s, wall_s;
 } al_trial_result;
 
@@ -75,7 +76,12 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * (blank where not applicable; kv bytes are f32 over all layers). `group`
  * is the configuration (the trial without its seed and select axes),
  * `tuned` the select axes' values, `baseline` 1 for the baseline's trials,
- * `params_to` the count model.match_params matched (blank: no matching). */
+ * `params_to` the count model.match_params matched (blank: no matching).
+ * Then, for stages (blank otherwise): stage,upstream,init_convert,
+ * upstream_steps,init_val_loss: the stage's name, the trial whose
+ * checkpoint this one started from, how it was converted, that trial's
+ * train.steps (the uptraining cost is steps / upstream_steps), and the val
+ * loss at step 0 (the converted model before any update). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

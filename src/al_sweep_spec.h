@@ -38,6 +38,34 @@
  * the label alone would be ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
  * hash (al_sweep_assign_ids). So an edited file never reuses a result.
+ * A train.init_from file's SHA-256 is part of the hash: another checkpoint
+ * is another run.
+ *
+ * Stages (sweep_stage.c): instead of `sweep`, a list of stages whose later
+ * members start from an earlier stage's checkpoints, converted:
+ *
+ *   stages:
+ *     - name: base                 # the first stage: the file's config and
+ *       sweep: {seeds: 3, grid: {model.attention: [...]}}   # its own sweep
+ *     - name: uptrain
+ *       from: base                 # an earlier stage
+ *       where: {model.attention.variant: mha}   # which of its trials (default all)
+ *       convert:                   # an axis each: model.attention, train.init_convert
+ *         to: [{variant: gqa, n_kv_head: 2}, mqa]
+ *         method: [mean, random]
+ *       steps: [5%, 10%]           # axis train.steps: N, or P% of the upstream run's
+ *       train: {warmup_steps: 5}   # data/model/train edits of the upstream config
+ *       sweep: {grid: ..., zip: ..., exclude: ...}   # more axes; seeds are inherited
+ *
+ * A stage with `from` makes, for each trial u of that stage (that `where`
+ * matches), one trial per combination of its axes, on u's config (its seed
+ * included) with those edits; the trial starts from u's model.safetensors
+ * (train.init_from, set by the worker), converted by train.init_convert.
+ * Its hash includes u's hash, so a changed base gives new ids downstream.
+ * Labels are "<stage>_[<u's configuration>_]<its values>_seed<N>" (u's part
+ * only when the stage reads several configurations). Trials are listed
+ * stage by stage; the runner starts one only once its upstream has ended
+ * ok. The first stage may have `baseline`; `select` is not available.
  */
 #ifndef AL_SWEEP_SPEC_H
 #define AL_SWEEP_SPEC_H
@@ -63,6 +91,8 @@ typedef struct al_sweep_axis {
 
 typedef struct al_sweep_trial {
     int index;                         /* in expansion order: the worker's --index */
+    int stage;                         /* index into al_sweep.stages (0 without stages) */
+    int upstream;                      /* the trial whose checkpoint it starts from, or -1 */
     uint64_t seed;                     /* train.seed */
     char label[AL_SWEEP_ID_LEN];       /* readable, from the varying values */
     char config[AL_SWEEP_ID_LEN];      /* the label without the seed */
@@ -75,6 +105,14 @@ typedef struct al_sweep_trial {
     al_config cfg;                     /* decoded */
     size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
 } al_sweep_trial;
+
+#define AL_SWEEP_MAX_STAGES 16
+
+typedef struct al_sweep_stage {
+    char name[AL_NAME_LEN];
+    int from;                          /* the stage it starts from, or -1 */
+    int first, n;                      /* its trials: trials[first .. first + n) */
+} al_sweep_stage;
 
 typedef struct al_sweep {
     char file[AL_PATH_LEN];
@@ -91,6 +129,8 @@ typedef struct al_sweep {
     char select_by[32];                /* val_loss, best_val_loss or val_accuracy */
     int n_trials;
     al_sweep_trial *trials;            /* owned */
+    int n_stages;                      /* 0: a plain sweep */
+    al_sweep_stage stages[AL_SWEEP_MAX_STAGES];
 } al_sweep;
 
 /* Load the --plugin files, then FILE, apply the --set assignments, load

@@ -48,6 +48,8 @@ typedef struct al_train_result {
     double val_accuracy;    /* NAN unless the data is a task with answers */
     double test_loss;       /* the held-out test split, scored once at the end (NAN: none) */
     double test_accuracy;   /* NAN unless the data is a task with answers */
+    double init_val_loss;   /* the evaluation at step 0, before any update: a run from
+                               train.init_from scores its starting weights (NAN: none) */
     double tokens_per_s, wall_s;
     size_t params, kv_elems_per_token;
     int resume_changed;     /* al_train failed because the run's data, a plugin or

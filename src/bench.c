@@ -1,10 +1,13 @@
 /*
  * bench.c - attnlab-bench, the measuring half of scripts/bench.
  *
- *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC]
+ *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC] [--products fwd|all]
+ *   attnlab-bench splits --shape S --threads N
  *   attnlab-bench train --shape S --variant V [--threads N] [--steps N] [--warmup N]
+ *                       [--seq-len T] [--batch B] [--split S]
  *   attnlab-bench flops --shape S --variant V
  *   attnlab-bench copy
+ *   attnlab-bench info
  *
  * Each prints key=value lines (one per result) that scripts/bench collects
  * into CSV. One training cell per process, so that the peak resident set
@@ -25,6 +28,7 @@
 #include <time.h>
 
 #include "al_config.h"
+#include "al_gemm.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
@@ -66,7 +70,14 @@ typedef struct opts {
     const bvariant *bv;
     long threads, steps, warmup;
     double min_time;
+    int all_kinds;   /* sgemm: the backward products too (--products all) */
+    int split;       /* train: -1 the plans' choice, else al_gemm_force_split */
+    long seq_len, batch;   /* 0: the shape's */
 } opts;
+
+/* The batch shape of a cell: the shape's, or the options' overrides. */
+static int opt_T(const opts *o) { return o->seq_len ? (int)o->seq_len : o->sh->seq_len; }
+static int opt_B(const opts *o) { return o->batch ? (int)o->batch : o->sh->batch; }
 
 /* ------------------------------------------------------------ config */
 
@@ -79,9 +90,9 @@ static int make_config(al_config *c, const opts *o, al_err *e)
     m->d_model = s->d_model;
     m->n_head = s->n_head;
     m->d_head = s->d_head;
-    m->seq_len = s->seq_len;
+    m->seq_len = opt_T(o);
     m->vocab_size = 256;   /* bytes */
-    c->train.batch_size = s->batch;
+    c->train.batch_size = opt_B(o);
     const al_variant_ops *ops = al_variant_find(o->bv->registry);
     if (!ops) return al_errf(e, "variant '%s' is not built in", o->bv->registry);
     m->attn = ops;
@@ -172,14 +183,14 @@ typedef struct cell {
 } cell;
 
 /* One step exactly as the trainer takes it (train.c's train_step) on a
- * random batch: zero, forward, backward, clip at 1.0, AdamW. */
+ * random batch: forward, backward (which writes the gradients), clip at
+ * 1.0, AdamW. */
 static double bench_step(cell *k, const al_config *c, int B, int T)
 {
     for (int i = 0; i < B * T; i++) {
         k->in[i] = (int)al_rng_below(&k->rng, 256);
         k->tgt[i] = (int)al_rng_below(&k->rng, 256);
     }
-    al_model_zero_grad(&k->model);
     double loss = al_model_forward(&k->model, k->in, k->tgt, NULL, B, T);
     al_model_backward(&k->model);
     al_clip_grad_norm(&k->model, c->train.grad_clip);
@@ -187,20 +198,66 @@ static double bench_step(cell *k, const al_config *c, int B, int T)
     return loss;
 }
 
-static void print_train(const opts *o, const cell *k, double *dt, double *dc, int n,
-                        double base, long faults, double l0, double l1)
+/* ---- the attention's share of a step: the variant's forward and
+ * backward timed through a copy of its table (nothing else differs). */
+static const al_variant_ops *timed_inner;
+static double attn_seconds;
+
+static void timed_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                          const float *x, float *const *p, int B, int T)
+{
+    double t0 = al_now();
+    timed_inner->forward(s, out, act, scratch, x, p, B, T);
+    attn_seconds += al_now() - t0;
+}
+
+static void timed_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                           const float *dout, const float *x, const float *act,
+                           float *const *p, int B, int T)
+{
+    double t0 = al_now();
+    timed_inner->backward(s, dx, dp, scratch, dout, x, act, p, B, T);
+    attn_seconds += al_now() - t0;
+}
+
+static const al_variant_ops *timed_ops(const al_variant_ops *v)
+{
+    static al_variant_ops t;
+    timed_inner = v;
+    t = *v;
+    t.forward = timed_forward;
+    t.backward = timed_backward;
+    return &t;
+}
+
+/* Model FLOPs per token inside the variant's forward and backward: its
+ * 2-D weights and the scores and weighted values (the T-term). */
+static double attn_flops_per_token(const al_model *m, const bvariant *bv)
+{
+    const al_model_config *c = &m->cfg;
+    double T = c->seq_len, Tk = c->causal ? (T + 1) / 2 : T, w = 0;
+    for (int i = 0; i < m->n_attn_params; i++)
+        if (m->attn_spec[i].cols > 0) w += (double)m->attn_spec[i].rows * m->attn_spec[i].cols;
+    return 6.0 * c->n_layer * w +
+           6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
+}
+
+static void print_train(const opts *o, const cell *k, double *dt, double *dc, double *da,
+                        int n, double base, long faults, double l0, double l1)
 {
     const al_model *m = &k->model;
-    int B = o->sh->batch, T = o->sh->seq_len;
-    double med = median(dt, n), tok = (double)B * T / med;
+    int B = opt_B(o), T = opt_T(o);
+    double med = median(dt, n), tok = (double)B * T / med, st = 0, sa = 0;
     double fpt = flops_per_token(m, o->bv);
-    printf("train shape=%s variant=%s threads=%ld corename=%s steps=%d step_s=%.6f cpu_s=%.6f "
-           "tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f params=%zu "
+    for (int i = 0; i < n; i++) st += dt[i], sa += da[i];
+    printf("train shape=%s variant=%s threads=%ld corename=%s seq_len=%d batch=%d steps=%d "
+           "step_s=%.6f cpu_s=%.6f tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f "
+           "attn_share=%.4f attn_flop_share=%.4f params=%zu "
            "matmul_params=%zu rss_base_mib=%.1f rss_peak_mib=%.1f need_mib=%.1f "
            "faults_per_step=%.1f loss_first=%.6f loss_last=%.6f\n",
-           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), n, med,
-           median(dc, n), tok, fpt,
-           tok * fpt / 1e9, m->n_params, matmul_params(m), base, rss_mib(),
+           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), T, B, n, med,
+           median(dc, n), tok, fpt, tok * fpt / 1e9, st > 0 ? sa / st : 0,
+           attn_flops_per_token(m, o->bv) / fpt, m->n_params, matmul_params(m), base, rss_mib(),
            need_bytes(m, B, T) / (1024.0 * 1024.0), (double)faults / n, l0, l1);
 }
 
@@ -209,8 +266,9 @@ static int cmd_train(const opts *o)
     al_config c;
     al_err e;
     if (make_config(&c, o, &e) != 0) return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
+    c.model.attn = timed_ops(c.model.attn);
     double base = rss_mib();
-    int B = o->sh->batch, T = o->sh->seq_len;
+    int B = opt_B(o), T = opt_T(o);
     cell k;
     memset(&k, 0, sizeof k);
     if (al_model_init(&k.model, &c.model, &e) != 0 ||
@@ -223,17 +281,22 @@ static int cmd_train(const opts *o)
     k.tgt = al_malloc((size_t)B * T * sizeof(int));
     double *dt = al_malloc((size_t)o->steps * sizeof(double)), l0 = NAN, l1 = NAN;
     double *dc = al_malloc((size_t)o->steps * sizeof(double));
+    double *da = al_malloc((size_t)o->steps * sizeof(double));
     long faults = 0;
     for (long s = 0; s < o->warmup + o->steps; s++) {
         if (s == o->warmup) faults = minor_faults();
+        attn_seconds = 0;
         double t0 = al_now(), c0 = cpu_now(), loss = bench_step(&k, &c, B, T);
-        if (s >= o->warmup) dt[s - o->warmup] = al_now() - t0;
-        if (s >= o->warmup) dc[s - o->warmup] = cpu_now() - c0;
+        if (s >= o->warmup) {
+            dt[s - o->warmup] = al_now() - t0;
+            dc[s - o->warmup] = cpu_now() - c0;
+            da[s - o->warmup] = attn_seconds;
+        }
         if (s == 0) l0 = loss;
         l1 = loss;
     }
-    print_train(o, &k, dt, dc, (int)o->steps, base, minor_faults() - faults, l0, l1);
-    free(dt), free(dc), free(k.in), free(k.tgt);
+    print_train(o, &k, dt, dc, da, (int)o->steps, base, minor_faults() - faults, l0, l1);
+    free(dt), free(dc), free(da), free(k.in), free(k.tgt);
     al_adamw_free(&k.opt);
     al_model_free(&k.model);
     return 0;
@@ -241,35 +304,68 @@ static int cmd_train(const opts *o)
 
 /* ------------------------------------------------------------ sgemm */
 
-/* GFLOP/s of out (M, N) = A (M, K) . W (N, K)^T, the layout of every
- * forward projection, a median over repeats: with OpenBLAS's own threads
- * (the best the library does at this shape), or with pool != 0 as attnlab
- * runs it, al_linear_forward cut over its own pool with OpenBLAS at 1. */
-static double time_sgemm(int M, int N, int K, double min_time, int threads, int pool)
+/* The three products a weight W (N, K) takes part in, at M = B*T rows:
+ * forward out (M, N) = x (M, K) . W^T, backward dx (M, K) = dout (M, N) . W
+ * and dW (N, K) = dout^T . x. */
+enum { KIND_FWD, KIND_DINP, KIND_DW, NKINDS };
+static const char *const kind_names[] = {"fwd", "dinp", "dw"};
+
+typedef struct product {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K;   /* of C (M, N) and the inner dimension */
+    float beta;
+} product;
+
+static product product_of(int kind, int rows, int n, int k)
 {
-    al_parallel_set_threads(pool ? threads : 1);   /* sets OpenBLAS to 1 */
-    if (!pool) openblas_set_num_threads(threads);
-    float *A = al_malloc((size_t)M * K * 4), *W = al_malloc((size_t)N * K * 4);
-    float *C = al_malloc((size_t)M * N * 4);
-    for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)N * K; i++) W[i] = (float)(i % 5) * 0.1f;
+    if (kind == KIND_FWD) return (product){CblasNoTrans, CblasTrans, rows, n, k, 0.0f};
+    if (kind == KIND_DINP) return (product){CblasNoTrans, CblasNoTrans, rows, k, n, 0.0f};
+    return (product){CblasTrans, CblasNoTrans, n, k, rows, 0.0f};
+}
+
+/* How a product is run while timed: OpenBLAS alone with its own threads
+ * (the pool at one thread), as attnlab runs it (its plan), or one split. */
+enum { RUN_BLAS = -2, RUN_POOL = -1 };
+
+static void run_product(const product *p, int how, const float *A, const float *B, float *C)
+{
+    int lda = p->ta == CblasNoTrans ? p->K : p->M, ldb = p->tb == CblasNoTrans ? p->N : p->K;
+    if (how == RUN_BLAS)
+        cblas_sgemm(CblasRowMajor, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb,
+                    p->beta, C, p->N);
+    else if (how == RUN_POOL)
+        al_sgemm_pool(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, p->beta, C, p->N);
+    else
+        al_sgemm_split(how, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, p->beta, C,
+                       p->N);
+}
+
+/* GFLOP/s of a product run one way at `threads`, the median of 9 timed
+ * repeats (each at least min_time / 10) after a warm-up. */
+static double time_product(const product *p, int how, double min_time, int threads)
+{
+    al_parallel_set_threads(how == RUN_BLAS ? 1 : threads);   /* sets OpenBLAS to 1 */
+    if (how == RUN_BLAS) openblas_set_num_threads(threads);
+    size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N;
+    float *A = al_malloc(na * 4), *B = al_malloc(nb * 4), *C = al_malloc((size_t)p->M * p->N * 4);
+    for (size_t i = 0; i < na; i++) A[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < nb; i++) B[i] = (float)(i % 5) * 0.1f;
     double rate[9];
-    for (int r = -1; r < 9; r++) {   /* r = -1 warms up */
+    for (int r = -1; r < 9; r++) {   /* r = -1 warms up (and plans) */
         double t0 = al_now(), t;
         long reps = 0;
         do {
-            if (pool) al_linear_forward(C, A, W, M, K, N);
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K,
-                             0.0f, C, N);
+            run_product(p, how, A, B, C);
             reps++;
         } while ((t = al_now() - t0) < min_time / 10);
-        if (r >= 0) rate[r] = 2.0 * M * N * K * reps / t / 1e9;
+        if (r >= 0) rate[r] = 2.0 * p->M * p->N * p->K * reps / t / 1e9;
     }
-    free(A), free(W), free(C);
+    free(A), free(B), free(C);
+    openblas_set_num_threads(1);
     return median(rate, 9);
 }
 
-/* The distinct (N, K) of the model's forward products, each at B*T rows. */
+/* The distinct (N, K) of the model's weights. */
 static int model_products(const al_model *m, int nk[][2], int cap)
 {
     int n = 0;
@@ -283,6 +379,37 @@ static int model_products(const al_model *m, int nk[][2], int cap)
     return n;
 }
 
+/* One product at the options' thread count: OpenBLAS's own threads, each
+ * split of the pool, and the pool as planned, with the plan's choice and
+ * which splits gave the reference's bits. Returns the best rate seen. */
+static double sgemm_line(const opts *o, int kind, const product *p)
+{
+    int t = (int)o->threads;
+    double g = time_product(p, RUN_BLAS, o->min_time, t), best = g;
+    printf("sgemm shape=%s variant=%s threads=%d corename=%s product=%s m=%d n=%d k=%d gflops=%.2f",
+           o->sh->name, o->bv->name, t, openblas_get_corename(), kind_names[kind], p->M, p->N,
+           p->K, g);
+    al_gemm_plan pl;
+    al_parallel_set_threads(t);
+    if (t > 1 && al_gemm_plan_get(p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->beta, &pl) == 0) {
+        char admitted[64] = "";
+        for (int s = 0; s < AL_NSPLITS; s++) {
+            if (!(pl.tried & (1u << s)) || s == AL_SPLIT_BLAS) continue;
+            double r = time_product(p, s, o->min_time, t);
+            best = r > best ? r : best;
+            printf(" %s_gflops=%.2f", al_split_name(s), r);
+        }
+        for (int s = 0; s < AL_NSPLITS; s++)
+            if (pl.admitted & (1u << s))
+                snprintf(admitted + strlen(admitted), sizeof admitted - strlen(admitted), "%s%s",
+                         *admitted ? "," : "", al_split_name(s));
+        printf(" plan=%s admitted=%s", al_split_name(pl.split), admitted);
+    }
+    double pool = t > 1 ? time_product(p, RUN_POOL, o->min_time, t) : g;
+    printf(" pool_gflops=%.2f best_gflops=%.2f\n", pool, pool > best ? pool : best);
+    return pool > best ? pool : best;
+}
+
 static int cmd_sgemm(const opts *o)
 {
     al_config c;
@@ -290,21 +417,71 @@ static int cmd_sgemm(const opts *o)
     al_model m;
     if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
         return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
-    int nk[64][2], n = model_products(&m, nk, 64), M = o->sh->batch * o->sh->seq_len;
+    int nk[64][2], n = model_products(&m, nk, 64), M = opt_B(o) * opt_T(o);
     double best = 0;
-    for (int i = 0; i < n; i++) {
-        int t = (int)o->threads;
-        double g = time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 0);
-        double p = t > 1 ? time_sgemm(M, nk[i][0], nk[i][1], o->min_time, t, 1) : g;
-        printf("sgemm shape=%s variant=%s threads=%ld corename=%s m=%d n=%d k=%d gflops=%.2f "
-               "pool_gflops=%.2f\n", o->sh->name, o->bv->name, o->threads,
-               openblas_get_corename(), M, nk[i][0], nk[i][1], g, p);
-        best = g > best ? g : best;
-    }
+    for (int kind = 0; kind < (o->all_kinds ? NKINDS : 1); kind++)
+        for (int i = 0; i < n; i++) {
+            product p = product_of(kind, M, nk[i][0], nk[i][1]);
+            double g = sgemm_line(o, kind, &p);
+            if (kind == KIND_FWD) best = g > best ? g : best;
+        }
     printf("sgemm_best shape=%s variant=%s threads=%ld corename=%s gflops=%.2f\n", o->sh->name,
            o->bv->name, o->threads, openblas_get_corename(), best);
     al_model_free(&m);
     return 0;
+}
+
+/* Every admitted split of every product, run on data the plan's probe
+ * never saw, against the reference split: the claim the plans rest on
+ * (al_gemm.h), checked under whichever OpenBLAS kernels this process got. */
+static int verify_product(const product *p, al_gemm_plan *pl)
+{
+    if (al_gemm_plan_get(p->ta, p->tb, p->M, p->N, p->K, 1.0f, p->beta, pl) != 0) return -1;
+    size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
+    float *A = al_malloc(na * 4), *B = al_malloc(nb * 4), *ref = al_malloc(nc * 4);
+    float *C = al_malloc(nc * 4);
+    al_rng r;
+    al_rng_seed(&r, 11);
+    for (size_t i = 0; i < na; i++) A[i] = (float)al_rng_normal(&r);
+    for (size_t i = 0; i < nb; i++) B[i] = (float)al_rng_normal(&r);
+    run_product(p, pl->reference, A, B, ref);
+    int ok = (pl->admitted >> pl->reference) & 1;
+    for (int s = 0; s < AL_NSPLITS; s++) {
+        if (!(pl->admitted & (1u << s))) continue;
+        run_product(p, s, A, B, C);
+        ok &= !memcmp(C, ref, nc * 4);
+    }
+    run_product(p, RUN_POOL, A, B, C);
+    ok &= !memcmp(C, ref, nc * 4);
+    free(A), free(B), free(ref), free(C);
+    return ok;
+}
+
+static int cmd_splits(const opts *o)
+{
+    al_config c;
+    al_err e;
+    al_model m;
+    if (make_config(&c, o, &e) != 0 || al_model_init(&m, &c.model, &e) != 0)
+        return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
+    int nk[64][2], n = model_products(&m, nk, 64), M = opt_B(o) * opt_T(o), bad = 0;
+    for (int kind = 0; kind < NKINDS; kind++)
+        for (int i = 0; i < n; i++) {
+            product p = product_of(kind, M, nk[i][0], nk[i][1]);
+            al_gemm_plan pl;
+            int ok = verify_product(&p, &pl);
+            if (ok < 0) continue;   /* not split at this thread count */
+            printf("splits shape=%s threads=%ld corename=%s product=%s m=%d n=%d k=%d reference=%s "
+                   "plan=%s", o->sh->name, o->threads, openblas_get_corename(), kind_names[kind],
+                   p.M, p.N, p.K, al_split_name(pl.reference), al_split_name(pl.split));
+            for (int s = 0; s < AL_NSPLITS; s++)
+                if (pl.tried & (1u << s))
+                    printf(" %s=%s", al_split_name(s), pl.admitted & (1u << s) ? "same" : "differs");
+            printf(" verified=%d\n", ok);
+            bad += !ok;
+        }
+    al_model_free(&m);
+    return bad ? 1 : 0;
 }
 
 /* ------------------------------------------------------------ copy */
@@ -341,7 +518,7 @@ static int cmd_flops(const opts *o)
     printf("flops shape=%s variant=%s params=%zu matmul_params=%zu flops_per_token=%.0f "
            "need_mib=%.3f\n", o->sh->name, o->bv->name, m.n_params, matmul_params(&m),
            flops_per_token(&m, o->bv),
-           need_bytes(&m, o->sh->batch, o->sh->seq_len) / (1024.0 * 1024.0));
+           need_bytes(&m, opt_B(o), opt_T(o)) / (1024.0 * 1024.0));
     al_model_free(&m);
     return 0;
 }
@@ -349,9 +526,12 @@ static int cmd_flops(const opts *o)
 /* ------------------------------------------------------------ options */
 
 static const char usage[] =
-    "usage: attnlab-bench sgemm|train|flops --shape tiny|small|micro [--variant mha|gqa|mqa|mla]\n"
-    "                     [--threads N] [--steps N] [--warmup N] [--min-time SEC]\n"
+    "usage: attnlab-bench sgemm|splits|train|flops --shape tiny|small|micro\n"
+    "                     [--variant mha|gqa|mqa|mla] [--threads N] [--steps N] [--warmup N]\n"
+    "                     [--min-time SEC] [--products fwd|all] [--split auto|rows|cols|grid|blas]\n"
+    "                     [--seq-len T] [--batch B]   (train: override the shape's)\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
+    "       attnlab-bench info          (the OpenBLAS core this process got)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
@@ -387,10 +567,25 @@ static int parse_one(opts *o, const char *a, const char *v)
         o->bv = &variants[i];
     } else if (!strcmp(a, "--threads")) {
         return parse_long(a, v, 1, 256, &o->threads);
+    } else if (!strcmp(a, "--seq-len")) {
+        return parse_long(a, v, 1, 1 << 16, &o->seq_len);
+    } else if (!strcmp(a, "--batch")) {
+        return parse_long(a, v, 1, 1 << 16, &o->batch);
     } else if (!strcmp(a, "--steps")) {
         return parse_long(a, v, 1, 100000, &o->steps);
     } else if (!strcmp(a, "--warmup")) {
         return parse_long(a, v, 0, 100000, &o->warmup);
+    } else if (!strcmp(a, "--products")) {
+        if (strcmp(v, "fwd") && strcmp(v, "all"))
+            return fprintf(stderr, "attnlab-bench: --products '%s' must be fwd or all\n", v), -1;
+        o->all_kinds = !strcmp(v, "all");
+    } else if (!strcmp(a, "--split")) {
+        o->split = -1;
+        for (int s = 0; s < AL_NSPLITS; s++)
+            if (!strcmp(v, al_split_name(s))) o->split = s;
+        if (o->split < 0 && strcmp(v, "auto"))
+            return fprintf(stderr, "attnlab-bench: --split '%s' must be auto, rows, cols, grid "
+                           "or blas\n", v), -1;
     } else if (!strcmp(a, "--min-time")) {
         char *end;
         o->min_time = strtod(v, &end);
@@ -404,7 +599,8 @@ static int parse_one(opts *o, const char *a, const char *v)
 
 static int parse(opts *o, int argc, char **argv)
 {
-    *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0]};
+    *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0],
+                .all_kinds = 1, .split = -1};
     if (argc < 2) return fputs(usage, stderr), -1;
     o->cmd = argv[1];
     for (int i = 2; i < argc; i += 2) {
@@ -412,7 +608,7 @@ static int parse(opts *o, int argc, char **argv)
             return fprintf(stderr, "attnlab-bench: option '%s' needs a value\n", argv[i]), -1;
         if (parse_one(o, argv[i], argv[i + 1]) != 0) return -1;
     }
-    if (!o->sh && strcmp(o->cmd, "copy"))
+    if (!o->sh && strcmp(o->cmd, "copy") && strcmp(o->cmd, "info"))
         return fprintf(stderr, "attnlab-bench: --shape is required\n"), -1;
     return 0;
 }
@@ -424,10 +620,13 @@ int main(int argc, char **argv)
     opts o;
     if (parse(&o, argc, argv) != 0) return 2;
     al_parallel_set_threads((int)o.threads);
+    al_gemm_force_split(o.split);
     if (!strcmp(o.cmd, "sgemm")) return cmd_sgemm(&o);
     if (!strcmp(o.cmd, "train")) return cmd_train(&o);
     if (!strcmp(o.cmd, "flops")) return cmd_flops(&o);
+    if (!strcmp(o.cmd, "splits")) return cmd_splits(&o);
     if (!strcmp(o.cmd, "copy")) return cmd_copy(&o);
+    if (!strcmp(o.cmd, "info")) return printf("info corename=%s\n", openblas_get_corename()), 0;
     fprintf(stderr, "attnlab-bench: unknown command '%s'\n%s", o.cmd, usage);
     return 2;
 }

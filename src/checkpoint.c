@@ -232,6 +232,14 @@ static int config_from_json(const char *path, const char *text, const char *orig
 
 int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e)
 {
+    return al_checkpoint_save_meta(path, m, step, NULL, 0, e);
+}
+
+int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
+                            const char *const *extra, int n_extra, al_err *e)
+{
+    enum { BASE_META = 5, MAX_EXTRA = 16 };
+    AL_ASSERT(n_extra >= 0 && n_extra <= MAX_EXTRA);
     al_st_out *t = al_calloc((size_t)m->n_tensors, sizeof *t);
     for (int i = 0; i < m->n_tensors; i++) {
         const al_tensor *x = &m->tensors[i];
@@ -241,10 +249,11 @@ int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e
     char *cfg = al_checkpoint_config_json(m), stepbuf[32], ver[16];
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
     snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
-    const char *meta[] = {"format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
-                          "attnlab.interface_version", ver, "attnlab.variant_origin",
-                          variant_origin(m->cfg.attn)};
-    int rc = al_st_write(path, t, m->n_tensors, meta, 5, e);
+    const char *meta[2 * (BASE_META + MAX_EXTRA)] = {
+        "format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
+        "attnlab.interface_version", ver, "attnlab.variant_origin", variant_origin(m->cfg.attn)};
+    for (int i = 0; i < 2 * n_extra; i++) meta[2 * BASE_META + i] = extra[i];
+    int rc = al_st_write(path, t, m->n_tensors, meta, BASE_META + n_extra, e);
     free(cfg);
     free(t);
     return rc;
@@ -376,6 +385,66 @@ int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
     return load_checkpoint(path, m, step, &version, e);
 }
 
+/* ------------------------------------------------------------ init from */
+
+/* One tensor of the model against the file, appended to `why` when it does
+ * not fit. Returns 1 on a mismatch. */
+static int init_mismatch(const al_st_file *f, const al_tensor *x, char *why, size_t n)
+{
+    const al_st_tensor *t = al_st_find(f, x->name);
+    int64_t want[2] = {x->shape[0], x->shape[1]};
+    char a[96], b[96], one[400];
+    if (!t) {
+        snprintf(one, sizeof one, "'%s' is missing", x->name);
+    } else if (t->dtype != AL_ST_F32) {
+        snprintf(one, sizeof one, "'%s' has dtype %s, not F32", x->name,
+                 al_st_dtype_name(t->dtype));
+    } else if (t->ndim != x->ndim || t->shape[0] != want[0] ||
+               (x->ndim == 2 && t->shape[1] != want[1])) {
+        fmt_shape(a, sizeof a, t->ndim, t->shape);
+        fmt_shape(b, sizeof b, x->ndim, want);
+        snprintf(one, sizeof one, "'%s' has shape %s, the model wants %s", x->name, a, b);
+    } else {
+        return 0;
+    }
+    size_t l = strlen(why);
+    if (l < 600) snprintf(why + l, n - l, "%s%s", l ? "; " : "", one);
+    else if (why[l - 1] != '.') snprintf(why + l, n - l, "; ...");
+    return 1;
+}
+
+int al_checkpoint_load_into(const char *path, al_model *m, al_err *e)
+{
+    al_st_file f;
+    if (al_st_read(path, &f, e) != 0) return -1;
+    char why[4096] = "", name[128];
+    int bad = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        bad += init_mismatch(&f, &m->tensors[i], why, sizeof why);
+    for (int i = 0; i < f.n; i++)
+        if (!al_model_tensor(m, f.t[i].name)) {
+            size_t l = strlen(why);
+            if (l < 600)
+                snprintf(why + l, sizeof why - l, "%sunexpected '%s'", l ? "; " : "",
+                         al_st_printable(name, sizeof name, f.t[i].name));
+            else if (why[l - 1] != '.')
+                snprintf(why + l, sizeof why - l, "; ...");
+            bad++;
+        }
+    int rc = 0;
+    if (bad)
+        rc = al_errf(e, "%s: does not fit the config's model (%d tensor%s): %.900s", path, bad,
+                     bad == 1 ? "" : "s", why);
+    for (int i = 0; rc == 0 && i < m->n_tensors; i++)
+        rc = check_tensor(&f, &m->tensors[i], e);   /* finite values */
+    for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
+        const al_tensor *x = &m->tensors[i];
+        memcpy(m->params + x->offset, al_st_find(&f, x->name)->data, x->numel * sizeof(float));
+    }
+    al_st_free(&f);
+    return rc;
+}
+
 /* ------------------------------------------------------------ training state */
 
 static char *config_yaml(const al_config *c)
@@ -427,9 +496,11 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
         "attnlab.metric_columns", "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s",
         "attnlab.interface_version", v[8], "attnlab.data_bytes", v[9],
         "attnlab.data_sha256", in->data_sha256, "attnlab.plugin_sha256", plugins,
+        "attnlab.init_sha256", s->init_sha256,
     };
+    int n_meta = (int)(sizeof meta / sizeof meta[0] / 2) - !s->init_sha256[0];
     snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
-    int rc = al_st_write(path, t, 5, meta, (int)(sizeof meta / sizeof meta[0] / 2), e);
+    int rc = al_st_write(path, t, 5, meta, n_meta, e);
     free(yaml);
     if (rc != 0) return -1;
     snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
@@ -738,6 +809,8 @@ int al_checkpoint_resume(const char *dir, const al_config *c, const al_run_input
     if (rc == 0) rc = read_inputs(&f, &s->inputs, e);
     if (rc == 0) rc = check_inputs(f.path, c, &s->inputs, now, e);
     if (rc == 0) rc = read_counters(&f, s, &adam_step, e);
+    const char *init = al_st_meta(&f, "attnlab.init_sha256");
+    if (rc == 0 && init) snprintf(s->init_sha256, sizeof s->init_sha256, "%.64s", init);
     if (rc == 0) rc = read_state_tensors(&f, o, s, e);
     if (rc == 0 && al_st_find(&f, "params")) rc = state_params(&f, m, e);
     else if (rc == 0) rc = restore_params(dir, m, s->step, e);   /* a state from before */

@@ -1,10 +1,13 @@
 /*
  * cmd_bench_decode.c - `attnlab bench-decode`: decode speed of each variant
- * at several context lengths (batch 1), with the cache bytes it holds.
+ * at several context lengths and a batch of B sequences, with the cache
+ * bytes it holds.
  *
- * For a context C the caches are filled with C - N random rows (the speed
- * of a step does not depend on what the rows hold), then N tokens are
- * decoded and timed: each step attends over C - N .. C - 1 cached tokens.
+ * For a context C every sequence's caches are filled with C - N random
+ * rows (the speed of a step does not depend on what the rows hold), then
+ * N steps are decoded and timed: each step feeds one token to each of the
+ * B sequences and attends over C - N .. C - 1 cached tokens; tokens/s
+ * counts all B.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,24 +21,26 @@
 static const char bench_help[] =
     "usage: attnlab bench-decode CONFIG.yaml [--set key.path=value ...] [--variants LIST]\n"
     "                            [--contexts 256,1024,4096] [--tokens N] [--kv-dtype D]\n"
-    "                            [--threads N] [--out FILE.csv]\n"
+    "                            [--batch B] [--threads N] [--out FILE.csv]\n"
     "\n"
     "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
-    "length, batch 1, with the measured cache bytes and the parameter bytes a\n"
-    "step reads beside it. Prints a table and writes CSV (default\n"
-    "results/bench_decode.csv).\n"
+    "length, with the measured cache bytes and the parameter bytes a step reads\n"
+    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n"
     "  --variants LIST   ';'-separated, each a name and its settings, default\n"
     "                    \"mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16\"\n"
     "  --tokens N        decode steps timed per cell (default 32)\n"
     "  --kv-dtype D      f32, bf16 or f16 (default: CONFIG's model.kv_dtype)\n"
-    "  --threads N       BLAS threads (default 1)\n";
+    "  --batch B         sequences decoded together, each with its own cache\n"
+    "                    (default 1); tokens/s counts every sequence's tokens\n"
+    "  --threads N       threads of attnlab's pool (default 1); at batch 1 they\n"
+    "                    share each step's cache rows and weight rows\n";
 
 #define MAX_VARIANTS 16
 #define MAX_CONTEXTS 16
 
 typedef struct bench_cell {
     char variant[128];
-    int context, dtype, tokens;
+    int context, dtype, tokens, batch;
     double tokens_per_s;
     size_t cache_bytes, bytes_per_token;
     size_t weight_bytes;   /* parameters a step reads: all, the tied embedding as the head */
@@ -76,23 +81,31 @@ static int parse_contexts(const char *s, int *ctx, int *n, al_err *e)
     return *n ? 0 : al_errf(e, "bench-decode: --contexts is empty");
 }
 
-/* Time `tokens` steps with the cache filled up to context - tokens. */
-static void bench_one(al_model *m, int context, int dtype, int tokens, bench_cell *cell)
+/* Time `tokens` steps of `batch` sequences with every cache filled up to
+ * context - tokens. */
+static void bench_one(al_model *m, int context, int dtype, int tokens, int batch,
+                      bench_cell *cell)
 {
     al_decoder d;
     al_err e;
-    AL_ASSERT(al_decoder_init(&d, m, context, dtype, &e) == 0);
-    int V = m->cfg.vocab_size;
+    AL_ASSERT(al_decoder_init_batch(&d, m, batch, context, dtype, &e) == 0);
+    int V = m->cfg.vocab_size, *in = al_malloc((size_t)batch * sizeof(int));
     al_decoder_fill_random(&d, context - tokens - 1, 7);
-    al_decoder_step(&d, 1);   /* warm-up */
+    for (int b = 0; b < batch; b++) in[b] = (b * 13 + 1) % V;
+    al_decoder_step_batch(&d, in);   /* warm-up */
     double t0 = al_now();
-    for (int i = 0; i < tokens; i++) al_decoder_step(&d, (i * 31 + 7) % V);
+    for (int i = 0; i < tokens; i++) {
+        for (int b = 0; b < batch; b++) in[b] = (i * 31 + b * 7 + 7) % V;
+        al_decoder_step_batch(&d, in);
+    }
     double dt = al_now() - t0;
+    free(in);
     cell->context = context;
     cell->dtype = dtype;
     cell->tokens = tokens;
-    cell->tokens_per_s = dt > 0 ? tokens / dt : 0;
-    cell->cache_bytes = al_decoder_cache_bytes(&d);
+    cell->batch = batch;
+    cell->tokens_per_s = dt > 0 ? (double)tokens * batch / dt : 0;
+    cell->cache_bytes = al_decoder_cache_bytes(&d) / (size_t)batch;   /* one sequence's */
     cell->bytes_per_token = cell->cache_bytes / (size_t)context;
     cell->weight_bytes = m->n_params * sizeof(float);
     al_decoder_free(&d);
@@ -100,7 +113,7 @@ static void bench_one(al_model *m, int context, int dtype, int tokens, bench_cel
 
 /* One variant: load CONFIG with its attention, build the model, run the contexts. */
 static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx, int nctx,
-                         int tokens, int dtype, bench_cell *cells, al_err *e)
+                         int tokens, int batch, int dtype, bench_cell *cells, al_err *e)
 {
     const char *sets[AL_CLI_MAX_SETS + 1];
     char set[512];
@@ -120,8 +133,8 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
                          ctx[i], tokens);
             break;
         }
-        al_progress_line("bench-decode: %s at context %d", spec, ctx[i]);
-        bench_one(&m, ctx[i], dt, tokens, &cells[i]);
+        al_progress_line("bench-decode: %s at context %d, batch %d", spec, ctx[i], batch);
+        bench_one(&m, ctx[i], dt, tokens, batch, &cells[i]);
         snprintf(cells[i].variant, sizeof cells[i].variant, "%s", spec);
     }
     al_progress_end();
@@ -135,22 +148,24 @@ static int write_csv(const char *path, const bench_cell *cells, int n, al_err *e
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
     fprintf(f, "variant,context,kv_dtype,tokens,tokens_per_s,kv_bytes_per_token,cache_bytes,"
-               "weight_bytes\n");
+               "weight_bytes,batch,threads\n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu,%zu\n", cells[i].variant, cells[i].context,
-                al_kv_dtype_name(cells[i].dtype), cells[i].tokens, cells[i].tokens_per_s,
-                cells[i].bytes_per_token, cells[i].cache_bytes, cells[i].weight_bytes);
+        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu,%zu,%d,%d\n", cells[i].variant,
+                cells[i].context, al_kv_dtype_name(cells[i].dtype), cells[i].tokens,
+                cells[i].tokens_per_s, cells[i].bytes_per_token, cells[i].cache_bytes,
+                cells[i].weight_bytes, cells[i].batch, al_parallel_threads());
     return al_commit_atomic(f, tmp, path, e);
 }
 
 static void print_table(const bench_cell *cells, int n)
 {
-    printf("%-28s %8s %6s %13s %19s %12s %12s\n", "variant", "context", "dtype",
+    printf("%-28s %8s %5s %6s %13s %19s %12s %12s\n", "variant", "context", "batch", "dtype",
            "tokens_per_s", "kv_bytes_per_token", "cache_bytes", "weight_bytes");
     for (int i = 0; i < n; i++)
-        printf("%-28s %8d %6s %13.1f %19zu %12zu %12zu\n", cells[i].variant, cells[i].context,
-               al_kv_dtype_name(cells[i].dtype), cells[i].tokens_per_s,
-               cells[i].bytes_per_token, cells[i].cache_bytes, cells[i].weight_bytes);
+        printf("%-28s %8d %5d %6s %13.1f %19zu %12zu %12zu\n", cells[i].variant,
+               cells[i].context, cells[i].batch, al_kv_dtype_name(cells[i].dtype),
+               cells[i].tokens_per_s, cells[i].bytes_per_token, cells[i].cache_bytes,
+               cells[i].weight_bytes);
 }
 
 /* Splits the --variants list in place; returns the count or -1. */
@@ -171,8 +186,8 @@ static int split_variants(char *list, char **out, al_err *e)
 int al_cmd_bench_decode(int argc, char **argv)
 {
     static const char *const extra[] = {"--variants", "--contexts", "--tokens", "--kv-dtype",
-                                        "--threads", NULL};
-    const char *val[5];
+                                        "--threads", "--batch", NULL};
+    const char *val[6];
     al_cli_opts o;
     int rc = al_cli_parse(argc, argv, &o, "bench-decode", extra, val);
     if (rc) return rc;
@@ -181,19 +196,21 @@ int al_cmd_bench_decode(int argc, char **argv)
     snprintf(list, sizeof list, "%s",
              val[0] ? val[0] : "mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16");
     int ctx[MAX_CONTEXTS], nctx, nvar, dtype = val[3] ? al_kv_dtype_parse(val[3]) : -1;
-    long tokens = 32, threads = 1;
+    long tokens = 32, threads = 1, batch = 1;
     al_err e;
     if ((nvar = split_variants(list, specs, &e)) < 0 ||
         parse_contexts(val[1] ? val[1] : "256,1024,4096", ctx, &nctx, &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     if ((val[2] && al_cli_parse_long(val[2], 1, 1L << 20, &tokens) != 0) ||
-        (val[3] && dtype < 0) || (val[4] && al_cli_parse_long(val[4], 1, 1024, &threads) != 0))
-        return al_cli_fail(AL_EXIT_INPUT, "bench-decode: --tokens and --threads want positive "
-                                          "counts, --kv-dtype f32, bf16 or f16");
+        (val[3] && dtype < 0) || (val[4] && al_cli_parse_long(val[4], 1, 1024, &threads) != 0) ||
+        (val[5] && al_cli_parse_long(val[5], 1, 4096, &batch) != 0))
+        return al_cli_fail(AL_EXIT_INPUT, "bench-decode: --tokens, --threads and --batch want "
+                                          "positive counts, --kv-dtype f32, bf16 or f16");
     al_parallel_set_threads((int)threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     for (int v = 0; v < nvar && rc == 0; v++)
-        if (bench_variant(&o, specs[v], ctx, nctx, (int)tokens, dtype, cells + v * nctx, &e))
+        if (bench_variant(&o, specs[v], ctx, nctx, (int)tokens, (int)batch, dtype,
+                          cells + v * nctx, &e))
             rc = AL_EXIT_INPUT;
     const char *out = o.out ? o.out : "results/bench_decode.csv";
     if (rc == 0) {

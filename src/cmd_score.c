@@ -296,7 +296,6 @@ int al_cmd_grads(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     fill_batch(&s, 0, B);
-    al_model_zero_grad(&s.m);
     double loss = al_model_forward(&s.m, s.in, s.tgt, NULL, B, s.T);
     al_model_backward(&s.m);
     rc = write_grads(o.out, &s, B, loss, &e);

@@ -34,6 +34,9 @@ static const char sweep_help[] =
     "resumes: finished trials (ok or diverged) are kept, the others run again\n"
     "(from their last checkpoint when train.checkpoint_every is set).\n"
     "Ctrl-C stops cleanly: running trials are recorded as interrupted.\n"
+    "With `stages` instead of `sweep` (README \"Converting and uptraining\"), a\n"
+    "later stage's trials start from an earlier stage's checkpoints, converted,\n"
+    "each once its upstream trial has ended ok.\n"
     "--dry-run lists the trials with parameters and KV-cache bytes, trains nothing.\n"
     "Exit status: 0 every trial finished (ok or diverged), 1 some failed or the\n"
     "runner could not go on, 2 bad input (nothing trained), 130 interrupted.\n"
@@ -146,6 +149,12 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
             printf("baseline (paired differences in the report): %s\n", s->trials[i].group);
             break;
         }
+    for (int k = 0; k < s->n_stages; k++) {
+        const al_sweep_stage *g = &s->stages[k];
+        printf("stage %s: trials %d-%d", g->name, g->first, g->first + g->n - 1);
+        if (g->from >= 0) printf(", each from a checkpoint of stage %s", s->stages[g->from].name);
+        putchar('\n');
+    }
     if (s->n_select) {
         printf("tuned per configuration and seed by %s:", s->select_by);
         for (int i = 0; i < s->n_select; i++) printf(" %s", s->axes[s->select_axis[i]].path);
@@ -162,9 +171,12 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
         al_results_read_result(tdir, t->hash, &r);
         todo += !al_trial_status_final(r.status);
         if (m->match.by) snprintf(to, sizeof to, "%zu", m->match.params_to);
-        printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s\n", t->index, t->id,
+        printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s", t->index, t->id,
                m->variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
                al_trial_status_name(r.status), al_trial_status_final(r.status) ? " (kept)" : "");
+        if (t->upstream >= 0)
+            printf("  <- %s (%s)", s->trials[t->upstream].id, t->cfg.train.init_convert);
+        putchar('\n');
     }
     printf("\n%d to run, %ld at a time with %ld thread(s) each; nothing was trained "
            "(--dry-run)\n", todo, a->jobs, a->threads);

@@ -18,7 +18,7 @@
 
 static const char train_help[] =
     "usage: attnlab train CONFIG.yaml [--set key.path=value ...] [--out DIR]\n"
-    "                     [--stop-after N]\n"
+    "                     [--stop-after N] [--init-from CHECKPOINT]\n"
     "       attnlab train [CONFIG.yaml] --resume DIR [--set ...] [--stop-after N]\n"
     "\n"
     "Train one model as CONFIG describes. Writes DIR/config.yaml (resolved,\n"
@@ -27,6 +27,11 @@ static const char train_help[] =
     "DIR/train_state.safetensors at the end and every train.checkpoint_every\n"
     "steps. DIR defaults to results/train.\n"
     "--stop-after N stops after N steps with a checkpoint, as if interrupted.\n"
+    "--init-from CHECKPOINT (train.init_from) starts from that checkpoint's\n"
+    "weights instead of a random init, with a fresh optimizer and schedule;\n"
+    "every tensor of CONFIG's model must be there in the same shape (each\n"
+    "mismatch is named); with --set train.init_convert=mean|first|random|svd it is\n"
+    "converted to CONFIG's attention first (as `attnlab convert`).\n"
     "--resume DIR continues the run saved in DIR bit-identically to one never\n"
     "interrupted (same thread count). Without CONFIG it reads DIR/config.yaml;\n"
     "a config that differs from the saved run (other than\n"
@@ -42,14 +47,14 @@ static const char train_help[] =
     "splits each batch of train.batch_size (divisible by N) across N ranks and\n"
     "trains exactly as one process would; rank 0 writes DIR and the output.\n";
 
-static const char *const train_extra[] = {"--resume", "--stop-after", NULL};
+static const char *const train_extra[] = {"--resume", "--stop-after", "--init-from", NULL};
 
 /* Whether the arguments name a CONFIG, skipping the values of the options
  * that take one (al_cli_parse's and train_extra). */
 static int has_config_arg(int argc, char **argv)
 {
     static const char *const valued[] = {"--set", "--plugin", "--out", "--context",
-                                         "--resume", "--stop-after", NULL};
+                                         "--resume", "--stop-after", "--init-from", NULL};
     for (int i = 0; i < argc; i++) {
         if (argv[i][0] != '-' || !argv[i][1]) return 1;
         for (int k = 0; valued[k]; k++)
@@ -144,6 +149,11 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
         train_fail(&e, 0);
         return rc ? rc : AL_EXIT_INPUT;
     }
+    if (xv[2]) {   /* --init-from: the same as train.init_from */
+        if (strlen(xv[2]) >= sizeof c.train.init_from)
+            return al_cli_fail(AL_EXIT_INPUT, "train: --init-from: the path is too long");
+        snprintf(c.train.init_from, sizeof c.train.init_from, "%s", xv[2]);
+    }
     al_train_opts to = {.outdir = o->out ? o->out : "results/train", .log_lines = 1};
     if ((rc = resume_opts(o, xv, &to))) return rc;
     al_train_result r;
@@ -155,7 +165,7 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
 int al_cmd_train(int argc, char **argv)
 {
     al_cli_opts o;
-    const char *xv[2];
+    const char *xv[3];
     char cfgpath[4200];
     int rc = parse_train_args(argc, argv, &o, xv, cfgpath, sizeof cfgpath);
     if (rc) return rc;

@@ -79,6 +79,17 @@ static void node_add(al_node *x, const char *key, int kline, int kcol, al_node *
     x->n++;
 }
 
+al_node *al_node_new(int kind, const al_node *at)
+{
+    return node_new(kind, at ? at->file : "", at ? at->line : 0, at ? at->col : 0);
+}
+
+void al_node_append(al_node *x, const char *key, al_node *child)
+{
+    AL_ASSERT((x->kind == AL_NODE_MAP) == (key != NULL) && x->kind != AL_NODE_SCALAR);
+    node_add(x, key, child->line, child->col, child);
+}
+
 void al_node_free(al_node *x)
 {
     if (!x) return;
@@ -512,6 +523,7 @@ typedef struct key_spec {
 
 static const char *const data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
 static const char *const kv_dtypes[] = {"f32", "bf16", "f16", NULL};
+static const char *const init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
@@ -583,6 +595,8 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
+    ONE_OF(T, init_convert, init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef T
@@ -594,6 +608,7 @@ static const key_spec top_keys[] = {
     NESTED(model, model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
+    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
@@ -1217,7 +1232,9 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
                     "'data.test_fraction' (%g + %g) must leave some text to train on",
                     c->data.val_fraction, c->data.test_fraction);
     if (check_one_of(c, root, "data.source", c->data.source, data_sources, e) ||
-        check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e))
+        check_one_of(c, root, "model.kv_dtype", m->kv_dtype, kv_dtypes, e) ||
+        (c->train.init_convert[0] &&   /* "" (a config built in code) is none */
+         check_one_of(c, root, "train.init_convert", c->train.init_convert, init_converts, e)))
         return -1;
     return check_variant(c, root, e);
 }
@@ -1531,7 +1548,13 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 
 void al_config_write_yaml(const al_config *c, FILE *f)
 {
-    write_table(f, top_keys, c, 0);
+    if (c->train.init_convert[0]) {
+        write_table(f, top_keys, c, 0);
+        return;
+    }
+    al_config named = *c;   /* a config built in code may leave it empty: that is none */
+    set_str(named.train.init_convert, sizeof named.train.init_convert, "none");
+    write_table(f, top_keys, &named, 0);
 }
 
 /* ------------------------------------------------------------ schema */

@@ -33,52 +33,86 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
     return 0;
 }
 
-int al_decoder_init(al_decoder *d, al_model *m, int context, int dtype, al_err *e)
+/* Scratch floats for one step of up to `batch` sequences: decode's, or
+ * decode_batch's when the variant has it and there is a batch. */
+static size_t scratch_floats(const al_model *m, int batch, int context)
+{
+    const al_variant_ops *v = m->cfg.attn;
+    size_t n = v->decode_scratch_floats(&m->ashape, context);
+    if (batch > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
+        size_t nb = v->decode_batch_scratch_floats(&m->ashape, context, batch);
+        n = nb > n ? nb : n;
+    }
+    return n;
+}
+
+int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, int dtype,
+                          al_err *e)
 {
     memset(d, 0, sizeof *d);
     if (check_decodable(m, context, dtype, e) != 0) return -1;
+    if (batch < 1) return al_errf(e, "batch (%d) must be at least 1", batch);
     const al_model_config *c = &m->cfg;
-    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    size_t scratch = c->attn->decode_scratch_floats(&m->ashape, context);
+    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, B = batch;
+    size_t scratch = scratch_floats(m, batch, context);
     d->m = m;
     d->context = context;
     d->dtype = dtype;
-    d->cache = al_calloc((size_t)c->n_layer, sizeof *d->cache);
+    d->batch = batch;
+    d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     size_t elems = c->attn->kv_elems(&m->ashape);
-    for (int l = 0; l < c->n_layer; l++) d->cache[l] = al_kv_cache_new(elems, context, dtype);
-    float *p = d->buf = al_calloc(3 * D + 2 * F + V + scratch, sizeof(float));
-    d->x = p; p += D;
-    d->h = p; p += D;
-    d->a = p; p += D;
-    d->u = p; p += F;
-    d->g = p; p += F;
-    d->logits = p; p += V;
+    for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
+        d->cache[i] = al_kv_cache_new(elems, context, dtype);
+    size_t wide = D > F ? D : F;
+    wide = wide > V ? wide : V;
+    d->pos = al_calloc(B, sizeof *d->pos);
+    float *p = d->buf = al_calloc(B * (3 * D + 2 * F + V) + (B > 1 ? B * wide : 0) + scratch,
+                                  sizeof(float));
+    d->x = p; p += B * D;
+    d->h = p; p += B * D;
+    d->a = p; p += B * D;
+    d->u = p; p += B * F;
+    d->g = p; p += B * F;
+    d->logits = p; p += B * V;
+    d->tmp = B > 1 ? p : NULL; p += B > 1 ? B * wide : 0;
     d->scratch = p;
     return 0;
+}
+
+int al_decoder_init(al_decoder *d, al_model *m, int context, int dtype, al_err *e)
+{
+    return al_decoder_init_batch(d, m, 1, context, dtype, e);
 }
 
 void al_decoder_free(al_decoder *d)
 {
     if (d->cache)
-        for (int l = 0; l < d->m->cfg.n_layer; l++) al_kv_cache_free(d->cache[l]);
+        for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++) al_kv_cache_free(d->cache[i]);
     free(d->cache);
     free(d->buf);
+    free(d->pos);
     memset(d, 0, sizeof *d);
 }
 
-void al_decoder_reset(al_decoder *d) { d->pos = 0; }
+void al_decoder_reset(al_decoder *d)
+{
+    for (int b = 0; b < d->batch; b++) d->pos[b] = 0;
+}
 
 size_t al_decoder_cache_bytes(const al_decoder *d)
 {
     size_t n = 0;
-    for (int l = 0; l < d->m->cfg.n_layer; l++) n += al_kv_cache_bytes(d->cache[l]);
+    for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++) n += al_kv_cache_bytes(d->cache[i]);
     return n;
 }
 
-int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
+static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens);
+
+int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e)
 {
     al_model *m = d->m;
     const al_model_config *c = &m->cfg;
+    AL_ASSERT(b >= 0 && b < d->batch);
     if (n < 1) return al_errf(e, "prefill: the prompt is empty");
     if (n > d->context)
         return al_errf(e, "prefill: the prompt (%d tokens) is longer than the context (%d)",
@@ -87,44 +121,100 @@ int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return al_errf(e, "prefill: token %d at position %d is outside the vocabulary "
                            "(%d)", tokens[i], i, c->vocab_size);
-    /* The batched pass stops at seq_len: its activations (T x T attention
-     * per head and layer) then never exceed the trained shape's. */
+    /* The batched pass stops at seq_len: its activations then never exceed
+     * the trained shape's. */
     int nb = n < c->seq_len ? n : c->seq_len;
     if (al_model_reserve(m, 1, nb, e) != 0) return -1;
     al_model_forward(m, tokens, NULL, NULL, 1, nb);
     for (int l = 0; l < c->n_layer; l++)
-        c->attn->prefill(&m->ashape, d->cache[l], m->layers[l].attn_act,
+        c->attn->prefill(&m->ashape, d->cache[l * d->batch + b], m->layers[l].attn_act,
                          m->layers[l].attn_p, nb);
-    memcpy(d->logits, m->logits + (size_t)(nb - 1) * c->vocab_size,
-           c->vocab_size * sizeof(float));
-    d->pos = nb;
-    for (int i = nb; i < n; i++) al_decoder_step(d, tokens[i]);
+    memcpy(d->logits + (size_t)b * c->vocab_size,
+           m->logits + (size_t)(nb - 1) * c->vocab_size, c->vocab_size * sizeof(float));
+    d->pos[b] = nb;
+    for (int i = nb; i < n; i++) step_rows(d, b, 1, &tokens[i]);
     return 0;
 }
 
-const float *al_decoder_step(al_decoder *d, int token)
+int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
+{
+    return al_decoder_prefill_seq(d, 0, tokens, n, e);
+}
+
+/* out (n, OC) = x (n, IC) . w^T: one row by a matrix-vector product (a
+ * matrix product would repack w for one row), several by a product. */
+static void linear(al_decoder *d, float *out, const float *x, const float *w, int n, int IC,
+                   int OC)
+{
+    if (n == 1) al_linear_row(out, x, w, IC, OC);
+    else al_linear_forward_few(out, d->tmp, x, w, n, IC, OC);
+}
+
+/* The attention of layer l for sequences [b0, b0 + n): the variant's
+ * decode_batch, or its decode once per sequence. */
+static void attention(al_decoder *d, int l, int b0, int n)
+{
+    const al_model *m = d->m;
+    const al_variant_ops *v = m->cfg.attn;
+    int D = m->cfg.d_model;
+    float *const *p = m->layers[l].attn_p;
+    al_kv_cache **c = d->cache + (size_t)l * d->batch + b0;
+    float *h = d->h + (size_t)b0 * D, *a = d->a + (size_t)b0 * D;
+    if (n > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
+        v->decode_batch(&m->ashape, a, d->scratch, h, p, c, d->pos + b0, n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        v->decode(&m->ashape, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
+                  d->pos[b0 + i]);
+}
+
+static void add_rows(float *x, const float *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] += a[i];
+}
+
+/* One token into each of sequences [b0, b0 + n): the model's forward for
+ * T = 1, with n rows. */
+static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens)
 {
     al_model *m = d->m;
     const al_model_config *c = &m->cfg;
     int D = c->d_model, F = m->d_ff, V = c->vocab_size;
     float eps = (float)c->norm_eps;
-    AL_ASSERT(d->pos < d->context && token >= 0 && token < V);
-    memcpy(d->x, m->tok_emb + (size_t)token * D, D * sizeof(float));
+    float *x = d->x + (size_t)b0 * D, *h = d->h + (size_t)b0 * D, *a = d->a + (size_t)b0 * D;
+    float *u = d->u + (size_t)b0 * F, *g = d->g + (size_t)b0 * F;
+    float *logits = d->logits + (size_t)b0 * V;
+    for (int i = 0; i < n; i++) {
+        AL_ASSERT(d->pos[b0 + i] < d->context && tokens[i] >= 0 && tokens[i] < V);
+        memcpy(x + (size_t)i * D, m->tok_emb + (size_t)tokens[i] * D, D * sizeof(float));
+    }
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
-        al_rmsnorm_forward(d->h, NULL, d->x, L->attn_norm, 1, D, eps);
-        c->attn->decode(&m->ashape, d->a, d->scratch, d->h, L->attn_p, d->cache[l], d->pos);
-        for (int i = 0; i < D; i++) d->x[i] += d->a[i];
-        al_rmsnorm_forward(d->h, NULL, d->x, L->mlp_norm, 1, D, eps);
-        al_linear_row(d->u, d->h, L->w1, D, F);
-        al_gelu_forward(d->g, d->u, F);
-        al_linear_row(d->a, d->g, L->w2, F, D);
-        for (int i = 0; i < D; i++) d->x[i] += d->a[i];
+        al_rmsnorm_forward(h, NULL, x, L->attn_norm, n, D, eps);
+        attention(d, l, b0, n);
+        add_rows(x, a, (size_t)n * D);
+        al_rmsnorm_forward(h, NULL, x, L->mlp_norm, n, D, eps);
+        linear(d, u, h, L->w1, n, D, F);
+        al_gelu_forward(g, u, (size_t)n * F);
+        linear(d, a, g, L->w2, n, F, D);
+        add_rows(x, a, (size_t)n * D);
     }
-    al_rmsnorm_forward(d->h, NULL, d->x, m->final_norm, 1, D, eps);
-    al_linear_row(d->logits, d->h, m->tok_emb, D, V);   /* tied head */
-    d->pos++;
-    return d->logits;
+    al_rmsnorm_forward(h, NULL, x, m->final_norm, n, D, eps);
+    linear(d, logits, h, m->tok_emb, n, D, V);   /* tied head */
+    for (int i = 0; i < n; i++) d->pos[b0 + i]++;
+    return logits;
+}
+
+const float *al_decoder_step(al_decoder *d, int token)
+{
+    AL_ASSERT(d->batch == 1);
+    return step_rows(d, 0, 1, &token);
+}
+
+const float *al_decoder_step_batch(al_decoder *d, const int *tokens)
+{
+    return step_rows(d, 0, d->batch, tokens);
 }
 
 void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
@@ -134,13 +224,13 @@ void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
     al_rng_seed(&r, seed);
     size_t elems = al_kv_cache_elems(d->cache[0]);
     float *row = al_malloc(elems * sizeof(float));   /* set-up, not a decode step */
-    for (int l = 0; l < d->m->cfg.n_layer; l++)
+    for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
         for (int t = 0; t < n; t++) {
             for (size_t j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
-            al_kv_row_put(d->cache[l], t, row);
+            al_kv_row_put(d->cache[i], t, row);
         }
     free(row);
-    d->pos = n;
+    for (int b = 0; b < d->batch; b++) d->pos[b] = n;
 }
 
 /* ------------------------------------------------------------ sampling */

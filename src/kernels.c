@@ -1,9 +1,9 @@
 /*
  * kernels.c - the shared numeric kernels (the contract is in al_kernels.h).
  *
- * Matrix products go to OpenBLAS, one single-threaded sgemm per chunk of
- * the pool (al_parallel.h): a large product is cut along the longer side of
- * its output, a per-head product inside attention runs whole on one thread.
+ * Matrix products go to OpenBLAS: a large one is cut across the pool as
+ * its measured plan says (al_gemm.h), a per-head product inside attention
+ * runs whole on the thread that runs its chunk.
  * Everything else is a loop over contiguous rows, split over the pool by
  * rows (or columns where a reduction runs down the rows, so that every sum
  * keeps its serial order). Row reductions (norms, softmax sums, log-sum-exp)
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "al_gemm.h"
 #include "al_kernels.h"
 #include "al_parallel.h"
 #include "al_util.h"
@@ -109,90 +110,25 @@ __attribute__((always_inline)) static inline float row_max(const float *x, int n
 
 /* ---------------------------------------------------------------- GEMM */
 
-/* Row-major sgemm that tolerates empty products: BLAS rejects a leading
- * dimension of 0 (an empty inner dimension), yet C must still be scaled.
- * Bad leading dimensions are asserted here because OpenBLAS only prints a
- * warning and returns with C unwritten. Runs on the calling thread. */
-static void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                  float alpha, const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc)
-{
-    if (M <= 0 || N <= 0) return;
-    AL_ASSERT(ldc >= N);
-    if (K <= 0) {
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) {
-                float *c = C + (size_t)i * ldc + j;
-                *c = beta == 0.0f ? 0.0f : beta * *c;   /* beta 0 ignores NaN */
-            }
-        return;
-    }
-    AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
-    AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
-}
-
-typedef struct gemm_job {
-    CBLAS_TRANSPOSE ta, tb;
-    int M, N, K, lda, ldb, ldc, by_rows;
-    float alpha, beta;
-    const float *A, *B;
-    float *C;
-} gemm_job;
-
-/* Rows [lo, hi) of C (and of op(A)), or columns (and of op(B)). */
-static void gemm_chunk(void *ctx, long lo, long hi, int tid)
-{
-    const gemm_job *g = ctx;
-    int n = (int)(hi - lo);
-    if (g->by_rows) {
-        const float *A = g->ta == CblasNoTrans ? g->A + lo * g->lda : g->A + lo;
-        sgemm(g->ta, g->tb, n, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
-              g->C + lo * g->ldc, g->ldc);
-    } else {
-        const float *B = g->tb == CblasNoTrans ? g->B + lo : g->B + lo * g->ldb;
-        sgemm(g->ta, g->tb, g->M, n, g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta,
-              g->C + lo, g->ldc);
-    }
-    (void)tid;
-}
-
-/* A product this small runs whole: splitting would cost more than it saves. */
-#define GEMM_PAR_FLOPS (1L << 22)
-#define GEMM_GRAIN 32
-
-/* sgemm over the pool: every chunk is an ordinary sgemm over the full K,
- * so each output element sees the same sums whatever the thread count. */
-static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc)
-{
-    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, M >= N, alpha, beta, A, B, C};
-    long len = g.by_rows ? M : N;
-    if (2.0 * M * N * K < GEMM_PAR_FLOPS || al_parallel_chunks(len, GEMM_GRAIN) < 2) {
-        sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    al_parallel_for(len, GEMM_GRAIN, gemm_chunk, &g);
-}
+/* Products run on the calling thread (al_sgemm_here, inside a chunk) or
+ * over the pool, split per shape (al_sgemm_pool): al_gemm.h. */
 
 void al_gemm_nt(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasNoTrans, CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_nn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasNoTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_gemm_tn(float *C, int ldc, const float *A, int lda, const float *B,
                 int ldb, int M, int N, int K, float alpha, float beta)
 {
-    gemm(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_sgemm_pool(CblasTrans, CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* -------------------------------------------------------------- linear */
@@ -204,25 +140,43 @@ void al_linear_forward(float *out, const float *inp, const float *w,
     al_gemm_nt(out, OC, inp, IC, w, IC, N, OC, IC, 1.0f, 0.0f);
 }
 
+void al_linear_forward_few(float *out, float *tmp, const float *inp, const float *w, int N,
+                           int IC, int OC)
+{
+    /* tmp (OC, N) = w (OC, IC) . inp^T */
+    al_gemm_nt(tmp, N, w, IC, inp, IC, OC, N, IC, 1.0f, 0.0f);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] = tmp[(size_t)o * N + n];
+}
+
+void al_linear_backward_beta(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, int N, int IC, int OC, float beta_inp,
+                             float beta_w)
+{
+    /* forward: out = inp . w^T */
+    if (dinp)   /* dinp (N, IC) = dout (N, OC) . w (OC, IC) + beta_inp dinp */
+        al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, beta_inp);
+    if (dw)     /* dw (OC, IC) = dout^T (OC, N) . inp (N, IC) + beta_w dw */
+        al_gemm_tn(dw, IC, dout, OC, inp, IC, OC, IC, N, 1.0f, beta_w);
+}
+
 void al_linear_backward(float *dinp, float *dw, const float *dout,
                         const float *inp, const float *w, int N, int IC, int OC)
 {
-    /* forward: out = inp . w^T */
-    if (dinp)   /* dinp (N, IC) += dout (N, OC) . w (OC, IC) */
-        al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, 1.0f);
-    if (dw)     /* dw (OC, IC) += dout^T (OC, N) . inp (N, IC) */
-        al_gemm_tn(dw, IC, dout, OC, inp, IC, OC, IC, N, 1.0f, 1.0f);
+    al_linear_backward_beta(dinp, dw, dout, inp, w, N, IC, OC, 1.0f, 1.0f);
 }
 
 /* ------------------------------------------------------------- RMSNorm */
 
 typedef struct norm_job {
-    float *out, *rstd, *dx, *dw;
-    const float *x, *w, *dout, *rstd_in;
-    int C, N_rows;
+    float *out, *rstd, *dx, *dw, *sum;
+    const float *x, *w, *dout, *rstd_in, *r;
+    int C, N_rows, add_dx, add_dw;
     float eps;
 } norm_job;
 
+/* Rows [lo, hi); with j->r, the rows normalised are x + r, stored in
+ * j->sum first (the residual add and the norm after it in one pass). */
 AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
@@ -230,6 +184,12 @@ AL_CLONES static void rmsnorm_rows(void *ctx, long lo, long hi, int tid)
     for (long n = lo; n < hi; n++) {
         const float *xr = j->x + (size_t)n * C;   /* (C) */
         float *o = j->out + (size_t)n * C;        /* (C) */
+        if (j->r) {
+            float *y = j->sum + (size_t)n * C;
+            const float *rr = j->r + (size_t)n * C;
+            for (int c = 0; c < C; c++) y[c] = xr[c] + rr[c];
+            xr = y;
+        }
         double ss = dot_d(xr, xr, C);
         float r = (float)(1.0 / sqrt(ss / C + j->eps));
         for (int c = 0; c < C; c++) o[c] = xr[c] * r * j->w[c];
@@ -242,6 +202,14 @@ void al_rmsnorm_forward(float *out, float *rstd, const float *x,
                         const float *w, int N, int C, float eps)
 {
     norm_job j = {.out = out, .rstd = rstd, .x = x, .w = w, .C = C, .eps = eps};
+    al_parallel_for(N, row_grain(C), rmsnorm_rows, &j);
+}
+
+void al_residual_rmsnorm_forward(float *sum, float *out, float *rstd, const float *x,
+                                 const float *r, const float *w, int N, int C, float eps)
+{
+    norm_job j = {.out = out, .rstd = rstd, .sum = sum, .x = x, .r = r, .w = w, .C = C,
+                  .eps = eps};
     al_parallel_for(N, row_grain(C), rmsnorm_rows, &j);
 }
 
@@ -263,16 +231,22 @@ AL_CLONES static void rmsnorm_back_rows(void *ctx, long lo, long hi, int tid)
         mt = ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
         for (; c < C; c++) mt += (double)(g[c] * j->w[c]) * (xr[c] * r);
         float mf = (float)(mt / C);
-        for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
+        if (j->add_dx)
+            for (c = 0; c < C; c++) d[c] += r * (g[c] * j->w[c] - xr[c] * r * mf);
+        else   /* the same value as adding to a zeroed dx */
+            for (c = 0; c < C; c++) d[c] = 0.0f + r * (g[c] * j->w[c] - xr[c] * r * mf);
     }
     (void)tid;
 }
 
-/* dw columns [lo, hi): a sum down all rows, in row order. */
+/* dw columns [lo, hi): a sum down all rows, in row order, onto dw or
+ * onto zero. */
 AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
 {
     const norm_job *j = ctx;
     int C = j->C;
+    if (!j->add_dw)
+        for (long c = lo; c < hi; c++) j->dw[c] = 0.0f;
     for (long n = 0; n < j->N_rows; n++) {
         const float *xr = j->x + (size_t)n * C, *g = j->dout + (size_t)n * C;
         float r = j->rstd_in[n];
@@ -281,16 +255,24 @@ AL_CLONES static void rmsnorm_back_cols(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+void al_rmsnorm_backward_beta(float *dx, float *dw, const float *dout, const float *x,
+                              const float *w, const float *rstd, int N, int C, float beta_dx,
+                              float beta_dw)
+{
+    /* eps is not passed here, so the saved rstd is the only way back. */
+    AL_ASSERT(rstd != NULL);
+    AL_ASSERT((beta_dx == 0.0f || beta_dx == 1.0f) && (beta_dw == 0.0f || beta_dw == 1.0f));
+    norm_job j = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd,
+                  .C = C, .N_rows = N, .add_dx = beta_dx != 0.0f, .add_dw = beta_dw != 0.0f};
+    al_parallel_for(N, row_grain(C), rmsnorm_back_rows, &j);
+    if (dw) al_parallel_for(C, 64, rmsnorm_back_cols, &j);
+}
+
 void al_rmsnorm_backward(float *dx, float *dw, const float *dout,
                          const float *x, const float *w, const float *rstd,
                          int N, int C)
 {
-    /* eps is not passed here, so the saved rstd is the only way back. */
-    AL_ASSERT(rstd != NULL);
-    norm_job j = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd,
-                  .C = C, .N_rows = N};
-    al_parallel_for(N, row_grain(C), rmsnorm_back_rows, &j);
-    if (dw) al_parallel_for(C, 64, rmsnorm_back_cols, &j);
+    al_rmsnorm_backward_beta(dx, dw, dout, x, w, rstd, N, C, 1.0f, 1.0f);
 }
 
 /* ---------------------------------------------------------------- GELU */
@@ -381,17 +363,39 @@ typedef struct rope_job {
  * contiguous i that vectorises: no table to keep. */
 #define ROPE_I 64
 
+/* base^(-2i/dim) for i < dim/2: kept per thread for the last (dim, base)
+ * asked for, since decode rotates one token at a time and a pow per pair
+ * per call cost more than the rotation. NULL for dim/2 > ROPE_FREQS. */
+#define ROPE_FREQS 512
+
+static const double *rope_freqs(int dim, float base)
+{
+    static _Thread_local struct {
+        int dim;
+        float base;
+        double f[ROPE_FREQS];
+    } c;
+    if (dim / 2 > ROPE_FREQS) return NULL;
+    if (c.dim != dim || c.base != base) {
+        for (int i = 0; i < dim / 2; i++) c.f[i] = pow(base, -2.0 * i / dim);
+        c.dim = dim, c.base = base;
+    }
+    return c.f;
+}
+
 AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
 {
     const rope_job *j = ctx;
     int half = j->dim / 2;
     double c[ROPE_I], s[ROPE_I];
+    const double *freq = rope_freqs(j->dim, j->base);
     for (long t = lo; t < hi; t++)
         for (int i0 = 0; i0 < half; i0 += ROPE_I) {
             int ni = imin(ROPE_I, half - i0);
             for (int i = 0; i < ni; i++) {
-                double ang = (double)(j->pos0 + t) * pow(j->base, -2.0 * (i0 + i) / j->dim);
-                c[i] = cos(ang), s[i] = j->sign * sin(ang);
+                double f = freq ? freq[i0 + i] : pow(j->base, -2.0 * (i0 + i) / j->dim);
+                sincos((double)(j->pos0 + t) * f, &s[i], &c[i]);
+                s[i] *= j->sign;
             }
             for (int b = 0; b < j->B; b++) {
                 float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;
@@ -516,7 +520,7 @@ static int row_keys(const sdpa_dims *d, int i) { return d->causal ? i + 1 : d->T
 static void scores(float *S, const sdpa_dims *d, const float *q, const float *k,
                    int i0, int i1, int nk)
 {
-    sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+    al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
           q + (size_t)i0 * d->ldq, d->ldq, k, d->ldk, 0.0f, S, nk);
 }
 
@@ -539,7 +543,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
         float *P = j->att + (size_t)bh * T * T;
         for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
-            sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
+            al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
                   j->q + o.q + (size_t)i0 * d->ldq, d->ldq, j->k + o.k, d->ldk, 0.0f,
                   P + (size_t)i0 * T, T);
             for (int i = i0; i < i1; i++) {
@@ -548,7 +552,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
                 al_softmax_row(row, n);
                 for (int c = n; c < T; c++) row[c] = 0.0f;   /* masked */
             }
-            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f,
+            al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f,
                   P + (size_t)i0 * T, T, j->v + o.v, d->ldv, 0.0f,
                   j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
@@ -583,11 +587,11 @@ static void attn_block_grads(const sdpa_job *j, head_ptrs o, const float *P, int
 {
     const sdpa_dims *d = &j->d;
     int rows = i1 - i0;
-    sgemm(CblasNoTrans, CblasNoTrans, rows, d->dqk, nk, 1.0f, dS, ldp, j->k + o.k,
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, rows, d->dqk, nk, 1.0f, dS, ldp, j->k + o.k,
           d->ldk, dq_beta, j->dq + o.q + (size_t)i0 * d->ldq, d->ldq);
-    sgemm(CblasTrans, CblasNoTrans, nk, d->dqk, rows, 1.0f, dS, ldp,
+    al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->dqk, rows, 1.0f, dS, ldp,
           j->q + o.q + (size_t)i0 * d->ldq, d->ldq, 1.0f, j->dk + o.k, d->ldk);
-    sgemm(CblasTrans, CblasNoTrans, nk, d->dv, rows, 1.0f, P, ldp,
+    al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->dv, rows, 1.0f, P, ldp,
           j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, 1.0f, j->dv + o.v, d->ldv);
 }
 
@@ -607,7 +611,7 @@ static void sdpa_bwd_groups(void *ctx, long lo, long hi, int tid)
             for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
                 int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
                 /* forward: out = P v, so dP = dout v^T */
-                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
                       j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
                       0.0f, dS, T);
                 for (int i = i0; i < i1; i++)
@@ -663,7 +667,7 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
             int i1 = imin(i0 + SDPA_BLOCK, d->T), nk = block_keys(d, i1);
             scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
             block_probs(S, j->stat + 2 * o.stat, d, i0, i1, nk, 1);
-            sgemm(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
+            al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
                   j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
     }
@@ -736,7 +740,7 @@ static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
                 int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
                 scores(P, d, j->q + o.q, j->k + o.k, i0, i1, nk);
                 block_probs(P, j->stat + 2 * o.stat, d, i0, i1, nk, 0);
-                sgemm(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
+                al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dv, 1.0f,
                       j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, j->v + o.v, d->ldv,
                       0.0f, dS, nk);   /* dP = dout v^T */
                 for (int i = i0; i < i1; i++)

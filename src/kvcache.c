@@ -5,10 +5,13 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_gemm.h"
 #include "al_kernels.h"
+#include "al_parallel.h"
 #include "al_util.h"
 
 struct al_kv_cache {
@@ -213,9 +216,33 @@ void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, 
     cblas_sgemv(CblasRowMajor, CblasTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
 }
 
+/* A weight matrix this large (floats) is read by several threads, each
+ * its share of the output rows: at batch 1 a decode step is mostly these
+ * reads, and one core does not draw the memory system's whole bandwidth. */
+#define ROW_SPLIT_FLOATS (1L << 16)
+
+typedef struct row_job {
+    float *out;
+    const float *x, *w;
+    int IC;
+} row_job;
+
+static void linear_rows(void *ctx, long lo, long hi, int tid)
+{
+    const row_job *j = ctx;
+    al_gemv_n(j->out + lo, j->w + lo * j->IC, j->IC, j->x, (int)(hi - lo), j->IC, 1.0f, 0.0f);
+    (void)tid;
+}
+
 void al_linear_row(float *out, const float *x, const float *w, int IC, int OC)
 {
-    al_gemv_n(out, w, IC, x, OC, IC, 1.0f, 0.0f);
+    if ((long)IC * OC < ROW_SPLIT_FLOATS) {
+        al_gemv_n(out, w, IC, x, OC, IC, 1.0f, 0.0f);
+        return;
+    }
+    row_job j = {out, x, w, IC};
+    long grain = ((ROW_SPLIT_FLOATS / 2) / IC + 15) / 16 * 16;
+    al_parallel_for(OC, grain, linear_rows, &j);
 }
 
 /* ------------------------------------------------------------ attention */
@@ -228,7 +255,8 @@ static void scores(float *S, const float *q, int dqk, const float *k, int ld, in
                    float scale)
 {
     if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
-    else al_gemm_nt(S, AL_KV_TILE, q, dqk, k, ld, Hg, nt, dqk, scale, 0.0f);
+    else al_sgemm_here(CblasNoTrans, CblasTrans, Hg, nt, dqk, scale, q, dqk, k, ld, 0.0f, S,
+                       AL_KV_TILE);
 }
 
 /* out (Hg, dv) = P (Hg, nt) [ld AL_KV_TILE] . v (nt, dv) [ld] + beta * out */
@@ -236,7 +264,8 @@ static void weighted(float *out, int dv, const float *P, const float *v, int ld,
                      float beta)
 {
     if (Hg == 1) al_gemv_t(out, v, ld, P, nt, dv, 1.0f, beta);
-    else al_gemm_nn(out, dv, P, AL_KV_TILE, v, ld, Hg, dv, nt, 1.0f, beta);
+    else al_sgemm_here(CblasNoTrans, CblasNoTrans, Hg, dv, nt, 1.0f, P, AL_KV_TILE, v, ld, beta,
+                       out, dv);
 }
 
 /* One group's heads over one block of rows: scores, the online softmax
@@ -256,27 +285,180 @@ static void attend_block(float *out, float *S, float *mx, float *sum, const floa
     weighted(out, dv, S, v, ld, Hg, nt, first ? 0.0f : 1.0f);
 }
 
-/* One pass over the cache, AL_KV_TILE rows at a time, every group per
- * block, so that each cached byte is read once per token and a non-f32
- * block is converted once; a group's scores never leave L1/L2. */
-void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
-                  int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
+/* What one attention of one token needs besides its buffers. */
+typedef struct attend_args {
+    const float *q;
+    const al_kv_cache *c;
+    int n, H, G, dqk, dv, koff, voff;
+    float scale;
+} attend_args;
+
+static void check_args(const attend_args *a)
 {
-    AL_ASSERT(n >= 1 && n <= c->context && G > 0 && H % G == 0);
-    AL_ASSERT((size_t)koff + (size_t)G * dqk <= c->elems && (size_t)voff + (size_t)G * dv <= c->elems);
-    int Hg = H / G, ld = (int)c->elems;
-    float *mx = S + (size_t)Hg * AL_KV_TILE, *sum = mx + H;   /* after one group's scores */
-    for (int h = 0; h < H; h++) mx[h] = -INFINITY, sum[h] = 0.0f;
-    for (int t0 = 0; t0 < n; t0 += AL_KV_TILE) {
-        int nt = n - t0 < AL_KV_TILE ? n - t0 : AL_KV_TILE;
-        const float *rows = al_kv_rows(c, t0, nt, tile);
-        for (int g = 0; g < G; g++)
-            attend_block(out + (size_t)g * Hg * dv, S, mx + g * Hg, sum + g * Hg,
-                         q + (size_t)g * Hg * dqk, rows + koff + g * dqk, rows + voff + g * dv,
-                         ld, Hg, nt, dqk, dv, scale, t0 == 0);
+    const al_kv_cache *c = a->c;
+    AL_ASSERT(a->n >= 1 && a->n <= c->context && a->G > 0 && a->H % a->G == 0);
+    AL_ASSERT((size_t)a->koff + (size_t)a->G * a->dqk <= c->elems &&
+              (size_t)a->voff + (size_t)a->G * a->dv <= c->elems);
+}
+
+/* Rows [lo, hi) in one pass, AL_KV_TILE at a time, every group per
+ * block, so that each cached byte is read once and a non-f32 block is
+ * converted once; a group's scores never leave L1/L2. Leaves out (H, dv)
+ * unnormalised, with each head's max and sum of exp(score - max). */
+static void attend_rows(float *out, float *mx, float *sum, float *S, float *tile,
+                        const attend_args *a, int lo, int hi)
+{
+    int Hg = a->H / a->G, ld = (int)a->c->elems;
+    for (int h = 0; h < a->H; h++) mx[h] = -INFINITY, sum[h] = 0.0f;
+    for (int t0 = lo; t0 < hi; t0 += AL_KV_TILE) {
+        int nt = hi - t0 < AL_KV_TILE ? hi - t0 : AL_KV_TILE;
+        const float *rows = al_kv_rows(a->c, t0, nt, tile);
+        for (int g = 0; g < a->G; g++)
+            attend_block(out + (size_t)g * Hg * a->dv, S, mx + g * Hg, sum + g * Hg,
+                         a->q + (size_t)g * Hg * a->dqk, rows + a->koff + g * a->dqk,
+                         rows + a->voff + g * a->dv, ld, Hg, nt, a->dqk, a->dv, a->scale,
+                         t0 == lo);
     }
+}
+
+static void normalise(float *out, const float *sum, int H, int dv)
+{
     for (int h = 0; h < H; h++) {   /* out_h /= sum_h */
         float inv = 1.0f / sum[h];
         for (int j = 0; j < dv; j++) out[(size_t)h * dv + j] *= inv;
     }
+}
+
+/* Floats a chunk of the pool takes from its thread's scratch: one group's
+ * block of scores and the block's rows converted from storage. */
+static size_t chunk_floats(const attend_args *a)
+{
+    return (size_t)(a->H / a->G) * AL_KV_TILE + (size_t)AL_KV_TILE * a->c->elems;
+}
+
+/* The context split over the pool: chunk i of the cut (rows, whole
+ * blocks) leaves its partial output, max and sum in part[i]; the caller
+ * merges them in chunk order, so a thread count always gives the same
+ * bits. The partials live here, grown once, and one context split runs
+ * at a time. */
+typedef struct split_job {
+    attend_args a;
+    int chunks;
+    float *part;   /* chunks x (H * dv + 2 H) */
+} split_job;
+
+static struct {
+    pthread_mutex_t mu;
+    float *buf;
+    size_t n;
+} parts = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t part_floats(const attend_args *a) { return (size_t)a->H * (a->dv + 2); }
+
+static void attend_chunk(void *ctx, long lo, long hi, int tid)
+{
+    const split_job *j = ctx;
+    int i = 0;
+    while (al_parallel_cut(j->a.n, AL_KV_TILE, j->chunks, i) != lo) i++;
+    float *S = al_parallel_scratch(tid, chunk_floats(&j->a)), *tile = S + (j->a.H / j->a.G) * AL_KV_TILE;
+    float *o = j->part + (size_t)i * part_floats(&j->a), *mx = o + (size_t)j->a.H * j->a.dv;
+    attend_rows(o, mx, mx + j->a.H, S, tile, &j->a, (int)lo, (int)hi);
+}
+
+/* out (H, dv) = sum_i e^(mx_i - M) o_i / sum_i e^(mx_i - M) sum_i, M the
+ * largest mx_i: the partials' online softmaxes joined, in chunk order. */
+static void merge(float *out, const split_job *j)
+{
+    int H = j->a.H, dv = j->a.dv;
+    size_t stride = part_floats(&j->a);
+    for (int h = 0; h < H; h++) {
+        float M = -INFINITY;
+        for (int i = 0; i < j->chunks; i++) {
+            float m = j->part[i * stride + (size_t)H * dv + h];
+            M = m > M ? m : M;
+        }
+        double sum = 0;
+        float *o = out + (size_t)h * dv;
+        for (int i = 0; i < j->chunks; i++) {
+            const float *p = j->part + i * stride, *mx = p + (size_t)H * dv;
+            float w = expf(mx[h] - M);
+            sum += (double)w * mx[H + h];
+            for (int k = 0; k < dv; k++)
+                o[k] = i ? o[k] + w * p[(size_t)h * dv + k] : w * p[(size_t)h * dv + k];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < dv; k++) o[k] *= inv;
+    }
+}
+
+static void attend_split(float *out, const attend_args *a, int chunks)
+{
+    split_job j = {*a, chunks, NULL};
+    pthread_mutex_lock(&parts.mu);
+    size_t need = (size_t)chunks * part_floats(a);
+    if (parts.n < need) {
+        free(parts.buf);
+        parts.buf = al_malloc(need * sizeof(float));
+        parts.n = need;
+    }
+    j.part = parts.buf;
+    al_parallel_for(a->n, AL_KV_TILE, attend_chunk, &j);
+    merge(out, &j);
+    pthread_mutex_unlock(&parts.mu);
+}
+
+void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
+                  int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
+{
+    attend_args a = {q, c, n, H, G, dqk, dv, koff, voff, scale};
+    check_args(&a);
+    int chunks = al_parallel_chunks(n, AL_KV_TILE);
+    if (chunks > 1) {
+        attend_split(out, &a, chunks);
+        return;
+    }
+    float *mx = S + (size_t)(H / G) * AL_KV_TILE, *sum = mx + H;   /* after one group's scores */
+    attend_rows(out, mx, sum, S, tile, &a, 0, n);
+    normalise(out, sum, H, dv);
+}
+
+/* ---- batched: one token of each of B sequences */
+
+typedef struct batch_job {
+    float *out;
+    const float *q;
+    al_kv_cache *const *caches;
+    const int *pos;
+    int H, G, dqk, dv, koff, voff;
+    float scale;
+} batch_job;
+
+/* Sequences [lo, hi), each whole on this thread with the pool's scratch. */
+static void attend_seqs(void *ctx, long lo, long hi, int tid)
+{
+    const batch_job *j = ctx;
+    for (long b = lo; b < hi; b++) {
+        attend_args a = {j->q + b * j->H * j->dqk, j->caches[b], j->pos[b] + 1, j->H, j->G,
+                         j->dqk, j->dv, j->koff, j->voff, j->scale};
+        check_args(&a);
+        float *S = al_parallel_scratch(tid, chunk_floats(&a) + 2 * (size_t)a.H);
+        float *tile = S + (a.H / a.G) * AL_KV_TILE, *mx = tile + (size_t)AL_KV_TILE * a.c->elems;
+        float *out = j->out + b * j->H * j->dv;
+        attend_rows(out, mx, mx + a.H, S, tile, &a, 0, a.n);
+        normalise(out, mx + a.H, a.H, a.dv);
+    }
+}
+
+void al_kv_attend_batch(float *out, const float *q, al_kv_cache *const *caches, const int *pos,
+                        int B, int H, int G, int dqk, int dv, int koff, int voff, float scale)
+{
+    batch_job j = {out, q, caches, pos, H, G, dqk, dv, koff, voff, scale};
+    int chunks = B == 1 ? al_parallel_chunks(pos[0] + 1, AL_KV_TILE) : 1;
+    if (chunks > 1) {   /* one sequence: its rows over the threads */
+        attend_args a = {q, caches[0], pos[0] + 1, H, G, dqk, dv, koff, voff, scale};
+        check_args(&a);
+        attend_split(out, &a, chunks);
+        return;
+    }
+    al_parallel_for(B, 1, attend_seqs, &j);
 }

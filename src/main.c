@@ -22,6 +22,7 @@ static const command commands[] = {
     {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
     {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
+    {"convert", al_cmd_convert, "turn a checkpoint into another attention variant (GQA, MQA, MLA)"},
     {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
     {"attention", al_cmd_attention, "per-head attention maps and head statistics of a checkpoint"},
     {"bench-decode", al_cmd_bench_decode, "decode tokens/s per variant and context, with cache bytes"},

@@ -161,15 +161,40 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     return 0;
 }
 
+/* Each tensor draws from its own stream, keyed by the seed and its name,
+ * and a weight's values are drawn unit by unit: rows of [out, in] (so the
+ * first rows of a narrower wk equal a wider one's), but columns of the MLP's
+ * w2 [D, F] (so hidden unit j has the same weights in and out whatever
+ * d_ff is). Two models that share tensors or a prefix of them therefore
+ * start from the same values there: with the same seed, mha and mqa share
+ * the embedding, wq, wo and the MLP, and a comparison between them pairs
+ * far more of the initialisation than one stream running through tensors
+ * of different sizes would. */
+static uint64_t tensor_stream(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a of the name */
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    return seed ^ (h * 0x9e3779b97f4a7c15ULL);
+}
+
+static int by_columns(const al_tensor *t)
+{
+    size_t n = strlen(t->name);
+    return t->ndim == 2 && n >= 16 && strcmp(t->name + n - 16, ".mlp.w2.weight") == 0;
+}
+
 void al_model_init_weights(al_model *m, uint64_t seed)
 {
-    al_rng rng;
-    al_rng_seed(&rng, seed);
     double resid = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     for (int i = 0; i < m->n_tensors; i++) {
         const al_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        for (size_t j = 0; j < t->numel; j++) {
+        al_rng rng;
+        al_rng_seed(&rng, tensor_stream(seed, t->name));
+        size_t rows = (size_t)t->shape[0], cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+        int transposed = by_columns(t);
+        for (size_t k = 0; k < t->numel; k++) {
+            size_t j = transposed ? (k % rows) * cols + k / rows : k;   /* k-th draw lands at j */
             switch (t->init) {
             case AL_INIT_NORMAL: p[j] = (float)(0.02 * al_rng_normal(&rng)); break;
             case AL_INIT_RESID: p[j] = (float)(resid * al_rng_normal(&rng)); break;
@@ -284,19 +309,6 @@ static void zero_floats(float *x, size_t n)
     al_parallel_for((long)n, 65536, zero_range, &j);
 }
 
-AL_CLONES static void add_range(void *ctx, long lo, long hi, int tid)
-{
-    const rows_job *j = ctx;
-    for (long i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];
-    (void)tid;
-}
-
-static void residual_add(float *out, const float *a, const float *b, size_t n)
-{
-    rows_job j = {out, a, b, NULL, 0, 0};
-    al_parallel_for((long)n, 16384, add_range, &j);
-}
-
 double al_model_forward(al_model *m, const int *inputs, const int *targets,
                         const float *weights, int B, int T)
 {
@@ -308,20 +320,26 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
     for (int i = 0; i < BT; i++) AL_ASSERT(inputs[i] >= 0 && inputs[i] < V);
     memcpy(m->inputs, inputs, BT * sizeof(int));
     embed_forward(m->layers[0].x_in, m->tok_emb, inputs, BT, D);
+    al_rmsnorm_forward(m->layers[0].h1, m->layers[0].rstd1, m->layers[0].x_in,
+                       m->layers[0].attn_norm, BT, D, eps);
     float *tmp = m->dtmp; /* (BT, D) branch output; free during forward */
     for (int l = 0; l < c->n_layer; l++) {
-        al_layer *L = &m->layers[l];
-        float *x_out = l + 1 < c->n_layer ? m->layers[l + 1].x_in : m->x_final;
-        al_rmsnorm_forward(L->h1, L->rstd1, L->x_in, L->attn_norm, BT, D, eps);
+        al_layer *L = &m->layers[l], *next = l + 1 < c->n_layer ? &m->layers[l + 1] : NULL;
         v->forward(&m->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
-        residual_add(L->x_mid, L->x_in, tmp, (size_t)BT * D);
-        al_rmsnorm_forward(L->h2, L->rstd2, L->x_mid, L->mlp_norm, BT, D, eps);
+        /* x_mid = x_in + attn, h2 = rmsnorm(x_mid): one pass */
+        al_residual_rmsnorm_forward(L->x_mid, L->h2, L->rstd2, L->x_in, tmp, L->mlp_norm, BT, D,
+                                    eps);
         al_linear_forward(L->u, L->h2, L->w1, BT, D, F);
         al_gelu_forward(L->g, L->u, (size_t)BT * F);
         al_linear_forward(tmp, L->g, L->w2, BT, F, D);
-        residual_add(x_out, L->x_mid, tmp, (size_t)BT * D);
+        /* x_out = x_mid + mlp, and the norm that reads it next */
+        if (next)
+            al_residual_rmsnorm_forward(next->x_in, next->h1, next->rstd1, L->x_mid, tmp,
+                                        next->attn_norm, BT, D, eps);
+        else
+            al_residual_rmsnorm_forward(m->x_final, m->hf, m->rstdf, L->x_mid, tmp,
+                                        m->final_norm, BT, D, eps);
     }
-    al_rmsnorm_forward(m->hf, m->rstdf, m->x_final, m->final_norm, BT, D, eps);
     al_linear_forward(m->logits, m->hf, m->tok_emb, BT, D, V); /* tied head */
     m->fwd_B = B;
     m->fwd_T = T;
@@ -343,32 +361,44 @@ void al_model_zero_grad(al_model *m)
     zero_floats(m->grads, m->n_params);
 }
 
-/* al_linear_backward, but dinp is written rather than accumulated: saves
- * zeroing it first. */
-static void linear_backward_set(float *dinp, float *dw, const float *dout,
-                                const float *inp, const float *w, int N, int IC, int OC)
+/* The attention of one block backward: dh = d(attention input), the
+ * layer's attention gradients written. A variant that says it writes them
+ * gets the buffers as they are; one that accumulates (the contract's
+ * default) gets them zeroed: dh, and the layer's attention tensors, which
+ * lie together in the gradient buffer (the table's order). */
+static void attention_backward(al_model *m, al_layer *L, float *dh, const float *dx, int B,
+                               int T)
 {
-    al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, 0.0f);  /* dout . w */
-    al_linear_backward(NULL, dw, dout, inp, w, N, IC, OC);
+    const al_variant_ops *v = m->cfg.attn;
+    if (!(v->flags & AL_VARIANT_WRITES_GRADS)) {
+        zero_floats(dh, (size_t)B * T * m->cfg.d_model);
+        const float *first = L->attn_dp[0], *last = L->attn_dp[m->n_attn_params - 1];
+        size_t n = (size_t)(last - first) + m->attn_spec[m->n_attn_params - 1].rows *
+                   (size_t)(m->attn_spec[m->n_attn_params - 1].cols ?
+                            m->attn_spec[m->n_attn_params - 1].cols : 1);
+        zero_floats(L->attn_dp[0], n);
+    }
+    v->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p, B, T);
 }
 
-/* One block, given dx = d(block output); leaves d(block input) in dx. */
+/* One block, given dx = d(block output); leaves d(block input) in dx and
+ * writes every gradient of the block's parameters. */
 static void block_backward(al_model *m, al_layer *L, int B, int T)
 {
     const al_model_config *c = &m->cfg;
     int D = c->d_model, F = m->d_ff, BT = B * T;
     float *dx = m->dx, *dh = m->dtmp, *dg = m->dff;
     /* x_out = x_mid + g . w2^T, g = gelu(u), u = h2 . w1^T */
-    linear_backward_set(dg, L->d_w2, dx, L->g, L->w2, BT, F, D);
+    al_linear_backward_beta(dg, L->d_w2, dx, L->g, L->w2, BT, F, D, 0.0f, 0.0f);
     al_gelu_backward_set(dg, dg, L->u, (size_t)BT * F);   /* dg becomes du */
-    linear_backward_set(dh, L->d_w1, dg, L->h2, L->w1, BT, D, F);
+    al_linear_backward_beta(dh, L->d_w1, dg, L->h2, L->w1, BT, D, F, 0.0f, 0.0f);
     /* h2 = rmsnorm(x_mid): dx (already d x_mid via the residual) += */
-    al_rmsnorm_backward(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D);
+    al_rmsnorm_backward_beta(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D,
+                             1.0f, 0.0f);
     /* x_mid = x_in + attn(h1), h1 = rmsnorm(x_in) */
-    zero_floats(dh, (size_t)BT * D);
-    c->attn->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1,
-                      L->attn_act, L->attn_p, B, T);
-    al_rmsnorm_backward(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D);
+    attention_backward(m, L, dh, dx, B, T);
+    al_rmsnorm_backward_beta(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D,
+                             1.0f, 0.0f);
 }
 
 void al_model_backward(al_model *m)
@@ -379,13 +409,13 @@ void al_model_backward(al_model *m)
     al_xent_backward_inplace(m->logits, m->targets, m->has_weights ? m->weights : NULL,
                              BT, V, 1.0f);
     m->has_targets = 0; /* logits now hold dlogits */
-    /* logits = hf . tok_emb^T */
-    linear_backward_set(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V);
-    zero_floats(m->dx, (size_t)BT * D);
-    al_rmsnorm_backward(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
-                        m->rstdf, BT, D);
+    /* logits = hf . tok_emb^T: the head writes d_tok_emb first */
+    al_linear_backward_beta(m->dtmp, m->d_tok_emb, m->logits, m->hf, m->tok_emb, BT, D, V, 0.0f,
+                            0.0f);
+    al_rmsnorm_backward_beta(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
+                             m->rstdf, BT, D, 0.0f, 0.0f);
     for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, &m->layers[l], B, T);
-    /* x = tok_emb[inputs] */
+    /* x = tok_emb[inputs]: the embedding adds to the head's gradient */
     rows_job j = {m->d_tok_emb, m->dx, NULL, m->inputs, D, BT};
     al_parallel_for(V, 16, embed_back_tokens, &j);
 }

@@ -49,6 +49,7 @@ static struct pool {
     atomic_int sleepers;           /* workers asleep on wake */
     atomic_int caller_sleeps;      /* the caller is asleep on done_cv */
     atomic_int stop;
+    atomic_int rest;               /* workers sleep now instead of spinning */
     float *scratch[MAX_THREADS];
     size_t scratch_n[MAX_THREADS];
 } P = {
@@ -122,7 +123,7 @@ static uint32_t claim_gen(void) { return (uint32_t)(atomic_load(&P.claim) >> 32)
 static uint32_t wait_for_loop(uint32_t seen)
 {
     uint32_t g;
-    for (int i = 0; i < SPIN_ROUNDS; i++) {
+    for (int i = 0; i < SPIN_ROUNDS && !atomic_load(&P.rest); i++) {
         if ((g = claim_gen()) != seen || atomic_load(&P.stop)) return g;
         cpu_relax();
     }
@@ -194,6 +195,11 @@ void al_parallel_set_threads(int n)
 
 int al_parallel_threads(void) { return P.threads; }
 
+/* The next loop clears the flag (before it publishes its claim word), and
+ * a worker that sees it sleeps on wake like any idle worker, so the
+ * sleeper count keeps publisher and sleeper from missing each other. */
+void al_parallel_rest(void) { atomic_store(&P.rest, 1); }
+
 /* ------------------------------------------------------------ loops */
 
 static void wait_for_chunks(int chunks)
@@ -225,6 +231,7 @@ void al_parallel_for(long n, long grain, al_range_fn fn, void *ctx)
         cur_tid = -1;
     } else {
         uint32_t g = ++P.gen;
+        atomic_store(&P.rest, 0);
         P.slot[g & 1] = j;
         atomic_store(&P.done, 0);
         atomic_store(&P.claim, (uint64_t)g << 32);

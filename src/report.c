@@ -741,6 +741,7 @@ static void md_write(FILE *f, const report *R)
     md_tuning(f, R);
     md_front(f, R);
     md_plots(f, R);
+    al_report_stages_md(f, R);
     md_models(f, R);
     md_unfinished(f, R);
 }
@@ -825,7 +826,8 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
         baseline_deltas(&R);
         mark_front(&R);
         qsort_r(R.g, (size_t)R.n_groups, sizeof *R.g, by_cache, &R);
-        rc = write_configs(&R, e) || al_report_draw_plots(&R, e) ? -2 : 0;
+        rc = write_configs(&R, e) || al_report_draw_plots(&R, e) ||
+             al_report_stages_plot(&R, e) ? -2 : 0;
     }
     if (rc == 0) {
         char path[DIR_LEN + 64], tmp[DIR_LEN + 96];

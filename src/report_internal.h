@@ -76,5 +76,17 @@ static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' &&
 int al_report_draw_plots(report *R, al_err *e);
 /* DIR/name opened for an atomic write (al_open_atomic). */
 FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e);
+/* A gnuplot script's first lines (out_png, out_svg defaults for base) and
+ * the loop over the png and svg terminals it opens (closed by "}"). */
+void al_report_gp_header(FILE *f, const char *base);
+void al_report_gp_terminal(FILE *f, const char *size);
+/* gnuplot on DIR/<base>.gp, outputs renamed into place: an enum al_plot_state. */
+int al_report_gnuplot(const report *R, const char *base);
+
+/* report_stages.c: a staged sweep's converted and uptrained models (rows
+ * with an `upstream`): stages.{dat,gp,png,svg} (when the other plots were
+ * drawn) and the report's section. Nothing when there are none. */
+int al_report_stages_plot(const report *R, al_err *e);
+void al_report_stages_md(FILE *f, const report *R);
 
 #endif

@@ -20,7 +20,7 @@ FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, a
     return al_open_atomic(path, tmp, DIR_LEN + 96, e);
 }
 
-static void gp_terminal(FILE *f, const char *size)
+void al_report_gp_terminal(FILE *f, const char *size)
 {
     fprintf(f, "do for [fmt in \"png svg\"] {\n"
             "  if (fmt eq \"png\") {\n"
@@ -31,7 +31,7 @@ static void gp_terminal(FILE *f, const char *size)
             "    set output out_svg\n  }\n", size, size);
 }
 
-static void gp_header(FILE *f, const char *base)
+void al_report_gp_header(FILE *f, const char *base)
 {
     fprintf(f, "# %s.gp - written by `attnlab report`; re-run with `gnuplot %s.gp` in "
             "this directory.\n"
@@ -72,8 +72,8 @@ static int write_tradeoff(const report *R, al_err *e)
     if (write_tradeoff_data(R, e)) return -1;
     FILE *f = al_report_open(R, "tradeoff.gp", path, tmp, e);
     if (!f) return -1;
-    gp_header(f, "tradeoff");
-    gp_terminal(f, "1000,700");
+    al_report_gp_header(f, "tradeoff");
+    al_report_gp_terminal(f, "1000,700");
     fprintf(f, "  set title \"%s: %s against KV cache (mean over seeds, 95 %% intervals)\"\n"
             "  set xlabel \"KV-cache bytes per token (f32, all layers; log scale)\"\n"
             "  set ylabel \"%s\"\n  set logscale x 2\n  set grid\n  set key %s\n"
@@ -180,8 +180,8 @@ static int write_curves(const report *R, al_err *e)
         free(which);
         return -1;
     }
-    gp_header(f, "curves");
-    gp_terminal(f, "1400,600");
+    al_report_gp_header(f, "curves");
+    al_report_gp_terminal(f, "1400,600");
     fprintf(f, "  set multiplot layout 1,2 title \"%s: validation loss (mean over seeds)\"\n"
             "  set ylabel \"validation loss (nats/token)\"\n"
             "  set grid\n  set key top right\n  set xlabel \"optimizer step\"\n", R->name);
@@ -201,7 +201,7 @@ _Static_assert((int)AL_GNUPLOT_DRAWN == (int)AL_PLOTS_DRAWN &&
                (int)AL_GNUPLOT_MISSING == (int)AL_PLOTS_NO_GNUPLOT &&
                (int)AL_GNUPLOT_FAILED == (int)AL_PLOTS_FAILED,
                "al_gnuplot_result and al_plot_state agree");
-static int run_gnuplot(const report *R, const char *base)
+int al_report_gnuplot(const report *R, const char *base)
 {
     return al_gnuplot_run(R->dir, base);
 }
@@ -213,7 +213,7 @@ int al_report_draw_plots(report *R, al_err *e)
     if (!R->n_ok) return R->plots = AL_PLOTS_NOTHING, 0;
     snprintf(log, sizeof log, "%s/gnuplot.log", R->dir);
     unlink(log);
-    R->plots = run_gnuplot(R, "tradeoff");
-    if (R->plots == AL_PLOTS_DRAWN) R->plots = run_gnuplot(R, "curves");
+    R->plots = al_report_gnuplot(R, "tradeoff");
+    if (R->plots == AL_PLOTS_DRAWN) R->plots = al_report_gnuplot(R, "curves");
     return 0;
 }

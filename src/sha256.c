@@ -5,6 +5,7 @@
 #include "al_sha256.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -87,4 +88,14 @@ void al_sha256_hex(const void *data, size_t n, char hex[65])
     al_sha256_update(&s, data, n);
     al_sha256_final(&s, d);
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+int al_sha256_file(const char *path, char hex[65], al_err *e)
+{
+    char *buf;
+    size_t n;
+    if (al_read_file(path, &buf, &n, e) != 0) return -1;
+    al_sha256_hex(buf, n, hex);
+    free(buf);
+    return 0;
 }

@@ -39,7 +39,7 @@ void al_trial_result_init(al_trial_result *r)
 {
     memset(r, 0, sizeof *r);
     r->final_train_loss = r->val_loss = r->best_val_loss = r->val_accuracy = NAN;
-    r->test_loss = r->test_accuracy = NAN;
+    r->test_loss = r->test_accuracy = r->init_val_loss = NAN;
     r->tokens_per_s = r->wall_s = NAN;
 }
 
@@ -197,6 +197,7 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
     json_object_set_new(j, "val_accuracy", json_num(r->val_accuracy));
     json_object_set_new(j, "test_loss", json_num(r->test_loss));
     json_object_set_new(j, "test_accuracy", json_num(r->test_accuracy));
+    json_object_set_new(j, "init_val_loss", json_num(r->init_val_loss));
     const al_model_config *m = &t->cfg.model;
     json_object_set_new(j, "n_layer", json_integer(m->n_layer));
     json_object_set_new(j, "d_ff", json_integer(m->d_ff));
@@ -230,6 +231,7 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
     r->val_accuracy = num_of(j, "val_accuracy");
     r->test_loss = num_of(j, "test_loss");
     r->test_accuracy = num_of(j, "test_accuracy");
+    r->init_val_loss = num_of(j, "init_val_loss");
     r->tokens_per_s = num_of(j, "tokens_per_s");
     r->wall_s = num_of(j, "wall_s");
     json_decref(j);
@@ -265,6 +267,24 @@ static void put_text(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* ,stage,upstream,init_convert,upstream_steps,init_val_loss (blank
+ * without stages; the last four blank for a trial without upstream). */
+static void stage_cells(FILE *f, const al_sweep *s, const al_sweep_trial *t,
+                        const al_trial_result *r)
+{
+    fputc(',', f);
+    if (s->n_stages) put_text(f, s->stages[t->stage].name);
+    fputc(',', f);
+    if (t->upstream < 0) {
+        fputs(",,,", f);
+        return;
+    }
+    const al_sweep_trial *u = &s->trials[t->upstream];
+    put_text(f, u->id);
+    fprintf(f, ",%s,%d,", t->cfg.train.init_convert, u->cfg.train.steps);
+    if (isfinite(r->init_val_loss)) fprintf(f, "%.9g", r->init_val_loss);
+}
+
 static void summary_row(FILE *f, const al_sweep *s, const al_sweep_trial *t,
                         const al_trial_result *r)
 {
@@ -298,6 +318,7 @@ static void summary_row(FILE *f, const al_sweep *s, const al_sweep_trial *t,
     put_num(f, r->wall_s, "%.2f");
     fprintf(f, "%s,", al_trial_status_name(r->status));
     put_text(f, r->reason);
+    stage_cells(f, s, t, r);
     fputc('\n', f);
 }
 
@@ -310,7 +331,8 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     fputs("trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,d_rope,"
           "causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
-          "test_accuracy,tokens_per_s,wall_s,status,reason\n", f);
+          "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
+          "upstream_steps,init_val_loss\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

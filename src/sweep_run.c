@@ -81,6 +81,24 @@ static int train_trial(const al_config *c, al_train_opts *o, al_train_result *tr
     return al_train(c, o, tr, e);
 }
 
+/* A stage's trial starts from its upstream trial's final checkpoint, which
+ * must belong to a run that ended ok. */
+static int upstream_checkpoint(const al_sweep *s, const al_sweep_trial *t, const char *dir,
+                               al_config *c, al_err *e)
+{
+    const al_sweep_trial *u = &s->trials[t->upstream];
+    char udir[TDIR_LEN];
+    al_trial_result r;
+    al_results_trial_dir(udir, sizeof udir, dir, u);
+    if (al_results_read_result(udir, u->hash, &r) != 0 || r.status != AL_TRIAL_OK)
+        return al_errf(e, "upstream trial %s has not ended ok (%s)", u->id,
+                       al_trial_status_name(r.status));
+    if ((size_t)snprintf(c->train.init_from, sizeof c->train.init_from, "%s/%s", udir,
+                         AL_CHECKPOINT_FILE) >= sizeof c->train.init_from)
+        return al_errf(e, "%s: the path is too long", udir);
+    return 0;
+}
+
 int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *dir,
                        int threads, al_err *e)
 {
@@ -89,6 +107,16 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     if (al_mkdirs(tdir, e) || al_results_write_trial(tdir, s, t, e)) return AL_EXIT_RUNTIME;
     al_config c = t->cfg;
     if (threads > 0) c.train.threads = threads;
+    if (t->upstream >= 0 && upstream_checkpoint(s, t, dir, &c, e) != 0) {
+        al_trial_result r;
+        al_trial_result_init(&r);
+        r.status = AL_TRIAL_FAILED;
+        r.steps = c.train.steps;
+        snprintf(r.reason, sizeof r.reason, "%.500s", e->msg);
+        al_err we;
+        if (al_results_write_result(tdir, t, &r, &we)) *e = we;
+        return AL_EXIT_RUNTIME;
+    }
     worker_ctx w = {.last = -1, .last_val = NAN};
     snprintf(w.path, sizeof w.path, "%s/progress", tdir);
     snprintf(w.tmp, sizeof w.tmp, "%s/progress.tmp.%ld", tdir, (long)getpid());
@@ -113,6 +141,7 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
         r.val_accuracy = tr.val_accuracy;
         r.test_loss = r.status == AL_TRIAL_OK ? tr.test_loss : NAN;
         r.test_accuracy = r.status == AL_TRIAL_OK ? tr.test_accuracy : NAN;
+        r.init_val_loss = tr.init_val_loss;
         r.tokens_per_s = tr.tokens_per_s;
         r.wall_s = tr.wall_s;
     }
@@ -157,6 +186,9 @@ typedef struct runner {
     slot *slots;                   /* o->jobs */
     int n_running;
     int *pending, n_pending, next; /* trial indices without a final result */
+    int *status;                   /* per trial: enum al_trial_status as known now */
+    char *taken;                   /* per pending entry: launched, or resolved unlaunched */
+    int n_left;                    /* pending entries neither launched nor resolved */
     long steps_total;              /* of the pending trials */
     long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
     double t0, last_poll, last_log, stop_t;
@@ -475,6 +507,7 @@ static int finish(runner *R, slot *sl, int wst, al_err *e)
         rc = al_results_write_result(sl->tdir, sl->t, &r, e);
     }
     sl->pid = 0;
+    R->status[sl->t->index] = r.status;
     count_ending(R, sl, &r);
     if (rc == 0) rc = al_results_write_summary(R->o->dir, R->s, e);
     return rc;
@@ -513,32 +546,78 @@ static void find_pending(runner *R)
 {
     const al_sweep *s = R->s;
     R->pending = al_malloc((size_t)(s->n_trials + 1) * sizeof *R->pending);
+    R->status = al_calloc((size_t)s->n_trials + 1, sizeof *R->status);
+    R->taken = al_calloc((size_t)s->n_trials + 1, 1);
     for (int i = 0; i < s->n_trials; i++) {
         char tdir[TDIR_LEN];
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, R->o->dir, &s->trials[i]);
         if (al_results_read_result(tdir, s->trials[i].hash, &r) == 0 &&
             al_trial_status_final(r.status)) {
+            R->status[i] = r.status;
             R->st->skipped++;
             continue;
         }
         R->pending[R->n_pending++] = i;
         R->steps_total += s->trials[i].cfg.train.steps;
     }
+    R->n_left = R->n_pending;
+}
+
+/* A stage's trial whose upstream ended other than ok cannot run: record
+ * why, as a failure (so a later run tries again once the upstream has). */
+static int resolve_blocked(runner *R, int k, al_err *e)
+{
+    const al_sweep_trial *t = &R->s->trials[R->pending[k]], *u = &R->s->trials[t->upstream];
+    char tdir[TDIR_LEN];
+    al_trial_result r;
+    al_trial_result_init(&r);
+    r.status = AL_TRIAL_FAILED;
+    r.steps = t->cfg.train.steps;
+    snprintf(r.reason, sizeof r.reason, "upstream trial %s ended %s", u->id,
+             al_trial_status_name(R->status[u->index]));
+    R->taken[k] = 1, R->n_left--;
+    R->status[t->index] = AL_TRIAL_FAILED;
+    R->st->failed++;
+    R->steps_closed += t->cfg.train.steps;
+    event(R, "not started %s: %s", t->id, r.reason);
+    if (al_sweep_prepare_trial(R->s, R->o->dir, t, tdir, sizeof tdir, e) ||
+        al_results_write_result(tdir, t, &r, e))
+        return -1;
+    return al_results_write_summary(R->o->dir, R->s, e);
+}
+
+/* The first pending trial that can start now (its upstream, if any, ended
+ * ok), in file order; -1 when none can yet. Trials whose upstream ended
+ * otherwise are resolved on the way. */
+static int next_ready(runner *R, al_err *e, int *rc)
+{
+    for (int k = 0; k < R->n_pending; k++) {
+        if (R->taken[k]) continue;
+        const al_sweep_trial *t = &R->s->trials[R->pending[k]];
+        int up = t->upstream < 0 ? AL_TRIAL_OK : R->status[t->upstream];
+        if (up == AL_TRIAL_OK) return R->taken[k] = 1, R->n_left--, k;
+        if (up != AL_TRIAL_NONE && resolve_blocked(R, k, e) && !*rc) *rc = -1;
+    }
+    return -1;
 }
 
 static int run_loop(runner *R, al_err *e)
 {
     int rc = 0;
     struct timespec nap = {0, 50 * 1000 * 1000};
-    while (R->n_running > 0 || (!R->stopping && R->next < R->n_pending)) {
+    while (R->n_running > 0 || (!R->stopping && R->n_left > 0)) {
         if (stop_count && !R->stopping) begin_stop(R, "interrupted");
         if (stop_count > 1 || (R->stopping && al_now() - R->stop_t > STOP_GRACE_S))
             signal_workers(R, SIGKILL);
-        for (int i = 0; i < R->o->jobs && !R->stopping && R->next < R->n_pending; i++) {
+        for (int i = 0; i < R->o->jobs && !R->stopping && R->n_left > 0; i++) {
             if (R->slots[i].pid) continue;
-            const al_sweep_trial *t = &R->s->trials[R->pending[R->next++]];
-            if (launch(R, &R->slots[i], t, e)) rc = -1, begin_stop(R, NULL);
+            int k = next_ready(R, rc ? NULL : e, &rc);
+            if (rc && !R->stopping) begin_stop(R, NULL);
+            if (k < 0) break;
+            R->next++;
+            if (launch(R, &R->slots[i], &R->s->trials[R->pending[k]], e))
+                rc = -1, begin_stop(R, NULL);
         }
         if (reap(R, rc ? NULL : e) && !rc) rc = -1, begin_stop(R, NULL);
         refresh(R);
@@ -574,6 +653,8 @@ int al_sweep_run(const al_sweep *s, const al_sweep_run_opts *o, al_sweep_run_sta
     st->wall_s = al_now() - R.t0;
     free(R.slots);
     free(R.pending);
+    free(R.status);
+    free(R.taken);
     if (rc == 0) rc = al_results_write_summary(o->dir, s, e);
     return rc;
 }

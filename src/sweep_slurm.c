@@ -652,10 +652,31 @@ static int unfollowed_ending(follower *F, const rec_task *rt, const al_sweep_tri
     return 0;
 }
 
+/* A stage's trial can be submitted once the trial it starts from ended
+ * ok (chained stages: the next wave is submitted after the last ends). */
+static int upstream_ok(const follower *F, const al_sweep_trial *t)
+{
+    if (t->upstream < 0) return 1;
+    const al_sweep_trial *u = &F->s->trials[t->upstream];
+    char udir[TDIR_LEN];
+    al_trial_result r;
+    al_results_trial_dir(udir, sizeof udir, F->o->dir, u);
+    return al_results_read_result(udir, u->hash, &r) == 0 && r.status == AL_TRIAL_OK;
+}
+
+/* Trials held back for their upstream that can go now, into pend. */
+static int next_wave(follower *F, char *held, int *pend)
+{
+    int n = 0;
+    for (int i = 0; i < F->s->n_trials; i++)
+        if (held[i] && upstream_ok(F, &F->s->trials[i])) held[i] = 0, pend[n++] = i;
+    return n;
+}
+
 /* Sort the sweep's trials: finished (skipped), still in Slurm (followed),
- * or to submit (pend): never submitted, failed, or ended in Slurm without a
- * result (recorded now). */
-static int collect(follower *F, int *pend, int *n_pend, al_err *e)
+ * waiting for their upstream (held), or to submit (pend): never submitted,
+ * failed, or ended in Slurm without a result (recorded now). */
+static int collect(follower *F, int *pend, int *n_pend, char *held, al_err *e)
 {
     const al_sweep *s = F->s;
     *n_pend = 0;
@@ -676,7 +697,8 @@ static int collect(follower *F, int *pend, int *n_pend, al_err *e)
             continue;
         }
         if (rt && unfollowed_ending(F, rt, t, e) != 0) return -1;
-        pend[(*n_pend)++] = i;
+        if (upstream_ok(F, t)) pend[(*n_pend)++] = i;
+        else held[i] = 1;
     }
     return 0;
 }
@@ -782,20 +804,31 @@ int al_sweep_slurm(const al_sweep *s, const al_sweep_run_opts *o, const al_slurm
                   .poll_s = poll_interval()};
     F.ft = al_calloc((size_t)s->n_trials + 1, sizeof *F.ft);
     F.t0 = F.last_log = F.last_q = al_now();
-    int *pend = al_malloc(((size_t)s->n_trials + 1) * sizeof *pend), n_pend;
-    int rc = collect(&F, pend, &n_pend, e);
+    int *pend = al_malloc(((size_t)s->n_trials + 1) * sizeof *pend), n_pend, n_held = 0;
+    char *held = al_calloc((size_t)s->n_trials + 1, 1);
+    int rc = collect(&F, pend, &n_pend, held, e);
+    for (int i = 0; i < s->n_trials; i++) n_held += held[i];
     if (rc == 0 && F.n_open)
         event(&F, "%s: following %d trial(s) of earlier submissions still in Slurm", s->name,
               F.n_open);
     if (rc == 0 && n_pend) rc = submit(&F, &rec, so, pend, n_pend, submitted, e);
-    if (rc == 0 && !F.n_open) event(&F, "%s: nothing to run: all %d trial(s) have finished",
-                                    s->name, s->n_trials);
+    if (rc == 0 && !F.n_open && !n_held)
+        event(&F, "%s: nothing to run: all %d trial(s) have finished", s->name, s->n_trials);
     if (rc == 0 && so->no_wait && F.n_open) left_in_slurm(&F, "not waiting (--no-wait)");
     else if (rc == 0) rc = follow(&F, e);
+    /* Chained stages: each wave whose upstream trials have now ended ok. */
+    while (rc == 0 && !so->no_wait && !st->interrupted && (n_pend = next_wave(&F, held, pend)))
+        if ((rc = submit(&F, &rec, so, pend, n_pend, submitted, e)) == 0) rc = follow(&F, e);
+    n_held = 0;
+    for (int i = 0; i < s->n_trials; i++) n_held += held[i];
+    if (rc == 0 && n_held)
+        event(&F, "%d trial(s) of later stages were not submitted: they start from a trial "
+              "that has not ended ok yet%s", n_held, so->no_wait ? " (run the same `attnlab "
+              "sweep` again once it has)" : "");
     if (rc == 0 && st->interrupted) left_in_slurm(&F, "stopped following");
     st->wall_s = al_now() - F.t0;
     if (rc == 0) rc = al_results_write_summary(o->dir, s, e);
-    free(F.ft), free(F.Q.q), free(pend), free(rec.t);
+    free(F.ft), free(F.Q.q), free(pend), free(held), free(rec.t);
     return rc;
 }
 
@@ -813,14 +846,24 @@ int al_sweep_slurm_dry_run(const al_sweep *s, const al_sweep_run_opts *o,
             !al_trial_status_final(r.status))
             pend[n++] = i;
     }
-    if (n == 0) {
+    int held = 0;   /* stages: only trials whose upstream has ended ok go now */
+    follower F = {.s = s, .o = o};
+    for (int i = 0, k = n; i < k; i++) {
+        if (upstream_ok(&F, &s->trials[pend[i]])) pend[i - held] = pend[i];
+        else held++;
+    }
+    n -= held;
+    if (n == 0 && !held) {
         fprintf(f, "nothing to submit: all %d trial(s) have finished\n", s->n_trials);
-    } else {
+    } else if (n > 0) {
         fputs("# would submit (nothing was submitted: --dry-run):\n#   sbatch --parsable", f);
         for (int i = 0; i < so->n_args; i++) fputc(' ', f), sh_quote(f, so->args[i]);
         fprintf(f, " %s/slurm/submit-N.sh\n# with this script:\n", P.dir);
         write_script(f, s, o, so, &P, pend, n);
     }
+    if (held)
+        fprintf(f, "# and later, once their upstream trials have ended ok: %d trial(s) of later "
+                "stages, submitted as they become ready\n", held);
     free(pend);
     return 0;
 }

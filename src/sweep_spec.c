@@ -16,8 +16,10 @@
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"
+#include "al_sha256.h"
 #include "al_sweep_results.h"
 #include "al_train.h"
+#include "sweep_internal.h"
 
 /* Everything the parse needs while the tree is alive. */
 typedef struct spec_ctx {
@@ -28,6 +30,11 @@ typedef struct spec_ctx {
     const al_node *exclude;    /* a sequence of mappings, or NULL */
     const al_node *seeds;      /* the seeds node, or NULL */
     const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
+    const al_sweep_axis_in *extra;   /* axes a stage adds before the sweep's own */
+    int n_extra;
+    al_node ***trees_out;      /* stages: keep each kept trial's tree, into *trees_out */
+    al_node **trees;           /* ... which is this array (NULL: trees are freed) */
+    int n_total;               /* its length */
     int n_groups;              /* zip groups */
     int group_len[AL_SWEEP_MAX_AXES];
     al_err *e;
@@ -124,7 +131,8 @@ static int check_path(spec_ctx *C, const schema *sc, const al_node *m, int i)
     size_t n = strlen(p);
     if (n == 0 || p[0] == '.' || p[n - 1] == '.' || strstr(p, ".."))
         return at_key(C->e, m, i, "sweep axis '%s' is not a key path (names joined by '.')", p);
-    if (strcmp(p, "sweep") == 0 || strncmp(p, "sweep.", 6) == 0)
+    if (strcmp(p, "sweep") == 0 || strncmp(p, "sweep.", 6) == 0 || strcmp(p, "stages") == 0 ||
+        strncmp(p, "stages.", 7) == 0)
         return at_key(C->e, m, i, "sweep axis '%s': the sweep cannot sweep itself", p);
     if (schema_has(sc, p)) return 0;
     const char *dym = schema_suggest(sc, p);
@@ -168,6 +176,23 @@ static int add_axis(spec_ctx *C, const schema *sc, const al_node *m, int i, int 
     ax->key_col = m->key_col[i];
     ax->n = v->n;
     ax->group = group;
+    return 0;
+}
+
+/* An axis a stage adds (convert.to, convert.method, steps): values is a
+ * non-empty sequence the stage built or took from its mapping. */
+static int add_extra_axis(spec_ctx *C, const al_sweep_axis_in *x)
+{
+    al_sweep *s = C->s;
+    AL_ASSERT(x->values->kind == AL_NODE_SEQ && x->values->n > 0);
+    AL_ASSERT(s->n_axes < AL_SWEEP_MAX_AXES && strlen(x->path) < sizeof s->axes[0].path);
+    al_sweep_axis *ax = &s->axes[s->n_axes++];
+    snprintf(ax->path, sizeof ax->path, "%s", x->path);
+    ax->key = x->values;
+    ax->key_line = x->values->line;
+    ax->key_col = x->values->col;
+    ax->n = x->values->n;
+    ax->group = -1;
     return 0;
 }
 
@@ -440,6 +465,7 @@ static int parse_sweep(spec_ctx *C)
     const al_node *sw = C->sweep, *x;
     if (default_name(C)) return -1;
     const al_node *d = al_node_get(C->s->root, "description");
+    for (int i = 0; i < C->n_extra; i++) add_extra_axis(C, &C->extra[i]);
     if (!sw) return 0;
     if (sw->kind != AL_NODE_MAP)
         return al_node_errf(C->e, sw, "'sweep' must be a mapping (grid, zip, seeds, exclude, name), "
@@ -508,7 +534,7 @@ static void value_label(char *out, size_t n, const char *key, const al_node *v)
         return;
     }
     const char *val = strrchr(v->value, '/') ? strrchr(v->value, '/') + 1 : v->value;
-    if (strcmp(key, "variant") != 0) {
+    if (strcmp(key, "variant") != 0 && strcmp(key, "init_convert") != 0) {   /* names alone */
         key_label(out, n, key);
         if (!strchr("0123456789.+-", val[0]) || !val[0]) append(out, n, "-");
     }
@@ -651,6 +677,10 @@ static int at_path(al_err *e, const al_node *tree, const char *path, const char 
 /* What training would find missing, found before anything is trained. */
 static int check_data(const al_node *tree, const al_config *c, al_err *e)
 {
+    const char *init = c->train.init_from;
+    if (init[0] && access(init, R_OK) != 0)
+        return at_path(e, tree, "train.init_from", "'train.init_from' ('%s'): cannot read: %s",
+                       init, strerror(errno));
     al_err why;
     if (al_data_check(&c->data, c->model.seq_len, &why) == 0) return 0;
     const char *at = al_data_vocab(&c->data) < 0 ? "data.source"
@@ -764,6 +794,7 @@ static int expand_one(spec_ctx *C, int k, int *kept)
     al_sweep_trial *t = &s->trials[*kept];
     memset(t, 0, sizeof *t);
     t->index = *kept;
+    t->upstream = -1;
     config_label(s, choice, 0, t->config, 96);
     config_label(s, choice, 1, t->group, 96);
     config_label(s, choice, 2, t->tuned, 96);
@@ -774,7 +805,8 @@ static int expand_one(spec_ctx *C, int k, int *kept)
         snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
                  (unsigned long long)seed_v);
     int rc = trial_decode(C, tree, t);
-    al_node_free(tree);
+    if (rc == 0 && C->trees) C->trees[*kept] = tree;
+    else al_node_free(tree);
     if (rc == 0) (*kept)++;
     return rc;
 }
@@ -929,6 +961,8 @@ static int expand(spec_ctx *C)
     int total = 0, kept = 0;
     if (count_trials(C, &total)) return -1;
     s->trials = al_calloc((size_t)total, sizeof *s->trials);
+    if (C->trees_out) *C->trees_out = C->trees = al_calloc((size_t)total, sizeof *C->trees);
+    C->n_total = total;
     for (int k = 0; k < total; k++)
         if (expand_one(C, k, &kept)) return -1;
     s->n_trials = kept;
@@ -940,11 +974,22 @@ static int expand(spec_ctx *C)
     return 0;
 }
 
+int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extra, int n_extra,
+                    const char *const *plugins, int n_plugins, al_node ***trees, al_err *e)
+{
+    spec_ctx C = {.s = s, .plugins = plugins, .n_plugins = n_plugins, .e = e, .sweep = sw,
+                  .extra = extra, .n_extra = n_extra, .trees_out = trees};
+    if (trees) *trees = NULL;   /* expand allocates them */
+    if (parse_sweep(&C) == 0 && expand(&C) == 0) return 0;
+    for (int i = 0; C.trees && i < C.n_total; i++) al_node_free(C.trees[i]);
+    if (trees) free(*trees), *trees = NULL;
+    return -1;
+}
+
 int al_sweep_load(const char *path, const char *const *sets, int n_sets,
                   const char *const *plugins, int n_plugins, al_sweep *s, al_err *e)
 {
     memset(s, 0, sizeof *s);
-    spec_ctx C = {.s = s, .plugins = plugins, .n_plugins = n_plugins, .e = e};
     snprintf(s->file, sizeof s->file, "%s", path);
     for (int i = 0; i < n_plugins; i++)
         if (al_plugin_load(plugins[i], e)) return -1;
@@ -952,11 +997,16 @@ int al_sweep_load(const char *path, const char *const *sets, int n_sets,
     int rc = 0;
     for (int i = 0; i < n_sets && !rc; i++) rc = al_node_apply_set(s->root, sets[i], e);
     if (!rc) rc = al_plugin_load_listed(s->root, e);   /* before any variant is decoded */
-    C.sweep = al_node_get(s->root, "sweep");
-    if (!rc) rc = parse_sweep(&C);
-    if (!rc) rc = expand(&C);
+    if (!rc && al_node_get(s->root, "stages")) rc = al_sweep_stages_load(s, plugins, n_plugins, e);
+    else if (!rc) rc = al_sweep_expand(s, al_node_get(s->root, "sweep"), NULL, 0, plugins,
+                                       n_plugins, NULL, e);
     if (rc) al_sweep_free(s);
     return rc;
+}
+
+int al_sweep_tree_matches(const al_node *tree, const al_node *map)
+{
+    return node_matches_all(tree, map);
 }
 
 void al_sweep_free(al_sweep *s)
@@ -998,6 +1048,13 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
     free(buf);
+    if (c.train.init_from[0]) {   /* the checkpoint's content, not just its path */
+        char sha[65];
+        al_err ignore;
+        if (al_sha256_file(c.train.init_from, sha, &ignore) != 0)
+            snprintf(sha, sizeof sha, "unreadable");
+        for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_convert.h"
 #include "al_data.h"
 #include "al_dist.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
+#include "al_sha256.h"
 
 /* ------------------------------------------------------------ metrics */
 
@@ -191,6 +193,8 @@ typedef struct run {
     long loss_count;
     al_run_inputs inputs;       /* the data and plugin files, fingerprinted */
     char step_point[AL_PATH_LEN + 8];   /* "<outdir>/step", for al_fault_point */
+    char init_sha256[65];       /* of train.init_from's file, "" without one */
+    al_convert_result conv;     /* train.init_convert's measurements (n_layer 0: none) */
 } run;
 
 static void report_progress(run *R, int step, double loss, double lr, int eval_line,
@@ -228,8 +232,11 @@ static int run_open(run *R, al_config *c, al_err *e)
         return -1;
     al_adamw_init(&R->opt, R->model.n_params, c->train.beta1, c->train.beta2,
                   c->train.weight_decay);
-    /* The data stream has its own seed-derived state, apart from the init. */
-    al_rng_seed(&R->rng, c->train.seed ^ 0xD1B54A32D192ED03ULL);
+    /* The data stream has its own seed-derived state, apart from the init;
+     * a run from a checkpoint draws another stream than a fresh run of the
+     * same seed, so that uptraining does not replay the base run's batches. */
+    al_rng_seed(&R->rng, c->train.seed ^ (c->train.init_from[0] ? 0x9E3779B97F4A7C15ULL
+                                                                 : 0xD1B54A32D192ED03ULL));
     size_t BT = (size_t)c->train.batch_size * c->model.seq_len;
     R->in = al_malloc(BT * sizeof(int));
     R->tgt = al_malloc(BT * sizeof(int));
@@ -246,6 +253,7 @@ static void run_close(run *R)
     al_data_close(&R->data);
     al_model_free(&R->model);
     al_adamw_free(&R->opt);
+    al_convert_result_free(&R->conv);
     free(R->in);
     free(R->tgt);
     free(R->w);
@@ -260,7 +268,6 @@ static double train_step(run *R, int step)
     double lr = al_lr_at(step, t->steps, t->warmup_steps, t->lr, t->min_lr);
     R->data.step = step;
     al_data_batch(&R->data, AL_SPLIT_TRAIN, &R->rng, B, T, R->in, R->tgt, R->w);
-    al_model_zero_grad(&R->model);
     double loss = al_dp_forward_backward(&R->model, R->in, R->tgt,
                                          R->data.has_weights ? R->w : NULL, B, T);
     if (!isfinite(loss)) return loss;
@@ -283,6 +290,7 @@ static int eval_point(run *R, int step, double train_loss, al_train_result *r, a
     r->val_loss = val;
     r->val_accuracy = acc;
     if (isnan(r->best_val_loss) || val < r->best_val_loss) r->best_val_loss = val;
+    if (step == 0) r->init_val_loss = val;
     report_progress(R, step, train_loss, lr, 1, val, acc);
     int bad = R->wdir && metrics_write(&R->mt, R->wdir, e) != 0;
     if (al_dist_agree(bad, e) != 0) return -1;
@@ -298,7 +306,8 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
     if (!R->wdir) return 0;
     al_train_state s = {steps_done, R->rng, R->tokens, R->train_time, al_now() - R->t0,
                         R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL,
-                        R->inputs};
+                        R->inputs, ""};
+    memcpy(s.init_sha256, R->init_sha256, sizeof s.init_sha256);
     s.rows = al_malloc((size_t)R->mt.n * AL_METRIC_COLS * sizeof(double));
     for (int i = 0; i < R->mt.n; i++) {
         const metric_row *m = &R->mt.rows[i];
@@ -309,6 +318,73 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
     int rc = al_checkpoint_save_run(R->wdir, R->c, &R->model, &R->opt, &s, e);
     free(s.rows);
     return rc;
+}
+
+/* ------------------------------------------------------------ init from */
+
+/* Tokens of training data the conversion samples (al_convert.h). */
+#define INIT_SAMPLE_TOKENS 4096
+
+/* train.init_convert: the checkpoint converted to this model, its errors
+ * on a sample of the training split logged (and kept for convert.json). */
+static int init_converted(run *R, const char *path, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    int method = al_convert_method_parse(t->init_convert);
+    AL_ASSERT(method >= 0);
+    if (al_convert_into(path, &R->model, method, t->seed, &R->data, t->batch_size,
+                        INIT_SAMPLE_TOKENS, &R->conv, e) != 0)
+        return -1;
+    if (al_dist_rank() == 0 && R->o->log_lines)
+        fprintf(stderr, "%s: init: %s (%s) converted to %s by %s: k_error %.4f v_error %.4f "
+                "on %ld tokens\n", R->o->label ? R->o->label : "train", path,
+                R->conv.src_variant, R->conv.dst_variant, t->init_convert, R->conv.mean.k,
+                R->conv.mean.v, R->conv.sample_tokens);
+    return 0;
+}
+
+/* train.init_from: the weights of a checkpoint replace the random init
+ * (converted when train.init_convert says so); the optimizer and schedule
+ * start fresh. Its SHA-256 goes into the saved state. */
+static int init_from(run *R, al_err *e)
+{
+    const al_train_config *t = &R->c->train;
+    const char *path = t->init_from;
+    /* "" is none too: configs built in code may leave the field empty */
+    int convert = t->init_convert[0] && strcmp(t->init_convert, "none") != 0;
+    if (!path[0])
+        return convert ? al_errf(e, "%s: 'train.init_convert' (%s) needs 'train.init_from'",
+                                 R->c->file, t->init_convert) : 0;
+    char msg[AL_ERR_LEN];
+    if (al_sha256_file(path, R->init_sha256, e) != 0 ||
+        (convert ? init_converted(R, path, e) : al_checkpoint_load_into(path, &R->model, e)) != 0) {
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        return al_errf(e, "train.init_from: %s", msg);
+    }
+    return 0;
+}
+
+/* DIR/convert.json: how train.init_convert built the starting weights. */
+static int write_convert(const run *R, al_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/convert.json", R->wdir);
+    return al_convert_write_json(path, &R->conv, e);
+}
+
+/* A resumed run continues from its own weights; if the checkpoint it began
+ * from is still there, it must be the same file, or the run would no
+ * longer be what its config says. */
+static int check_init_unchanged(const run *R, const char *saved, al_err *e)
+{
+    const char *path = R->c->train.init_from;
+    char now[65];
+    al_err ignore;
+    if (!path[0] || !saved[0] || al_sha256_file(path, now, &ignore) != 0) return 0;
+    if (strcmp(now, saved) == 0) return 0;
+    return al_errf(e, "%s: cannot resume: train.init_from %s changed since the run began "
+                   "(SHA-256 %.12s..., was %.12s...); start a new run", R->o->outdir, path, now,
+                   saved);
 }
 
 /* The inverse of save_run: model, optimizer, data RNG, metrics, counters. */
@@ -324,6 +400,12 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
         return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
                        R->o->outdir, R->c->train.steps);
     }
+    if (check_init_unchanged(R, s.init_sha256, e) != 0) {
+        r->resume_changed = 1;   /* a file behind the config changed, as above */
+        free(s.rows);
+        return -1;
+    }
+    memcpy(R->init_sha256, s.init_sha256, sizeof R->init_sha256);
     R->start = r->steps_done = (int)s.step;
     R->rng = s.rng;
     R->tokens = s.tokens;
@@ -338,6 +420,7 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
         r->val_loss = x[2];
         r->val_accuracy = x[3];
         if (isnan(r->best_val_loss) || x[2] < r->best_val_loss) r->best_val_loss = x[2];
+        if (x[0] == 0) r->init_val_loss = x[2];
     }
     free(s.rows);
     return 0;
@@ -416,7 +499,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     memset(&R, 0, sizeof R);
     memset(r, 0, sizeof *r);
     r->val_loss = r->best_val_loss = r->val_accuracy = r->final_train_loss = NAN;
-    r->test_loss = r->test_accuracy = NAN;
+    r->test_loss = r->test_accuracy = r->init_val_loss = NAN;
     R.c = &c;
     R.o = o;
     R.wdir = al_dist_rank() == 0 ? o->outdir : NULL;
@@ -427,9 +510,11 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     int rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
+    else if (rc == 0) rc = init_from(&R, e);
     if (rc == 0 && R.wdir) {
         rc = al_mkdirs(R.wdir, e);
         if (rc == 0) rc = write_config(&c, R.wdir, e);
+        if (rc == 0 && R.conv.n_layer) rc = write_convert(&R, e);
     }
     rc = al_dist_agree(rc != 0, e);
     if (rc == 0) {

@@ -30,6 +30,7 @@ Suite *report_suite(void);
 Suite *stats_suite(void);
 Suite *bench_suite(void);
 Suite *parallel_suite(void);
+Suite *gemm_suite(void);
 Suite *data_suite(void);
 Suite *dist_suite(void);
 Suite *sweep_exec_suite(void);
@@ -39,6 +40,8 @@ Suite *cmd_attention_suite(void);
 Suite *headstats_suite(void);
 Suite *ablation_suite(void);
 Suite *gnuplot_suite(void);
+Suite *convert_suite(void);
+Suite *sweep_stage_suite(void);
 Suite *bad_inputs_suite(void);
 
 static const struct {
@@ -64,6 +67,7 @@ static const struct {
     {"stats", stats_suite},
     {"bench", bench_suite},
     {"parallel", parallel_suite},
+    {"gemm", gemm_suite},
     {"data", data_suite},
     {"dist", dist_suite},
     {"sweep_exec", sweep_exec_suite},
@@ -73,6 +77,8 @@ static const struct {
     {"headstats", headstats_suite},
     {"ablation", ablation_suite},
     {"gnuplot", gnuplot_suite},
+    {"convert", convert_suite},
+    {"sweep_stage", sweep_stage_suite},
     {"bad_inputs", bad_inputs_suite},
     {NULL, NULL},
 };

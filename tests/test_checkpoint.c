@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_optim.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_test.h"
@@ -631,6 +632,85 @@ START_TEST(train_resume_dir_continues_from_the_saved_config)
 }
 END_TEST
 
+/* ------------------------------------------------------------ init from */
+
+/* The first metrics row after the header, as step,train_loss,val_loss,acc,lr. */
+static void first_row(const char *dir, double *val, double *lr)
+{
+    size_t n;
+    char *b = file_bytes(dir, "metrics.csv", &n), *row = strchr(b, '\n') + 1;
+    int step;
+    ck_assert_int_eq(sscanf(row, "%d,,%lf,,%lf", &step, val, lr), 3);
+    ck_assert_int_eq(step, 0);
+    free(b);
+}
+
+/* A run from a checkpoint starts at the checkpoint's quality with step 0's
+ * learning rate (fresh schedule), and a resumed one ends bit-identical. */
+START_TEST(init_from_starts_from_the_weights_with_a_fresh_schedule_and_resumes_exactly)
+{
+    char *d0 = al_test_tmpdir(), *d1 = al_test_tmpdir(), *d2 = al_test_tmpdir();
+    al_config c;
+    resume_config(&c, d0);
+    c.train.steps = 8;
+    al_train_result r0, r1, r2;
+    train_ok(&c, d0, 0, 0, &r0, AL_TRAIN_OK);
+    c.train.steps = 12, c.train.seed = 5, c.train.lr = 3e-3;
+    snprintf(c.train.init_from, sizeof c.train.init_from, "%s/model.safetensors", d0);
+    train_ok(&c, d1, 0, 0, &r1, AL_TRAIN_OK);
+    double val, lr;
+    first_row(d1, &val, &lr);
+    ck_assert_msg(fabs(val - r0.val_loss) < 1e-5 * r0.val_loss,   /* metrics.csv has 6 digits */
+                  "step 0 of the new run %.9g, the checkpoint's %.9g", val, r0.val_loss);
+    ck_assert_double_eq_tol(lr, al_lr_at(0, 12, c.train.warmup_steps, 3e-3, c.train.min_lr), 1e-9);
+    c.train.checkpoint_every = 3;
+    train_ok(&c, d2, 0, 5, &r2, AL_TRAIN_STOPPED);
+    train_ok(&c, d2, 1, 0, &r2, AL_TRAIN_OK);
+    char *m1 = loss_columns(d1), *m2 = loss_columns(d2);
+    ck_assert_str_eq(m1, m2);
+    size_t n1, n2;
+    char *b1 = file_bytes(d1, "model.safetensors", &n1), *b2 = file_bytes(d2, "model.safetensors", &n2);
+    ck_assert_msg(n1 == n2 && memcmp(b1, b2, n1) == 0, "resumed run differs");
+    /* The checkpoint it began from replaced: resuming is refused. */
+    train_ok(&c, d2, 0, 5, &r2, AL_TRAIN_STOPPED);
+    al_err e;
+    ck_assert_int_eq(al_write_atomic(c.train.init_from, b1, n1, &e), 0);
+    expect_resume_error(&c, d2, "changed since the run began");
+    free(m1), free(m2), free(b1), free(b2), free(d0), free(d1), free(d2);
+}
+END_TEST
+
+START_TEST(init_from_with_a_mismatched_shape_is_refused_naming_the_tensor)
+{
+    char *dir = al_test_tmpdir(), args[13000], *out;
+    al_config c;
+    resume_config(&c, dir);
+    c.train.steps = 3;
+    al_train_result r;
+    train_ok(&c, dir, 0, 0, &r, AL_TRAIN_OK);   /* gqa with one K/V head */
+    c.model.attn_set[0] = 2;
+    snprintf(c.train.init_from, sizeof c.train.init_from, "%s/model.safetensors", dir);
+    char *other = al_test_tmpdir();
+    al_train_opts o = {.outdir = other};
+    al_err e;
+    ck_assert_int_ne(al_train(&c, &o, &r, &e), 0);
+    ck_assert_msg(strstr(e.msg, "'blocks.0.attn.wk.weight' has shape [8, 16], the model wants "
+                         "[16, 16]") && strstr(e.msg, "'blocks.0.attn.wv.weight'") &&
+                  strstr(e.msg, "(2 tensors)") && !strchr(e.msg, '\n'), "%s", e.msg);
+    snprintf(args, sizeof args, "train %s/config.yaml --out %s/x --set model.n_layer=2 "
+             "--init-from %s/model.safetensors", dir, other, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_msg(strstr(out, "train.init_from: ") && strstr(out, "'blocks.1.attn.wq.weight' is "
+                  "missing"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train %s/config.yaml --out %s/y --init-from %s/nothing", dir,
+             other, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_msg(strstr(out, "nothing"), "%s", out);
+    free(out), free(dir), free(other);
+}
+END_TEST
+
 Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -645,6 +725,8 @@ Suite *checkpoint_suite(void)
     tcase_add_test(tc, resume_refuses_a_different_config_or_inconsistent_files);
     tcase_add_test(tc, resume_refuses_changed_data_plugins_or_interface);
     tcase_add_test(tc, train_resume_dir_continues_from_the_saved_config);
+    tcase_add_test(tc, init_from_starts_from_the_weights_with_a_fresh_schedule_and_resumes_exactly);
+    tcase_add_test(tc, init_from_with_a_mismatched_shape_is_refused_naming_the_tensor);
     suite_add_tcase(s, tc);
     return s;
 }

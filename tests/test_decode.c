@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "al_decode.h"
+#include "al_parallel.h"
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"
@@ -122,7 +123,7 @@ static double decode_vs_full(al_model *m, const int *tok, const float *full, int
         const float *lg = al_decoder_step(&d, tok[t]);
         worst = fmax(worst, max_abs_diff(lg, full + t * VOCAB, VOCAB, amax));
     }
-    ck_assert_int_eq(d.pos, CTX);
+    ck_assert_int_eq(d.pos[0], CTX);
     al_decoder_free(&d);
     return worst;
 }
@@ -288,6 +289,116 @@ START_TEST(measured_cache_bytes_equal_the_formula)
 }
 END_TEST
 
+/* ---- threads and batches */
+
+/* Logits (n - P, VOCAB) of decoding tok[P..n) after a prefill of P, with
+ * `threads` threads, one sequence. */
+static float *decode_run(al_model *m, const int *tok, int P, int n, int threads)
+{
+    al_parallel_set_threads(threads);
+    al_decoder d;
+    al_err e;
+    ck_assert_msg(al_decoder_init(&d, m, n, AL_KV_F32, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_decoder_prefill(&d, tok, P, &e) == 0, "%s", e.msg);
+    float *out = malloc((size_t)(n - P) * VOCAB * sizeof(float));
+    for (int t = P; t < n; t++)
+        memcpy(out + (size_t)(t - P) * VOCAB, al_decoder_step(&d, tok[t]), VOCAB * sizeof(float));
+    al_decoder_free(&d);
+    al_parallel_set_threads(1);
+    return out;
+}
+
+/* The context of a step is cut between threads once it spans more than
+ * one block (AL_KV_TILE rows): 2 and 3 threads agree with 1 to 1e-5 of
+ * the largest logit at every position up to 2.5 blocks, and a thread
+ * count gives the same bits run after run. */
+static void check_threads(const al_variant_ops *v, int opt)
+{
+    enum { N = 2 * AL_KV_TILE + AL_KV_TILE / 2 };
+    al_model m;
+    make_model(&m, v, opt, 37);
+    int *tok = malloc(N * sizeof(int));
+    random_tokens(tok, N, 12);
+    float *one = decode_run(&m, tok, SEQ, N, 1), *two = decode_run(&m, tok, SEQ, N, 2);
+    float *three = decode_run(&m, tok, SEQ, N, 3), *again = decode_run(&m, tok, SEQ, N, 2);
+    size_t n = (size_t)(N - SEQ) * VOCAB;
+    double amax = 0, d2 = max_abs_diff(two, one, (int)n, &amax), d3 = max_abs_diff(three, one, (int)n, NULL);
+    ck_assert_msg(d2 <= 1e-5 * amax && d3 <= 1e-5 * amax,
+                  "%s opt=%d: threads change the logits by %g (2) and %g (3), largest %g",
+                  v->name, opt, d2, d3, amax);
+    ck_assert_msg(!memcmp(two, again, n * sizeof(float)), "%s: 2 threads not bit-identical",
+                  v->name);
+    free(one), free(two), free(three), free(again), free(tok);
+    al_model_free(&m);
+}
+
+START_TEST(decode_across_threads_matches_one_thread_and_repeats_bit_for_bit)
+{
+    ck_assert_int_ge(for_each_decodable(check_threads), 5);
+}
+END_TEST
+
+/* B sequences with prompts of different lengths (so different positions)
+ * stepped together equal B decoders stepped alone, to 1e-5 of the largest
+ * logit, at one and two threads. */
+static void check_batch(const al_variant_ops *v, int opt)
+{
+    enum { B = 5, STEPS = 6, N = SEQ + 2 + STEPS };
+    al_model m;
+    make_model(&m, v, opt, 41);
+    int tok[B][N], plen[B] = {1, 3, SEQ, 2, SEQ + 2};
+    for (int b = 0; b < B; b++) random_tokens(tok[b], N, 50 + b);
+    for (int threads = 1; threads <= 2; threads++) {
+        al_parallel_set_threads(threads);
+        al_decoder bd, sd[B];
+        al_err e;
+        ck_assert_msg(al_decoder_init_batch(&bd, &m, B, N, AL_KV_F32, &e) == 0, "%s", e.msg);
+        for (int b = 0; b < B; b++) {
+            ck_assert_int_eq(al_decoder_init(&sd[b], &m, N, AL_KV_F32, &e), 0);
+            ck_assert_int_eq(al_decoder_prefill_seq(&bd, b, tok[b], plen[b], &e), 0);
+            ck_assert_int_eq(al_decoder_prefill(&sd[b], tok[b], plen[b], &e), 0);
+        }
+        double amax = 0, worst = 0;
+        for (int s = 0; s < STEPS; s++) {
+            int in[B];
+            for (int b = 0; b < B; b++) in[b] = tok[b][plen[b] + s];
+            const float *lb = al_decoder_step_batch(&bd, in);
+            for (int b = 0; b < B; b++)
+                worst = fmax(worst, max_abs_diff(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]),
+                                                 VOCAB, &amax));
+        }
+        for (int b = 0; b < B; b++) {
+            ck_assert_int_eq(bd.pos[b], plen[b] + STEPS);
+            al_decoder_free(&sd[b]);
+        }
+        ck_assert_msg(worst <= 1e-5 * amax, "%s opt=%d threads=%d: batch vs single %g (largest "
+                      "logit %g)", v->name, opt, threads, worst, amax);
+        ck_assert_msg(amax > 1.0, "%s: logits too small (%g)", v->name, amax);
+        al_decoder_free(&bd);
+    }
+    al_parallel_set_threads(1);
+    al_model_free(&m);
+}
+
+START_TEST(batched_decode_equals_single_decodes)
+{
+    ck_assert_int_ge(for_each_decodable(check_batch), 5);
+}
+END_TEST
+
+/* A variant without decode_batch (a version-2 plugin, say) is decoded in
+ * batches by the core, once per sequence; mha with its member removed
+ * gives the batched result of the real thing, up to rounding. */
+START_TEST(the_core_batches_a_variant_without_decode_batch)
+{
+    static al_variant_ops plain;
+    plain = *al_variant_find("mha");
+    plain.decode_batch = NULL;
+    plain.decode_batch_scratch_floats = NULL;
+    check_batch(&plain, -1);
+}
+END_TEST
+
 /* Every decode check above on one variant and its optional variations
  * (al_test_variant_generic runs it on a plugin's variant). */
 void al_test_variant_decode(const al_variant_ops *v)
@@ -297,6 +408,8 @@ void al_test_variant_decode(const al_variant_ops *v)
     for_each_variation(v, check_sensitivity);
     for_each_variation(v, check_dtypes);
     for_each_variation(v, check_bytes);
+    for_each_variation(v, check_threads);
+    for_each_variation(v, check_batch);
 }
 
 /* ------------------------------------------------------------ MLA */
@@ -436,6 +549,19 @@ START_TEST(decode_steps_do_not_allocate)
     ck_assert_uint_eq(after.uordblks, before.uordblks);
     ck_assert_uint_eq(after.hblkhd, before.hblkhd);
     al_decoder_free(&d);
+    /* two threads with the context split: the first step grows the pool's
+     * scratch and the partials, later steps allocate nothing */
+    al_parallel_set_threads(2);
+    ck_assert_int_eq(al_decoder_init(&d, &m, 3 * AL_KV_TILE, AL_KV_BF16, &e), 0);
+    al_decoder_fill_random(&d, 2 * AL_KV_TILE, 3);
+    al_decoder_step(&d, tok[0]);
+    before = mallinfo2();
+    for (int t = 1; t < CTX; t++) al_decoder_step(&d, tok[t]);
+    after = mallinfo2();
+    ck_assert_uint_eq(after.uordblks, before.uordblks);
+    ck_assert_uint_eq(after.hblkhd, before.hblkhd);
+    al_decoder_free(&d);
+    al_parallel_set_threads(1);
     al_model_free(&m);
 }
 END_TEST
@@ -455,6 +581,9 @@ Suite *decode_suite(void)
     tcase_add_test(tc, sampling_follows_the_tempered_softmax_over_the_top_k);
     tcase_add_test(tc, decoder_refuses_what_cannot_generate);
     tcase_add_test(tc, decode_steps_do_not_allocate);
+    tcase_add_test(tc, decode_across_threads_matches_one_thread_and_repeats_bit_for_bit);
+    tcase_add_test(tc, batched_decode_equals_single_decodes);
+    tcase_add_test(tc, the_core_batches_a_variant_without_decode_batch);
     suite_add_tcase(s, tc);
     return s;
 }

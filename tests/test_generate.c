@@ -69,8 +69,9 @@ static int gen(al_model *m, const char *prompt, long tokens, double temp, long c
 {
     size_t no, ne;
     FILE *fo = open_memstream(out, &no), *fe = open_memstream(err, &ne);
-    al_generate_opts o = {(const unsigned char *)prompt, strlen(prompt), tokens, temp, 0, 9,
-                          context, dtype, 1};
+    al_generate_opts o = {.prompt = (const unsigned char *)prompt, .prompt_len = strlen(prompt),
+                          .tokens = tokens, .temperature = temp, .seed = 9, .context = context,
+                          .dtype = dtype, .stats = 1};
     int rc = al_generate(m, &o, fo, fe, st, e);
     fclose(fo), fclose(fe);
     gen_out_len = no;
@@ -138,7 +139,8 @@ START_TEST(generate_refuses_bad_options_with_one_line)
     expect_error(&m, "abc", 2, NAN, 0, "--temperature");
     expect_error(&m, "abc", 2, INFINITY, 0, "--temperature");
     expect_error(&m, "abcdefgh", -1, 0, 0, "fills the context");
-    al_generate_opts bad = {(const unsigned char *)"abc", 3, 2, 1.0, -1, 0, 0, -1, 0};
+    al_generate_opts bad = {.prompt = (const unsigned char *)"abc", .prompt_len = 3, .tokens = 2,
+                            .temperature = 1.0, .top_k = -1, .dtype = -1};
     ck_assert_int_eq(al_generate(&m, &bad, stdout, stderr, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "--top-k"));
     /* the defaults fill the context; a larger context extrapolates */
@@ -148,7 +150,7 @@ START_TEST(generate_refuses_bad_options_with_one_line)
     free(out), free(err);
     ck_assert_int_eq(gen(&m, "abc", 20, 0.8, 23, AL_KV_F16, &out, &err, NULL, &e), 0);
     ck_assert_uint_eq(gen_out_len, 20);
-    ck_assert_ptr_nonnull(strstr(err, "kv_dtype=f16\n"));
+    ck_assert_ptr_nonnull(strstr(err, "kv_dtype=f16 batch=1\n"));
     ck_assert_ptr_nonnull(strstr(err, "context=23"));
     char *again, *err2;   /* same seed, same bytes */
     ck_assert_int_eq(gen(&m, "abc", 20, 0.8, 23, AL_KV_F16, &again, &err2, NULL, &e), 0);
@@ -211,13 +213,21 @@ START_TEST(bench_decode_writes_a_table_and_csv)
      * (29856 parameters); gqa wk, wv 16*32 (30880); mla wq, wo 32*32, wqr
      * 16*32, wdkv 8*32, kv_norm 8, wkr 4*32, wuk, wuv 32*8 (31664). */
     static const char *const want[] = {
-        "\"mqa\",16,bf16,4,", ",64,1024,119424\n", "\"mqa\",40,bf16,4,", ",64,2560,119424\n",
-        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048,123520\n", "\"gqa n_kv_head=2\",40,",
-        ",128,5120,123520\n", "\"mla d_latent=8 d_rope=4\",16,", ",48,768,126656\n",
-        "\"mla d_latent=8 d_rope=4\",40,", ",48,1920,126656\n",
+        "\"mqa\",16,bf16,4,", ",64,1024,119424,1,1\n", "\"mqa\",40,bf16,4,", ",64,2560,119424,1,1\n",
+        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048,123520,1,1\n", "\"gqa n_kv_head=2\",40,",
+        ",128,5120,123520,1,1\n", "\"mla d_latent=8 d_rope=4\",16,", ",48,768,126656,1,1\n",
+        "\"mla d_latent=8 d_rope=4\",40,", ",48,1920,126656,1,1\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(csv, want[i]), "'%s' not in\n%s", want[i], csv);
+    free(csv);
+    /* a batch: each sequence holds its own cache, the row reports one */
+    snprintf(args, sizeof args, "bench-decode %s --contexts 40 --tokens 4 --kv-dtype bf16 "
+             "--variants mqa --batch 3 --threads 2 --out %s/b/d.csv", cfg, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    free(out);
+    ck_assert_int_eq(al_read_file(path, &csv, &n, &e), 0);
+    ck_assert_msg(strstr(csv, ",64,2560,119424,3,2\n"), "%s", csv);
     free(csv);
     snprintf(args, sizeof args, "bench-decode %s --contexts 16,x", cfg);
     ck_assert_int_eq(al_test_attnlab(args, &out), 2);
@@ -322,6 +332,70 @@ END_TEST
 
 /* --stats measures the bytes its caches hold; they equal `attnlab kv`'s
  * figure for the same config and dtype. */
+/* Generate's batch output: the text after "==> sample N <==\n" up to the
+ * newline that ends it (samples here hold no newline), or NULL. */
+static char *sample_text(const char *out, int n)
+{
+    char head[64];
+    snprintf(head, sizeof head, "==> sample %d <==\n", n);
+    const char *p = strstr(out, head);
+    if (!p) return NULL;
+    p += strlen(head);
+    const char *end = strchr(p, '\n');
+    return strndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
+/* Samples of one prompt decoded together are the runs of their own seeds
+ * (seed + N); prompts of different lengths decoded together are their
+ * own runs; --out writes the same bytes into files. */
+START_TEST(generate_decodes_samples_and_prompts_in_a_batch)
+{
+    char *out, *err, *alone, args[4400];
+    ck_assert_int_eq(generate(ck_path, "--prompt h --tokens 20 --temperature 1.5 --seed 4 "
+                              "--batch 3 --threads 2", &out, &err), 0);
+    for (int n = 0; n < 3; n++) {
+        char *got = sample_text(out, n), *e2;
+        ck_assert_msg(got != NULL, "no sample %d in '%s'", n, out);
+        snprintf(args, sizeof args, "--prompt h --tokens 20 --temperature 1.5 --seed %d", 4 + n);
+        ck_assert_int_eq(generate(ck_path, args, &alone, &e2), 0);
+        ck_assert_msg(!strcmp(got, alone), "sample %d '%s', alone '%s'", n, got, alone);
+        free(got), free(alone), free(e2);
+    }
+    free(out), free(err);
+    char *pf = al_test_write(ck_dir, "prompts.txt", "hello w\nh\r\nworld! hel\n"), want[64];
+    snprintf(args, sizeof args, "--prompts-file %s --tokens 9 --temperature 0", pf);
+    ck_assert_int_eq(generate(ck_path, args, &out, &err), 0);
+    static const int plen[] = {7, 1, 10};   /* offsets into the overfit period */
+    static const int start[] = {0, 0, 6};
+    for (int n = 0; n < 3; n++) {
+        char *got = sample_text(out, n);
+        continuation(want, start[n] + plen[n], 9);
+        ck_assert_msg(got && !strcmp(got, want), "prompt %d: '%s', want '%s'\n%s", n, got, want,
+                      out);
+        free(got);
+    }
+    free(out), free(err);
+    snprintf(args, sizeof args, "--prompts-file %s --tokens 9 --temperature 0 --out %s/gen", pf,
+             ck_dir);
+    ck_assert_int_eq(generate(ck_path, args, &out, &err), 0);
+    ck_assert_str_eq(out, "");
+    ck_assert_msg(strstr(err, "wrote 3 samples"), "%s", err);
+    free(out), free(err);
+    for (int n = 0; n < 3; n++) {
+        char path[4400], *text;
+        size_t len;
+        al_err e;
+        snprintf(path, sizeof path, "%s/gen/sample-%03d.txt", ck_dir, n);
+        ck_assert_int_eq(al_read_file(path, &text, &len, &e), 0);
+        continuation(want, start[n] + plen[n], 9);
+        ck_assert_uint_eq(len, 9);
+        ck_assert(!memcmp(text, want, 9));
+        free(text);
+    }
+    free(pf);
+}
+END_TEST
+
 START_TEST(generate_stats_match_attnlab_kv)
 {
     static const char *const dtypes[] = {"f32", "bf16", "f16"};
@@ -386,6 +460,14 @@ START_TEST(generate_refuses_bad_input)
     expect_cli_error(ck_path, "--prompt hi --prompt-file x", "exactly one");
     expect_cli_error(ck_path, "--prompt-file /nonexistent/p.txt", "/nonexistent/p.txt");
     expect_cli_error(ck_path, "--prompt hi --frobnicate 1", "--frobnicate");
+    expect_cli_error(ck_path, "--prompt hi --batch 0", "--batch");
+    char *two = al_test_write(ck_dir, "two.txt", "hi\n\nthere\n"), args[4400];
+    snprintf(args, sizeof args, "--prompts-file %s", two);
+    expect_cli_error(ck_path, args, "two.txt:2: empty line");
+    char *three = al_test_write(ck_dir, "three.txt", "a\nb\nc\n");
+    snprintf(args, sizeof args, "--prompts-file %s --batch 2", three);
+    expect_cli_error(ck_path, args, "does not match the 3 prompts");
+    free(two), free(three);
     free(data), free(junk);
 }
 END_TEST
@@ -405,6 +487,7 @@ Suite *generate_suite(void)
     tcase_add_unchecked_fixture(cli, train_checkpoint, drop_checkpoint);
     tcase_add_test(cli, generate_streams_only_the_generated_bytes);
     tcase_add_test(cli, generate_stats_match_attnlab_kv);
+    tcase_add_test(cli, generate_decodes_samples_and_prompts_in_a_batch);
     tcase_add_test(cli, generate_refuses_bad_input);
     suite_add_tcase(s, cli);
     return s;

@@ -7,6 +7,7 @@
 
 #include "al_test.h"
 #include "al_kernels.h"
+#include "al_parallel.h"
 #include "al_util.h"
 
 /* -------------------------------------------------------------- helpers */
@@ -236,6 +237,64 @@ START_TEST(rmsnorm_backward_should_match_finite_differences)
     check_grad(c.x, dx, N * C, rms_loss, &c, "dx");
     check_grad(c.w, dw, C, rms_loss, &c, "dw");
     free(c.out); free(c.x); free(c.w); free(c.R); free(dx); free(dx2); free(dw);
+}
+END_TEST
+
+/* Beta 0 writes what accumulating into zeros gives, bit for bit, over
+ * whatever the output held (NaN here); beta 1 adds. Sizes large enough
+ * that the products go to the pool's split at 2 threads. */
+START_TEST(backward_beta_zero_should_write_what_accumulating_into_zero_gives)
+{
+    enum { N = 300, IC = 96, OC = 160 };
+    al_rng r;
+    al_rng_seed(&r, 21);
+    float *inp = randn(&r, N * IC, 1), *w = randn(&r, OC * IC, 1), *g = randn(&r, N * OC, 1);
+    float rstd[N], *x = randn(&r, N * IC, 1), *nw = randn(&r, IC, 1), *h = filled(N * IC, 0);
+    al_rmsnorm_forward(h, rstd, x, nw, N, IC, 1e-5f);
+    for (int threads = 1; threads <= 2; threads++) {
+        al_parallel_set_threads(threads);
+        float *di0 = filled(N * IC, 0), *dw0 = filled(OC * IC, 0);
+        float *di = filled(N * IC, NAN), *dw = filled(OC * IC, NAN);
+        al_linear_backward(di0, dw0, g, inp, w, N, IC, OC);
+        al_linear_backward_beta(di, dw, g, inp, w, N, IC, OC, 0.0f, 0.0f);
+        ck_assert_mem_eq(di, di0, sizeof(float) * N * IC);
+        ck_assert_mem_eq(dw, dw0, sizeof(float) * OC * IC);
+        al_linear_backward_beta(di, dw, g, inp, w, N, IC, OC, 1.0f, 1.0f);   /* twice */
+        for (int i = 0; i < N * IC; i++) ck_assert_float_eq_tol(di[i], 2 * di0[i], 1e-4);
+        float *dx0 = filled(N * IC, 0), *dn0 = filled(IC, 0), *dx = filled(N * IC, NAN);
+        float *dn = filled(IC, NAN);
+        al_rmsnorm_backward(dx0, dn0, inp, x, nw, rstd, N, IC);
+        al_rmsnorm_backward_beta(dx, dn, inp, x, nw, rstd, N, IC, 0.0f, 0.0f);
+        ck_assert_mem_eq(dx, dx0, sizeof(float) * N * IC);
+        ck_assert_mem_eq(dn, dn0, sizeof(float) * IC);
+        al_rmsnorm_backward_beta(dx, dn, inp, x, nw, rstd, N, IC, 1.0f, 0.0f);   /* dx adds */
+        for (int i = 0; i < N * IC; i++) ck_assert_float_eq_tol(dx[i], 2 * dx0[i], 1e-5);
+        ck_assert_mem_eq(dn, dn0, sizeof(float) * IC);   /* dw written again */
+        free(di0), free(dw0), free(di), free(dw), free(dx0), free(dn0), free(dx), free(dn);
+    }
+    al_parallel_set_threads(1);
+    free(inp), free(w), free(g), free(x), free(nw), free(h);
+}
+END_TEST
+
+/* The fused residual add and norm: the bits of the two passes. */
+START_TEST(residual_rmsnorm_should_equal_the_add_then_the_norm)
+{
+    enum { N = 200, C = 72 };
+    al_rng r;
+    al_rng_seed(&r, 22);
+    float *x = randn(&r, N * C, 1), *res = randn(&r, N * C, 1), *w = randn(&r, C, 1);
+    float *sum = filled(N * C, 0), *out = filled(N * C, 0), *sum2 = filled(N * C, 0);
+    float *out2 = filled(N * C, 0), rstd[N], rstd2[N];
+    al_parallel_set_threads(2);
+    al_residual_rmsnorm_forward(sum, out, rstd, x, res, w, N, C, 1e-5f);
+    for (int i = 0; i < N * C; i++) sum2[i] = x[i] + res[i];
+    al_rmsnorm_forward(out2, rstd2, sum2, w, N, C, 1e-5f);
+    al_parallel_set_threads(1);
+    ck_assert_mem_eq(sum, sum2, sizeof(float) * N * C);
+    ck_assert_mem_eq(out, out2, sizeof(float) * N * C);
+    ck_assert_mem_eq(rstd, rstd2, sizeof(float) * N);
+    free(x), free(res), free(w), free(sum), free(out), free(sum2), free(out2);
 }
 END_TEST
 
@@ -788,6 +847,8 @@ Suite *kernels_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, linear_forward_should_match_naive_double);
     tcase_add_test(tc, linear_backward_should_accumulate_finite_difference_gradients);
+    tcase_add_test(tc, backward_beta_zero_should_write_what_accumulating_into_zero_gives);
+    tcase_add_test(tc, residual_rmsnorm_should_equal_the_add_then_the_norm);
     tcase_add_test(tc, strided_gemm_helpers_should_match_naive);
     tcase_add_test(tc, gemm_with_empty_inner_dimension_should_only_scale_c);
     tcase_add_test(tc, rmsnorm_forward_should_match_naive_double);

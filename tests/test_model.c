@@ -120,6 +120,88 @@ static void check_model_grads(const al_variant_ops *v, int causal, int weighted)
     al_model_free(&m);
 }
 
+/* ---- gradients written, not accumulated */
+
+/* An accumulating variant as the contract has always allowed: mha's
+ * backward computed into buffers of its own and ADDED to dx and dp, no
+ * AL_VARIANT_WRITES_GRADS. The core must hand it zeroed buffers. */
+static al_variant_ops adder;
+static float *adder_dx, *adder_dp[4];
+static size_t adder_n, adder_np[4];
+
+static void adder_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                           const float *dout, const float *x, const float *act,
+                           float *const *p, int B, int T)
+{
+    const al_variant_ops *mha = al_variant_find("mha");
+    AL_ASSERT((size_t)B * T * s->d_model <= adder_n);
+    mha->backward(s, adder_dx, adder_dp, scratch, dout, x, act, p, B, T);
+    for (size_t j = 0; j < (size_t)B * T * s->d_model; j++) dx[j] += adder_dx[j];
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < adder_np[i]; j++) dp[i][j] += adder_dp[i][j];
+}
+
+/* grads after forward + backward from grads that held `fill` (malloc'ed). */
+static float *grads_after(const al_variant_ops *v, float fill, size_t *n)
+{
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 6, 11), 0);
+    al_model m;
+    al_err e;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    al_model_init_weights(&m, 7);
+    scale_weights(&m, 20.0f);
+    int in[12], tgt[12];
+    random_tokens(in, 12, 11, 1);
+    random_tokens(tgt, 12, 11, 2);
+    ck_assert_int_eq(al_model_reserve(&m, 2, 6, &e), 0);
+    for (size_t j = 0; j < m.n_params; j++) m.grads[j] = fill;
+    for (size_t j = 0; j < (size_t)12 * 16; j++) m.dtmp[j] = m.dx[j] = fill;
+    al_model_forward(&m, in, tgt, NULL, 2, 6);
+    al_model_backward(&m);
+    *n = m.n_params;
+    float *g = malloc(*n * sizeof(float));
+    memcpy(g, m.grads, *n * sizeof(float));
+    al_model_free(&m);
+    return g;
+}
+
+START_TEST(backward_writes_every_gradient_whatever_the_buffers_held)
+{
+    size_t n, n2;
+    for (int i = 0; i < al_variant_count(); i++) {
+        const al_variant_ops *v = al_variant_at(i);
+        float *zero = grads_after(v, 0.0f, &n), *junk = grads_after(v, NAN, &n2);
+        ck_assert_uint_eq(n, n2);
+        for (size_t j = 0; j < n; j++)
+            ck_assert_msg(zero[j] == junk[j], "%s: grads[%zu] %g over zeros, %g over NaN",
+                          v->name, j, zero[j], junk[j]);
+        free(zero), free(junk);
+    }
+    /* an accumulating variant gets zeroed buffers: the same bits as mha */
+    adder = *al_variant_find("mha");
+    adder.name = "adder";
+    adder.flags = 0;
+    adder.backward = adder_backward;
+    al_param_spec spec[AL_MAX_ATTN_PARAMS];
+    al_attn_shape s = {16, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}};
+    ck_assert_int_eq(adder.params(&s, spec), 4);
+    adder_n = 12 * 16;
+    adder_dx = malloc(adder_n * sizeof(float));
+    for (int i = 0; i < 4; i++) {
+        adder_np[i] = (size_t)spec[i].rows * spec[i].cols;
+        adder_dp[i] = malloc(adder_np[i] * sizeof(float));
+    }
+    float *ref = grads_after(al_variant_find("mha"), 0.0f, &n);
+    float *acc = grads_after(&adder, 7.0f, &n2);
+    ck_assert_uint_eq(n, n2);
+    for (size_t j = 0; j < n; j++)
+        ck_assert_msg(ref[j] == acc[j], "adder: grads[%zu] %g, mha %g", j, acc[j], ref[j]);
+    free(ref), free(acc), free(adder_dx);
+    for (int i = 0; i < 4; i++) free(adder_dp[i]);
+}
+END_TEST
+
 START_TEST(whole_model_gradients_match_finite_differences)
 {
     for (int i = 0; i < al_variant_count(); i++) {
@@ -260,6 +342,7 @@ Suite *model_suite(void)
     TCase *tc = tcase_create("model");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, whole_model_gradients_match_finite_differences);
+    tcase_add_test(tc, backward_writes_every_gradient_whatever_the_buffers_held);
     tcase_add_test(tc, masked_loss_gradients_match_finite_differences);
     tcase_add_test(tc, causal_model_ignores_future_tokens);
     tcase_add_test(tc, non_causal_model_sees_future_tokens);

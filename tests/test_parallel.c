@@ -119,6 +119,7 @@ START_TEST(loops_should_survive_thread_changes_and_idle_pauses)
         atomic_long total = 0;
         for (int i = 0; i < 2000; i++) {
             if (i % 500 == 0) usleep(2000);   /* long enough for workers to sleep */
+            if (i % 300 == 7) al_parallel_rest();   /* told to sleep at once */
             al_parallel_for(10, 1, count, &total);
         }
         ck_assert_int_eq(atomic_load(&total), 20000);

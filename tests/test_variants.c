@@ -185,6 +185,40 @@ static void check_deterministic(const al_variant_ops *v)
     vt_free(&b);
 }
 
+/* What backward does with what dx and dp held: a variant that says it
+ * writes them (AL_VARIANT_WRITES_GRADS) gives the same bits over NaN as
+ * over zeros; one that does not must add to them, as the contract says. */
+static void check_grad_semantics(const al_variant_ops *v)
+{
+    vt a, b;
+    vt_init(&a, v, 1);
+    vt_init(&b, v, 1);
+    vt_loss(&a);
+    vt_loss(&b);
+    size_t n = (size_t)b.B * b.T * 16;
+    int writes = (v->flags & AL_VARIANT_WRITES_GRADS) != 0;
+    float fill = writes ? NAN : 1.0f;
+    for (size_t j = 0; j < n; j++) b.dx[j] = fill;
+    for (int k = 0; k < b.np; k++)
+        for (size_t j = 0; j < (size_t)b.spec[k].rows * (b.spec[k].cols ? b.spec[k].cols : 1); j++)
+            b.dp[k][j] = fill;
+    a.v->backward(&a.s, a.dx, a.dp, a.scratch, a.R, a.x, a.act, a.p, a.B, a.T);
+    b.v->backward(&b.s, b.dx, b.dp, b.scratch, b.R, b.x, b.act, b.p, b.B, b.T);
+    for (int k = -1; k < a.np; k++) {
+        const float *ga = k < 0 ? a.dx : a.dp[k], *gb = k < 0 ? b.dx : b.dp[k];
+        size_t m = k < 0 ? n : (size_t)a.spec[k].rows * (a.spec[k].cols ? a.spec[k].cols : 1);
+        for (size_t j = 0; j < m; j++) {
+            float want = writes ? ga[j] : ga[j] + 1.0f;
+            ck_assert_msg(gb[j] == want || fabsf(gb[j] - want) <= 1e-6f * (1 + fabsf(want)),
+                          "%s (%s): d%s[%zu] = %g over %g, want %g", v->name,
+                          writes ? "writes" : "accumulates", k < 0 ? "x" : a.spec[k].name, j,
+                          gb[j], fill, want);
+        }
+    }
+    vt_free(&a);
+    vt_free(&b);
+}
+
 /* The whole generic loop for one variant (tests/test_plugin.c runs it on a
  * variant loaded from a plugin). */
 void al_test_variant_generic(const al_variant_ops *v)
@@ -192,6 +226,7 @@ void al_test_variant_generic(const al_variant_ops *v)
     check_grads(v);
     check_causal(v);
     check_deterministic(v);
+    check_grad_semantics(v);
     if (v->prefill || v->decode || v->decode_scratch_floats) al_test_variant_decode(v);
     if (v->probs) al_test_variant_probs(v);
 }
@@ -205,6 +240,17 @@ END_TEST
 START_TEST(every_variant_is_causal)
 {
     for (int i = 0; i < al_variant_count(); i++) check_causal(al_variant_at(i));
+}
+END_TEST
+
+START_TEST(every_variant_writes_or_adds_its_gradients_as_it_says)
+{
+    int writers = 0;
+    for (int i = 0; i < al_variant_count(); i++) {
+        check_grad_semantics(al_variant_at(i));
+        writers += (al_variant_at(i)->flags & AL_VARIANT_WRITES_GRADS) != 0;
+    }
+    ck_assert_int_ge(writers, 4);   /* the built-ins write */
 }
 END_TEST
 
@@ -299,6 +345,7 @@ Suite *variants_suite(void)
     tcase_add_test(tc, every_variant_gradients_match_finite_differences);
     tcase_add_test(tc, every_variant_is_causal);
     tcase_add_test(tc, every_variant_is_deterministic);
+    tcase_add_test(tc, every_variant_writes_or_adds_its_gradients_as_it_says);
     tcase_add_test(tc, registry_refuses_duplicates_and_other_versions);
     tcase_add_test(tc, registry_accepts_version_2_tables_with_new_members_null);
     tcase_add_test(tc, mla_query_compression_is_exercised);

@@ -25,10 +25,11 @@
 /* 2: al_kv_attend (al_kvcache.h) reads the cache in one pass; its score
  *    scratch is AL_KV_ATTEND_S(H) floats and AL_KV_TILE grew from 64 to
  *    256, so a plugin sized for version 1 would overrun its scratch. */
-/* 3: appends the optional members `probs` (attention pictures) and
- *    `decode_batch_scratch_floats` / `decode_batch` (batched decode). The
- *    table grew, so the version says whether a table has them; a version-2
- *    table is still accepted, with those members NULL. */
+/* 3: appends the optional members `probs` (attention pictures),
+ *    `decode_batch_scratch_floats` / `decode_batch` (batched decode) and
+ *    `flags` (AL_VARIANT_WRITES_GRADS). The table grew, so the version says
+ *    whether a table has them; a version-2 table is still accepted, with
+ *    those members NULL or 0. */
 #define AL_VARIANT_API_VERSION 3
 #define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
@@ -105,7 +106,8 @@ typedef struct al_variant_ops {
                     int B, int T);
 
     /* Given dout (B, T, D): dx += d/dx, dp[i] += d/dp[i]. x, act and p are
-     * as in the forward pass that produced act. */
+     * as in the forward pass that produced act. (With AL_VARIANT_WRITES_GRADS
+     * in flags: dx = d/dx, dp[i] = d/dp[i], overwritten.) */
     void (*backward)(const al_attn_shape *s, float *dx, float *const *dp,
                      float *scratch, const float *dout, const float *x,
                      const float *act, float *const *p, int B, int T);
@@ -144,15 +146,27 @@ typedef struct al_variant_ops {
 
     /* Batched decode: B independent sequences advance one token each.
      * x (B, D) holds their normalised inputs, caches[b] is sequence b's
-     * cache of this layer and pos[b] the position of its new token. Like B
-     * calls of decode() (equal up to rounding), but the weight products
-     * become matrix products. Scratch: decode_batch_scratch_floats(s,
-     * context, B) floats. NULL: the core calls decode() once per sequence. */
+     * cache of this layer and pos[b] the position of its new token; writes
+     * out (B, D). Like B calls of decode() (equal up to rounding), but the
+     * weight products become matrix products; al_kv_attend_batch
+     * (al_kvcache.h) attends for all B. Scratch: decode_batch_scratch_floats(s,
+     * context, B) floats. The core uses it for B >= 2 when both members
+     * are set; NULL: the core calls decode() once per sequence. */
     size_t (*decode_batch_scratch_floats)(const al_attn_shape *s, int context, int B);
     void (*decode_batch)(const al_attn_shape *s, float *out, float *scratch,
                          const float *x, float *const *p, al_kv_cache *const *caches,
                          const int *pos, int B);
+
+    /* What the core may assume of this variant: AL_VARIANT_* bits, 0 for
+     * none. */
+    unsigned flags;
 } al_variant_ops;
+
+/* flags: backward() OVERWRITES dx and every dp[i] instead of adding to
+ * them, so the core hands it unzeroed buffers and saves a pass over each.
+ * Without it the core zeroes them before every backward(), so an
+ * accumulating variant (the contract since version 1) stays correct. */
+#define AL_VARIANT_WRITES_GRADS (1u << 0)
 
 /* Bytes of a table of version v (AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION):
  * the members that version has. 0 for any other version. */

@@ -94,17 +94,17 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
     gqa_acts a = carve(s, G, (float *)act, B, T);
     float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
-    /* out = y . wo^T: dy (BT, H*dh) = dout . wo (written, not accumulated) */
-    al_gemm_nn(dy, H * dh, dout, D, p[3], H * dh, BT, H * dh, D, 1.0f, 0.0f);
-    al_linear_backward(NULL, dp[3], dout, a.y, p[3], BT, H * dh, D);
+    /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
+     * first product. out = y . wo^T: dy (BT, H*dh) = dout . wo */
+    al_linear_backward_beta(dy, dp[3], dout, a.y, p[3], BT, H * dh, D, 0.0f, 0.0f);
     al_attn_backward(dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T, H, G,   /* writes */
                      dh, dh, 1.0f / sqrtf((float)dh), s->causal);
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
     al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);
     al_rope_backward(dk, B, T, G, dh, G * dh, 0, s->rope_base);
-    al_linear_backward(dx, dp[0], dq, x, p[0], BT, D, H * dh);
-    al_linear_backward(dx, dp[1], dk, x, p[1], BT, D, G * dh);
-    al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, G * dh);
+    al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
+    al_linear_backward_beta(dx, dp[1], dk, x, p[1], BT, D, G * dh, 1.0f, 0.0f);
+    al_linear_backward_beta(dx, dp[2], dv, x, p[2], BT, D, G * dh, 1.0f, 0.0f);
 }
 
 /* Every query head's probabilities after forward() on one sequence:
@@ -159,6 +159,37 @@ void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, co
     al_linear_row(out, y, p[3], H * dh, D);   /* out = y . wo^T */
 }
 
+/* q, y (B, H*dh) | k, v (B, G*dh) | the products' tmp (B, max(H*dh, D)).
+ * Attention's scratch is the pool's. */
+size_t al_gqa_decode_batch_scratch_floats(const al_attn_shape *s, int G, int context, int B)
+{
+    size_t Hd = (size_t)s->n_head * s->d_head, Gd = (size_t)G * s->d_head;
+    size_t wide = Hd > (size_t)s->d_model ? Hd : (size_t)s->d_model;
+    (void)context;
+    return (size_t)B * (2 * Hd + 2 * Gd + wide);
+}
+
+/* al_gqa_decode for B sequences: the projections are (B, D) products. */
+void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scratch,
+                         const float *x, float *const *p, al_kv_cache *const *caches,
+                         const int *pos, int B)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, Gd = G * dh;
+    float *q = scratch, *y = q + (size_t)B * Hd, *k = y + (size_t)B * Hd, *v = k + (size_t)B * Gd;
+    float *tmp = v + (size_t)B * Gd;
+    al_linear_forward_few(q, tmp, x, p[0], B, D, Hd);   /* q = x . wq^T */
+    al_linear_forward_few(k, tmp, x, p[1], B, D, Gd);   /* k = x . wk^T */
+    al_linear_forward_few(v, tmp, x, p[2], B, D, Gd);   /* v = x . wv^T */
+    for (int b = 0; b < B; b++) {   /* each token at its own position */
+        al_rope_forward(q + (size_t)b * Hd, 1, 1, H, dh, Hd, pos[b], s->rope_base);
+        al_rope_forward(k + (size_t)b * Gd, 1, 1, G, dh, Gd, pos[b], s->rope_base);
+        al_kv_put(caches[b], pos[b], 0, Gd, k + (size_t)b * Gd);
+        al_kv_put(caches[b], pos[b], Gd, Gd, v + (size_t)b * Gd);
+    }
+    al_kv_attend_batch(y, q, caches, pos, B, H, G, dh, dh, 0, Gd, 1.0f / sqrtf((float)dh));
+    al_linear_forward_few(out, tmp, y, p[3], B, Hd, D);   /* out = y . wo^T */
+}
+
 /* ------------------------------------------------------------ gqa variant */
 
 static const al_setting gqa_settings[] = {
@@ -192,4 +223,7 @@ const al_variant_ops al_variant_gqa = {
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,
     .probs = family_probs,
+    .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
+    .decode_batch = family_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };

@@ -32,6 +32,10 @@ void al_gqa_decode(const al_attn_shape *s, int G, float *out, float *scratch, co
                    float *const *p, al_kv_cache *cache, int pos);
 void al_gqa_probs(const al_attn_shape *s, int G, float *P, const float *act, float *const *p,
                   int T);
+size_t al_gqa_decode_batch_scratch_floats(const al_attn_shape *s, int G, int context, int B);
+void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scratch,
+                         const float *x, float *const *p, al_kv_cache *const *caches,
+                         const int *pos, int B);
 
 #ifdef AL_GQA_FAMILY_MEMBERS
 /* Ops members of a family variant: thin adapters that supply G. */
@@ -81,6 +85,16 @@ static void family_probs(const al_attn_shape *s, float *P, const float *act, flo
                          int T)
 {
     al_gqa_probs(s, family_groups(s), P, act, p, T);
+}
+static size_t family_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+{
+    return al_gqa_decode_batch_scratch_floats(s, family_groups(s), context, B);
+}
+static void family_decode_batch(const al_attn_shape *s, float *out, float *scratch,
+                                const float *x, float *const *p, al_kv_cache *const *caches,
+                                const int *pos, int B)
+{
+    al_gqa_decode_batch(s, family_groups(s), out, scratch, x, p, caches, pos, B);
 }
 #endif
 

@@ -184,8 +184,10 @@ static void copy_rows(void *ctx, long lo, long hi, int tid)
             else if (j->mode == 2)
                 memcpy(j->dst + ((size_t)i * d->H + h) * d->dqk + d->dh,
                        j->src + (size_t)i * d->dr, w);
-            else
-                for (int c = 0; c < d->dr; c++) j->dst[(size_t)i * d->dr + c] += kf[d->dh + c];
+            else   /* summed onto zero, head by head, in order */
+                for (int c = 0; c < d->dr; c++)
+                    j->dst[(size_t)i * d->dr + c] = (h ? j->dst[(size_t)i * d->dr + c] : 0.0f) +
+                                                    kf[d->dh + c];
         }
     (void)tid;
 }
@@ -280,14 +282,14 @@ static mla_g carve_grads(const dims *d, float *s)
 }
 
 /* dkr[i] = sum over heads of dkf[i, h, dh:] (the key is shared), heads in
- * order within each row. */
+ * order within each row; written. */
 static void reduce_rope_key(float *dkr, const float *dkf, const dims *d)
 {
-    memset(dkr, 0, (size_t)d->BT * d->dr * sizeof(float));
     copy_heads(dkr, dkf, d, 0, d->dr, 3);
 }
 
-/* Query path backward, given g->dqf; accumulates into dx and the grads. */
+/* Query path backward, given g->dqf: writes dx (its first contribution)
+ * and the query weights' gradients. */
 static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p *w,
                              const mla_p *dw, const mla_a *a, mla_g *g, float *dx,
                              const float *x, int B, int T)
@@ -297,16 +299,17 @@ static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p 
     unpack_heads(g->drope, g->dqf, d, d->dh, d->dr);
     al_rope_backward(g->drope, B, T, d->H, d->dr, Hr, 0, s->rope_base);
     if (!d->dq) {
-        al_linear_backward(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd);
-        al_linear_backward(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr);
+        al_linear_backward_beta(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd, 0.0f, 0.0f);
+        al_linear_backward_beta(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr, 1.0f, 0.0f);
         return;
     }
-    memset(g->dcq, 0, (size_t)d->BT * d->dq * sizeof(float));
-    al_linear_backward(g->dcq, dw->wuq, g->dcont, a->cq, w->wuq, d->BT, d->dq, Hd);
-    al_linear_backward(g->dcq, dw->wqr, g->drope, a->cq, w->wqr, d->BT, d->dq, Hr);
-    memset(g->dcq0, 0, (size_t)d->BT * d->dq * sizeof(float));
-    al_rmsnorm_backward(g->dcq0, dw->q_norm, g->dcq, a->cq0, w->q_norm, a->rstdq, d->BT, d->dq);
-    al_linear_backward(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq);
+    al_linear_backward_beta(g->dcq, dw->wuq, g->dcont, a->cq, w->wuq, d->BT, d->dq, Hd, 0.0f,
+                            0.0f);
+    al_linear_backward_beta(g->dcq, dw->wqr, g->drope, a->cq, w->wqr, d->BT, d->dq, Hr, 1.0f,
+                            0.0f);
+    al_rmsnorm_backward_beta(g->dcq0, dw->q_norm, g->dcq, a->cq0, w->q_norm, a->rstdq, d->BT,
+                             d->dq, 0.0f, 0.0f);
+    al_linear_backward_beta(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq, 0.0f, 0.0f);
 }
 
 static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
@@ -317,25 +320,25 @@ static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     mla_p w = bind(&d, p), dw = bind(&d, dp);
     mla_a a = carve(&d, (float *)act, B, T);
     mla_g g = carve_grads(&d, scratch);
-    size_t BT = d.BT, Hd = (size_t)d.H * d.dh;
-    /* out = y . wo^T: dy = dout . wo, written; attention writes dqf, dkf, dv */
-    al_gemm_nn(g.dy, (int)Hd, dout, d.D, w.wo, (int)Hd, d.BT, (int)Hd, d.D, 1.0f, 0.0f);
-    al_linear_backward(NULL, dw.wo, dout, a.y, w.wo, d.BT, (int)Hd, d.D);
+    int Hd = d.H * d.dh;
+    /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
+     * first product. out = y . wo^T: dy = dout . wo; attention writes dqf,
+     * dkf, dv */
+    al_linear_backward_beta(g.dy, dw.wo, dout, a.y, w.wo, d.BT, Hd, d.D, 0.0f, 0.0f);
     al_attn_backward(g.dqf, g.dkf, g.dv, g.dy, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H,
                      d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
     queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
     /* k_c = wuk . c and v = wuv . c both feed dc */
     unpack_heads(g.dcont, g.dkf, &d, 0, d.dh);
-    memset(g.dc, 0, BT * d.dc * sizeof(float));
-    al_linear_backward(g.dc, dw.wuk, g.dcont, a.c, w.wuk, d.BT, d.dc, (int)Hd);
-    al_linear_backward(g.dc, dw.wuv, g.dv, a.c, w.wuv, d.BT, d.dc, (int)Hd);
-    memset(g.dc0, 0, BT * d.dc * sizeof(float));
-    al_rmsnorm_backward(g.dc0, dw.kv_norm, g.dc, a.c0, w.kv_norm, a.rstdc, d.BT, d.dc);
-    al_linear_backward(dx, dw.wdkv, g.dc0, x, w.wdkv, d.BT, d.D, d.dc);
+    al_linear_backward_beta(g.dc, dw.wuk, g.dcont, a.c, w.wuk, d.BT, d.dc, Hd, 0.0f, 0.0f);
+    al_linear_backward_beta(g.dc, dw.wuv, g.dv, a.c, w.wuv, d.BT, d.dc, Hd, 1.0f, 0.0f);
+    al_rmsnorm_backward_beta(g.dc0, dw.kv_norm, g.dc, a.c0, w.kv_norm, a.rstdc, d.BT, d.dc,
+                             0.0f, 0.0f);
+    al_linear_backward_beta(dx, dw.wdkv, g.dc0, x, w.wdkv, d.BT, d.D, d.dc, 1.0f, 0.0f);
     /* k_r = rope(wkr . x), shared by all heads */
     reduce_rope_key(g.dkr, g.dkf, &d);
     al_rope_backward(g.dkr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
-    al_linear_backward(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr);
+    al_linear_backward_beta(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr, 1.0f, 0.0f);
 }
 
 static size_t mla_kv_elems(const al_attn_shape *s)
@@ -455,6 +458,105 @@ static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const
     al_linear_row(out, y, w.wo, d.H * d.dh, d.D);      /* out = wo . y */
 }
 
+/* ---- batched decode: mla_decode for B sequences, each projection and
+ * each head's absorption a product over the B tokens. */
+
+/* Buffers of a batched step, carved from scratch: the query latents
+ * cq0, cq (B, dq), content and rope queries qn (B, H*dh), qr (B, H*dr),
+ * the latent c0, c (B, dc) and rope key kr (B, dr) of the new rows, the
+ * absorbed queries qa (B, H, dc+dr), latent outputs o (B, H, dc) and
+ * y (B, H*dh). Attention's own scratch is the pool's. */
+typedef struct mla_batch {
+    float *cq0, *cq, *qn, *qr, *c0, *c, *kr, *qa, *o, *y, *tmp, *end;
+} mla_batch;
+
+/* The widest output of a batched step's projections (al_linear_forward_few's tmp). */
+static int batch_wide(const dims *d)
+{
+    int w = d->D, c[] = {d->H * d->dh, d->H * d->dr, d->dc, d->dq};
+    for (int i = 0; i < 4; i++) w = c[i] > w ? c[i] : w;
+    return w;
+}
+
+static mla_batch carve_batch(const dims *d, float *s, int B)
+{
+    size_t b = B, row = (size_t)d->dc + d->dr;
+    mla_batch m;
+    m.cq0 = s; s += b * d->dq;
+    m.cq = s; s += b * d->dq;
+    m.qn = s; s += b * d->H * d->dh;
+    m.qr = s; s += b * d->H * d->dr;
+    m.c0 = s; s += b * d->dc;
+    m.c = s; s += b * d->dc;
+    m.kr = s; s += b * d->dr;
+    m.qa = s; s += b * d->H * row;
+    m.o = s; s += b * d->H * d->dc;
+    m.y = s; s += b * d->H * d->dh;
+    m.tmp = s; s += b * batch_wide(d);
+    m.end = s;
+    return m;
+}
+
+static size_t mla_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+{
+    dims d = get_dims(s, 1, 1);
+    size_t row = (size_t)d.dc + d.dr;
+    (void)context;
+    return (size_t)B * (2 * (size_t)d.dq + (size_t)d.H * (2 * d.dh + d.dr + row + d.dc) +
+                        2 * (size_t)d.dc + d.dr + batch_wide(&d));
+}
+
+/* The B tokens' queries, and their cache rows written at pos[b]. */
+static void batch_forward(const al_attn_shape *s, const dims *d, const mla_p *w, mla_batch *m,
+                          const float *x, al_kv_cache *const *caches, const int *pos, int B)
+{
+    int Hd = d->H * d->dh, Hr = d->H * d->dr, nin = d->D;
+    const float *qin = x;
+    if (d->dq) {   /* c_q = rmsnorm(wdq . x), q = wuq . c_q */
+        al_linear_forward_few(m->cq0, m->tmp, x, w->wdq, B, d->D, d->dq);
+        al_rmsnorm_forward(m->cq, NULL, m->cq0, w->q_norm, B, d->dq, s->norm_eps);
+        al_linear_forward_few(m->qn, m->tmp, m->cq, w->wuq, B, d->dq, Hd);
+        qin = m->cq;
+        nin = d->dq;
+    } else {
+        al_linear_forward_few(m->qn, m->tmp, x, w->wq, B, d->D, Hd);
+    }
+    al_linear_forward_few(m->qr, m->tmp, qin, w->wqr, B, nin, Hr);
+    al_linear_forward_few(m->c0, m->tmp, x, w->wdkv, B, d->D, d->dc);   /* c = rmsnorm(wdkv . x) */
+    al_rmsnorm_forward(m->c, NULL, m->c0, w->kv_norm, B, d->dc, s->norm_eps);
+    al_linear_forward_few(m->kr, m->tmp, x, w->wkr, B, d->D, d->dr);    /* k_r = rope(wkr . x) */
+    for (int b = 0; b < B; b++) {
+        al_rope_forward(m->qr + (size_t)b * Hr, 1, 1, d->H, d->dr, Hr, pos[b], s->rope_base);
+        al_rope_forward(m->kr + (size_t)b * d->dr, 1, 1, 1, d->dr, d->dr, pos[b], s->rope_base);
+        al_kv_put(caches[b], pos[b], 0, d->dc, m->c + (size_t)b * d->dc);
+        al_kv_put(caches[b], pos[b], d->dc, d->dr, m->kr + (size_t)b * d->dr);
+    }
+}
+
+static void mla_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                             float *const *p, al_kv_cache *const *caches, const int *pos, int B)
+{
+    dims d = get_dims(s, 1, 1);
+    mla_p w = bind(&d, p);
+    mla_batch m = carve_batch(&d, scratch, B);
+    int row = d.dc + d.dr, Hd = d.H * d.dh, Hr = d.H * d.dr, Hrow = d.H * row;
+    batch_forward(s, &d, &w, &m, x, caches, pos, B);
+    for (int h = 0; h < d.H; h++) {
+        /* qa[:, h] = [q_h . wuk_h | q_r,h] for every token: (B, dh) . (dh, dc) */
+        al_gemm_nn(m.qa + (size_t)h * row, Hrow, m.qn + (size_t)h * d.dh, Hd,
+                   w.wuk + (size_t)h * d.dh * d.dc, d.dc, B, d.dc, d.dh, 1.0f, 0.0f);
+        for (int b = 0; b < B; b++)
+            memcpy(m.qa + (size_t)b * Hrow + (size_t)h * row + d.dc,
+                   m.qr + (size_t)b * Hr + (size_t)h * d.dr, d.dr * sizeof(float));
+    }
+    al_kv_attend_batch(m.o, m.qa, caches, pos, B, d.H, 1, row, d.dc, 0, 0,
+                       1.0f / sqrtf((float)d.dqk));
+    for (int h = 0; h < d.H; h++)   /* y[:, h] = o[:, h] . wuv_h^T: (B, dc) . (dc, dh) */
+        al_gemm_nt(m.y + (size_t)h * d.dh, Hd, m.o + (size_t)h * d.dc, d.H * d.dc,
+                   w.wuv + (size_t)h * d.dh * d.dc, d.dc, B, d.dh, d.dc, 1.0f, 0.0f);
+    al_linear_forward_few(out, m.tmp, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
+}
+
 /* ------------------------------------------------------------ naive decode (oracle) */
 
 /* step | latents C (context, dc), rope keys Kr (context, dr) | expanded
@@ -527,4 +629,7 @@ const al_variant_ops al_variant_mla = {
     .decode_scratch_floats = mla_decode_scratch_floats,
     .decode = mla_decode,
     .probs = mla_probs,
+    .decode_batch_scratch_floats = mla_decode_batch_scratch_floats,
+    .decode_batch = mla_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };

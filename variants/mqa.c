@@ -25,4 +25,7 @@ const al_variant_ops al_variant_mqa = {
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,
     .probs = family_probs,
+    .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
+    .decode_batch = family_decode_batch,
+    .flags = AL_VARIANT_WRITES_GRADS,
 };

@@ -59,7 +59,7 @@ static void save_run(const char *dir)
     al_err e;
     double rows[2 * AL_METRIC_COLS] = {0, NAN, 2.8, NAN, 1e-3, 0, 0.1,
                                        5, 2.7, 2.75, NAN, 8e-4, 1000, 0.2};
-    al_train_state s = {5, {{1, 2, 3, 4}}, 40, 0.05, 0.2, 5.5, 2, 2.7, 2, rows, run.inputs};
+    al_train_state s = {5, {{1, 2, 3, 4}}, 40, 0.05, 0.2, 5.5, 2, 2.7, 2, rows, run.inputs, ""};
     run.o.step = 5;
     FZ_CHECK(al_checkpoint_save_run(dir, &run.c, &run.m, &run.o, &s, &e) == 0, "%s", e.msg);
 }

@@ -97,6 +97,33 @@ $(numbers "$work/onslurm")"
 [ -f "$work/onslurm/report.md" ] || fail "no report.md after the Slurm sweep"
 grep -q 'submitted batch job' "$work/slurm.log" || fail "no submission reported"
 
+# ---- chained stages: the later stage goes in a second wave, once its
+# upstream trials have ended ok; the same numbers as run locally
+cat > "$work/staged.yaml" <<EOF
+name: slurmstaged
+data: {source: text, path: $work/text.txt}
+model: {n_layer: 1, d_model: 32, n_head: 2, d_head: 16, seq_len: 16}
+train: {steps: 30, batch_size: 4, eval_every: 10, eval_batches: 2, threads: 1, warmup_steps: 2}
+stages:
+  - name: base
+    sweep: {seeds: 2}
+  - name: up
+    from: base
+    convert: {to: mqa, method: mean}
+    steps: [10]
+EOF
+"$attnlab" sweep "$work/staged.yaml" --out "$work/staged-local" --jobs 2 \
+    > "$work/staged-local.log" 2>&1 || fail "local staged sweep: $(tail -n 5 "$work/staged-local.log")"
+"$attnlab" sweep "$work/staged.yaml" --executor slurm --out "$work/staged-slurm" \
+    > "$work/staged-slurm.log" 2>&1 || fail "staged sweep on Slurm: $(tail -n 20 "$work/staged-slurm.log")"
+[ "$(numbers "$work/staged-local" | wc -l)" = 4 ] || fail "staged: $(numbers "$work/staged-local")"
+[ "$(numbers "$work/staged-local")" = "$(numbers "$work/staged-slurm")" ] ||
+    fail "staged results differ: local
+$(numbers "$work/staged-local")
+slurm
+$(numbers "$work/staged-slurm")"
+[ "$(submissions "$work/staged-slurm")" = 2 ] || fail "staged: not two waves: $(cat "$work/staged-slurm.log")"
+
 # ---- a finished sweep submits nothing (and stays with Slurm by itself)
 "$attnlab" sweep "$work/exp.yaml" --out "$work/onslurm" > "$work/again.log" 2>&1 ||
     fail "resumed sweep: $(tail -n 5 "$work/again.log")"
@@ -163,5 +190,5 @@ else
     dp=", data-parallel under srun --mpi=pmix"
 fi
 
-echo "PASS: the Slurm sweep equals the local one; resume, --no-wait and collect, cancel" \
-     "and resubmit, --dry-run$dp"
+echo "PASS: the Slurm sweep equals the local one, chained stages too (in waves); resume," \
+     "--no-wait and collect, cancel and resubmit, --dry-run$dp"

@@ -175,8 +175,9 @@ def rows(d):   # summary.csv without tokens_per_s and wall_s
 a, b = rows("ref"), rows("S")
 assert a == b, (a, b)
 assert len({r[0] for r in b[1:]}) == len(b) - 1 == 3, "a trial missing or listed twice"
+status = b[0].index("status")
 for r in b[1:]:
-    assert r[-2] == "ok", r
+    assert r[status] == "ok", r
     x, y = (json.load(open(d + "/" + r[0] + "/result.json")) for d in ("ref", "S"))
     for k in ("status", "steps_done", "final_train_loss", "val_loss", "best_val_loss",
               "val_accuracy"):

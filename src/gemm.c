@@ -1,0 +1,313 @@
+/*
+ * gemm.c - matrix products over the pool, each shape split the way its
+ * first-use measurement found fastest (contract in al_gemm.h).
+ */
+#include "al_gemm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_parallel.h"
+#include "al_util.h"
+
+#define GEMM_GRAIN 32   /* rows or columns per unit of a cut */
+#define PLAN_SLOTS 256
+#define PLAN_REPS 3     /* timed runs per candidate; the best counts */
+#define BLAS_MARGIN 0.9 /* OpenBLAS's threads only when 10 % faster than the pool */
+
+static const char *const split_names[] = {"rows", "cols", "grid", "blas"};
+_Static_assert(sizeof split_names / sizeof *split_names == AL_NSPLITS, "split names");
+
+const char *al_split_name(int split)
+{
+    AL_ASSERT(split >= 0 && split < AL_NSPLITS);
+    return split_names[split];
+}
+
+/* ------------------------------------------------------------ one thread */
+
+void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    AL_ASSERT(ldc >= N);
+    if (K <= 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * ldc + j;
+                *c = beta == 0.0f ? 0.0f : beta * *c;   /* beta 0 ignores NaN */
+            }
+        return;
+    }
+    /* OpenBLAS only prints a warning for a bad leading dimension and
+     * returns with C unwritten: assert instead. */
+    AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
+    AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* ------------------------------------------------------------ splits */
+
+typedef struct gemm_job {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K, lda, ldb, ldc;
+    int rows, cols;   /* the grid: rows x cols blocks of C */
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_job;
+
+/* Block [r0, r1) x [c0, c1) of C: one sgemm over the full K, so every
+ * element sees the sums a whole-matrix call would give it. */
+static void gemm_block(const gemm_job *g, long r0, long r1, long c0, long c1)
+{
+    const float *A = g->ta == CblasNoTrans ? g->A + r0 * g->lda : g->A + r0;
+    const float *B = g->tb == CblasNoTrans ? g->B + c0 : g->B + c0 * g->ldb;
+    al_sgemm_here(g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
+                  g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
+}
+
+/* Blocks [lo, hi) of the grid, row-major over (rows, cols). */
+static void gemm_blocks(void *ctx, long lo, long hi, int tid)
+{
+    const gemm_job *g = ctx;
+    for (long b = lo; b < hi; b++) {
+        int r = (int)(b / g->cols), c = (int)(b % g->cols);
+        gemm_block(g, al_parallel_cut(g->M, GEMM_GRAIN, g->rows, r),
+                   al_parallel_cut(g->M, GEMM_GRAIN, g->rows, r + 1),
+                   al_parallel_cut(g->N, GEMM_GRAIN, g->cols, c),
+                   al_parallel_cut(g->N, GEMM_GRAIN, g->cols, c + 1));
+    }
+    (void)tid;
+}
+
+/* Units of GEMM_GRAIN along a side, capped by the threads. */
+static int side_chunks(int len, int threads)
+{
+    int units = (len + GEMM_GRAIN - 1) / GEMM_GRAIN;
+    return units < threads ? units : threads;
+}
+
+/* The grid of a split at t threads: rows x cols blocks. The 2-D grid
+ * splits t = r * c with r, c > 1 so that blocks are as square as the
+ * divisors allow; it does not exist below 4 threads (nor for t prime). */
+static int grid_of(int split, int M, int N, int t, int *rows, int *cols)
+{
+    *rows = *cols = 1;
+    if (split == AL_SPLIT_ROWS) *rows = side_chunks(M, t);
+    else if (split == AL_SPLIT_COLS) *cols = side_chunks(N, t);
+    else if (split == AL_SPLIT_GRID) {
+        double best = 0;
+        for (int r = 2; r <= t / 2; r++) {
+            if (t % r) continue;
+            double a = ((double)M / r) / ((double)N / (t / r)), sq = a < 1 ? a : 1 / a;
+            if (sq > best && side_chunks(M, r) == r && side_chunks(N, t / r) == t / r)
+                best = sq, *rows = r, *cols = t / r;
+        }
+    }
+    return *rows * *cols;
+}
+
+static void run_blas(const gemm_job *g, int t)
+{
+    al_parallel_rest();   /* idle workers would share the cores with OpenBLAS's */
+    openblas_set_num_threads(t);
+    al_sgemm_here(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+                  g->beta, g->C, g->ldc);
+    openblas_set_num_threads(1);
+}
+
+/* Runs g with a split; 0, or -1 when the split does not apply here. */
+static int run_split(gemm_job g, int split)
+{
+    int t = al_parallel_chunks(1L << 30, 1);
+    if (split == AL_SPLIT_BLAS) {
+        if (t < 2) return -1;
+        run_blas(&g, t);
+        return 0;
+    }
+    int blocks = grid_of(split, g.M, g.N, t, &g.rows, &g.cols);
+    if (blocks < 2) return -1;
+    al_parallel_for(blocks, 1, gemm_blocks, &g);
+    return 0;
+}
+
+/* ------------------------------------------------------------ plans */
+
+typedef struct plan_key {
+    int ta, tb, M, N, K, threads;
+    int alpha_one, beta_zero, beta_one;   /* what OpenBLAS picks kernels by */
+} plan_key;
+
+static struct {
+    pthread_mutex_t mu;       /* guards the table */
+    pthread_mutex_t planning; /* one plan measured at a time */
+    plan_key key[PLAN_SLOTS];
+    al_gemm_plan plan[PLAN_SLOTS];
+    int n, next;
+} plans = {.mu = PTHREAD_MUTEX_INITIALIZER, .planning = PTHREAD_MUTEX_INITIALIZER};
+
+static atomic_int forced = -1;
+
+void al_gemm_force_split(int split)
+{
+    AL_ASSERT(split >= -1 && split < AL_NSPLITS);
+    atomic_store(&forced, split);
+}
+
+static int lookup(const plan_key *k, al_gemm_plan *out)
+{
+    int hit = 0;
+    pthread_mutex_lock(&plans.mu);
+    for (int i = 0; i < plans.n && !hit; i++)
+        if (!memcmp(&plans.key[i], k, sizeof *k)) *out = plans.plan[i], hit = 1;
+    pthread_mutex_unlock(&plans.mu);
+    return hit;
+}
+
+static void store(const plan_key *k, const al_gemm_plan *p)
+{
+    pthread_mutex_lock(&plans.mu);
+    int i = plans.n < PLAN_SLOTS ? plans.n++ : plans.next++ % PLAN_SLOTS;
+    plans.key[i] = *k;
+    plans.plan[i] = *p;
+    pthread_mutex_unlock(&plans.mu);
+}
+
+/* The probe: dense operands of the shape filled with random values. */
+typedef struct probe {
+    gemm_job g;
+    float *a, *b, *c0, *ref;
+    size_t nc;
+} probe;
+
+static float *random_floats(al_rng *r, size_t n)
+{
+    float *x = al_malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(al_rng_uniform(r) * 2.0 - 1.0);
+    return x;
+}
+
+static void probe_init(probe *p, const plan_key *k, float alpha, float beta)
+{
+    al_rng r;
+    al_rng_seed(&r, 0x5eed);
+    int ra = k->ta == CblasNoTrans ? k->M : k->K, ca = k->ta == CblasNoTrans ? k->K : k->M;
+    int rb = k->tb == CblasNoTrans ? k->K : k->N, cb = k->tb == CblasNoTrans ? k->N : k->K;
+    p->nc = (size_t)k->M * k->N;
+    p->a = random_floats(&r, (size_t)ra * ca);
+    p->b = random_floats(&r, (size_t)rb * cb);
+    p->c0 = random_floats(&r, p->nc);
+    p->ref = al_malloc(p->nc * sizeof(float));
+    p->g = (gemm_job){(CBLAS_TRANSPOSE)k->ta, (CBLAS_TRANSPOSE)k->tb, k->M, k->N, k->K, ca, cb,
+                      k->N, 1, 1, alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
+}
+
+static void probe_free(probe *p)
+{
+    free(p->a), free(p->b), free(p->c0), free(p->ref), free(p->g.C);
+}
+
+/* One run of a split from the same starting C; 0, or -1 if it does not apply. */
+static int probe_run(probe *p, int split)
+{
+    memcpy(p->g.C, p->c0, p->nc * sizeof(float));
+    return run_split(p->g, split);
+}
+
+/* Which splits give the reference's bits, then the best of PLAN_REPS
+ * timed runs of each, candidates taking turns so that a change in the
+ * machine's load hits them alike. */
+static void measure(probe *p, al_gemm_plan *pl)
+{
+    AL_ASSERT(probe_run(p, pl->reference) == 0);
+    memcpy(p->ref, p->g.C, p->nc * sizeof(float));
+    for (int s = 0; s < AL_NSPLITS; s++) {
+        pl->seconds[s] = 0;
+        if (probe_run(p, s) != 0) continue;
+        pl->tried |= 1u << s;
+        if (!memcmp(p->g.C, p->ref, p->nc * sizeof(float))) pl->admitted |= 1u << s;
+    }
+    for (int rep = 0; rep < PLAN_REPS; rep++)
+        for (int s = 0; s < AL_NSPLITS; s++) {
+            if (!(pl->admitted & (1u << s))) continue;
+            double t0 = al_now();
+            probe_run(p, s);
+            double dt = al_now() - t0;
+            if (rep == 0 || dt < pl->seconds[s]) pl->seconds[s] = dt;
+        }
+    pl->split = pl->reference;
+    for (int s = 0; s < AL_NSPLITS; s++)
+        if (s != AL_SPLIT_BLAS && (pl->admitted & (1u << s)) &&
+            pl->seconds[s] < pl->seconds[pl->split])
+            pl->split = s;
+    /* OpenBLAS's threads must win clearly: after the call they poll for
+     * work a while longer, on the cores the pool's next loop needs, a cost
+     * the product's own timing does not see. */
+    if ((pl->admitted & (1u << AL_SPLIT_BLAS)) &&
+        pl->seconds[AL_SPLIT_BLAS] < BLAS_MARGIN * pl->seconds[pl->split])
+        pl->split = AL_SPLIT_BLAS;
+}
+
+static int plan_key_of(plan_key *k, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                       float alpha, float beta)
+{
+    int t = al_parallel_chunks(1L << 30, 1);
+    if (t < 2 || M <= 0 || N <= 0 || K <= 0 || 2.0 * M * N * K < AL_GEMM_PAR_FLOPS ||
+        (side_chunks(M, t) < 2 && side_chunks(N, t) < 2))
+        return -1;
+    memset(k, 0, sizeof *k);   /* compared with memcmp */
+    *k = (plan_key){ta, tb, M, N, K, t, alpha == 1.0f, beta == 0.0f, beta == 1.0f};
+    return 0;
+}
+
+int al_gemm_plan_get(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                     float beta, al_gemm_plan *out)
+{
+    plan_key k;
+    if (plan_key_of(&k, ta, tb, M, N, K, alpha, beta) != 0) return -1;
+    if (lookup(&k, out)) return 0;
+    pthread_mutex_lock(&plans.planning);
+    if (!lookup(&k, out)) {   /* nobody planned it while we waited */
+        al_gemm_plan p = {.reference = M >= N || side_chunks(N, k.threads) < 2
+                                           ? AL_SPLIT_ROWS : AL_SPLIT_COLS};
+        if (p.reference == AL_SPLIT_ROWS && side_chunks(M, k.threads) < 2)
+            p.reference = AL_SPLIT_COLS;
+        probe pr;
+        probe_init(&pr, &k, alpha, beta);
+        measure(&pr, &p);
+        probe_free(&pr);
+        store(&k, &p);
+        *out = p;
+    }
+    pthread_mutex_unlock(&plans.planning);
+    return 0;
+}
+
+void al_sgemm_pool(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
+{
+    al_gemm_plan p;
+    if (al_gemm_plan_get(ta, tb, M, N, K, alpha, beta, &p) != 0) {
+        al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    int f = atomic_load(&forced);
+    al_sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc)
+{
+    AL_ASSERT(split >= 0 && split < AL_NSPLITS);
+    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, alpha, beta, A, B, C};
+    if (M <= 0 || N <= 0) return;
+    if (run_split(g, split) == 0) return;
+    if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
+    al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

@@ -1,0 +1,34 @@
+/*
+ * sweep_internal.h - what sweep_spec.c (one sweep mapping expanded into
+ * trials) and sweep_stage.c (chained stages) share. Not a public
+ * interface: al_sweep_spec.h is.
+ */
+#ifndef AL_SWEEP_INTERNAL_H
+#define AL_SWEEP_INTERNAL_H
+
+#include "al_sweep_spec.h"
+
+/* An axis a stage adds ahead of its sweep mapping's own: a key path and a
+ * non-empty sequence of values (whose nodes give errors their place). */
+typedef struct al_sweep_axis_in {
+    const char *path;
+    const al_node *values;
+} al_sweep_axis_in;
+
+/* Expand the sweep mapping sw (NULL: none) over s->root, which the caller
+ * set (s owns it), with the extra axes outermost after the seeds; as
+ * al_sweep_load does for a plain file. With trees, *trees gets a
+ * malloc'ed array holding each trial's tree (s->n_trials of them; the
+ * caller frees them and the array). On error nothing is kept in *trees. */
+int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extra, int n_extra,
+                    const char *const *plugins, int n_plugins, al_node ***trees, al_err *e);
+
+/* Does the tree match every entry {key.path: value} of the mapping (as
+ * sweep.exclude matches)? */
+int al_sweep_tree_matches(const al_node *tree, const al_node *map);
+
+/* sweep_stage.c: s->root holds a `stages` list; expand every stage into
+ * s->trials (stage order), filling s->stages. */
+int al_sweep_stages_load(al_sweep *s, const char *const *plugins, int n_plugins, al_err *e);
+
+#endif
