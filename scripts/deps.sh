@@ -33,3 +33,7 @@ AL_MPI_PACKAGES=(openmpi-bin libopenmpi-dev)
 # no system configuration; on a systemd host the packages' own services may
 # start). The test skips with a message where they are missing.
 AL_SLURM_PACKAGES=(slurm-wlm munge)
+# Fuzzing only (scripts/fuzz): clang and its libFuzzer runtime. The test
+# suites replay the fuzz corpora with the ordinary compiler; finding new
+# inputs needs libFuzzer, which only clang has.
+AL_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

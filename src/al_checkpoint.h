@@ -22,6 +22,7 @@
 #ifndef AL_CHECKPOINT_H
 #define AL_CHECKPOINT_H
 
+#include "al_config.h"
 #include "al_model.h"
 #include "al_optim.h"
 
@@ -52,13 +53,30 @@ int al_checkpoint_load_into(const char *path, al_model *m, al_err *e);
 char *al_checkpoint_config_json(const al_model *m);
 
 /* ---- Resuming a training run.
- * DIR/train_state.safetensors holds what the parameters alone do not:
- * AdamW's moments (adamw.m, adamw.v, F32 [n_params]) and step, the
- * training-data RNG (data_rng, U64 [4]), the metrics rows so far (metrics,
- * F64 [rows, AL_METRIC_COLS]), the counters below, and the fully resolved
- * config as YAML. It is always written together with DIR/model.safetensors
- * for the same step (state first), and a resume checks that they agree. */
+ * DIR/train_state.safetensors holds everything a resume needs: the
+ * parameters (params, F32 [n_params]), AdamW's moments (adamw.m, adamw.v,
+ * F32 [n_params]) and step, the training-data RNG (data_rng, U64 [4]), the
+ * metrics rows so far (metrics, F64 [rows, AL_METRIC_COLS]), the counters
+ * below, the fully resolved config as YAML, the interface version and the
+ * fingerprints of the data and plugin files (al_run_inputs). It is written
+ * before DIR/model.safetensors of the same step; a resume reads the state
+ * alone, so a run killed between the two files resumes from the newer one.
+ * (A state saved before it kept the parameters takes them from
+ * model.safetensors, which must then be at the same step.) */
 #define AL_METRIC_COLS 7   /* step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s */
+
+/* What a run was trained from, beyond its config: a resume refuses to
+ * continue when any of it changed (al_checkpoint_resume). */
+typedef struct al_run_inputs {
+    long data_bytes;                          /* -1: no data file (synthetic data) */
+    char data_sha256[65];                     /* of the bytes trained on */
+    int n_plugins;                            /* the config's plugins, in order */
+    char plugin_sha256[AL_MAX_PLUGINS][65];   /* of each plugin's file */
+} al_run_inputs;
+
+/* Fingerprint the data bytes (NULL: synthetic data) and c's plugin files. */
+int al_run_inputs_of(al_run_inputs *in, const al_config *c, const void *data, size_t n,
+                     al_err *e);
 
 typedef struct al_train_state {
     long step;              /* optimizer steps done */
@@ -71,6 +89,7 @@ typedef struct al_train_state {
     double last_loss;       /* loss of the last step (NaN before any) */
     int n_rows;
     double *rows;           /* n_rows * AL_METRIC_COLS; malloc'ed by resume */
+    al_run_inputs inputs;   /* what the run started from */
     char init_sha256[65];   /* SHA-256 of train.init_from's file when the run began, or "" */
 } al_train_state;
 
@@ -80,8 +99,14 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
 
 /* Restore a run saved in dir into m (built from c), o and s. The saved
  * config must equal c except train.checkpoint_every; otherwise the error
- * names the first key that differs. The caller frees s->rows. */
-int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_adamw *o,
-                         al_train_state *s, al_err *e);
+ * names the first key that differs. The caller frees s->rows.
+ * Returns AL_RESUME_CHANGED (and the error says what changed and what to
+ * do) when the files are sound but the run cannot continue bit-identically
+ * here: it was started by an attnlab of another variant interface version,
+ * or its data or a plugin file differs from `now` (the fingerprints of the
+ * current files; a state saved before they were recorded is not checked). */
+#define AL_RESUME_CHANGED (-2)
+int al_checkpoint_resume(const char *dir, const al_config *c, const al_run_inputs *now,
+                         al_model *m, al_adamw *o, al_train_state *s, al_err *e);
 
 #endif

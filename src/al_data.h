@@ -53,6 +53,10 @@ struct al_data {
                                   the trainer: a curriculum (data.curriculum_steps) reads it */
 };
 
+/* What opening the data would refuse, found without loading it (for a
+ * text file: missing, unreadable, a directory, too short for seq_len in
+ * either split). Errors name the key. */
+int al_data_check(const al_data_config *c, int seq_len, al_err *e);
 /* Vocabulary of a source without loading it; -1 for an unknown source. */
 int al_data_vocab(const al_data_config *c);
 int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e);

@@ -74,7 +74,11 @@
 #include "al_config.h"
 
 #define AL_SWEEP_MAX_AXES 32
-#define AL_SWEEP_MAX_TRIALS 100000
+/* At most this many trials: each holds a whole decoded config (~12 KB);
+ * 100000 took 1.2 GB (and, when trials were named by comparing every
+ * pair, most of an hour) to expand. Ten thousand expand in about a second
+ * and are more than a day of CPU even at 10 s a trial. */
+#define AL_SWEEP_MAX_TRIALS 10000
 #define AL_SWEEP_ID_LEN 160
 
 typedef struct al_sweep_axis {

@@ -28,6 +28,10 @@ typedef struct al_train_opts {
     const char *label;      /* prefix of progress lines, or NULL */
     int stop_after;         /* > 0: stop once this many steps are done, after
                                writing a checkpoint (as if interrupted) */
+    int accept_finished;    /* with resume: a run that has done all its steps
+                               returns the result its state holds (a worker
+                               killed after its final checkpoint) instead of
+                               the error "nothing to resume" */
     /* Called at every evaluation and about every 0.1 s of training, when
      * set: how a sweep worker reports its state. val_loss is the last
      * evaluation's (NAN before the first). */
@@ -48,6 +52,10 @@ typedef struct al_train_result {
                                train.init_from scores its starting weights (NAN: none) */
     double tokens_per_s, wall_s;
     size_t params, kv_elems_per_token;
+    int resume_changed;     /* al_train failed because the run's data, a plugin or
+                               the attnlab interface changed since it started */
+    int runtime_error;      /* al_train failed once training had begun (a write:
+                               the disk, not the input) */
 } al_train_result;
 
 /* Returns -1 with e set on bad input or I/O failure; otherwise 0 with the

@@ -18,7 +18,8 @@ typedef struct al_err {
     char msg[AL_ERR_LEN];
 } al_err;
 
-/* Format into e (if non-NULL); returns -1 so callers can `return al_errf(...)`. */
+/* Format into e (if non-NULL); returns -1 so callers can `return al_errf(...)`.
+ * The message is one line: control characters (from quoted input) become '?'. */
 int al_errf(al_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define AL_ASSERT(c)                                                          \
@@ -48,6 +49,14 @@ int al_write_atomic(const char *path, const void *data, size_t n, al_err *e);
 /* Open path.tmp.PID for writing; al_commit_atomic fsyncs, closes and renames. */
 FILE *al_open_atomic(const char *path, char *tmp, size_t tmplen, al_err *e);
 int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e);
+/* Test hook (tests/soak/kill9.sh): with AL_FAULT=POINT:SUFFIX[@N][!stop] in
+ * the environment, the N-th time (default 1) this process reaches POINT
+ * for a path ending in SUFFIX it kills itself with SIGKILL, or stops with
+ * SIGSTOP for "!stop" (a test then kills whom it likes). The atomic writes
+ * pass "write" (temp file just created), "rename" (temp file complete, not
+ * yet in place) and "renamed" (in place); training passes "step" with
+ * OUTDIR/step after every optimizer step. Without AL_FAULT: nothing. */
+void al_fault_point(const char *point, const char *path);
 /* Read a whole file; *out is malloc'ed (NUL-terminated beyond n). */
 int al_read_file(const char *path, char **out, size_t *n, al_err *e);
 /* mkdir -p */

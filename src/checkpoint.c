@@ -16,6 +16,7 @@
 
 #include "al_registry.h"
 #include "al_safetensors.h"
+#include "al_sha256.h"
 
 /* Sizes a checkpoint may declare. They keep every product the model and
  * the variants form in int range, so a corrupt config is an error rather
@@ -50,12 +51,12 @@ static json_t *attention_json(const al_model_config *c)
 char *al_checkpoint_config_json(const al_model *m)
 {
     const al_model_config *c = &m->cfg;
-    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:b, s:o}",
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:b, s:s, s:o}",
                           "n_layer", c->n_layer, "d_model", c->d_model, "n_head", c->n_head,
                           "d_head", c->d_head, "vocab_size", c->vocab_size, "seq_len",
                           c->seq_len, "mlp_ratio", c->mlp_ratio, "d_ff", m->d_ff, "norm_eps",
                           c->norm_eps, "rope_base", c->rope_base, "causal", c->causal,
-                          "attention", attention_json(c));
+                          "kv_dtype", c->kv_dtype, "attention", attention_json(c));
     AL_ASSERT(o != NULL);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -162,7 +163,8 @@ static int decode_attention(const char *path, json_t *a, const char *origin,
 
 static const char *const config_keys[] = {"n_layer", "d_model", "n_head", "d_head",
                                           "vocab_size", "seq_len", "mlp_ratio", "d_ff",
-                                          "norm_eps", "rope_base", "causal", "attention", NULL};
+                                          "norm_eps", "rope_base", "causal", "kv_dtype",
+                                          "attention", NULL};
 
 static int known_keys(const char *path, json_t *o, al_err *e)
 {
@@ -193,6 +195,12 @@ static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d
         return -1;
     if (!json_is_boolean(causal)) return cfg_err(e, path, "'causal' must be true or false");
     c->causal = json_is_true(causal);
+    /* the decode cache's storage; checkpoints older than the key had f32 */
+    json_t *kv = json_object_get(o, "kv_dtype");
+    const char *dt = kv ? json_string_value(kv) : "f32";
+    if (!dt || (strcmp(dt, "f32") && strcmp(dt, "bf16") && strcmp(dt, "f16")))
+        return cfg_err(e, path, "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
+    snprintf(c->kv_dtype, sizeof c->kv_dtype, "%s", dt);
     return 0;
 }
 
@@ -268,15 +276,15 @@ static int meta_long(const al_st_file *f, const char *key, long lo, long hi, lon
     return 0;
 }
 
-static int read_meta(const al_st_file *f, al_model_config *c, long *step, al_err *e)
+static int read_meta(const al_st_file *f, al_model_config *c, long *step, long *ver,
+                     al_err *e)
 {
-    long ver;
     const char *cfg = al_st_meta(f, "attnlab.config");
     if (!cfg)
         return al_errf(e, "%s: no 'attnlab.config' in __metadata__ (not an attnlab "
                        "checkpoint?)", f->path);
     if (meta_long(f, "attnlab.step", 0, 1L << 62, step, e) ||
-        meta_long(f, "attnlab.interface_version", 1, 1L << 30, &ver, e))
+        meta_long(f, "attnlab.interface_version", 1, 1L << 30, ver, e))
         return -1;
     return config_from_json(f->path, cfg, al_st_meta(f, "attnlab.variant_origin"), c, e);
 }
@@ -350,14 +358,15 @@ static int init_model(const al_st_file *f, const al_model_config *c, al_model *m
     return 0;
 }
 
-int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
+/* al_checkpoint_load, also telling the interface version it was saved by. */
+static int load_checkpoint(const char *path, al_model *m, long *step, long *version, al_err *e)
 {
     memset(m, 0, sizeof *m);
     al_st_file f;
     if (al_st_read(path, &f, e) != 0) return -1;
     al_model_config c;
     long st = 0;
-    int rc = read_meta(&f, &c, &st, e);
+    int rc = read_meta(&f, &c, &st, version, e);
     if (rc == 0) rc = init_model(&f, &c, m, e);
     if (rc == 0) rc = check_table(&f, m, e);
     for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
@@ -368,6 +377,12 @@ int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
     if (rc != 0) al_model_free(m);
     al_st_free(&f);
     return rc;
+}
+
+int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
+{
+    long version;
+    return load_checkpoint(path, m, step, &version, e);
 }
 
 /* ------------------------------------------------------------ init from */
@@ -449,8 +464,13 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
                            const al_adamw *o, const al_train_state *s, al_err *e)
 {
     AL_ASSERT(o->n == m->n_params);
-    char path[4200], v[8][40], *yaml = config_yaml(c);
+    char path[4200], v[10][40], *yaml = config_yaml(c);
+    char plugins[AL_MAX_PLUGINS * 65 + 1] = "";
+    const al_run_inputs *in = &s->inputs;
+    /* the parameters too, so that the state alone resumes: a kill between
+     * this file and model.safetensors leaves a pair of different steps */
     const al_st_out t[] = {
+        {"params", AL_ST_F32, 1, {(int64_t)m->n_params}, m->params},
         {"adamw.m", AL_ST_F32, 1, {(int64_t)o->n}, o->m},
         {"adamw.v", AL_ST_F32, 1, {(int64_t)o->n}, o->v},
         {"data_rng", AL_ST_U64, 1, {4}, s->rng.s},
@@ -464,16 +484,23 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
     put_double(v[5], sizeof v[5], s->elapsed);
     put_double(v[6], sizeof v[6], s->loss_sum);
     put_double(v[7], sizeof v[7], s->last_loss);
+    snprintf(v[8], sizeof v[8], "%d", AL_VARIANT_API_VERSION);
+    snprintf(v[9], sizeof v[9], "%ld", in->data_bytes);
+    for (int i = 0; i < in->n_plugins; i++)
+        snprintf(plugins + strlen(plugins), sizeof plugins - strlen(plugins), "%s%s",
+                 i ? "," : "", in->plugin_sha256[i]);
     const char *meta[] = {
         "attnlab.step", v[0], "attnlab.adamw_step", v[1], "attnlab.tokens", v[2],
         "attnlab.loss_count", v[3], "attnlab.train_time", v[4], "attnlab.elapsed", v[5],
         "attnlab.loss_sum", v[6], "attnlab.last_loss", v[7], "attnlab.config_yaml", yaml,
         "attnlab.metric_columns", "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,elapsed_s",
+        "attnlab.interface_version", v[8], "attnlab.data_bytes", v[9],
+        "attnlab.data_sha256", in->data_sha256, "attnlab.plugin_sha256", plugins,
         "attnlab.init_sha256", s->init_sha256,
     };
     int n_meta = (int)(sizeof meta / sizeof meta[0] / 2) - !s->init_sha256[0];
     snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
-    int rc = al_st_write(path, t, 4, meta, n_meta, e);
+    int rc = al_st_write(path, t, 5, meta, n_meta, e);
     free(yaml);
     if (rc != 0) return -1;
     snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
@@ -608,6 +635,110 @@ static int read_state_tensors(const al_st_file *f, al_adamw *o, al_train_state *
     return 0;
 }
 
+/* ---- what the run started from */
+
+int al_run_inputs_of(al_run_inputs *in, const al_config *c, const void *data, size_t n,
+                     al_err *e)
+{
+    memset(in, 0, sizeof *in);
+    in->data_bytes = data ? (long)n : -1;
+    if (data) al_sha256_hex(data, n, in->data_sha256);
+    in->n_plugins = c->n_plugins;
+    for (int i = 0; i < c->n_plugins; i++) {
+        char *buf;
+        size_t len;
+        if (al_read_file(c->plugins[i], &buf, &len, e) != 0) return -1;
+        al_sha256_hex(buf, len, in->plugin_sha256[i]);
+        free(buf);
+    }
+    return 0;
+}
+
+static int interface_changed(al_err *e, const char *path, long version)
+{
+    al_errf(e, "%s: cannot resume: the run was started by an attnlab whose variant interface "
+            "is version %ld, this one has version %d; finish it with that attnlab, or train "
+            "it again from the start in a new directory", path, version,
+            AL_VARIANT_API_VERSION);
+    return AL_RESUME_CHANGED;
+}
+
+/* States saved before the version was recorded are checked through
+ * model.safetensors, which always had it (restore_params). */
+static int check_interface(const al_st_file *f, al_err *e)
+{
+    long v;
+    if (!al_st_meta(f, "attnlab.interface_version")) return 0;
+    if (meta_long(f, "attnlab.interface_version", 1, 1L << 30, &v, e)) return -1;
+    return v == AL_VARIANT_API_VERSION ? 0 : interface_changed(e, f->path, v);
+}
+
+static int is_hex64(const char *s)
+{
+    return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+}
+
+/* The recorded inputs; all absent (a state from before they were kept)
+ * leaves data_bytes 0 and n_plugins -1: nothing to check. */
+static int read_inputs(const al_st_file *f, al_run_inputs *in, al_err *e)
+{
+    const char *sha = al_st_meta(f, "attnlab.data_sha256");
+    const char *pl = al_st_meta(f, "attnlab.plugin_sha256");
+    in->n_plugins = -1;
+    if (!sha && !pl && !al_st_meta(f, "attnlab.data_bytes")) return 0;
+    if (!sha || !pl || meta_long(f, "attnlab.data_bytes", -1, 1L << 62, &in->data_bytes, e))
+        return al_errf(e, "%s: __metadata__ 'attnlab.data_bytes', 'attnlab.data_sha256' and "
+                       "'attnlab.plugin_sha256' must come together", f->path);
+    if ((in->data_bytes >= 0) != is_hex64(sha) || (in->data_bytes < 0 && sha[0]))
+        return al_errf(e, "%s: __metadata__ 'attnlab.data_sha256' must be 64 hex digits "
+                       "(empty without a data file)", f->path);
+    snprintf(in->data_sha256, sizeof in->data_sha256, "%s", sha);
+    int bad = 0;
+    for (in->n_plugins = 0; *pl && !bad; in->n_plugins++) {
+        char *d = in->plugin_sha256[in->n_plugins];
+        bad = in->n_plugins == AL_MAX_PLUGINS || strcspn(pl, ",") != 64;
+        if (bad) break;
+        memcpy(d, pl, 64);
+        d[64] = 0;
+        pl += 64;
+        bad = !is_hex64(d) || (pl[0] == ',' && !pl[1]);
+        pl += pl[0] == ',';
+    }
+    if (bad)
+        return al_errf(e, "%s: __metadata__ 'attnlab.plugin_sha256' must be at most %d "
+                       "SHA-256 digests joined by ','", f->path, AL_MAX_PLUGINS);
+    return 0;
+}
+
+/* The data and plugin files now against those the run started from. */
+static int check_inputs(const char *path, const al_config *c, const al_run_inputs *was,
+                        const al_run_inputs *now, al_err *e)
+{
+    char what[AL_PATH_LEN + 32];
+    if (was->n_plugins < 0 || !now) return 0;   /* not recorded */
+    if (strcmp(c->data.source, "text") == 0) snprintf(what, sizeof what, "'%s'", c->data.path);
+    else snprintf(what, sizeof what, "of source '%s'", c->data.source);
+    if (was->data_bytes != now->data_bytes || strcmp(was->data_sha256, now->data_sha256)) {
+        al_errf(e, "%s: cannot resume: the data file %s changed since the run started (then "
+                "%ld bytes, SHA-256 %.12s..., now %ld bytes, SHA-256 %.12s...); put the "
+                "original back, or train again from the start in a new directory", path,
+                what, was->data_bytes, was->data_sha256, now->data_bytes, now->data_sha256);
+        return AL_RESUME_CHANGED;
+    }
+    if (was->n_plugins != now->n_plugins)   /* the config check saw the same list */
+        return al_errf(e, "%s: the run recorded %d plugin digests, its config lists %d",
+                       path, was->n_plugins, now->n_plugins);
+    for (int i = 0; i < now->n_plugins; i++) {
+        if (strcmp(was->plugin_sha256[i], now->plugin_sha256[i]) == 0) continue;
+        al_errf(e, "%s: cannot resume: plugin '%s' changed since the run started (then "
+                "SHA-256 %.12s..., now %.12s...); put back the build the run used, or train "
+                "again from the start in a new directory", path, c->plugins[i],
+                was->plugin_sha256[i], now->plugin_sha256[i]);
+        return AL_RESUME_CHANGED;
+    }
+    return 0;
+}
+
 /* The first key of the model config that differs between two models. */
 static void config_diff(const al_model *a, const al_model *b, char *out, size_t n)
 {
@@ -624,18 +755,35 @@ static void config_diff(const al_model *a, const al_model *b, char *out, size_t 
     json_decref(ja), json_decref(jb), free(ta), free(tb);
 }
 
+/* The parameters kept in the state itself: as many as m has, finite. */
+static int state_params(const al_st_file *f, al_model *m, al_err *e)
+{
+    const al_st_tensor *t = state_tensor(f, "params", AL_ST_F32, (int64_t)m->n_params, 0, e);
+    if (!t) return -1;
+    memcpy(m->params, t->data, m->n_params * sizeof(float));
+    for (size_t i = 0; i < m->n_params; i++)
+        if (!isfinite(m->params[i]))
+            return al_errf(e, "%s: tensor 'params' holds a non-finite value at index %zu",
+                           f->path, i);
+    return 0;
+}
+
 /* The parameters from dir's model.safetensors, which must hold the model
- * m describes at the state's step. */
+ * m describes at the state's step (states saved before they kept the
+ * parameters themselves). */
 static int restore_params(const char *dir, al_model *m, long step, al_err *e)
 {
     char path[4200], key[64];
     al_model saved;
     long at;
     snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
-    if (al_checkpoint_load(path, &saved, &at, e) != 0) return -1;
+    long version;
+    if (load_checkpoint(path, &saved, &at, &version, e) != 0) return -1;
     int rc = 0;
     config_diff(&saved, m, key, sizeof key);
-    if (saved.n_params != m->n_params || strcmp(key, "?") != 0)
+    if (version != AL_VARIANT_API_VERSION)
+        rc = interface_changed(e, path, version);
+    else if (saved.n_params != m->n_params || strcmp(key, "?") != 0)
         rc = al_errf(e, "%s: cannot resume: its model differs from the run's config in '%s'",
                      path, key);
     else if (at != step)
@@ -647,8 +795,8 @@ static int restore_params(const char *dir, al_model *m, long step, al_err *e)
     return rc;
 }
 
-int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_adamw *o,
-                         al_train_state *s, al_err *e)
+int al_checkpoint_resume(const char *dir, const al_config *c, const al_run_inputs *now,
+                         al_model *m, al_adamw *o, al_train_state *s, al_err *e)
 {
     char path[4200];
     long adam_step = 0;
@@ -656,17 +804,21 @@ int al_checkpoint_resume(const char *dir, const al_config *c, al_model *m, al_ad
     snprintf(path, sizeof path, "%s/%s", dir, AL_TRAIN_STATE_FILE);
     al_st_file f;
     if (al_st_read(path, &f, e) != 0) return -1;
-    int rc = check_same_config(&f, c, e);
+    int rc = check_interface(&f, e);
+    if (rc == 0) rc = check_same_config(&f, c, e);
+    if (rc == 0) rc = read_inputs(&f, &s->inputs, e);
+    if (rc == 0) rc = check_inputs(f.path, c, &s->inputs, now, e);
     if (rc == 0) rc = read_counters(&f, s, &adam_step, e);
     const char *init = al_st_meta(&f, "attnlab.init_sha256");
     if (rc == 0 && init) snprintf(s->init_sha256, sizeof s->init_sha256, "%.64s", init);
     if (rc == 0) rc = read_state_tensors(&f, o, s, e);
-    if (rc == 0) rc = restore_params(dir, m, s->step, e);
+    if (rc == 0 && al_st_find(&f, "params")) rc = state_params(&f, m, e);
+    else if (rc == 0) rc = restore_params(dir, m, s->step, e);   /* a state from before */
     al_st_free(&f);
     if (rc != 0) {
         free(s->rows);
         memset(s, 0, sizeof *s);
-        return -1;
+        return rc == AL_RESUME_CHANGED ? rc : -1;
     }
     o->step = adam_step;
     return 0;

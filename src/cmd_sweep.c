@@ -2,6 +2,7 @@
  * cmd_sweep.c - `attnlab sweep`, its worker `attnlab trial`, and
  * `attnlab report`.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -194,6 +195,21 @@ static int lock_dir(const char *dir, int *fd, al_err *e)
     return 0;
 }
 
+/* Temp files a killed runner left (summary.csv.tmp.PID, the report's):
+ * never read, only litter. Called with the lock held: no writer is alive. */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char path[AL_PATH_LEN + 300];
+        if (!strstr(de->d_name, ".tmp.")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+}
+
 static int self_exe(char *buf, size_t n, al_err *e)
 {
     ssize_t len = readlink("/proc/self/exe", buf, n - 1);
@@ -238,15 +254,18 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     al_err e = {""};
     char exe[AL_PATH_LEN];
     int lock = -1, bad;
-    if (al_dist_rank() == 0)
-        bad = al_mkdirs(a->out, &e) ||
-              al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
-              lock_dir(a->out, &lock, &e) || self_exe(exe, sizeof exe, &e);
-    else
-        bad = self_exe(exe, sizeof exe, &e);
+    /* a results directory that cannot be made, written or locked is a
+     * bad --out (exit 2): nothing has been trained */
+    int code = AL_EXIT_INPUT;
+    bad = al_dist_rank() == 0 &&
+          (al_mkdirs(a->out, &e) ||
+           al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
+           lock_dir(a->out, &lock, &e));
+    if (al_dist_rank() == 0 && !bad) remove_stale_temps(a->out);
+    if (!bad && self_exe(exe, sizeof exe, &e)) bad = 1, code = AL_EXIT_RUNTIME;
     if (al_dist_agree(bad, &e)) {
         if (lock >= 0) close(lock);
-        return e.msg[0] ? al_cli_fail(AL_EXIT_RUNTIME, e.msg) : AL_EXIT_RUNTIME;
+        return e.msg[0] ? al_cli_fail(code, e.msg) : code;
     }
     al_sweep_run_opts ro = {exe, a->out, (int)a->jobs, (int)a->threads, a->o.sets,
                             a->o.n_sets, a->o.plugins, a->o.n_plugins, NULL};

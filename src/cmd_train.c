@@ -35,11 +35,13 @@ static const char train_help[] =
     "--resume DIR continues the run saved in DIR bit-identically to one never\n"
     "interrupted (same thread count). Without CONFIG it reads DIR/config.yaml;\n"
     "a config that differs from the saved run (other than\n"
-    "train.checkpoint_every) is an error naming the key.\n"
+    "train.checkpoint_every) is an error naming the key, and so is a data\n"
+    "file, plugin file or attnlab interface that changed since the run began.\n"
     "Progress goes to standard error: a live line on a terminal, one plain\n"
     "line per evaluation otherwise. The last line on standard output is\n"
     "  val_loss=<nats/token> train_loss=... tokens_per_s=... wall_s=...\n"
-    "Exit status: 0 done, 2 bad input, 3 the loss diverged (NaN/Inf).\n"
+    "Exit status: 0 done, 1 a write failed while training (a full disk), 2 bad\n"
+    "input, 3 the loss diverged (NaN/Inf).\n"
     "\n"
     "Data-parallel: 'mpirun -np N attnlab train CONFIG' (or srun --mpi=pmix)\n"
     "splits each batch of train.batch_size (divisible by N) across N ranks and\n"
@@ -105,11 +107,12 @@ static int resume_opts(const al_cli_opts *o, const char **xv, al_train_opts *to)
 }
 
 /* Errors under MPI: al_dist_agree leaves a message only where it should be
- * printed, so that a failure every rank shares is printed once. */
-static int train_fail(const al_err *e)
+ * printed, so that a failure every rank shares is printed once. A failure
+ * once training has begun (a full disk) is a run-time one. */
+static int train_fail(const al_err *e, int runtime)
 {
     if (e->msg[0]) fprintf(stderr, "%s\n", e->msg);
-    return AL_EXIT_INPUT;
+    return runtime ? AL_EXIT_RUNTIME : AL_EXIT_INPUT;
 }
 
 static int print_result(const al_config *c, const al_train_opts *to, const al_train_result *r)
@@ -143,7 +146,7 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
     al_err e = {""};
     int rc = al_cli_load_config(o, &c);   /* prints its own error */
     if (al_dist_agree(rc != 0, &e) != 0) {
-        train_fail(&e);
+        train_fail(&e, 0);
         return rc ? rc : AL_EXIT_INPUT;
     }
     if (xv[2]) {   /* --init-from: the same as train.init_from */
@@ -154,7 +157,7 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
     al_train_opts to = {.outdir = o->out ? o->out : "results/train", .log_lines = 1};
     if ((rc = resume_opts(o, xv, &to))) return rc;
     al_train_result r;
-    if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e);
+    if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e, r.runtime_error);
     if (al_dist_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;
     return print_result(&c, &to, &r);
 }
@@ -224,15 +227,33 @@ int al_cmd_kv(int argc, char **argv)
 
 /* ------------------------------------------------------------ keys */
 
+static const char keys_help[] =
+    "usage: attnlab keys [--plugin PATH ...]\n"
+    "\n"
+    "Print every experiment-file key with its default and meaning, as a markdown\n"
+    "table. --plugin loads a plugin first, so that the settings its variants take\n"
+    "under model.attention are listed with the built-in variants' settings.\n";
+
 int al_cmd_keys(int argc, char **argv)
 {
-    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        puts("usage: attnlab keys\n\nPrint every experiment-file key with its default and "
-             "meaning, as a markdown table.");
-        return 0;
+    al_cli_opts o;
+    memset(&o, 0, sizeof o);
+    char msg[512];
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return fputs(keys_help, stdout), 0;
+        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
+            snprintf(msg, sizeof msg, "keys: unknown or incomplete argument '%.200s' (see "
+                     "'attnlab keys --help')", argv[i]);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        if (o.n_plugins == AL_CLI_MAX_PLUGINS)
+            return al_cli_fail(AL_EXIT_INPUT, "keys: too many --plugin options");
+        o.plugins[o.n_plugins++] = argv[++i];
     }
-    if (argc > 0) return al_cli_fail(AL_EXIT_INPUT, "keys: takes no arguments");
+    int rc = al_cli_load_plugins(&o);
+    if (rc) return rc;
     puts("| key | default | meaning |\n| --- | --- | --- |");
-    al_config_print_schema(stdout);
+    al_config_print_schema(stdout);   /* plugins' settings among model.attention's */
     return 0;
 }

@@ -1202,6 +1202,7 @@ static int check_variant(const al_config *c, const al_node *root, al_err *e)
     al_attn_shape s;
     al_config_attn_shape(c, &s);
     if (ops->check(&s, msg, sizeof msg) == 0) return 0;
+    msg[sizeof msg - 1] = 0;   /* a plugin's message, perhaps unterminated */
     for (int j = 0; j < al_variant_n_settings(ops); j++) {
         size_t n = strlen(ops->settings[j].name);
         if (msg[0] == '\'' && strncmp(msg + 1, ops->settings[j].name, n) == 0 &&

@@ -7,8 +7,13 @@
  */
 #include "al_data.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const al_data_source *find_source(const char *name);
 
 /* ------------------------------------------------------------ byte text */
 
@@ -45,12 +50,36 @@ void al_data_text_example(al_data *d, int split, long index, int T, int *in, int
 static int text_open(al_data *d, const al_data_config *c, int seq_len, al_err *e)
 {
     if (!c->path[0]) return al_errf(e, "data.path: required for source 'text'");
-    char *buf;
+    char *buf, what[AL_PATH_LEN + 32];
     size_t n;
-    if (al_read_file(c->path, &buf, &n, e) != 0) return -1;
+    al_err sub;
+    if (al_read_file(c->path, &buf, &n, &sub) != 0) return al_errf(e, "'data.path': %s", sub.msg);
     d->bytes = (unsigned char *)buf;
     d->n = n;
-    return al_data_text_split(d, c->path, c->val_fraction, c->test_fraction, seq_len, e);
+    snprintf(what, sizeof what, "'data.path' ('%s')", c->path);
+    return al_data_text_split(d, what, c->val_fraction, c->test_fraction, seq_len, e);
+}
+
+/* What text_open would refuse, found from the file's size alone. */
+static int text_check(const al_data_config *c, int seq_len, al_err *e)
+{
+    struct stat st;
+    if (!c->path[0]) return al_errf(e, "'data.path' is required for source 'text'");
+    if (stat(c->path, &st) != 0 || access(c->path, R_OK) != 0)
+        return al_errf(e, "'data.path' ('%s'): cannot read: %s", c->path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return al_errf(e, "'data.path' ('%s') is a directory, not a file", c->path);
+    al_data d = {.n = (size_t)st.st_size};
+    char what[AL_PATH_LEN + 32];
+    snprintf(what, sizeof what, "'data.path' ('%s')", c->path);
+    return al_data_text_split(&d, what, c->val_fraction, c->test_fraction, seq_len, e);
+}
+
+int al_data_check(const al_data_config *c, int seq_len, al_err *e)
+{
+    if (!find_source(c->source))
+        return al_errf(e, "data source '%s' is not available in this build", c->source);
+    return strcmp(c->source, "text") == 0 ? text_check(c, seq_len, e) : 0;
 }
 
 void al_data_text_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,

@@ -6,7 +6,9 @@
  */
 #include "al_model.h"
 #include "al_parallel.h"
+#include "al_registry.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,15 +35,48 @@ static void add_tensor(al_model *m, size_t *off, const char *name, int rows,
     *off += t->numel;
 }
 
+/* The variant's params() answer (a plugin's, perhaps): a count in range,
+ * plain distinct names, sizes that fit, a known init. A mistake is an
+ * error naming the variant, not a crash. */
+static int check_attn_params(const al_model *m, al_err *e)
+{
+    const char *v = m->cfg.attn->name;
+    int n = m->n_attn_params;
+    if (n < 1 || n > AL_MAX_ATTN_PARAMS)
+        return al_errf(e, "model.attention: variant '%s' declares %d parameter tensors, not "
+                       "1 to %d", v, n, AL_MAX_ATTN_PARAMS);
+    for (int i = 0; i < n; i++) {
+        const al_param_spec *p = &m->attn_spec[i];
+        if (!memchr(p->name, 0, sizeof p->name) || !al_variant_plain_name(p->name))
+            return al_errf(e, "model.attention: variant '%s': parameter tensor %d needs a "
+                           "name of 1 to %zu letters, digits, '_' or '-'", v, i + 1,
+                           sizeof p->name - 1);
+        for (int j = 0; j < i; j++)
+            if (strcmp(p->name, m->attn_spec[j].name) == 0)
+                return al_errf(e, "model.attention: variant '%s' declares parameter tensor "
+                               "'%s' twice", v, p->name);
+        if (p->rows < 1 || p->cols < 0 || (double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)
+            return al_errf(e, "model.attention: variant '%s': tensor '%s' has shape [%d, %d]; "
+                           "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
+                           p->rows, p->cols, INT_MAX);
+        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
+            return al_errf(e, "model.attention: variant '%s': tensor '%s' has init %d, not "
+                           "one of enum al_init", v, p->name, p->init);
+    }
+    return 0;
+}
+
 /* Builds the table; returns 0 or -1 if the variant rejects the shape. */
 static int build_table(al_model *m, al_err *e)
 {
     const al_model_config *c = &m->cfg;
     char err[512] = "", name[AL_TENSOR_NAME];
-    if (c->attn->check && c->attn->check(&m->ashape, err, sizeof err) != 0)
+    if (c->attn->check && c->attn->check(&m->ashape, err, sizeof err) != 0) {
+        err[sizeof err - 1] = 0;   /* a plugin's message, perhaps unterminated */
         return al_errf(e, "model.attention: %s", err);
+    }
     m->n_attn_params = c->attn->params(&m->ashape, m->attn_spec);
-    AL_ASSERT(m->n_attn_params > 0 && m->n_attn_params <= AL_MAX_ATTN_PARAMS);
+    if (check_attn_params(m, e)) return -1;
     int D = c->d_model, F = m->d_ff;
     m->tensors = al_calloc((size_t)c->n_layer * (4 + m->n_attn_params) + 2, sizeof(al_tensor));
     size_t off = 0;

@@ -95,6 +95,8 @@ static json_t *load_json(const char *path)
 
 /* ------------------------------------------------------------ marker */
 
+/* Empty but for what a runner killed before its marker was in place
+ * leaves behind (the marker's temp file, the lock). */
 static int dir_is_empty(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -102,7 +104,9 @@ static int dir_is_empty(const char *dir)
     struct dirent *de;
     int empty = 1;
     while (empty && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) empty = 0;
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            strcmp(de->d_name, ".lock") != 0 && !strstr(de->d_name, ".tmp."))
+            empty = 0;
     closedir(d);
     return empty;
 }

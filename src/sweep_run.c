@@ -61,13 +61,21 @@ static int has_checkpoint(const char *tdir)
 
 /* Train, resuming from the trial's checkpoint when there is one. A
  * checkpoint that cannot be resumed (another thread count, a run that had
- * already ended) is set aside with a note in the log: the trial starts over. */
+ * already ended) is set aside with a note in the log: the trial starts over.
+ * One whose data, plugin or attnlab changed since it started is not: the
+ * trial fails saying what changed (its other trials used the old files). */
 static int train_trial(const al_config *c, al_train_opts *o, al_train_result *tr, al_err *e)
 {
     o->resume = has_checkpoint(o->outdir);
     if (o->resume) fprintf(stderr, "%s: resuming from the checkpoint in %s\n", o->label, o->outdir);
     if (al_train(c, o, tr, e) == 0) return 0;
     if (!o->resume) return -1;
+    if (tr->resume_changed) {
+        size_t len = strlen(e->msg);
+        snprintf(e->msg + len, sizeof e->msg - len, " (to train this trial from the start, "
+                 "remove %s/%s)", o->outdir, AL_TRAIN_STATE_FILE);
+        return -1;
+    }
     fprintf(stderr, "%s: cannot resume (%s); starting over\n", o->label, e->msg);
     o->resume = 0;
     return al_train(c, o, tr, e);
@@ -113,7 +121,8 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     snprintf(w.path, sizeof w.path, "%s/progress", tdir);
     snprintf(w.tmp, sizeof w.tmp, "%s/progress.tmp.%ld", tdir, (long)getpid());
     al_train_opts o = {.outdir = tdir, .log_lines = 1, .label = t->id,
-                       .on_progress = worker_progress, .progress_ctx = &w};
+                       .accept_finished = 1, .on_progress = worker_progress,
+                       .progress_ctx = &w};
     al_train_result tr;
     al_trial_result r;
     al_trial_result_init(&r);

@@ -681,16 +681,11 @@ static int check_data(const al_node *tree, const al_config *c, al_err *e)
     if (init[0] && access(init, R_OK) != 0)
         return at_path(e, tree, "train.init_from", "'train.init_from' ('%s'): cannot read: %s",
                        init, strerror(errno));
-    if (al_data_vocab(&c->data) < 0)
-        return at_path(e, tree, "data.source", "data source '%s' is not available in this "
-                       "build", c->data.source);
-    if (strcmp(c->data.source, "text") != 0) return 0;
-    if (!c->data.path[0])
-        return at_path(e, tree, "data", "'data.path' is required for source 'text'");
-    if (access(c->data.path, R_OK) != 0)
-        return at_path(e, tree, "data.path", "'data.path' ('%s'): cannot read: %s",
-                       c->data.path, strerror(errno));
-    return 0;
+    al_err why;
+    if (al_data_check(&c->data, c->model.seq_len, &why) == 0) return 0;
+    const char *at = al_data_vocab(&c->data) < 0 ? "data.source"
+                     : !c->data.path[0] ? "data" : "data.path";
+    return at_path(e, tree, at, "%s", why.msg);
 }
 
 /* The seed node for seed index i: the listed node, or the count's node
@@ -818,49 +813,113 @@ static int expand_one(spec_ctx *C, int k, int *kept)
 
 /* ------------------------------------------------------------ naming */
 
+/* Trial indices ordered by a string key, ties by index. */
+static int by_key(const void *a, const void *b, void *keys)
+{
+    const char *const *k = keys;
+    int x = *(const int *)a, y = *(const int *)b, c = strcmp(k[x], k[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
+static int *sorted_by(const char *const *keys, int n)
+{
+    int *ix = al_malloc((size_t)(n ? n : 1) * sizeof *ix);
+    for (int i = 0; i < n; i++) ix[i] = i;
+    qsort_r(ix, (size_t)n, sizeof *ix, by_key, (void *)keys);
+    return ix;
+}
+
+/* The same trial twice: the pair the sweep's order meets first (the
+ * smallest index with a later twin, and that twin). Sorted, not pairwise:
+ * sweeps reach AL_SWEEP_MAX_TRIALS. */
+static int same_trial_twice(spec_ctx *C, const char *const *hash)
+{
+    al_sweep *s = C->s;
+    int *ix = sorted_by(hash, s->n_trials), best = -1, twin = -1;
+    for (int k = 0; k + 1 < s->n_trials; k++)
+        if (strcmp(hash[ix[k]], hash[ix[k + 1]]) == 0 && (best < 0 || ix[k] < best) &&
+            (k == 0 || strcmp(hash[ix[k - 1]], hash[ix[k]]) != 0))
+            best = ix[k], twin = ix[k + 1];
+    free(ix);
+    if (best < 0) return 0;
+    return al_node_errf(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and '%s'): "
+                        "remove the duplicate value", s->trials[best].label, s->trials[twin].label);
+}
+
+/* Within one run of trials (by index) whose configuration labels print
+ * alike: trial i gets its hash appended when a later one has another
+ * configuration hash, or an earlier one that kept its plain label does
+ * (the pairwise rule this replaces, in its order). */
+static void tell_apart(al_sweep *s, const int *run, int n, char (*chash)[17], char *suffix)
+{
+    int first_plain = -1, plain_mixed = 0;
+    char *after_same = al_malloc((size_t)n);   /* the trials after k share one chash */
+    for (int k = n - 1; k >= 0; k--)
+        after_same[k] = (char)(k + 2 >= n || (after_same[k + 1] &&
+                                               strcmp(chash[run[k + 1]], chash[run[k + 2]]) == 0));
+    for (int k = 0; k < n; k++) {
+        const char *h = chash[run[k]];
+        int clash = suffix[run[k]] ||
+                    (k + 1 < n && (!after_same[k] || strcmp(chash[run[k + 1]], h) != 0)) ||
+                    (first_plain >= 0 && (plain_mixed || strcmp(chash[first_plain], h) != 0));
+        suffix[run[k]] = (char)clash;
+        if (clash) continue;
+        if (first_plain < 0) first_plain = run[k];
+        else plain_mixed |= strcmp(chash[first_plain], h) != 0;
+    }
+    free(after_same);
+}
+
 /* Distinct configurations that print the same (values whose labels
  * coincide, or a label cut short) get their configuration hash appended;
  * the same trial twice is an error. */
 static int finish_names(spec_ctx *C)
 {
     al_sweep *s = C->s;
-    char (*chash)[17] = al_malloc((size_t)s->n_trials * sizeof *chash);
-    for (int i = 0; i < s->n_trials; i++) al_sweep_config_hash(&s->trials[i].cfg, 1, chash[i]);
-    int rc = 0;
-    for (int i = 0; i < s->n_trials && !rc; i++) {
-        al_sweep_trial *t = &s->trials[i];
-        int clash = strlen(t->config) >= 95;
-        for (int j = 0; j < s->n_trials && !rc; j++) {
-            if (j > i && strcmp(t->hash, s->trials[j].hash) == 0)
-                rc = al_node_errf(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and "
-                        "'%s'): remove the duplicate value", t->label, s->trials[j].label);
-            if (j != i && strcmp(t->config, s->trials[j].config) == 0 &&
-                strcmp(chash[i], chash[j]) != 0)
-                clash = 1;
-        }
-        if (clash) snprintf(t->config + strlen(t->config), 10, "-%.8s", chash[i]);
+    int n = s->n_trials;
+    char (*chash)[17] = al_malloc((size_t)(n ? n : 1) * sizeof *chash);
+    const char **keys = al_malloc((size_t)(n ? n : 1) * sizeof *keys);
+    char *suffix = al_calloc((size_t)(n ? n : 1), 1);
+    for (int i = 0; i < n; i++) al_sweep_config_hash(&s->trials[i].cfg, 1, chash[i]);
+    for (int i = 0; i < n; i++) keys[i] = s->trials[i].hash;
+    int rc = same_trial_twice(C, keys);
+    for (int i = 0; i < n; i++) {
+        keys[i] = s->trials[i].config;
+        suffix[i] = strlen(s->trials[i].config) >= 95;
     }
-    for (int i = 0; i < s->n_trials; i++) {
+    int *ix = rc ? NULL : sorted_by(keys, n);
+    for (int k = 0, end; !rc && k < n; k = end) {
+        for (end = k + 1; end < n && strcmp(keys[ix[k]], keys[ix[end]]) == 0; end++) {}
+        tell_apart(s, ix + k, end - k, chash, suffix);
+    }
+    for (int i = 0; i < n && !rc; i++) {
         al_sweep_trial *t = &s->trials[i];
+        if (suffix[i]) snprintf(t->config + strlen(t->config), 10, "-%.8s", chash[i]);
         snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
                  (unsigned long long)t->seed);
         snprintf(t->id, sizeof t->id, "%s", t->label);
     }
-    free(chash);
+    free(ix), free(suffix), free(keys), free(chash);
     return rc;
 }
 
 /* Two configurations whose labels print the same get their key appended. */
 static void finish_groups(al_sweep *s)
 {
-    for (int i = 0; i < s->n_trials; i++) {
-        al_sweep_trial *t = &s->trials[i];
-        int clash = 0;
-        for (int j = 0; j < s->n_trials && !clash; j++)
-            clash = strcmp(t->group, s->trials[j].group) == 0 &&
-                    t->group_key != s->trials[j].group_key;
-        if (clash) t->baseline |= 2;   /* marked: suffix below, after every comparison */
+    /* a run of equal group labels (sorted, not pairwise: sweeps reach
+     * AL_SWEEP_MAX_TRIALS) clashes when its keys are not all one */
+    const char **keys = al_malloc((size_t)(s->n_trials ? s->n_trials : 1) * sizeof *keys);
+    for (int i = 0; i < s->n_trials; i++) keys[i] = s->trials[i].group;
+    int *ix = sorted_by(keys, s->n_trials);
+    for (int k = 0, end; k < s->n_trials; k = end) {
+        int mixed = 0;
+        for (end = k + 1; end < s->n_trials && strcmp(keys[ix[k]], keys[ix[end]]) == 0; end++)
+            mixed |= s->trials[ix[end]].group_key != s->trials[ix[k]].group_key;
+        for (int m = k; mixed && m < end; m++)
+            s->trials[ix[m]].baseline |= 2;   /* marked: suffix below, after every comparison */
     }
+    free(ix);
+    free(keys);
     for (int i = 0; i < s->n_trials; i++) {
         al_sweep_trial *t = &s->trials[i];
         if (!(t->baseline & 2)) continue;

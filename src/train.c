@@ -191,6 +191,8 @@ typedef struct run {
     int start;                  /* first step: 0, or where a resume picks up */
     double loss_sum;            /* train losses since the last evaluation */
     long loss_count;
+    al_run_inputs inputs;       /* the data and plugin files, fingerprinted */
+    char step_point[AL_PATH_LEN + 8];   /* "<outdir>/step", for al_fault_point */
     char init_sha256[65];       /* of train.init_from's file, "" without one */
     al_convert_result conv;     /* train.init_convert's measurements (n_layer 0: none) */
 } run;
@@ -239,6 +241,10 @@ static int run_open(run *R, al_config *c, al_err *e)
     R->in = al_malloc(BT * sizeof(int));
     R->tgt = al_malloc(BT * sizeof(int));
     R->w = al_malloc(BT * sizeof(float));
+    snprintf(R->step_point, sizeof R->step_point, "%s/step", R->o->outdir ? R->o->outdir : "");
+    /* what a resume must find unchanged, for runs that save checkpoints */
+    if (R->o->outdir)
+        return al_run_inputs_of(&R->inputs, c, R->data.bytes, R->data.n, e);
     return 0;
 }
 
@@ -299,7 +305,8 @@ static int save_run(run *R, int steps_done, const al_train_result *r, al_err *e)
 {
     if (!R->wdir) return 0;
     al_train_state s = {steps_done, R->rng, R->tokens, R->train_time, al_now() - R->t0,
-                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL, ""};
+                        R->loss_sum, R->loss_count, r->final_train_loss, R->mt.n, NULL,
+                        R->inputs, ""};
     memcpy(s.init_sha256, R->init_sha256, sizeof s.init_sha256);
     s.rows = al_malloc((size_t)R->mt.n * AL_METRIC_COLS * sizeof(double));
     for (int i = 0; i < R->mt.n; i++) {
@@ -385,13 +392,16 @@ static int resume_run(run *R, al_train_result *r, al_err *e)
 {
     al_train_state s;
     if (!R->o->outdir) return al_errf(e, "resume: no output directory to resume from");
-    if (al_checkpoint_resume(R->o->outdir, R->c, &R->model, &R->opt, &s, e) != 0) return -1;
-    if (s.step >= R->c->train.steps) {
+    int rc = al_checkpoint_resume(R->o->outdir, R->c, &R->inputs, &R->model, &R->opt, &s, e);
+    if (rc == AL_RESUME_CHANGED) r->resume_changed = 1;
+    if (rc != 0) return -1;
+    if (s.step >= R->c->train.steps && !R->o->accept_finished) {
         free(s.rows);
         return al_errf(e, "%s: nothing to resume: the run has done all %d steps",
                        R->o->outdir, R->c->train.steps);
     }
     if (check_init_unchanged(R, s.init_sha256, e) != 0) {
+        r->resume_changed = 1;   /* a file behind the config changed, as above */
         free(s.rows);
         return -1;
     }
@@ -435,6 +445,13 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
 {
     const al_train_config *t = &R->c->train;
     double last_print = 0;
+    /* a finished run resumed (accept_finished): its result is the state's,
+     * its final evaluation and checkpoint are on disk already; the test
+     * split is scored again on the same final weights */
+    if (R->start >= t->steps) {
+        r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
+        return 0;
+    }
     for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&
             eval_point(R, step, R->loss_count ? R->loss_sum / R->loss_count : NAN, r, e) != 0)
@@ -454,6 +471,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
         R->loss_sum += loss, R->loss_count++;
         r->final_train_loss = loss;
         r->steps_done = step + 1;
+        al_fault_point("step", R->step_point);   /* tests: a kill mid-training */
         if (after_step(R, step + 1, r, e) != 0) return -1;
         if (r->status == AL_TRAIN_STOPPED) return 0;
         if ((al_stderr_is_tty() || R->o->on_progress) && al_now() - last_print > 0.1) {
@@ -503,6 +521,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
         r->params = R.model.n_params;
         r->kv_elems_per_token = al_model_kv_elems_per_token(&c.model);
         rc = train_loop(&R, r, e);
+        r->runtime_error = rc != 0;   /* a write failed (the disk), not the input */
         al_progress_end();
     }
     r->tokens_per_s = R.train_time > 0 ? R.tokens / R.train_time : 0;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,10 @@ int al_errf(al_err *e, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        /* Messages quote values from files (a key, a path, a plugin's
+         * words): control characters would break the one line. */
+        for (unsigned char *p = (unsigned char *)e->msg; *p; p++)
+            if (*p < 0x20 || *p == 0x7f) *p = '?';
     }
     return -1;
 }
@@ -101,13 +106,48 @@ double al_rng_normal(al_rng *r)
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+/* ---------------------------------------------------------------- faults */
+
+/* AL_FAULT=POINT:SUFFIX[@N][!stop]: see al_util.h. Parsed once. */
+static struct {
+    int state;            /* 0 not parsed, 1 armed, -1 off */
+    char point[16], suffix[256];
+    long nth, seen;
+    int stop;
+} fault;
+
+static void fault_parse(void)
+{
+    const char *v = getenv("AL_FAULT");
+    const char *colon = v ? strchr(v, ':') : NULL;
+    fault.state = -1;
+    if (!colon || (size_t)(colon - v) >= sizeof fault.point) return;
+    memcpy(fault.point, v, (size_t)(colon - v));
+    snprintf(fault.suffix, sizeof fault.suffix, "%s", colon + 1);
+    char *bang = strchr(fault.suffix, '!'), *at = strchr(fault.suffix, '@');
+    if (bang) fault.stop = strcmp(bang, "!stop") == 0, *bang = 0;
+    fault.nth = at ? atol(at + 1) : 1;
+    if (at) *at = 0;
+    fault.state = fault.nth >= 1 && fault.suffix[0] ? 1 : -1;
+}
+
+void al_fault_point(const char *point, const char *path)
+{
+    if (!fault.state) fault_parse();
+    if (fault.state < 0 || strcmp(point, fault.point) != 0) return;
+    size_t n = strlen(path), k = strlen(fault.suffix);
+    if (n < k || strcmp(path + n - k, fault.suffix) != 0) return;
+    if (++fault.seen == fault.nth) raise(fault.stop ? SIGSTOP : SIGKILL);
+}
+
 /* ---------------------------------------------------------------- files */
 
 FILE *al_open_atomic(const char *path, char *tmp, size_t tmplen, al_err *e)
 {
     snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) al_errf(e, "%s: cannot write: %s", tmp, strerror(errno));
+    if (!f) al_errf(e, "%s: cannot write: %s", path, strerror(errno));   /* the file meant */
+    else al_fault_point("write", path);
     return f;
 }
 
@@ -120,11 +160,13 @@ int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e)
         unlink(tmp);
         return al_errf(e, "%s: write failed: %s", path, strerror(errno));
     }
+    al_fault_point("rename", path);
     if (rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
         return al_errf(e, "%s: cannot rename into place: %s", path, strerror(err));
     }
+    al_fault_point("renamed", path);
     return 0;
 }
 
@@ -145,6 +187,11 @@ int al_read_file(const char *path, char **out, size_t *n, al_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return al_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return al_errf(e, "%s: is a directory, not a file", path);
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = al_malloc(cap);
     size_t r;
@@ -157,11 +204,11 @@ int al_read_file(const char *path, char **out, size_t *n, al_err *e)
             buf = nb;
         }
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (bad) {
         free(buf);
-        return al_errf(e, "%s: read error", path);
+        return al_errf(e, "%s: read error: %s", path, strerror(err));
     }
     buf[len] = 0;
     *out = buf;

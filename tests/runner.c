@@ -42,6 +42,7 @@ Suite *ablation_suite(void);
 Suite *gnuplot_suite(void);
 Suite *convert_suite(void);
 Suite *sweep_stage_suite(void);
+Suite *bad_inputs_suite(void);
 
 static const struct {
     const char *name;
@@ -78,6 +79,7 @@ static const struct {
     {"gnuplot", gnuplot_suite},
     {"convert", convert_suite},
     {"sweep_stage", sweep_stage_suite},
+    {"bad_inputs", bad_inputs_suite},
     {NULL, NULL},
 };
 

@@ -225,6 +225,34 @@ START_TEST(mismatched_checkpoints_are_clear_errors)
                       "missing tensor 'blocks.2.attn_norm.weight'");
     expect_load_error(dir, &m, (mut){.key = "vocab_size", .value = "16000000"},
                       "the config describes");   /* far more than the file holds */
+    expect_load_error(dir, &m, (mut){.key = "kv_dtype", .value = "\"f8\""},
+                      "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
+    al_model_free(&m);
+    free(dir);
+}
+END_TEST
+
+/* The decode cache's storage travels with the model; a checkpoint from
+ * before the key was kept loads as f32. */
+START_TEST(kv_dtype_is_recorded_and_read_back)
+{
+    char *dir = al_test_tmpdir(), path[4200];
+    al_model m, back;
+    al_err e;
+    ck_assert_int_eq(tiny_model(&m, al_variant_find("mqa"), -1, 2), 0);
+    snprintf(m.cfg.kv_dtype, sizeof m.cfg.kv_dtype, "bf16");
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ck_assert_int_eq(al_checkpoint_save(path, &m, 1, &e), 0);
+    char *json = al_checkpoint_config_json(&m);
+    ck_assert_ptr_nonnull(strstr(json, "\"kv_dtype\":\"bf16\""));
+    free(json);
+    ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(back.cfg.kv_dtype, "bf16");
+    al_model_free(&back);
+    write_mutated(path, &m, &(mut){.key = "kv_dtype", .value = NULL});
+    ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(back.cfg.kv_dtype, "f32");
+    al_model_free(&back);
     al_model_free(&m);
     free(dir);
 }
@@ -307,6 +335,7 @@ static void resume_config(al_config *c, const char *dir)
     text[6000] = 0;
     char *path = al_test_write(dir, "data.txt", text);
     al_config_defaults(c);
+    snprintf(c->data.source, sizeof c->data.source, "text");
     snprintf(c->data.path, sizeof c->data.path, "%s", path);
     free(path);
     c->model.n_layer = 1;
@@ -430,19 +459,138 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     expect_resume_error(&d, dir, "'model.attention.n_kv_head' is 1 in the saved run but 2 now");
     d = c, d.train.threads = 2;
     expect_resume_error(&d, dir, "'train.threads'");
-    /* a model.safetensors from another step than the state */
+    /* killed between the state and model.safetensors: the model file is
+     * of another step, and the state alone still resumes the run to the
+     * same end as one never interrupted */
     train_ok(&c, other, 0, 6, &r, AL_TRAIN_STOPPED);
     char *b;
-    size_t n;
+    size_t n, n2;
     al_err e;
     b = file_bytes(other, "model.safetensors", &n);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     ck_assert_int_eq(al_write_atomic(path, b, n, &e), 0);
     free(b);
-    expect_resume_error(&c, dir, "it is at step 6 but train_state.safetensors is at step 8");
+    train_ok(&c, dir, 1, 0, &r, AL_TRAIN_OK);
     train_ok(&c, other, 1, 0, &r, AL_TRAIN_OK);
+    b = file_bytes(dir, "model.safetensors", &n);
+    char *b2 = file_bytes(other, "model.safetensors", &n2);
+    ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the resumed runs end differently");
+    free(b), free(b2);
     expect_resume_error(&c, other, "nothing to resume: the run has done all 24 steps");
+    /* a sweep worker killed after its final checkpoint: the finished state
+     * gives back the run's result as it was */
+    al_train_opts o = {.outdir = other, .resume = 1, .accept_finished = 1};
+    al_train_result again;
+    ck_assert_msg(al_train(&c, &o, &again, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(again.status, AL_TRAIN_OK);
+    ck_assert_int_eq(again.steps_done, 24);
+    ck_assert_mem_eq(&again.val_loss, &r.val_loss, sizeof(double));
+    ck_assert_mem_eq(&again.best_val_loss, &r.best_val_loss, sizeof(double));
+    ck_assert_mem_eq(&again.final_train_loss, &r.final_train_loss, sizeof(double));
+    ck_assert_mem_eq(&again.tokens_per_s, &r.tokens_per_s, sizeof(double));
+    ck_assert_mem_eq(&again.test_loss, &r.test_loss, sizeof(double));
+    b = file_bytes(other, "model.safetensors", &n);
+    b2 = file_bytes(dir, "model.safetensors", &n2);
+    ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the finished checkpoint changed");
+    free(b), free(b2);
     free(dir), free(other);
+}
+END_TEST
+
+/* path rewritten with metadata key set to value (NULL: removed) and the
+ * tensor named drop (if any) left out. */
+static void edit_file(const char *path, const char *key, const char *value, const char *drop)
+{
+    al_st_file f;
+    al_err e;
+    ck_assert_msg(al_st_read(path, &f, &e) == 0, "%s", e.msg);
+    al_st_out t[16];
+    const char *meta[64];
+    int n_meta = 0, n = 0;
+    for (int i = 0; i < f.n; i++) {
+        const al_st_tensor *x = &f.t[i];
+        if (drop && strcmp(x->name, drop) == 0) continue;
+        t[n] = (al_st_out){x->name, x->dtype, x->ndim, {0}, x->data};
+        memcpy(t[n++].shape, x->shape, sizeof x->shape);
+    }
+    for (int i = 0; i < f.n_meta; i++) {
+        if (strcmp(f.meta_key[i], key) == 0) continue;
+        meta[2 * n_meta] = f.meta_key[i], meta[2 * n_meta++ + 1] = f.meta_val[i];
+    }
+    if (value) meta[2 * n_meta] = key, meta[2 * n_meta++ + 1] = value;
+    /* the data point into f's buffer: write elsewhere, then move */
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.edit", path);
+    ck_assert_msg(al_st_write(tmp, t, n, meta, n_meta, &e) == 0, "%s", e.msg);
+    al_st_free(&f);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static void append_byte(const char *path)
+{
+    FILE *f = fopen(path, "ab");
+    ck_assert_ptr_nonnull(f);
+    fputc('!', f);
+    fclose(f);
+}
+
+static void expect_changed(const al_config *c, const char *dir, const char *want)
+{
+    al_train_opts o = {.outdir = dir, .resume = 1};
+    al_train_result r;
+    al_err e;
+    ck_assert_msg(al_train(c, &o, &r, &e) != 0, "resumed despite: %s", want);
+    ck_assert_msg(strstr(e.msg, want), "'%s' not in: %s", want, e.msg);
+    ck_assert_msg(strstr(e.msg, "in a new directory"), "no advice in: %s", e.msg);
+    ck_assert_msg(!strstr(e.msg, "force"), "advice needs a force: %s", e.msg);
+    ck_assert_int_eq(r.resume_changed, 1);
+}
+
+/* What the config does not say but the run depends on: the data bytes, the
+ * plugin files, the attnlab that started it. Each change is refused naming
+ * it; undoing it lets the run go on. */
+START_TEST(resume_refuses_changed_data_plugins_or_interface)
+{
+    char *dir = al_test_tmpdir(), path[4200], want[4400];
+    al_config c;
+    resume_config(&c, dir);
+    char *plugin = al_test_write(dir, "libfake.so", "not loaded here, only fingerprinted");
+    c.n_plugins = 1;
+    snprintf(c.plugins[0], sizeof c.plugins[0], "%s", plugin);
+    al_train_result r;
+    train_ok(&c, dir, 0, 8, &r, AL_TRAIN_STOPPED);
+    char *data;
+    size_t n;
+    al_err e;
+    ck_assert_int_eq(al_read_file(c.data.path, &data, &n, &e), 0);
+
+    append_byte(c.data.path);
+    snprintf(want, sizeof want, "the data file '%s' changed since the run started (then 6000 "
+             "bytes", c.data.path);
+    expect_changed(&c, dir, want);
+    ck_assert_int_eq(al_write_atomic(c.data.path, data, n, &e), 0);   /* put it back */
+
+    append_byte(plugin);
+    snprintf(want, sizeof want, "plugin '%s' changed since the run started", plugin);
+    expect_changed(&c, dir, want);
+    ck_assert_int_eq(al_write_atomic(plugin, "not loaded here, only fingerprinted", 35, &e), 0);
+
+    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
+    edit_file(path, "attnlab.interface_version", "2", NULL);
+    expect_changed(&c, dir, "started by an attnlab whose variant interface is version 2, this "
+                   "one has version");
+    /* a state from before it kept the version and the parameters: then
+     * model.safetensors, which always had the version, says */
+    edit_file(path, "attnlab.interface_version", NULL, "params");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    edit_file(path, "attnlab.interface_version", "2", NULL);
+    expect_changed(&c, dir, "model.safetensors: cannot resume: the run was started by an "
+                   "attnlab whose variant interface is version 2");
+    char ver[16];
+    snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
+    edit_file(path, "attnlab.interface_version", ver, NULL);
+    train_ok(&c, dir, 1, 0, &r, AL_TRAIN_OK);
+    free(data), free(plugin), free(dir);
 }
 END_TEST
 
@@ -570,10 +718,12 @@ Suite *checkpoint_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, save_then_load_round_trips_every_builtin_variant);
     tcase_add_test(tc, metadata_holds_the_config_by_setting_name);
+    tcase_add_test(tc, kv_dtype_is_recorded_and_read_back);
     tcase_add_test(tc, mismatched_checkpoints_are_clear_errors);
     tcase_add_test(tc, fuzzed_checkpoints_load_or_fail_cleanly);
     tcase_add_test(tc, resumed_run_is_bit_identical_to_an_uninterrupted_one);
     tcase_add_test(tc, resume_refuses_a_different_config_or_inconsistent_files);
+    tcase_add_test(tc, resume_refuses_changed_data_plugins_or_interface);
     tcase_add_test(tc, train_resume_dir_continues_from_the_saved_config);
     tcase_add_test(tc, init_from_starts_from_the_weights_with_a_fresh_schedule_and_resumes_exactly);
     tcase_add_test(tc, init_from_with_a_mismatched_shape_is_refused_naming_the_tensor);

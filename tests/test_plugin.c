@@ -1,5 +1,5 @@
 /*
- * test_plugin.c - variants loaded at run time (variants/plugin.c): the
+ * test_plugin.c - variants loaded at run time (src/plugin.c): the
  * example plugin (variants/examples/swa, built by meson) is loaded, passes
  * the generic variant loop (decode parity included), matches an independent
  * banded attention, decodes over its window only, trains and generates; broken plugins (tests/plugins/broken.c) are refused with one-line
@@ -409,6 +409,108 @@ START_TEST(variants_command_lists_plugins_with_their_origin)
 }
 END_TEST
 
+/* `keys --plugin`: the plugin's settings among model.attention's rows of
+ * the key table; without it, no such row. */
+START_TEST(keys_command_lists_a_plugins_settings)
+{
+    char args[PATH_MAX + 64], *out, want[2 * PATH_MAX];
+    snprintf(args, sizeof args, "keys --plugin %s", AL_SWA_PLUGIN);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    snprintf(want, sizeof want, "| `model.attention.window` | required | swa: positions each "
+             "query attends to");
+    const char *row = line_starting(out, "| `model.attention.window`");
+    ck_assert_msg(row && strncmp(row, want, strlen(want)) == 0, "%s", out);
+    ck_assert_msg(row > strstr(out, "| `model.attention.d_q_latent` |") &&
+                  row < strstr(out, "| `train.steps` |"), "not among the attention keys: %s", out);
+    free(out);
+    ck_assert_int_eq(al_test_attnlab("keys", &out), 0);
+    ck_assert_ptr_null(strstr(out, "model.attention.window"));
+    free(out);
+    ck_assert_int_eq(al_test_attnlab("keys --plugin", &out), 2);
+    ck_assert_msg(strstr(out, "keys: unknown or incomplete argument '--plugin'"), "%s", out);
+    free(out);
+}
+END_TEST
+
+/* ------------------------------------------------------------ tables in memory */
+
+static size_t st_one(const al_attn_shape *s, int B, int T) { return 1; }
+static size_t st_kv(const al_attn_shape *s) { return 1; }
+static int st_params(const al_attn_shape *s, al_param_spec *out)
+{
+    out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
+    return 1;
+}
+static void st_fwd(const al_attn_shape *s, float *out, float *act, float *scratch,
+                   const float *x, float *const *p, int B, int T) {}
+static void st_bwd(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                   const float *dout, const float *x, const float *act, float *const *p,
+                   int B, int T) {}
+
+static al_variant_ops mem_table;
+static const al_variant_ops *mem_list[] = {&mem_table, NULL};
+static const al_variant_ops *const *mem_entry(int *v)
+{
+    *v = AL_VARIANT_API_VERSION;
+    return mem_list;
+}
+
+/* mem_table with settings s registered: refused with want in the message,
+ * naming the plugin, nothing left registered. */
+static void expect_table_refused(const al_setting *s, const char *name, const char *want)
+{
+    mem_table = (al_variant_ops){.api_version = AL_VARIANT_API_VERSION, .name = name,
+                                 .settings = s, .params = st_params, .act_floats = st_one,
+                                 .scratch_floats = st_one, .forward = st_fwd,
+                                 .backward = st_bwd, .kv_elems = st_kv};
+    int before = al_variant_count();
+    al_err e;
+    ck_assert_msg(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e) != 0, "accepted: %s",
+                  want);
+    ck_assert_msg(strstr(e.msg, want) && strstr(e.msg, "/x/libmem.so"), "'%s' not in: %s",
+                  want, e.msg);
+    ck_assert_int_eq(al_variant_count(), before);
+}
+
+/* What the registry checks of a table before anything trusts it. */
+START_TEST(malformed_tables_are_refused_naming_the_plugin)
+{
+    al_setting two[] = {{"k", AL_SET_INT, 1, 0, "h"}, {"k", AL_SET_INT, 2, 0, "h"}, {NULL}};
+    expect_table_refused(two, "tp_mem", "declares setting 'k' twice");
+    al_setting kind[] = {{"k", 7, 1, 0, "h"}, {NULL}};
+    expect_table_refused(kind, "tp_mem", "setting 'k' has kind 7");
+    al_setting half[] = {{"k", AL_SET_INT, 1.5, 0, "h"}, {NULL}};
+    expect_table_refused(half, "tp_mem", "has default 1.5, not a finite whole number");
+    al_setting nan[] = {{"k", AL_SET_FLOAT, NAN, 0, "h"}, {NULL}};
+    expect_table_refused(nan, "tp_mem", "has default nan");
+    al_setting spaced[] = {{"a key", AL_SET_INT, 1, 0, "h"}, {NULL}};
+    expect_table_refused(spaced, "tp_mem", "setting 1 must be named by 1 to 63 letters");
+    al_setting variant[] = {{"variant", AL_SET_INT, 1, 0, "h"}, {NULL}};
+    expect_table_refused(variant, "tp_mem", "(and not 'variant')");
+    al_setting many[AL_MAX_SETTINGS + 2];
+    for (int i = 0; i <= AL_MAX_SETTINGS; i++)
+        many[i] = (al_setting){"k", AL_SET_INT, 1, 0, "h"};
+    many[AL_MAX_SETTINGS + 1] = (al_setting){NULL};
+    expect_table_refused(many, "tp_mem", "declares more than 8 settings");
+    expect_table_refused(NULL, "line\nbreak", "variant name 'line?break' must be 1 to 63");
+    /* a table that says it has no version: nothing past api_version is read */
+    static const int not_a_table = -7;
+    mem_list[0] = (const al_variant_ops *)(const void *)&not_a_table;
+    al_err e;
+    ck_assert_int_ne(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e), 0);
+    ck_assert_msg(strstr(e.msg, "a variant table claims interface version -7"), "%s", e.msg);
+    mem_list[0] = &mem_table;
+    /* and a good one registers, then goes */
+    int before = al_variant_count();
+    al_setting ok[] = {{"k", AL_SET_INT, 2, 0, "h"}, {NULL}};
+    mem_table.settings = ok;
+    mem_table.name = "tp_mem";
+    ck_assert_msg(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e) == 0, "%s", e.msg);
+    ck_assert_ptr_eq(al_variant_find("tp_mem"), &mem_table);
+    al_variant_truncate(before);
+}
+END_TEST
+
 /* --plugin on a command that reads a config: the variant resolves, its
  * cache is counted, and the resolved config names the plugin. */
 /* A plugin variant's checkpoint: without the plugin, the error names the
@@ -577,6 +679,8 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, plugin_without_entry_point_or_usable_variants_is_refused);
     tcase_add_test(tc, duplicate_name_is_refused_and_the_plugin_loads_not_at_all);
     tcase_add_test(tc, files_that_are_not_plugins_are_refused);
+    tcase_add_test(tc, malformed_tables_are_refused_naming_the_plugin);
+    tcase_add_test(tc, keys_command_lists_a_plugins_settings);
     tcase_add_test(tc, config_plugins_load_before_the_variant_is_decoded);
     tcase_add_test(tc, plugin_sweep_file_decodes_at_every_grid_point);
     tcase_add_test(tc, variants_command_lists_plugins_with_their_origin);

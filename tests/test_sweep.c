@@ -20,6 +20,7 @@
 
 #include "al_sweep_run.h"
 #include "al_test.h"
+#include "al_train.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -753,26 +754,82 @@ START_TEST(killed_worker_and_stopped_sweep_are_recorded_then_resumed)
 }
 END_TEST
 
-/* A trial that fails inside training (data too short for its seq_len) is
- * recorded with the worker's own message; exit 1. */
+/* Data too short for a trial's seq_len is refused when the sweep is read
+ * (exit 2, nothing trained); a trial that fails inside training (here its
+ * checkpoint cannot be put in place: a directory holds its name) is
+ * recorded with the worker's own message, and the sweep exits 1. */
 START_TEST(failing_trial_is_recorded_with_its_reason)
 {
-    char *dir = al_test_tmpdir(), *out, r[4200], body[8192];
+    char *dir = al_test_tmpdir(), *out, r[4200], body[8192], blocker[4400];
     char *shortp = al_test_write(dir, "short.txt", "just a few bytes of text\n");
     char *path = write_exp(dir, "fail", "steps: 10, eval_every: 5", "");
     char *text = read_text(path);
     char *q = strstr(text, "data: {source: text, path: ");
     ck_assert_ptr_nonnull(q);
     snprintf(body, sizeof body, "%ssweep:\n  grid:\n    data.path: [%s]\n", text, shortp);
-    free(path);
-    path = al_test_write(dir, "exp2.yaml", body);
+    char *path2 = al_test_write(dir, "exp2.yaml", body);
     snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path2, r), 2);
+    ck_assert_msg(strstr(out, "exp2.yaml:8:") && strstr(out, "too short"), "%s", out);
+    ck_assert_msg(!exists(r), "%s", out);
+    free(out);
+    snprintf(blocker, sizeof blocker, "%s/base_seed1/model.safetensors", r);
+    al_err e;
+    ck_assert_int_eq(al_mkdirs(blocker, &e), 0);
+    free(al_test_write(r, "sweep.json", "{\"experiment\": \"fail\"}\n"));   /* ours */
     ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 1);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 1 failed"), "%s", out);
     free(out);
     char *s = summary_without_timing(r);
-    ck_assert_msg(strstr(s, ",failed,") && strstr(s, "too short"), "%s", s);
-    free(s), free(text), free(shortp), free(path), free(dir);
+    ck_assert_msg(strstr(s, ",failed,") && strstr(s, "model.safetensors: cannot rename into "
+                                                     "place: Is a directory"), "%s", s);
+    free(s), free(text), free(shortp), free(path), free(path2), free(dir);
+}
+END_TEST
+
+/* A trial's checkpoint whose data file changed since the trial started is
+ * not resumed and not thrown away for a fresh start (the sweep's other
+ * trials saw the old data): the trial fails saying what changed, how to
+ * start it over, and its checkpoint stays. */
+START_TEST(trial_whose_data_changed_fails_and_keeps_its_checkpoint)
+{
+    char *dir = al_test_tmpdir(), r[4200], tdir[4400], state[4500], want[4600];
+    char *path = write_exp(dir, "changed", "steps: 20, eval_every: 10, checkpoint_every: 5", "");
+    snprintf(r, sizeof r, "%s/r", dir);
+    al_sweep s;
+    load_ok(path, &s);
+    al_sweep_assign_ids(&s, r);
+    const al_sweep_trial *t = &s.trials[0];
+    al_results_trial_dir(tdir, sizeof tdir, r, t);
+    al_err e;
+    ck_assert_int_eq(al_mkdirs(tdir, &e), 0);
+    al_train_opts o = {.outdir = tdir, .stop_after = 5};
+    al_train_result tr;
+    ck_assert_msg(al_train(&t->cfg, &o, &tr, &e) == 0, "%s", e.msg);
+    snprintf(state, sizeof state, "%s/train_state.safetensors", tdir);
+    char *before, *after;
+    size_t n_before, n_after;
+    ck_assert_int_eq(al_read_file(state, &before, &n_before, &e), 0);
+    FILE *f = fopen(t->cfg.data.path, "a");
+    ck_assert_ptr_nonnull(f);
+    fputs("an edit\n", f);
+    fclose(f);
+    ck_assert_int_eq(al_sweep_trial_run(&s, t, r, 1, &e), 1);
+    snprintf(want, sizeof want, "the data file '%s' changed since the run started",
+             t->cfg.data.path);
+    ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+    snprintf(want, sizeof want, "(to train this trial from the start, remove %s)", state);
+    ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+    al_trial_result res;
+    ck_assert_int_eq(al_results_read_result(tdir, t->hash, &res), 0);
+    ck_assert_int_eq(res.status, AL_TRIAL_FAILED);
+    ck_assert_msg(strstr(res.reason, "changed since the run started"), "%s", res.reason);
+    ck_assert_int_eq(al_read_file(state, &after, &n_after, &e), 0);
+    ck_assert_msg(n_before == n_after && memcmp(before, after, n_before) == 0,
+                  "the checkpoint changed");
+    free(after), free(before);
+    al_sweep_free(&s);
+    free(path), free(dir);
 }
 END_TEST
 
@@ -801,6 +858,7 @@ Suite *sweep_suite(void)
     tcase_add_test(run_tc, causal_ablation_report_shows_the_collapse_and_samples);
     tcase_add_test(run_tc, killed_worker_and_stopped_sweep_are_recorded_then_resumed);
     tcase_add_test(run_tc, failing_trial_is_recorded_with_its_reason);
+    tcase_add_test(run_tc, trial_whose_data_changed_fails_and_keeps_its_checkpoint);
     suite_add_tcase(s, run_tc);
     return s;
 }

@@ -59,15 +59,22 @@ static int open_object(const char *path, void **h, al_err *e)
 
 /* ------------------------------------------------------------ registering */
 
-/* Names become YAML values, trial ids and file names: keep them plain. */
-static int check_name(const al_variant_ops *ops, const char *origin, al_err *e)
+int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_err *e)
 {
-    const char *n = ops->name;
-    if (al_variant_ops_size(ops->api_version) == 0 || !n) return 0; /* the registry says */
-    size_t len = strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
-    if (len == 0 || n[len] || len >= AL_NAME_LEN)
-        return al_errf(e, "%s: variant name '%.80s' must be 1 to %d letters, digits, '_' "
-                       "or '-'", origin, n, AL_NAME_LEN - 1);
+    int version = -1;
+    const al_variant_ops *const *list = entry(&version);
+    if (version < AL_VARIANT_API_MIN || version > AL_VARIANT_API_VERSION)
+        return al_errf(e, "%s: plugin was built for variant interface version %d, "
+                       "this attnlab has version %d (and accepts %d to %d)", origin, version,
+                       AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN, AL_VARIANT_API_VERSION);
+    if (!list || !list[0]) return al_errf(e, "%s: plugin exports no variants", origin);
+    int before = al_variant_count();
+    for (int i = 0; list[i]; i++) {
+        if (al_variant_register(list[i], origin, e)) {
+            al_variant_truncate(before);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -79,21 +86,7 @@ static int register_variants(void *h, const char *origin, al_err *e)
                        AL_PLUGIN_ENTRY);
     al_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);   /* POSIX: object to function pointer */
-    int version = -1;
-    const al_variant_ops *const *list = entry(&version);
-    if (version < AL_VARIANT_API_MIN || version > AL_VARIANT_API_VERSION)
-        return al_errf(e, "%s: plugin was built for variant interface version %d, "
-                       "this attnlab has version %d (and accepts %d to %d)", origin, version,
-                       AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN, AL_VARIANT_API_VERSION);
-    if (!list || !list[0]) return al_errf(e, "%s: plugin exports no variants", origin);
-    int before = al_variant_count();
-    for (int i = 0; list[i]; i++) {
-        if (check_name(list[i], origin, e) || al_variant_register(list[i], origin, e)) {
-            al_variant_truncate(before);
-            return -1;
-        }
-    }
-    return 0;
+    return al_plugin_register_entry(entry, origin, e);
 }
 
 int al_plugin_load(const char *path, al_err *e)

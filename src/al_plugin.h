@@ -18,13 +18,20 @@
 #ifndef AL_PLUGIN_H
 #define AL_PLUGIN_H
 
-#include "../src/al_config.h"
+#include "al_config.h"
 
 /* Load one plugin and register its variants. Loading a file that is
  * already loaded does nothing. Errors (one line, naming path): missing file,
  * not a shared object, an unresolved symbol, no entry point, another
  * interface version, a variant name already registered. */
 int al_plugin_load(const char *path, al_err *e);
+
+/* What al_plugin_load does once the file is open: call the entry point,
+ * check the interface versions, and register every table it returns under
+ * origin (kept, not copied: it must outlive the process's use of the
+ * variants), whole or not at all. Exposed for the tests and the fuzzer,
+ * which hand it tables built in memory. */
+int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_err *e);
 
 /* Load the plugins a config tree lists under `plugins:`. A relative path is
  * taken relative to the directory of the file that lists it (the current

@@ -1,0 +1,432 @@
+/*
+ * test_bad_inputs.c - the catalogue of bad inputs: one table, one row per
+ * way a researcher's input can be wrong (YAML, the command line,
+ * checkpoints, data, plugins, results directories, resuming). Every row
+ * runs the attnlab binary in a fresh directory holding a small finished
+ * run, a stopped one and a plugin run (made once), and asserts what the
+ * README promises: exit status 2, one line of output matching the row's
+ * pattern (file:line:col or the key, and what is wrong), and that nothing
+ * in the directory was created, changed or removed.
+ *
+ * Rows marked as_user need file permissions to bite: when the tests run as
+ * root (where chmod 000 stops nobody), those rows run attnlab as the
+ * unprivileged user nobody through setpriv(1), or are skipped with a
+ * message where that is not possible.
+ */
+#include <ftw.h>
+#include <regex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "al_sha256.h"
+#include "al_test.h"
+#include "al_util.h"
+
+typedef struct bad_row {
+    const char *what;      /* the category: what is wrong */
+    const char *setup;     /* sh commands run first in the case's directory, or NULL */
+    const char *args;      /* attnlab's arguments, as sh words */
+    const char *pattern;   /* extended regex the one line of output must match */
+    int as_user;           /* run unprivileged (permissions must bite) */
+} bad_row;
+
+/* Variables for setup and args: $A attnlab, $P the swa plugin, $B the
+ * directory of the broken test plugins. The fixture (every case starts
+ * with a copy): data.txt; good.yaml and sweep.yaml (experiment 'mine')
+ * that train on it; run/ (finished, checkpoints), part/ (stopped at step
+ * 4 of 8, resumable), swarun/ (finished, variant swa from libswa.so, a
+ * copy of $P); foreign/ (the results of a sweep of experiment 'other'). */
+#define EDIT_HEADER(py)                                                                   \
+    "python3 -c 'import json,struct,sys\n"                                                \
+    "b=open(\"run/model.safetensors\",\"rb\").read()\n"                                   \
+    "n=struct.unpack(\"<Q\",b[:8])[0]\n"                                                  \
+    "h=json.loads(b[8:8+n])\n" py "\n"                                                    \
+    "t=json.dumps(h,separators=(\",\",\":\")).encode().ljust(n)\n"                      \
+    "assert len(t)==n\n"                                                                  \
+    "open(\"edited.safetensors\",\"wb\").write(b[:8]+t+b[8+n:])'"
+
+static const bad_row rows[] = {
+    /* ---- YAML */
+    {"yaml: syntax error", "printf 'model: {n_head: 4\\n' >bad.yaml", "train bad.yaml --out out",
+     "^bad\\.yaml:2:1: error: did not find expected ',' or '}'", 0},
+    {"yaml: a tab", "printf 'model:\\n\\tn_head: 2\\n' >bad.yaml", "train bad.yaml --out out",
+     "^bad\\.yaml:2:1: error: found character that cannot start any token", 0},
+    {"yaml: duplicate key", "printf 'model:\\n  n_head: 2\\n  n_head: 4\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:3:3: error: duplicate key 'n_head' \\(first at line 2\\)", 0},
+    {"yaml: wrong type (a word for an integer)", "printf 'model: {n_layer: two}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:18: error: 'model\\.n_layer' must be an integer, got 'two'", 0},
+    {"yaml: wrong type (a list for a number)", "printf 'train: {lr: [1, 2]}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:13: error: 'train\\.lr' must be a number, got a sequence", 0},
+    {"yaml: wrong type (a scalar for a mapping)", "printf 'model: 4\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:8: error: 'model' must be a mapping", 0},
+    {"yaml: out of range (beta2)", "printf 'train: {beta2: 1.5}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:16: error: 'train\\.beta2' \\(1\\.5\\) must be in \\[0, 1\\)", 0},
+    {"yaml: out of range (val_fraction)", "printf 'data: {val_fraction: 0}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:22: error: 'data\\.val_fraction' \\(0\\) must be in \\(0, 1\\)", 0},
+    {"yaml: out of range (negative steps)", "printf 'train: {steps: -5}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:16: error: 'train\\.steps' \\(-5\\) must be positive", 0},
+    {"yaml: impossible shape (n_kv_head)",
+     "printf 'model: {n_head: 4, attention: {variant: gqa, n_kv_head: 3}}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'n_kv_head' \\(3\\) must divide 'n_head' \\(4\\)", 0},
+    {"yaml: impossible shape (odd d_head)", "printf 'model: {d_head: 7}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:17: error: 'model\\.d_head' \\(7\\) must be even for RoPE", 0},
+    {"yaml: impossible shape (d_model over n_head)",
+     "printf 'model: {d_model: 30, n_head: 4}\\n' >bad.yaml", "train bad.yaml --out out",
+     "^bad\\.yaml:1:[0-9]+: error: 'model\\.d_model' \\(30\\) is not divisible by 'model\\.n_head' \\(4\\)", 0},
+    {"yaml: warmup longer than training", "printf 'train: {steps: 10, warmup_steps: 20}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'train\\.warmup_steps' \\(20\\) must be at most", 0},
+    {"yaml: unknown variant", "printf 'model: {attention: {variant: flash}}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: unknown variant 'flash'", 0},
+    {"yaml: unknown key", "printf 'model: {n_heads: 4}\\n' >bad.yaml", "train bad.yaml --out out",
+     "^bad\\.yaml:1:9: error: unknown key 'n_heads' in 'model' \\(did you mean 'n_head'\\?\\)", 0},
+    {"yaml: unknown plugin setting",
+     "printf 'plugins: [libswa.so]\\nmodel: {attention: {variant: swa, windw: 4}}\\n' >bad.yaml",
+     "train bad.yaml --out out",
+     "^bad\\.yaml:2:[0-9]+: error: unknown key 'windw' for variant 'swa' \\(did you mean 'window'\\?\\)", 0},
+    {"yaml: missing plugin setting",
+     "printf 'plugins: [libswa.so]\\nmodel: {attention: {variant: swa}}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:2:[0-9]+: error: 'model\\.attention\\.window' is required for variant 'swa'", 0},
+    {"yaml: plugin setting of the wrong type",
+     "printf 'plugins: [libswa.so]\\nmodel: {attention: {variant: swa, window: 2.5}}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:2:[0-9]+: error: 'model\\.attention\\.window' must be an integer", 0},
+    {"yaml: a list at the top", "printf -- '- model\\n' >bad.yaml", "train bad.yaml --out out",
+     "^bad\\.yaml:1:1: error: the top level must be a mapping, got a sequence", 0},
+    {"yaml: two documents", "printf 'model: {}\\n---\\ntrain: {}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:[0-9]+:[0-9]+: error: only one YAML document is allowed", 0},
+    {"yaml: an alias", "printf 'a: &x 1\\nmodel: {n_layer: *x}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:2:[0-9]+: error: aliases \\('\\*x'\\) are not supported", 0},
+    {"yaml: unknown data source", "printf 'data: {source: wiki}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'data\\.source' .*wiki", 0},
+    {"yaml: unknown kv_dtype", "printf 'model: {kv_dtype: f8}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'model\\.kv_dtype' .*f8", 0},
+    {"yaml: the file is missing", NULL, "train nothere.yaml --out out",
+     "^nothere\\.yaml: cannot open: No such file or directory$", 0},
+    {"yaml: the file is a directory", "mkdir cfg.yaml", "train cfg.yaml --out out",
+     "^cfg\\.yaml: is a directory, not a file$", 0},
+    {"yaml: a sweep axis that names no key",
+     "printf 'sweep:\\n  grid:\\n    model.n_heads: [2, 4]\\n' >>sweep.yaml", "sweep sweep.yaml --out out",
+     "^sweep\\.yaml:[0-9]+:5: error: sweep axis 'model\\.n_heads' names no setting \\(did you mean 'model\\.n_head'\\?\\)", 0},
+    {"yaml: a sweep of too many trials",
+     "printf 'sweep:\\n  seeds: 1000\\n  grid: {train.lr: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}\\n' "
+     ">>sweep.yaml", "sweep sweep.yaml --out out",
+     "^sweep\\.yaml:[0-9]+:[0-9]+: error: the sweep expands to 11000 trials, at most 10000$", 0},
+    {"yaml: zipped axes of different lengths",
+     "printf 'sweep:\\n  zip:\\n    model.n_head: [1, 2]\\n    train.lr: [0.1]\\n' >>sweep.yaml",
+     "sweep sweep.yaml --out out", "^sweep\\.yaml:[0-9]+:5: error: zip axis 'train\\.lr' has 1 values but", 0},
+
+    /* ---- the command line */
+    {"cli: unknown flag", NULL, "train good.yaml --out out --frobnicate",
+     "^attnlab: train: unknown or incomplete option '--frobnicate'", 0},
+    {"cli: missing value", NULL, "train good.yaml --out",
+     "^attnlab: train: unknown or incomplete option '--out'", 0},
+    {"cli: --set of an unknown key", NULL, "train good.yaml --out out --set model.n_headz=4",
+     "^--set:1:7: error: unknown key 'n_headz' in 'model' \\(did you mean 'n_head'\\?\\)", 0},
+    {"cli: --set without a value", NULL, "train good.yaml --out out --set model.n_head",
+     "^--set:1:1: error: expected key\\.path=value, got 'model\\.n_head'", 0},
+    {"cli: --set below a scalar", NULL, "train good.yaml --out out --set train.lr.x=1",
+     "^--set:1:7: error: 'train\\.lr' must be a number, got a mapping", 0},
+    {"cli: --set of a bad value", NULL, "train good.yaml --out out --set train.steps=many",
+     "^--set:1:13: error: 'train\\.steps' must be an integer, got 'many'", 0},
+    {"cli: bad --stop-after", NULL, "train good.yaml --out out --stop-after zero",
+     "^attnlab: train: --stop-after wants a positive integer, got 'zero'", 0},
+    {"cli: unknown command", NULL, "trian good.yaml", "^attnlab: unknown command 'trian'", 0},
+    {"cli: --jobs 0", NULL, "sweep sweep.yaml --out out --jobs 0",
+     "^attnlab: sweep: --jobs wants an integer in \\[1, 1024\\], got '0'", 0},
+    {"cli: a second file", NULL, "train good.yaml other.yaml --out out",
+     "^attnlab: train: unexpected argument 'other\\.yaml'", 0},
+    {"cli: generate without a number", NULL, "generate run/model.safetensors --prompt hi --tokens lots",
+     "^attnlab: generate: --tokens .*lots", 0},
+
+    /* ---- checkpoints */
+    {"checkpoint: truncated", "head -c 3000 run/model.safetensors >cut.safetensors",
+     "score cut.safetensors data.txt",
+     "^attnlab: cut\\.safetensors: .*(truncated|corrupt)", 0},
+    {"checkpoint: not a safetensors file (a PNG)",
+     "printf '\\211PNG\\r\\n\\032\\n0000000000000000' >pic.safetensors", "score pic.safetensors data.txt",
+     "^attnlab: pic\\.safetensors: not a safetensors file, or truncated: header length [0-9]+ does not fit", 0},
+    {"checkpoint: overlapping tensor offsets",
+     EDIT_HEADER("k=sorted((k for k in h if k!=\"__metadata__\"),key=lambda k:h[k][\"data_offsets\"][0])[1]\n"
+                 "b0,e0=h[k][\"data_offsets\"]\nh[k][\"data_offsets\"]=[b0-4,e0-4]"),
+     "score edited.safetensors data.txt",
+     "^attnlab: edited\\.safetensors: tensor '[^']+' starts at byte [0-9]+ of the data, expected [0-9]+ \\(overlapping", 0},
+    {"checkpoint: a tensor's shape does not match its config",
+     EDIT_HEADER("h[\"tok_emb.weight\"][\"shape\"]=[16,256]"), "score edited.safetensors data.txt",
+     "^attnlab: edited\\.safetensors: tensor 'tok_emb\\.weight' has shape \\[16, 256\\], the model's config wants \\[256, 16\\]", 0},
+    {"checkpoint: a plugin variant's, without the plugin", NULL,
+     "score swarun/model.safetensors data.txt",
+     "^attnlab: swarun/model\\.safetensors: attention variant 'swa' is not registered; it came from a plugin: pass --plugin /.*/libswa\\.so$", 0},
+    {"checkpoint: resume from a truncated state",
+     "head -c 2000 part/train_state.safetensors >x && mv x part/train_state.safetensors",
+     "train --resume part", "^part/train_state\\.safetensors: .*\\(truncated or corrupt\\)$", 0},
+    {"checkpoint: resume after the data changed", "echo more >>data.txt", "train --resume part",
+     "^part/train_state\\.safetensors: cannot resume: the data file 'data\\.txt' changed since the run started \\(then [0-9]+ bytes", 0},
+    {"checkpoint: resume after the plugin changed",
+     "cp swa.yaml s.yaml && $A train s.yaml --out sp --stop-after 2 >/dev/null 2>&1 && "
+     "printf x >>libswa.so",
+     "train --resume sp", "^sp/train_state\\.safetensors: cannot resume: plugin '/.*/libswa\\.so' changed since the run started", 0},
+    {"checkpoint: resume with another config", NULL, "train good.yaml --resume part --set train.lr=0.5",
+     "^part/train_state\\.safetensors: cannot resume: 'train\\.lr' is .* in the saved run but 0\\.5 now", 0},
+    {"checkpoint: resume of a finished run", NULL, "train --resume run",
+     "^run: nothing to resume: the run has done all 8 steps", 0},
+
+    /* ---- data */
+    {"data: an empty file", ": >empty.txt", "train good.yaml --out out --set data.path=empty.txt",
+     "^'data\\.path' \\('empty\\.txt'\\): too short: 0 bytes", 0},
+    {"data: shorter than one window", "printf 'tiny' >short.txt",
+     "train good.yaml --out out --set data.path=short.txt",
+     "^'data\\.path' \\('short\\.txt'\\): too short: 4 bytes give", 0},
+    {"data: a directory", "mkdir dir.txt", "train good.yaml --out out --set data.path=dir.txt",
+     "^'data\\.path': dir\\.txt: is a directory, not a file$", 0},
+    {"data: unreadable", "cp data.txt locked.txt && chmod 000 locked.txt",
+     "train good.yaml --out out --set data.path=locked.txt",
+     "^'data\\.path': locked\\.txt: cannot open: Permission denied$", 1},
+    {"data: missing", NULL, "train good.yaml --out out --set data.path=gone.txt",
+     "^'data\\.path': gone\\.txt: cannot open: No such file or directory$", 0},
+    {"data: too short for a sweep's trial", "printf 'tiny' >short.txt",
+     "sweep sweep.yaml --out out --set data.path=short.txt",
+     "^--set:1:11: error: 'data\\.path' \\('short\\.txt'\\): too short", 0},
+    {"data: scoring a file shorter than a window", "printf 'tiny' >short.txt",
+     "score run/model.safetensors short.txt", "^attnlab: short\\.txt: too short: 4 bytes", 0},
+
+    /* ---- plugins */
+    {"plugin: not an ELF file", "echo 'not a library' >libnot.so",
+     "train good.yaml --out out --plugin ./libnot.so",
+     "^attnlab: \\./libnot\\.so: not a loadable shared object \\(", 0},
+    {"plugin: no entry point", NULL, "train good.yaml --out out --plugin $B/libbroken_no_entry.so",
+     "^attnlab: /.*/libbroken_no_entry\\.so: no entry point 'attnlab_plugin_variants' \\(not an attnlab plugin\\)$", 0},
+    {"plugin: another interface version", NULL,
+     "train good.yaml --out out --plugin $B/libbroken_bad_plugin_version.so",
+     "^attnlab: /.*: plugin was built for variant interface version [0-9]+, this attnlab has version [0-9]+", 0},
+    {"plugin: a variant name already taken", NULL,
+     "train good.yaml --out out --plugin $B/libbroken_duplicate.so",
+     "^attnlab: /.*/libbroken_duplicate\\.so: variant 'mha' is already registered by built-in$", 0},
+    {"plugin: listed in the file but missing", "printf 'plugins: [nope.so]\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:11: error: plugin 'nope\\.so': No such file or directory", 0},
+
+    /* ---- results directories */
+    {"results: another experiment's", NULL, "sweep sweep.yaml --out foreign",
+     "^attnlab: foreign: belongs to experiment 'other' \\(from .*\\), not 'mine'; choose another --out", 0},
+    {"results: a directory that is no sweep's", NULL, "sweep sweep.yaml --out run",
+     "^attnlab: run: not empty and not a sweep's results directory \\(no sweep\\.json\\); choose another --out$", 0},
+    {"results: a read-only directory (sweep)", "mkdir ro && chmod 555 ro", "sweep sweep.yaml --out ro",
+     "^attnlab: ro/sweep\\.json: cannot write: Permission denied$", 1},
+    {"results: a read-only directory (train)", "mkdir ro && chmod 555 ro", "train good.yaml --out ro",
+     "^ro/config\\.yaml: cannot write: Permission denied$", 1},
+    {"results: report of a directory without results", "mkdir empty", "report empty",
+     "^attnlab: empty/summary\\.csv: cannot open: No such file or directory$", 0},
+};
+
+/* ------------------------------------------------------------ the fixture */
+
+static char fixture[4096];
+
+static void sh(const char *fmt, const char *a, const char *b)
+{
+    char cmd[16384], *out;
+    snprintf(cmd, sizeof cmd, fmt, a, b);
+    if (al_test_run(cmd, &out) != 0) {
+        fprintf(stderr, "bad_inputs: fixture failed: %s\n%s\n", cmd, out);
+        abort();
+    }
+    free(out);
+}
+
+static void make_fixture(void)
+{
+    char *d = al_test_tmpdir(), env[8192];
+    snprintf(fixture, sizeof fixture, "%s", d);
+    free(d);
+    snprintf(env, sizeof env, "cd '%s' && A='%s' && P='%s' &&", fixture, al_test_binary(),
+             AL_SWA_PLUGIN);
+    sh("%s python3 -c 'import random\n"
+       "random.seed(3)\n"
+       "w=[\"the \",\"king \",\"and \",\"queen \",\"of \",\"sea \",\".\\n\"]\n"
+       "open(\"data.txt\",\"w\").write(\"\".join(random.choice(w) for _ in range(600)))'", env, "");
+    sh("%s printf 'data: {source: text, path: data.txt}\\n"
+       "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16}\\n"
+       "train: {steps: 8, batch_size: 2, eval_every: 4, eval_batches: 1, warmup_steps: 1, "
+       "threads: 1, checkpoint_every: 4}\\n' >good.yaml && "
+       "(printf 'name: mine\\n'; cat good.yaml) >sweep.yaml && "
+       "(printf 'name: other\\n'; cat good.yaml) >other.yaml && cp \"$P\" libswa.so && "
+       "sed 's/seq_len: 16}/seq_len: 16, attention: {variant: swa, window: 4}}/' good.yaml >swa.yaml && "
+       "printf 'plugins: [libswa.so]\\n' >>swa.yaml && "
+       "$A train good.yaml --out run && $A train good.yaml --out part --stop-after 4 && "
+       "$A train swa.yaml --out swarun && $A sweep other.yaml --out foreign", env, "");
+}
+
+static void remove_tree(const char *dir)
+{
+    sh("chmod -R u+rwX '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
+}
+
+static void drop_fixture(void) { remove_tree(fixture); }
+
+/* ------------------------------------------------------------ snapshots */
+
+/* Every entry under a directory: "path kind digest" lines, sorted by nftw's
+ * walk (stable for an unchanged tree). */
+static char *snap_buf;
+static size_t snap_len, snap_cap;
+static size_t snap_root;
+
+static void snap_add(const char *line)
+{
+    size_t n = strlen(line);
+    if (snap_len + n + 1 > snap_cap) {
+        snap_cap = 2 * (snap_len + n + 1);
+        snap_buf = realloc(snap_buf, snap_cap);
+    }
+    memcpy(snap_buf + snap_len, line, n + 1);
+    snap_len += n;
+}
+
+static int snap_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    char line[8192], hex[65] = "-";
+    if (S_ISREG(st->st_mode) && (st->st_mode & S_IRUSR)) {
+        char *buf;
+        size_t n;
+        al_err e;
+        if (al_read_file(path, &buf, &n, &e) == 0) {
+            al_sha256_hex(buf, n, hex);
+            free(buf);
+        }
+    }
+    /* a file's time too (rewritten with the same bytes is rewritten), not a
+     * directory's (a temp file made and removed again is no change) */
+    long long t = S_ISDIR(st->st_mode) ? 0
+                  : (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+    snprintf(line, sizeof line, "%s %o %lld %s\n", path + snap_root, (unsigned)st->st_mode, t,
+             hex);
+    snap_add(line);
+    return 0;
+}
+
+static int by_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The snapshot as sorted lines (malloc'ed text). */
+static char *snapshot(const char *dir)
+{
+    snap_len = 0;
+    snap_root = strlen(dir);
+    snap_add("");
+    nftw(dir, snap_one, 16, FTW_PHYS);
+    int n = 0;
+    for (size_t i = 0; i < snap_len; i++) n += snap_buf[i] == '\n';
+    char **lines = malloc((size_t)(n + 1) * sizeof *lines), *save;
+    char *copy = strdup(snap_buf);
+    int k = 0;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) lines[k++] = l;
+    qsort(lines, k, sizeof *lines, by_line);
+    char *out = calloc(snap_len + 2, 1);
+    for (int i = 0; i < k; i++) strcat(strcat(out, lines[i]), "\n");
+    free(lines), free(copy);
+    return out;
+}
+
+/* The first line of a that is not in b, or NULL. */
+static const char *missing_line(const char *a, const char *b, char *line, size_t n)
+{
+    for (const char *p = a; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, n, "%.*s", (int)len, p);
+        char *probe = malloc(len + 3);
+        snprintf(probe, len + 3, "\n%s\n", line);
+        int found = strncmp(b, line, len) == 0 && b[len] == '\n';
+        found |= strstr(b, probe) != NULL;
+        free(probe);
+        if (!found) return line;
+        p += len + (p[len] == '\n');
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ running a row */
+
+/* "setpriv ..." when this row must run unprivileged and we are root; ""
+ * when we are not root; NULL when we are root and cannot drop privileges. */
+static const char *unprivileged(void)
+{
+    if (geteuid() != 0) return "";
+    if (al_test_run("command -v setpriv", NULL) != 0) return NULL;
+    return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+}
+
+START_TEST(bad_input_exits_2_with_one_clear_line_and_changes_nothing)
+{
+    const bad_row *r = &rows[_i];
+    const char *drop = r->as_user ? unprivileged() : "";
+    if (!drop) {
+        printf("skipped: %s (as root, and setpriv cannot drop privileges)\n", r->what);
+        return;
+    }
+    char *dir = al_test_tmpdir(), env[8192], cmd[32768], *out, line[8192];
+    snprintf(env, sizeof env, "cd '%s' && A='%s' && P='%s' && B='%s' &&", dir, al_test_binary(),
+             AL_SWA_PLUGIN, AL_BROKEN_PLUGIN_DIR);
+    snprintf(cmd, sizeof cmd, "cp -r '%s'/. '%s'/", fixture, dir);
+    ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    if (r->setup) {
+        snprintf(cmd, sizeof cmd, "%s %s", env, r->setup);
+        ck_assert_msg(al_test_run(cmd, &out) == 0, "%s: setup failed: %s", r->what, out);
+        free(out);
+    }
+    if (*drop) {   /* the unprivileged user must reach the files */
+        snprintf(cmd, sizeof cmd, "chmod 755 '%s'", dir);
+        ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    }
+    char *before = snapshot(dir);
+    snprintf(cmd, sizeof cmd, "%s %s\"$A\" %s", env, drop, r->args);
+    int rc = al_test_run(cmd, &out);
+    char *after = snapshot(dir);
+    ck_assert_msg(rc == 2, "%s: exit %d, not 2:\n%s", r->what, rc, out);
+    size_t len = strlen(out);
+    ck_assert_msg(len > 1 && out[len - 1] == '\n' && !memchr(out, '\n', len - 1),
+                  "%s: not one line:\n%s", r->what, out);
+    out[len - 1] = 0;   /* the pattern's $ is the line's end */
+    regex_t re;
+    ck_assert_int_eq(regcomp(&re, r->pattern, REG_EXTENDED | REG_NOSUB), 0);
+    ck_assert_msg(regexec(&re, out, 0, NULL, 0) == 0, "%s:\n  got  %s\n  want %s", r->what, out,
+                  r->pattern);
+    regfree(&re);
+    ck_assert_msg(!missing_line(before, after, line, sizeof line), "%s: changed or removed: %s",
+                  r->what, line);
+    ck_assert_msg(!missing_line(after, before, line, sizeof line), "%s: created or changed: %s",
+                  r->what, line);
+    free(before), free(after), free(out);
+    remove_tree(dir);
+    free(dir);
+}
+END_TEST
+
+/* The catalogue's own promise: at least 40 rows, every category present. */
+START_TEST(catalogue_covers_every_kind_of_input)
+{
+    static const char *const kinds[] = {"yaml:", "cli:", "checkpoint:", "data:", "plugin:",
+                                        "results:", NULL};
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    ck_assert_int_ge(n, 40);
+    for (int k = 0; kinds[k]; k++) {
+        int found = 0;
+        for (int i = 0; i < n; i++) found += strncmp(rows[i].what, kinds[k], strlen(kinds[k])) == 0;
+        ck_assert_msg(found >= 4, "only %d rows of kind %s", found, kinds[k]);
+    }
+}
+END_TEST
+
+Suite *bad_inputs_suite(void)
+{
+    Suite *s = suite_create("bad_inputs");
+    TCase *tc = tcase_create("bad_inputs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, make_fixture, drop_fixture);
+    tcase_add_test(tc, catalogue_covers_every_kind_of_input);
+    tcase_add_loop_test(tc, bad_input_exits_2_with_one_clear_line_and_changes_nothing, 0,
+                        (int)(sizeof rows / sizeof rows[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
