@@ -446,11 +446,13 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
     const al_train_config *t = &R->c->train;
     double last_print = 0;
     /* a finished run resumed (accept_finished): its result is the state's,
-     * its final evaluation and checkpoint are on disk already; the test
-     * split is scored again on the same final weights */
+     * its final evaluation is on disk already; the test split is scored
+     * again on the same final weights. The checkpoint is written again: a
+     * kill between the state and the model file leaves the model file of
+     * the step before, and the state holds the final weights. */
     if (R->start >= t->steps) {
         r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
-        return 0;
+        return al_dist_agree(save_run(R, t->steps, r, e) != 0, e);
     }
     for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&

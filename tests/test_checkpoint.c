@@ -469,7 +469,8 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     b = file_bytes(other, "model.safetensors", &n);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     ck_assert_int_eq(al_write_atomic(path, b, n, &e), 0);
-    free(b);
+    char *stale = b;   /* step 6's model file, for the finished case below */
+    size_t n_stale = n;
     train_ok(&c, dir, 1, 0, &r, AL_TRAIN_OK);
     train_ok(&c, other, 1, 0, &r, AL_TRAIN_OK);
     b = file_bytes(dir, "model.safetensors", &n);
@@ -477,8 +478,12 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the resumed runs end differently");
     free(b), free(b2);
     expect_resume_error(&c, other, "nothing to resume: the run has done all 24 steps");
-    /* a sweep worker killed after its final checkpoint: the finished state
-     * gives back the run's result as it was */
+    /* a sweep worker killed after its final checkpoint, between the state
+     * and the model file: the finished state gives back the run's result as
+     * it was, and the model file its final weights again */
+    snprintf(path, sizeof path, "%s/model.safetensors", other);
+    ck_assert_int_eq(al_write_atomic(path, stale, n_stale, &e), 0);
+    free(stale);
     al_train_opts o = {.outdir = other, .resume = 1, .accept_finished = 1};
     al_train_result again;
     ck_assert_msg(al_train(&c, &o, &again, &e) == 0, "%s", e.msg);
@@ -491,7 +496,7 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     ck_assert_mem_eq(&again.test_loss, &r.test_loss, sizeof(double));
     b = file_bytes(other, "model.safetensors", &n);
     b2 = file_bytes(dir, "model.safetensors", &n2);
-    ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the finished checkpoint changed");
+    ck_assert_msg(n == n2 && memcmp(b, b2, n) == 0, "the finished run's model file is not its final weights");
     free(b), free(b2);
     free(dir), free(other);
 }
