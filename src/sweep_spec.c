@@ -26,7 +26,7 @@ typedef struct spec_ctx {
     al_sweep *s;
     const char *const *plugins;   /* --plugin files, noted in every trial */
     int n_plugins;
-    const al_node *sweep;      /* the sweep mapping, or NULL */
+    const al_node *sweep;      /* the sweep mapping, or NULL (a stage may have none) */
     const al_node *exclude;    /* a sequence of mappings, or NULL */
     const al_node *seeds;      /* the seeds node, or NULL */
     const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
@@ -39,6 +39,15 @@ typedef struct spec_ctx {
     int group_len[AL_SWEEP_MAX_AXES];
     al_err *e;
 } spec_ctx;
+
+/* Where an error about the whole sweep points: its mapping, or for a stage
+ * without one (its trials come from the axes the stage adds, e.g. two equal
+ * convert targets) the first of those axes, else the file's top. */
+static const al_node *sweep_node(const spec_ctx *C)
+{
+    if (C->sweep) return C->sweep;
+    return C->n_extra > 0 ? C->extra[0].values : C->s->root;
+}
 
 /* ------------------------------------------------------------ errors */
 
@@ -550,7 +559,7 @@ static int count_trials(const spec_ctx *C, int *total)
         if (C->s->axes[a].group < 0) n *= C->s->axes[a].n;
     for (int g = 0; g < C->n_groups; g++) n *= C->group_len[g];
     if (n > AL_SWEEP_MAX_TRIALS)
-        return al_node_errf(C->e, C->sweep, "the sweep expands to %.0f trials, at most %d", n,
+        return al_node_errf(C->e, sweep_node(C), "the sweep expands to %.0f trials, at most %d", n,
                   AL_SWEEP_MAX_TRIALS);
     *total = (int)n;
     return 0;
@@ -842,7 +851,7 @@ static int same_trial_twice(spec_ctx *C, const char *const *hash)
             best = ix[k], twin = ix[k + 1];
     free(ix);
     if (best < 0) return 0;
-    return al_node_errf(C->e, C->sweep, "the sweep gives the same trial twice ('%s' and '%s'): "
+    return al_node_errf(C->e, sweep_node(C), "the sweep gives the same trial twice ('%s' and '%s'): "
                         "remove the duplicate value", s->trials[best].label, s->trials[twin].label);
 }
 
@@ -967,7 +976,7 @@ static int expand(spec_ctx *C)
         if (expand_one(C, k, &kept)) return -1;
     s->n_trials = kept;
     if (kept == 0)
-        return al_node_errf(C->e, C->exclude ? C->exclude : C->sweep, "every trial is excluded "
+        return al_node_errf(C->e, C->exclude ? C->exclude : sweep_node(C), "every trial is excluded "
                   "(%d of %d)", s->n_excluded, total);
     if (finish_names(C) || mark_baseline(C)) return -1;
     finish_groups(s);

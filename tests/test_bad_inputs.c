@@ -115,6 +115,11 @@ static const bad_row rows[] = {
     {"yaml: zipped axes of different lengths",
      "printf 'sweep:\\n  zip:\\n    model.n_head: [1, 2]\\n    train.lr: [0.1]\\n' >>sweep.yaml",
      "sweep sweep.yaml --out out", "^sweep\\.yaml:[0-9]+:5: error: zip axis 'train\\.lr' has 1 values but", 0},
+    {"yaml: a stage whose convert targets repeat (found by fuzzing)",
+     "printf 'stages:\\n  - {name: base}\\n  - name: up\\n    from: base\\n    convert:\\n"
+     "      to: [mqa, mqa]\\n      method: [mean]\\n    steps: [2]\\n' >>sweep.yaml", "sweep sweep.yaml --out out",
+     "^sweep\\.yaml:[0-9]+:11: error: the sweep gives the same trial twice \\('mqa' and 'mqa'\\).*"
+     "\\(in stage 'up'", 0},
 
     /* ---- the command line */
     {"cli: unknown flag", NULL, "train good.yaml --out out --frobnicate",
