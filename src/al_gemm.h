@@ -71,4 +71,11 @@ int al_gemm_plan_get(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K
  * from the plan's (a forced split is not checked against the reference). */
 void al_gemm_force_split(int split);
 
+/* Stops OpenBLAS's threads, which otherwise poll for work for about 0.1 s
+ * after a threaded call, on the cores the pool needs; its next threaded
+ * call starts them again. -1 (nothing done) where OpenBLAS does not export
+ * the means (blas_thread_shutdown_, its pthreads build): there the plans
+ * never choose OpenBLAS's threads. */
+int al_blas_threads_stop(void);
+
 #endif

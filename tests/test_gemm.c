@@ -111,6 +111,33 @@ START_TEST(every_split_should_compute_the_product)
 }
 END_TEST
 
+/* Plans stop OpenBLAS's threads after measuring them (al_blas_threads_stop);
+ * its next threaded call must start them again and give the same product. */
+START_TEST(openblas_threads_should_compute_again_after_a_stop)
+{
+    al_parallel_set_threads(2);
+    const shape *s = &shapes[4];
+    operands o = make(s, 11);
+    float *first = al_malloc(o.nc * sizeof(float));
+    memcpy(first, run(s, &o, AL_SPLIT_BLAS), o.nc * sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        int rc = al_blas_threads_stop();
+        ck_assert_int_le(rc, 0);
+        const float *C = run(s, &o, AL_SPLIT_BLAS);
+        ck_assert_msg(memcmp(C, first, o.nc * sizeof(float)) == 0,
+                      "OpenBLAS's threads gave other bits after stop %d (rc %d)", i, rc);
+    }
+    for (int r = 0; r < s->M; r += 37)
+        for (int c = 0; c < s->N; c += 11) {
+            double want = exact(s, &o, r, c);
+            ck_assert(fabs(first[(size_t)r * s->N + c] - want) < 1e-4 * (1 + fabs(want)));
+        }
+    free(first);
+    release(&o);
+    al_parallel_set_threads(1);
+}
+END_TEST
+
 /* The plan's promise: whatever it chose, the bits are the reference
  * split's, on data other than its probe, and the pool's product is that. */
 START_TEST(admitted_splits_should_give_the_reference_bits_on_fresh_data)
@@ -198,6 +225,7 @@ Suite *gemm_suite(void)
     tcase_add_test(tc, every_split_should_compute_the_product);
     tcase_add_test(tc, admitted_splits_should_give_the_reference_bits_on_fresh_data);
     tcase_add_test(tc, plans_should_be_kept_per_shape_and_thread_count);
+    tcase_add_test(tc, openblas_threads_should_compute_again_after_a_stop);
     tcase_add_test(tc, the_model_products_should_verify_under_both_kernel_choices);
     suite_add_tcase(s, tc);
     return s;
