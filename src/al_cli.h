@@ -45,6 +45,11 @@ int al_cli_parse(int argc, char **argv, al_cli_opts *o, const char *cmd,
 int al_cli_load_config(const al_cli_opts *o, al_config *c);
 /* Loads the --plugin files only (commands that read no experiment file). */
 int al_cli_load_plugins(const al_cli_opts *o);
+/* For commands whose only options are --plugin PATH (repeatable) and
+ * --help: parses argv into o and loads the plugins. Returns -1 to go on,
+ * else the exit status (0 after printing help). */
+int al_cli_plugins_only(const char *cmd, const char *help, int argc, char **argv,
+                        al_cli_opts *o);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);

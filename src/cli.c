@@ -94,6 +94,30 @@ int al_cli_load_plugins(const al_cli_opts *o)
     return 0;
 }
 
+int al_cli_plugins_only(const char *cmd, const char *help, int argc, char **argv,
+                        al_cli_opts *o)
+{
+    char msg[512];
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return fputs(help, stdout), 0;
+        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
+            snprintf(msg, sizeof msg, "%s: unknown or incomplete argument '%.200s' (see "
+                     "'attnlab %s --help')", cmd, argv[i], cmd);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        if (o->n_plugins == AL_CLI_MAX_PLUGINS) {
+            snprintf(msg, sizeof msg, "%s: too many --plugin options (at most %d)", cmd,
+                     AL_CLI_MAX_PLUGINS);
+            return al_cli_fail(AL_EXIT_INPUT, msg);
+        }
+        o->plugins[o->n_plugins++] = argv[++i];
+    }
+    int rc = al_cli_load_plugins(o);
+    return rc ? rc : -1;
+}
+
 /* Plugins first (--plugin, then the file's `plugins:`): the attention
  * mapping names variants they add. */
 int al_cli_load_config(const al_cli_opts *o, al_config *c)

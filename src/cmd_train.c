@@ -237,22 +237,8 @@ static const char keys_help[] =
 int al_cmd_keys(int argc, char **argv)
 {
     al_cli_opts o;
-    memset(&o, 0, sizeof o);
-    char msg[512];
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return fputs(keys_help, stdout), 0;
-        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
-            snprintf(msg, sizeof msg, "keys: unknown or incomplete argument '%.200s' (see "
-                     "'attnlab keys --help')", argv[i]);
-            return al_cli_fail(AL_EXIT_INPUT, msg);
-        }
-        if (o.n_plugins == AL_CLI_MAX_PLUGINS)
-            return al_cli_fail(AL_EXIT_INPUT, "keys: too many --plugin options");
-        o.plugins[o.n_plugins++] = argv[++i];
-    }
-    int rc = al_cli_load_plugins(&o);
-    if (rc) return rc;
+    int rc = al_cli_plugins_only("keys", keys_help, argc, argv, &o);
+    if (rc >= 0) return rc;
     puts("| key | default | meaning |\n| --- | --- | --- |");
     al_config_print_schema(stdout);   /* plugins' settings among model.attention's */
     return 0;

@@ -43,25 +43,8 @@ static void print_variant(int i, int name_w, int set_w)
 int al_cmd_variants(int argc, char **argv)
 {
     al_cli_opts o;
-    memset(&o, 0, sizeof o);
-    char msg[512];
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return fputs(variants_help, stdout), 0;
-        if (strcmp(argv[i], "--plugin") != 0 || i + 1 == argc) {
-            snprintf(msg, sizeof msg, "variants: unknown or incomplete argument '%.200s' (see "
-                     "'attnlab variants --help')", argv[i]);
-            return al_cli_fail(AL_EXIT_INPUT, msg);
-        }
-        if (o.n_plugins == AL_CLI_MAX_PLUGINS) {
-            snprintf(msg, sizeof msg, "variants: too many --plugin options (at most %d)",
-                     AL_CLI_MAX_PLUGINS);
-            return al_cli_fail(AL_EXIT_INPUT, msg);
-        }
-        o.plugins[o.n_plugins++] = argv[++i];
-    }
-    int rc = al_cli_load_plugins(&o);
-    if (rc) return rc;
+    int rc = al_cli_plugins_only("variants", variants_help, argc, argv, &o);
+    if (rc >= 0) return rc;
     int name_w = 0, set_w = 0;
     char set[512];
     for (int i = 0; i < al_variant_count(); i++) {

@@ -433,14 +433,22 @@ START_TEST(resumed_run_is_bit_identical_to_an_uninterrupted_one)
 }
 END_TEST
 
-static void expect_resume_error(const al_config *c, const char *dir, const char *want)
+/* A resume refused with one line holding want; the message in *e, the
+ * result in *r. */
+static void resume_refused(const al_config *c, const char *dir, const char *want, al_err *e,
+                           al_train_result *r)
 {
     al_train_opts o = {.outdir = dir, .resume = 1};
-    al_train_result r;
+    ck_assert_msg(al_train(c, &o, r, e) != 0, "resumed despite: %s", want);
+    ck_assert_msg(strstr(e->msg, want), "'%s' not in: %s", want, e->msg);
+    ck_assert_msg(!strchr(e->msg, '\n'), "not one line: %s", e->msg);
+}
+
+static void expect_resume_error(const al_config *c, const char *dir, const char *want)
+{
     al_err e;
-    ck_assert_msg(al_train(c, &o, &r, &e) != 0, "resumed despite: %s", want);
-    ck_assert_msg(strstr(e.msg, want), "'%s' not in: %s", want, e.msg);
-    ck_assert_msg(!strchr(e.msg, '\n'), "not one line: %s", e.msg);
+    al_train_result r;
+    resume_refused(c, dir, want, &e, &r);
 }
 
 START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
@@ -541,11 +549,9 @@ static void append_byte(const char *path)
 
 static void expect_changed(const al_config *c, const char *dir, const char *want)
 {
-    al_train_opts o = {.outdir = dir, .resume = 1};
     al_train_result r;
     al_err e;
-    ck_assert_msg(al_train(c, &o, &r, &e) != 0, "resumed despite: %s", want);
-    ck_assert_msg(strstr(e.msg, want), "'%s' not in: %s", want, e.msg);
+    resume_refused(c, dir, want, &e, &r);
     ck_assert_msg(strstr(e.msg, "in a new directory"), "no advice in: %s", e.msg);
     ck_assert_msg(!strstr(e.msg, "force"), "advice needs a force: %s", e.msg);
     ck_assert_int_eq(r.resume_changed, 1);
