@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "al_ablation.h"
+#include "al_report_ablation.h"
 #include "al_report.h"
 #include "al_test.h"
 #include "al_train.h"

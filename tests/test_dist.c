@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "al_dist.h"
+#include "al_mpi.h"
+#include "al_data_parallel.h"
 #include "al_model.h"
 #include "al_registry.h"
 #include "al_test.h"
@@ -91,14 +92,14 @@ END_TEST
 START_TEST(single_rank_is_the_plain_forward_and_backward)
 {
     al_err e;
-    ck_assert_int_eq(al_dist_init(&e), 0);
-    ck_assert_int_eq(al_dist_size(), 1);
-    ck_assert_int_eq(al_dist_rank(), 0);
+    ck_assert_int_eq(al_mpi_init(&e), 0);
+    ck_assert_int_eq(al_mpi_size(), 1);
+    ck_assert_int_eq(al_mpi_rank(), 0);
     ck_assert_int_eq(al_dp_check_batch(7, &e), 0);
     snprintf(e.msg, sizeof e.msg, "mine");
-    ck_assert_int_eq(al_dist_agree(1, &e), -1);
+    ck_assert_int_eq(al_mpi_agree(1, &e), -1);
     ck_assert_str_eq(e.msg, "mine");
-    ck_assert_int_eq(al_dist_agree(0, &e), 0);
+    ck_assert_int_eq(al_mpi_agree(0, &e), 0);
     enum { B = 2, T = 6 };
     al_model a, b;
     tiny_model(&a, B, T);
@@ -116,7 +117,7 @@ START_TEST(single_rank_is_the_plain_forward_and_backward)
     b.params[3] += 1e-6f;
     ck_assert(al_dp_checksum(&a) != al_dp_checksum(&b));
     al_model_free(&a), al_model_free(&b);
-    al_dist_finalize();
+    al_mpi_finalize();
 }
 END_TEST
 
@@ -148,7 +149,7 @@ const char *al_test_mpi_env(int leak_check)
 
 static int have_mpirun(const char *test)
 {
-    if (!al_dist_available()) {
+    if (!al_mpi_available()) {
         fprintf(stderr, "SKIP %s: built without MPI (install libopenmpi-dev)\n", test);
         return 0;
     }
@@ -313,7 +314,7 @@ START_TEST(launcher_that_does_not_match_is_refused)
     char *dir = al_test_tmpdir(), *cfg = dp_config(dir), d[4200], *out;
     snprintf(d, sizeof d, "%s/x", dir);
     ck_assert_int_eq(run_train(0, NO_LEAK_CHECK, "PMI_SIZE=2 PMI_RANK=0", "", cfg, d, "", &out), 2);
-    const char *want = al_dist_available()
+    const char *want = al_mpi_available()
                            ? "started 2 ranks (PMI_SIZE) without PMIx"
                            : "started 2 ranks (PMI_SIZE) but this attnlab was built without MPI";
     ck_assert_msg(strstr(out, want), "%s", out);

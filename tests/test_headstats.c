@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
-#include "al_headstats.h"
+#include "al_report_headstats.h"
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"

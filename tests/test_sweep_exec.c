@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "al_dist.h"
+#include "al_mpi.h"
 #include "al_sweep_exec.h"
 #include "al_test.h"
 
@@ -101,7 +101,7 @@ START_TEST(unavailable_executor_says_what_to_install)
     free(out);
     ck_assert_int_eq(run(&out, "%s sweep %s --out %s/r --executor mpi", al_test_binary(), exp,
                          dir), 2);
-    ck_assert_msg(strstr(out, al_dist_available() ? "mpirun -np N attnlab sweep FILE --executor mpi"
+    ck_assert_msg(strstr(out, al_mpi_available() ? "mpirun -np N attnlab sweep FILE --executor mpi"
                                                   : "install libopenmpi-dev"), "%s", out);
     free(out);
     struct stat st;
@@ -193,7 +193,7 @@ END_TEST
 
 START_TEST(mpi_sweep_equals_the_local_sweep)
 {
-    if (!al_dist_available() || al_test_run("command -v mpirun", NULL) != 0) {
+    if (!al_mpi_available() || al_test_run("command -v mpirun", NULL) != 0) {
         fprintf(stderr, "SKIP mpi_sweep_equals_the_local_sweep: needs attnlab built with MPI "
                         "and mpirun (install openmpi-bin libopenmpi-dev)\n");
         return;

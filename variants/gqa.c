@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attnlab_variant.h"
-#include "al_kvcache.h"
+#include <attnlab/attnlab_variant.h>
+#include <attnlab/al_kvcache.h>
 
 enum { SET_N_KV_HEAD };
 

@@ -14,7 +14,7 @@
 #ifndef AL_GQA_FAMILY_H
 #define AL_GQA_FAMILY_H
 
-#include "attnlab_variant.h"
+#include <attnlab/attnlab_variant.h>
 
 int al_gqa_params(const al_attn_shape *s, int G, al_param_spec *out);
 size_t al_gqa_act_floats(const al_attn_shape *s, int G, int B, int T);

@@ -2,7 +2,7 @@
  * mha.c - multi-head attention (Vaswani et al. 2017): every query head has
  * its own K/V head, G = H. The largest cache of the family.
  */
-#include "attnlab_variant.h"
+#include <attnlab/attnlab_variant.h>
 
 static int family_groups(const al_attn_shape *s) { return s->n_head; }
 

@@ -23,10 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attnlab_variant.h"
-#include "al_kvcache.h"
+#include <attnlab/attnlab_variant.h>
+#include <attnlab/al_kvcache.h>
 #include "mla_internal.h"
-#include "al_parallel.h"
+#include <attnlab/al_parallel.h>
 
 enum { SET_D_LATENT, SET_D_ROPE, SET_D_Q_LATENT };
 

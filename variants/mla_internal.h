@@ -10,7 +10,7 @@
 #ifndef AL_MLA_INTERNAL_H
 #define AL_MLA_INTERNAL_H
 
-#include "attnlab_variant.h"
+#include <attnlab/attnlab_variant.h>
 
 size_t al_mla_naive_scratch_floats(const al_attn_shape *s, int context);
 void al_mla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,

@@ -2,7 +2,7 @@
  * mqa.c - multi-query attention (Shazeer 2019): one K/V head shared by all
  * query heads, G = 1. The smallest cache of the family.
  */
-#include "attnlab_variant.h"
+#include <attnlab/attnlab_variant.h>
 
 static int family_groups(const al_attn_shape *s) { return 1; }
 

@@ -12,7 +12,8 @@
 #include "al_checkpoint.h"
 #include "al_convert.h"
 #include "al_data.h"
-#include "al_dist.h"
+#include "al_mpi.h"
+#include "al_data_parallel.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
@@ -201,7 +202,7 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
                             double val, double acc)
 {
     const al_train_config *t = &R->c->train;
-    if (al_dist_rank() != 0) return;   /* rank 0 alone reports */
+    if (al_mpi_rank() != 0) return;   /* rank 0 alone reports */
     double tok_s = R->train_time > 0 ? R->tokens / R->train_time : 0;
     double eta = tok_s > 0 ? (double)(t->steps - step) * t->batch_size *
                                  R->c->model.seq_len / tok_s : -1;
@@ -293,7 +294,7 @@ static int eval_point(run *R, int step, double train_loss, al_train_result *r, a
     if (step == 0) r->init_val_loss = val;
     report_progress(R, step, train_loss, lr, 1, val, acc);
     int bad = R->wdir && metrics_write(&R->mt, R->wdir, e) != 0;
-    if (al_dist_agree(bad, e) != 0) return -1;
+    if (al_mpi_agree(bad, e) != 0) return -1;
     return al_dp_check_replicas(&R->model, &R->rng, step, e);
 }
 
@@ -335,7 +336,7 @@ static int init_converted(run *R, const char *path, al_err *e)
     if (al_convert_into(path, &R->model, method, t->seed, &R->data, t->batch_size,
                         INIT_SAMPLE_TOKENS, &R->conv, e) != 0)
         return -1;
-    if (al_dist_rank() == 0 && R->o->log_lines)
+    if (al_mpi_rank() == 0 && R->o->log_lines)
         fprintf(stderr, "%s: init: %s (%s) converted to %s by %s: k_error %.4f v_error %.4f "
                 "on %ld tokens\n", R->o->label ? R->o->label : "train", path,
                 R->conv.src_variant, R->conv.dst_variant, t->init_convert, R->conv.mean.k,
@@ -434,7 +435,7 @@ static int after_step(run *R, int done, al_train_result *r, al_err *e)
     int stop = done == R->o->stop_after;
     if (done >= t->steps || !(stop || (t->checkpoint_every && done % t->checkpoint_every == 0)))
         return 0;
-    if (al_dist_agree(save_run(R, done, r, e) != 0, e) != 0) return -1;
+    if (al_mpi_agree(save_run(R, done, r, e) != 0, e) != 0) return -1;
     if (stop) r->status = AL_TRAIN_STOPPED;
     return 0;
 }
@@ -452,7 +453,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
      * the step before, and the state holds the final weights. */
     if (R->start >= t->steps) {
         r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
-        return al_dist_agree(save_run(R, t->steps, r, e) != 0, e);
+        return al_mpi_agree(save_run(R, t->steps, r, e) != 0, e);
     }
     for (int step = R->start; step < t->steps; step++) {
         if (step % t->eval_every == 0 &&
@@ -491,7 +492,7 @@ static int train_loop(run *R, al_train_result *r, al_err *e)
     }
     /* the held-out test split, once, on the final weights */
     r->test_loss = al_evaluate_test(&R->model, &R->data, t->batch_size, &r->test_accuracy);
-    return al_dist_agree(save_run(R, t->steps, r, e) != 0, e);
+    return al_mpi_agree(save_run(R, t->steps, r, e) != 0, e);
 }
 
 int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al_err *e)
@@ -504,9 +505,9 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     r->test_loss = r->test_accuracy = r->init_val_loss = NAN;
     R.c = &c;
     R.o = o;
-    R.wdir = al_dist_rank() == 0 ? o->outdir : NULL;
+    R.wdir = al_mpi_rank() == 0 ? o->outdir : NULL;
     R.t0 = al_now();
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_dist_local_size();
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_mpi_local_size();
     int threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? cores : 1;
     al_parallel_set_threads(threads);   /* the pool; OpenBLAS runs single-threaded */
     int rc = al_dp_check_batch(c.train.batch_size, e);
@@ -518,7 +519,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
         if (rc == 0) rc = write_config(&c, R.wdir, e);
         if (rc == 0 && R.conv.n_layer) rc = write_convert(&R, e);
     }
-    rc = al_dist_agree(rc != 0, e);
+    rc = al_mpi_agree(rc != 0, e);
     if (rc == 0) {
         r->params = R.model.n_params;
         r->kv_elems_per_token = al_model_kv_elems_per_token(&c.model);

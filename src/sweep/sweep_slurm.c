@@ -20,7 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "al_cli.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
 #define SQUEUE_TRIES 5        /* squeue failures in a row before giving up */

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
-#include "al_cli.h"
 #include "al_train.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "al_util.h"
-#include "../variants/attnlab_variant.h"
+#include "attnlab_variant.h"
 
 /* ---- YAML tree */
 enum al_node_kind { AL_NODE_SCALAR, AL_NODE_MAP, AL_NODE_SEQ };

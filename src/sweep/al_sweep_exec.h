@@ -42,7 +42,7 @@ enum al_sweep_executor { AL_EXEC_LOCAL = 0, AL_EXEC_SLURM, AL_EXEC_MPI, AL_EXEC_
 const char *al_sweep_executor_name(int x);
 int al_sweep_executor_parse(const char *name);
 /* 0 when executor x can run here, else -1 with e saying what to install
- * or how to launch. For mpi, call after al_dist_init. */
+ * or how to launch. For mpi, call after al_mpi_init. */
 int al_sweep_executor_check(int x, al_err *e);
 
 /* ------------------------------------------------------------ slurm */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "al_dist.h"
+#include "al_mpi.h"
 
 static const char *const names[] = {"local", "slurm", "mpi"};
 _Static_assert(sizeof names / sizeof names[0] == AL_EXEC_N, "one name per executor");
@@ -53,11 +53,11 @@ static int check_slurm(al_err *e)
 
 static int check_mpi(al_err *e)
 {
-    if (!al_dist_available())
+    if (!al_mpi_available())
         return al_errf(e, "the mpi executor needs attnlab built with MPI: install "
                        "libopenmpi-dev and openmpi-bin (Debian), then meson setup "
                        "--reconfigure build -Dmpi=enabled && ninja -C build");
-    if (al_dist_size() < 2)
+    if (al_mpi_size() < 2)
         return al_errf(e, "the mpi executor runs under an MPI launcher with at least 2 ranks: "
                        "mpirun -np N attnlab sweep FILE --executor mpi (one trial per rank "
                        "at a time)");

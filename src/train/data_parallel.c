@@ -1,5 +1,5 @@
 /*
- * dp.c - data-parallel training of one model over the ranks of al_dist.
+ * data_parallel.c - data-parallel training of one model over the ranks of al_mpi.
  *
  * Why the N-rank run equals the 1-rank run: every rank draws the whole
  * global batch from the same RNG stream (cheap: token windows), so the
@@ -9,7 +9,7 @@
  * all rows), and likewise the gradient. Each rank scales its gradient by
  * its share; one allreduce of the flat gradient buffer sums them.
  */
-#include "al_dist.h"
+#include "al_data_parallel.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -20,7 +20,7 @@
 
 int al_dp_check_batch(int batch_size, al_err *e)
 {
-    int n = al_dist_size();
+    int n = al_mpi_size();
     if (batch_size % n != 0)
         return al_errf(e, "'train.batch_size' (%d) must be divisible by the number of "
                        "MPI ranks (%d): every rank trains on an equal slice of the batch",
@@ -48,7 +48,7 @@ double al_dp_share(const float *w, int B, int T, int rank, int size)
 double al_dp_forward_backward(al_model *m, const int *in, const int *tgt, const float *w,
                               int B, int T)
 {
-    int n = al_dist_size(), r = al_dist_rank();
+    int n = al_mpi_size(), r = al_mpi_rank();
     if (n == 1) {
         double loss = al_model_forward(m, in, tgt, w, B, T);
         if (isfinite(loss)) al_model_backward(m);
@@ -61,11 +61,11 @@ double al_dp_forward_backward(al_model *m, const int *in, const int *tgt, const 
     /* A slice without weight has loss 0 and gradient 0; share is 0 too, and
      * 0 * NaN must not poison the sum. */
     double part = share == 0 ? 0 : share * loss;
-    al_dist_allreduce_sum_d(&part, 1);
+    al_mpi_allreduce_sum_d(&part, 1);
     if (!isfinite(part)) return part;
     al_model_backward(m);
     cblas_sscal((int)m->n_params, (float)share, m->grads, 1);
-    al_dist_allreduce_sum(m->grads, m->n_params);
+    al_mpi_allreduce_sum(m->grads, m->n_params);
     return part;
 }
 
@@ -85,12 +85,12 @@ uint64_t al_dp_checksum(const al_model *m)
 
 int al_dp_check_replicas(al_model *m, const al_rng *rng, int step, al_err *e)
 {
-    if (al_dist_size() == 1) return 0;
+    if (al_mpi_size() == 1) return 0;
     const char *perturb = getenv("AL_DIST_TEST_PERTURB");
-    if (perturb && step > 0 && atoi(perturb) == al_dist_rank()) m->params[0] += 1e-3f;
+    if (perturb && step > 0 && atoi(perturb) == al_mpi_rank()) m->params[0] += 1e-3f;
     uint64_t h = fnv1a(al_dp_checksum(m), rng->s, sizeof rng->s);
-    if (al_dist_same_u64(h)) return 0;
+    if (al_mpi_same_u64(h)) return 0;
     return al_errf(e, "data-parallel replicas differ at step %d: the parameters or the data "
                    "stream are not identical on all %d ranks (rank %d checksum %016llx)",
-                   step, al_dist_size(), al_dist_rank(), (unsigned long long)h);
+                   step, al_mpi_size(), al_mpi_rank(), (unsigned long long)h);
 }

@@ -3,7 +3,7 @@
  * the few collectives training and the mpi sweep executor use. Without
  * AL_HAVE_MPI every function is the single-rank case.
  */
-#include "al_dist.h"
+#include "al_mpi.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static long launcher_size(const char **var)
     return 0;
 }
 
-int al_dist_available(void)
+int al_mpi_available(void)
 {
 #ifdef AL_HAVE_MPI
     return 1;
@@ -77,7 +77,7 @@ static int mpi_start(long want, const char *var, al_err *e)
 }
 #endif
 
-int al_dist_init(al_err *e)
+int al_mpi_init(al_err *e)
 {
     if (D.inited) return 0;
     const char *var = NULL;
@@ -109,11 +109,11 @@ int al_dist_init(al_err *e)
 #endif
 }
 
-int al_dist_rank(void) { return D.rank; }
-int al_dist_size(void) { return D.size; }
-int al_dist_local_size(void) { return D.local_size; }
+int al_mpi_rank(void) { return D.rank; }
+int al_mpi_size(void) { return D.size; }
+int al_mpi_local_size(void) { return D.local_size; }
 
-void al_dist_finalize(void)
+void al_mpi_finalize(void)
 {
 #ifdef AL_HAVE_MPI
     if (D.mpi) MPI_Finalize();
@@ -123,7 +123,7 @@ void al_dist_finalize(void)
 
 /* ------------------------------------------------------------ collectives */
 
-void al_dist_allreduce_sum(float *buf, size_t n)
+void al_mpi_allreduce_sum(float *buf, size_t n)
 {
 #ifdef AL_HAVE_MPI
     if (!D.mpi || D.size == 1) return;
@@ -137,7 +137,7 @@ void al_dist_allreduce_sum(float *buf, size_t n)
 #endif
 }
 
-void al_dist_allreduce_sum_d(double *buf, int n)
+void al_mpi_allreduce_sum_d(double *buf, int n)
 {
 #ifdef AL_HAVE_MPI
     if (D.mpi && D.size > 1)
@@ -147,7 +147,7 @@ void al_dist_allreduce_sum_d(double *buf, int n)
 #endif
 }
 
-int al_dist_same_u64(uint64_t v)
+int al_mpi_same_u64(uint64_t v)
 {
 #ifdef AL_HAVE_MPI
     if (!D.mpi || D.size == 1) return 1;
@@ -161,11 +161,11 @@ int al_dist_same_u64(uint64_t v)
 #endif
 }
 
-int al_dist_agree(int failed, al_err *e)
+int al_mpi_agree(int failed, al_err *e)
 {
     if (D.size == 1) return failed ? -1 : 0;
     double v[2] = {failed ? 1 : 0, D.rank == 0 && failed ? 1 : 0};
-    al_dist_allreduce_sum_d(v, 2);
+    al_mpi_allreduce_sum_d(v, 2);
     if (v[0] == 0) return 0;
     if (failed) {
         if (D.rank != 0 && v[1] > 0) e->msg[0] = 0;   /* rank 0 says it */
@@ -177,18 +177,18 @@ int al_dist_agree(int failed, al_err *e)
     return -1;
 }
 
-void al_dist_send_ints(int dest, int tag, const int *v, int n)
+void al_mpi_send_ints(int dest, int tag, const int *v, int n)
 {
 #ifdef AL_HAVE_MPI
     AL_ASSERT(D.mpi);
     MPI_Send(v, n, MPI_INT, dest, tag, MPI_COMM_WORLD);
 #else
     (void)dest, (void)tag, (void)v, (void)n;
-    AL_ASSERT(!"al_dist_send_ints without MPI");
+    AL_ASSERT(!"al_mpi_send_ints without MPI");
 #endif
 }
 
-int al_dist_recv_ints(int src, int tag, int *v, int n)
+int al_mpi_recv_ints(int src, int tag, int *v, int n)
 {
 #ifdef AL_HAVE_MPI
     AL_ASSERT(D.mpi);
@@ -197,12 +197,12 @@ int al_dist_recv_ints(int src, int tag, int *v, int n)
     return st.MPI_SOURCE;
 #else
     (void)src, (void)tag, (void)v, (void)n;
-    AL_ASSERT(!"al_dist_recv_ints without MPI");
+    AL_ASSERT(!"al_mpi_recv_ints without MPI");
     return -1;
 #endif
 }
 
-int al_dist_probe(int src, int tag)
+int al_mpi_probe(int src, int tag)
 {
 #ifdef AL_HAVE_MPI
     AL_ASSERT(D.mpi);
@@ -211,7 +211,7 @@ int al_dist_probe(int src, int tag)
     return flag;
 #else
     (void)src, (void)tag;
-    AL_ASSERT(!"al_dist_probe without MPI");
+    AL_ASSERT(!"al_mpi_probe without MPI");
     return 0;
 #endif
 }

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "al_dist.h"
+#include "al_mpi.h"
 
 enum { TAG_WORK = 101, TAG_SIGNAL = 102, TAG_DONE = 103 };
 enum { STOP = -1 };
@@ -35,7 +35,7 @@ static long mpi_start(void *ctx, int slot, const al_sweep_trial *t, al_err *e)
         return c->local > 0 ? 1 : -1;
     }
     int idx = t->index;
-    al_dist_send_ints(slot, TAG_WORK, &idx, 1);
+    al_mpi_send_ints(slot, TAG_WORK, &idx, 1);
     return slot + 1;
 }
 
@@ -44,8 +44,8 @@ static int mpi_poll(void *ctx, long h, int *wst)
     mpi_ctx *c = ctx;
     int slot = (int)h - 1, msg[2];
     if (slot == 0) return waitpid(c->local, wst, WNOHANG) == c->local;
-    if (!al_dist_probe(slot, TAG_DONE)) return 0;
-    al_dist_recv_ints(slot, TAG_DONE, msg, 2);
+    if (!al_mpi_probe(slot, TAG_DONE)) return 0;
+    al_mpi_recv_ints(slot, TAG_DONE, msg, 2);
     *wst = msg[1];
     return 1;
 }
@@ -56,7 +56,7 @@ static void mpi_signal(void *ctx, long h, int sig)
     mpi_ctx *c = ctx;
     int slot = (int)h - 1;
     if (slot == 0) kill(c->local, sig);
-    else al_dist_send_ints(slot, TAG_SIGNAL, &sig, 1);
+    else al_mpi_send_ints(slot, TAG_SIGNAL, &sig, 1);
 }
 
 static void mpi_where(void *ctx, long h, char *buf, size_t n)
@@ -69,11 +69,11 @@ int al_sweep_mpi(const al_sweep *s, al_sweep_run_opts *o, al_sweep_run_stats *st
     mpi_ctx c = {s, o, 0};
     al_sweep_launcher L = {mpi_start, mpi_poll, mpi_signal, mpi_where, &c};
     o->launcher = &L;
-    o->jobs = al_dist_size();
+    o->jobs = al_mpi_size();
     int rc = al_sweep_run(s, o, st, e);
     o->launcher = NULL;
     int stop = STOP;
-    for (int r = 1; r < al_dist_size(); r++) al_dist_send_ints(r, TAG_WORK, &stop, 1);
+    for (int r = 1; r < al_mpi_size(); r++) al_mpi_send_ints(r, TAG_WORK, &stop, 1);
     return rc;
 }
 
@@ -96,15 +96,15 @@ static int serve_one(al_sweep *s, const al_sweep_run_opts *o, int idx)
     al_sweep_assign_ids(s, o->dir);
     pid_t pid = al_sweep_spawn_worker(s, o, &s->trials[idx], &e);
     if (pid < 0) {
-        fprintf(stderr, "attnlab: rank %d: %s\n", al_dist_rank(), e.msg);
+        fprintf(stderr, "attnlab: rank %d: %s\n", al_mpi_rank(), e.msg);
         return 127 << 8;   /* as a shell reports a command it could not run */
     }
     struct timespec nap = {0, 50 * 1000 * 1000};
     int wst = 0, forwarded = 0;
     while (waitpid(pid, &wst, WNOHANG) != pid) {
-        if (al_dist_probe(0, TAG_SIGNAL)) {
+        if (al_mpi_probe(0, TAG_SIGNAL)) {
             int sig;
-            al_dist_recv_ints(0, TAG_SIGNAL, &sig, 1);
+            al_mpi_recv_ints(0, TAG_SIGNAL, &sig, 1);
             kill(pid, sig);
         }
         if (stop_asked && !forwarded) {
@@ -124,15 +124,15 @@ int al_sweep_mpi_serve(al_sweep *s, const al_sweep_run_opts *o, al_err *e)
     sigaction(SIGTERM, &sa, NULL);
     for (;;) {
         int idx;
-        al_dist_recv_ints(0, TAG_WORK, &idx, 1);
+        al_mpi_recv_ints(0, TAG_WORK, &idx, 1);
         if (idx == STOP) {   /* a stop signal that crossed the last ending */
-            while (al_dist_probe(0, TAG_SIGNAL)) al_dist_recv_ints(0, TAG_SIGNAL, &idx, 1);
+            while (al_mpi_probe(0, TAG_SIGNAL)) al_mpi_recv_ints(0, TAG_SIGNAL, &idx, 1);
             return 0;
         }
         if (idx < 0 || idx >= s->n_trials)
-            return al_errf(e, "rank %d: rank 0 handed out trial %d of %d", al_dist_rank(), idx,
+            return al_errf(e, "rank %d: rank 0 handed out trial %d of %d", al_mpi_rank(), idx,
                            s->n_trials);
         int msg[2] = {idx, serve_one(s, o, idx)};
-        al_dist_send_ints(0, TAG_DONE, msg, 2);
+        al_mpi_send_ints(0, TAG_DONE, msg, 2);
     }
 }

@@ -11,10 +11,8 @@
 
 #include "al_config.h"
 
-enum { AL_EXIT_RUNTIME = 1, AL_EXIT_INPUT = 2, AL_EXIT_DIVERGED = 3 };
-
-#define AL_CLI_MAX_SETS 64
-#define AL_CLI_MAX_PLUGINS 16
+/* Exit statuses and AL_CLI_MAX_* live in al_util.h: the sweep executors
+ * run subcommands and read their statuses too. */
 
 /* Options shared by the commands that read an experiment file. */
 typedef struct al_cli_opts {

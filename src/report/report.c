@@ -12,8 +12,8 @@
 #include "al_report.h"
 #include "report_internal.h"
 
-#include "al_ablation.h"
-#include "al_headstats.h"
+#include "al_report_ablation.h"
+#include "al_report_headstats.h"
 
 #include <jansson.h>
 #include <math.h>

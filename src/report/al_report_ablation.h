@@ -21,7 +21,7 @@
 
 #include <stdio.h>
 
-#include "al_headstats.h"
+#include "al_report_headstats.h"
 
 /* Longest prompt of the side-by-side maps (so each token gets a label). */
 #define AL_ABLATION_PROMPT 40

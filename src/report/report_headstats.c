@@ -9,7 +9,7 @@
 
 #include "al_attnmap.h"
 #include "al_checkpoint.h"
-#include "al_headstats.h"
+#include "al_report_headstats.h"
 #include "al_plugin.h"
 
 #define PATH_LEN 4400

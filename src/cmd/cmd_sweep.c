@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "al_cli.h"
-#include "al_dist.h"
+#include "al_mpi.h"
 #include "al_report.h"
 #include "al_sweep_exec.h"
 #include "al_sweep_run.h"
@@ -257,19 +257,19 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     /* a results directory that cannot be made, written or locked is a
      * bad --out (exit 2): nothing has been trained */
     int code = AL_EXIT_INPUT;
-    bad = al_dist_rank() == 0 &&
+    bad = al_mpi_rank() == 0 &&
           (al_mkdirs(a->out, &e) ||
            al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
            lock_dir(a->out, &lock, &e));
-    if (al_dist_rank() == 0 && !bad) remove_stale_temps(a->out);
+    if (al_mpi_rank() == 0 && !bad) remove_stale_temps(a->out);
     if (!bad && self_exe(exe, sizeof exe, &e)) bad = 1, code = AL_EXIT_RUNTIME;
-    if (al_dist_agree(bad, &e)) {
+    if (al_mpi_agree(bad, &e)) {
         if (lock >= 0) close(lock);
         return e.msg[0] ? al_cli_fail(code, e.msg) : code;
     }
     al_sweep_run_opts ro = {exe, a->out, (int)a->jobs, (int)a->threads, a->o.sets,
                             a->o.n_sets, a->o.plugins, a->o.n_plugins, NULL};
-    if (al_dist_rank() > 0)
+    if (al_mpi_rank() > 0)
         return al_sweep_mpi_serve(s, &ro, &e) ? al_cli_fail(AL_EXIT_RUNTIME, e.msg) : 0;
     al_sweep_run_stats st;
     long job;
@@ -325,20 +325,20 @@ static int sweep_ranked(sweep_args *a)
     al_err e = {""};
     int bad = al_sweep_load(a->o.file, a->o.sets, a->o.n_sets, a->o.plugins, a->o.n_plugins,
                             &s, &e) != 0;
-    if (al_dist_agree(bad, &e)) {
+    if (al_mpi_agree(bad, &e)) {
         if (e.msg[0]) fprintf(stderr, "%s\n", e.msg);
         return AL_EXIT_INPUT;
     }
     if (a->o.out) snprintf(a->out, sizeof a->out, "%s", a->o.out);
     else snprintf(a->out, sizeof a->out, "results/%s", s.name);
-    bad = al_dist_rank() == 0 && (al_results_check_owner(a->out, &s, &e) ||
+    bad = al_mpi_rank() == 0 && (al_results_check_owner(a->out, &s, &e) ||
                                   pick_executor(a, &e));
-    int rc = al_dist_agree(bad, &e) ? AL_EXIT_INPUT : 0;
+    int rc = al_mpi_agree(bad, &e) ? AL_EXIT_INPUT : 0;
     if (rc && e.msg[0]) al_cli_fail(rc, e.msg);
     if (!rc) {
         al_sweep_assign_ids(&s, a->out);
         choose_pool(&s, a);
-        if (a->dry_run) rc = al_dist_rank() == 0 ? dry_run(&s, a) : 0;
+        if (a->dry_run) rc = al_mpi_rank() == 0 ? dry_run(&s, a) : 0;
         else rc = run_sweep(&s, a);
     }
     al_sweep_free(&s);
@@ -353,12 +353,12 @@ int al_cmd_sweep(int argc, char **argv)
     if (a.o.help) return fputs(sweep_help, stdout), 0;
     if (a.executor != AL_EXEC_MPI) return sweep_ranked(&a);
     al_err e;
-    if (al_dist_init(&e) || al_sweep_executor_check(AL_EXEC_MPI, &e)) {
-        al_dist_finalize();
+    if (al_mpi_init(&e) || al_sweep_executor_check(AL_EXEC_MPI, &e)) {
+        al_mpi_finalize();
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     rc = sweep_ranked(&a);
-    al_dist_finalize();
+    al_mpi_finalize();
     return rc;
 }
 

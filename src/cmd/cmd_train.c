@@ -10,7 +10,7 @@
 #include "al_cli.h"
 #include "al_decode.h"
 #include "al_data.h"
-#include "al_dist.h"
+#include "al_mpi.h"
 #include "al_model.h"
 #include "al_train.h"
 
@@ -106,7 +106,7 @@ static int resume_opts(const al_cli_opts *o, const char **xv, al_train_opts *to)
     return 0;
 }
 
-/* Errors under MPI: al_dist_agree leaves a message only where it should be
+/* Errors under MPI: al_mpi_agree leaves a message only where it should be
  * printed, so that a failure every rank shares is printed once. A failure
  * once training has begun (a full disk) is a run-time one. */
 static int train_fail(const al_err *e, int runtime)
@@ -134,7 +134,7 @@ static int print_result(const al_config *c, const al_train_opts *to, const al_tr
     if (!isnan(r->test_accuracy)) printf(" test_accuracy=%.4f", r->test_accuracy);
     printf(" params=%zu tokens_per_s=%.0f wall_s=%.1f variant=%s%s", r->params,
            r->tokens_per_s, r->wall_s, c->model.variant, mask);
-    if (al_dist_size() > 1) printf(" ranks=%d", al_dist_size());
+    if (al_mpi_size() > 1) printf(" ranks=%d", al_mpi_size());
     putchar('\n');
     return 0;
 }
@@ -145,7 +145,7 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
     al_config c;
     al_err e = {""};
     int rc = al_cli_load_config(o, &c);   /* prints its own error */
-    if (al_dist_agree(rc != 0, &e) != 0) {
+    if (al_mpi_agree(rc != 0, &e) != 0) {
         train_fail(&e, 0);
         return rc ? rc : AL_EXIT_INPUT;
     }
@@ -158,7 +158,7 @@ static int train_ranked(const al_cli_opts *o, const char **xv)
     if ((rc = resume_opts(o, xv, &to))) return rc;
     al_train_result r;
     if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e, r.runtime_error);
-    if (al_dist_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;
+    if (al_mpi_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;
     return print_result(&c, &to, &r);
 }
 
@@ -171,9 +171,9 @@ int al_cmd_train(int argc, char **argv)
     if (rc) return rc;
     if (o.help) return fputs(train_help, stdout), 0;
     al_err e;
-    if (al_dist_init(&e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if (al_mpi_init(&e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     rc = train_ranked(&o, xv);
-    al_dist_finalize();
+    al_mpi_finalize();
     return rc;
 }
 

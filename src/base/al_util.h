@@ -13,6 +13,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Exit statuses of every command (and of the trials a sweep runs): 0
+ * success, 1 a run-time failure (I/O), 2 bad input (usage, configuration,
+ * a missing or corrupt file), 3 a training run diverged. */
+enum { AL_EXIT_RUNTIME = 1, AL_EXIT_INPUT = 2, AL_EXIT_DIVERGED = 3 };
+
+/* How many --set and --plugin options a command takes (and a sweep passes
+ * on to the trials it runs). */
+#define AL_CLI_MAX_SETS 64
+#define AL_CLI_MAX_PLUGINS 16
+
 #define AL_ERR_LEN 1024
 typedef struct al_err {
     char msg[AL_ERR_LEN];

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "al_ablation.h"
+#include "al_report_ablation.h"
 #include "al_attnmap.h"
 #include "al_checkpoint.h"
 #include "al_decode.h"
