@@ -123,30 +123,6 @@ END_TEST
 
 /* ------------------------------------------------------------ through mpirun */
 
-/* Shared memory and loopback only; as root; more ranks than cores. Under
- * ASan, Open MPI's own allocations stay alive until exit: with leak_check
- * they are suppressed by library name (which needs slow full unwinding on
- * every malloc), otherwise leak detection is off for the ranks (attnlab's
- * own code on these paths is leak-checked by the one-process tests). */
-const char *al_test_mpi_env(int leak_check)
-{
-    static char buf[2048];
-    int n = snprintf(buf, sizeof buf,
-                     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader "
-                     "OMPI_MCA_oob_tcp_if_include=lo ");
-    if (leak_check)
-        snprintf(buf + n, sizeof buf - n,
-                 "OMPI_MCA_mca_base_component_disable_dlclose=1 "
-                 "LSAN_OPTIONS=suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0 "
-                 "ASAN_OPTIONS=fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}",
-                 al_test_srcdir());
-    else
-        snprintf(buf + n, sizeof buf - n,
-                 "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0");
-    return buf;
-}
-
 static int have_mpirun(const char *test)
 {
     if (!al_mpi_available()) {

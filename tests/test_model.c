@@ -10,56 +10,6 @@
 #include "al_test.h"
 #include "al_test_model.h"
 
-int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer,
-                        int d_model, int n_head, int d_head, int seq_len, int vocab)
-{
-    memset(c, 0, sizeof *c);
-    c->n_layer = n_layer;
-    c->d_model = d_model;
-    c->n_head = n_head;
-    c->d_head = d_head;
-    c->seq_len = seq_len;
-    c->vocab_size = vocab;
-    c->mlp_ratio = 2.0;
-    c->norm_eps = 1e-5;
-    c->rope_base = 10000;
-    c->causal = 1;
-    c->attn = v;
-    snprintf(c->variant, sizeof c->variant, "%s", v->name);
-    snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
-    static const double tries[] = {2, 1, 4, 8};
-    for (int i = 0; v->settings && v->settings[i].name; i++) {
-        c->attn_set[i] = v->settings[i].def;
-        if (!v->settings[i].required) continue;
-        for (int k = 0; k < 4; k++) {
-            c->attn_set[i] = tries[k];
-            al_model m;
-            al_err e;
-            if (al_model_init(&m, c, &e) == 0) {
-                al_model_free(&m);
-                break;
-            }
-        }
-    }
-    al_model m;
-    al_err e;
-    if (al_model_init(&m, c, &e) != 0) return -1;
-    al_model_free(&m);
-    return 0;
-}
-
-double al_test_rel_err(const double *a, const double *b, size_t n)
-{
-    double d = 0, na = 0, nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += (a[i] - b[i]) * (a[i] - b[i]);
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-    }
-    double den = fmax(sqrt(na), sqrt(nb));
-    return sqrt(d) / fmax(den, 1e-12);
-}
-
 /* Scale every 2-D weight up so that gradients are well above float noise. */
 static void scale_weights(al_model *m, float s)
 {

@@ -1,6 +1,10 @@
 /*
- * al_test.h - shared test helpers. One suite per source file; each exports
- * NAME_suite() and is listed in tests/runner.c.
+ * al_test.h - shared test helpers (tests/support/support.c). A suite
+ * covers a module or a command (tests/test_NAME.c exports NAME_suite());
+ * some modules are covered through another's suite (csv through
+ * sweep_stage, sha256 through data and bad_inputs), so there is no suite
+ * per source file. The
+ * suites are listed once, in tests/meson.build.
  */
 #ifndef AL_TEST_H
 #define AL_TEST_H
@@ -27,7 +31,7 @@ int al_test_run(const char *cmd, char **out);
 
 /* Environment assignments for running attnlab under Open MPI's mpirun in
  * tests (loopback, shared memory, as root, oversubscribed; ASan settings).
- * Defined in test_dist.c. */
+ */
 const char *al_test_mpi_env(int leak_check);
 
 #endif

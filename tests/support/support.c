@@ -1,0 +1,165 @@
+/*
+ * support.c - the helpers every suite shares (al_test.h, al_test_model.h):
+ * paths of the source tree, the binary and the shared corpus, temporary
+ * files, running commands, tiny model configs, relative errors, and the
+ * environment for tests under mpirun.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "al_test.h"
+#include "al_test_model.h"
+
+const char *al_test_shakespeare(void)
+{
+    static char path[4096];
+    const char *src = al_test_srcdir();
+    snprintf(path, sizeof path, "%s/../shared/data/tinyshakespeare.txt", src);
+    struct stat st;
+    return stat(path, &st) == 0 ? path : NULL;
+}
+
+const char *al_test_srcdir(void)
+{
+    const char *s = getenv("AL_SRCDIR");
+    return s ? s : AL_SRCDIR_DEFAULT;
+}
+
+const char *al_test_binary(void)
+{
+    const char *s = getenv("AL_BINARY");
+    return s ? s : AL_BINARY_DEFAULT;
+}
+
+char *al_test_tmpdir(void)
+{
+    char tmpl[] = "/tmp/attnlab-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    ck_assert_ptr_nonnull(d);
+    return strdup(d);
+}
+
+char *al_test_write(const char *dir, const char *name, const char *text)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+int al_test_run(const char *cmd, char **out)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) { free(buf); return -1; }
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += r;
+        if (cap - len < 2) buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = 0;
+    int st = pclose(p);
+    if (out) *out = buf; else free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int al_test_attnlab(const char *args, char **out)
+{
+    size_t n = strlen(al_test_binary()) + strlen(args) + 2;
+    char *cmd = malloc(n);
+    snprintf(cmd, n, "%s %s", al_test_binary(), args);
+    int rc = al_test_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+/* ------------------------------------------------------------ tiny models */
+
+int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer,
+                        int d_model, int n_head, int d_head, int seq_len, int vocab)
+{
+    memset(c, 0, sizeof *c);
+    c->n_layer = n_layer;
+    c->d_model = d_model;
+    c->n_head = n_head;
+    c->d_head = d_head;
+    c->seq_len = seq_len;
+    c->vocab_size = vocab;
+    c->mlp_ratio = 2.0;
+    c->norm_eps = 1e-5;
+    c->rope_base = 10000;
+    c->causal = 1;
+    c->attn = v;
+    snprintf(c->variant, sizeof c->variant, "%s", v->name);
+    snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
+    static const double tries[] = {2, 1, 4, 8};
+    for (int i = 0; v->settings && v->settings[i].name; i++) {
+        c->attn_set[i] = v->settings[i].def;
+        if (!v->settings[i].required) continue;
+        for (int k = 0; k < 4; k++) {
+            c->attn_set[i] = tries[k];
+            al_model m;
+            al_err e;
+            if (al_model_init(&m, c, &e) == 0) {
+                al_model_free(&m);
+                break;
+            }
+        }
+    }
+    al_model m;
+    al_err e;
+    if (al_model_init(&m, c, &e) != 0) return -1;
+    al_model_free(&m);
+    return 0;
+}
+
+double al_test_rel_err(const double *a, const double *b, size_t n)
+{
+    double d = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += (a[i] - b[i]) * (a[i] - b[i]);
+        na += a[i] * a[i];
+        nb += b[i] * b[i];
+    }
+    double den = fmax(sqrt(na), sqrt(nb));
+    return sqrt(d) / fmax(den, 1e-12);
+}
+
+/* ------------------------------------------------------------ mpirun */
+
+/* Shared memory and loopback only; as root; more ranks than cores. Under
+ * ASan, Open MPI's own allocations stay alive until exit: with leak_check
+ * they are suppressed by library name (which needs slow full unwinding on
+ * every malloc), otherwise leak detection is off for the ranks (attnlab's
+ * own code on these paths is leak-checked by the one-process tests). */
+const char *al_test_mpi_env(int leak_check)
+{
+    static char buf[2048];
+    int n = snprintf(buf, sizeof buf,
+                     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                     "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader "
+                     "OMPI_MCA_oob_tcp_if_include=lo ");
+    if (leak_check)
+        snprintf(buf + n, sizeof buf - n,
+                 "OMPI_MCA_mca_base_component_disable_dlclose=1 "
+                 "LSAN_OPTIONS=suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0 "
+                 "ASAN_OPTIONS=fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}",
+                 al_test_srcdir());
+    else
+        snprintf(buf + n, sizeof buf - n,
+                 "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0");
+    return buf;
+}
+
