@@ -664,6 +664,45 @@ START_TEST(example_builds_alone_against_the_installed_headers)
 }
 END_TEST
 
+/* The SDK's install is the folder include/attnlab/ as it is in the tree,
+ * and a plugin written for the previous layout (quoted includes of the
+ * headers by their bare names) still builds against it unchanged, through
+ * the .pc file's second include directory. */
+START_TEST(installed_sdk_is_the_include_folder_and_old_style_includes_still_build)
+{
+    if (al_test_run("command -v meson && command -v pkg-config && command -v cc", NULL)) {
+        printf("skipped: meson, pkg-config or cc not on PATH\n");
+        return;
+    }
+    char *dir = al_test_tmpdir(), cmd[8 * PATH_MAX], *out;
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; meson install --no-rebuild -C '%s' --destdir \"$d/root\" "
+             ">/dev/null; pc=$(dirname \"$(find \"$d/root\" -name attnlab-variant.pc)\"); "
+             "inc=$(find \"$d/root\" -type d -path '*/include/attnlab'); "
+             "echo installed: $(cd \"$inc\" && ls | sort | tr '\\n' ' '); "
+             "echo tree: $(cd '%s/include/attnlab' && ls *.h | sort | tr '\\n' ' '); "
+             "sed -e 's|<attnlab/attnlab_variant.h>|\"attnlab_variant.h\"|' "
+             "    -e 's|<attnlab/al_kvcache.h>|\"al_kvcache.h\"|' "
+             "    '%s/variants/examples/swa/swa.c' > \"$d/old.c\"; "
+             "grep -c '#include \"a' \"$d/old.c\"; "
+             "PKG_CONFIG_SYSROOT_DIR=\"$d/root\" PKG_CONFIG_PATH=\"$pc\" PKG_CONFIG_LIBDIR= "
+             "cc -std=c17 -O1 -fPIC -shared -fvisibility=hidden -Wall -Werror "
+             "$(PKG_CONFIG_SYSROOT_DIR=\"$d/root\" PKG_CONFIG_PATH=\"$pc\" PKG_CONFIG_LIBDIR= "
+             "pkg-config --cflags attnlab-variant) \"$d/old.c\" -o \"$d/old.so\" -lm; "
+             "'%s' variants --plugin \"$d/old.so\"",
+             dir, AL_BUILD_DIR, al_test_srcdir(), al_test_srcdir(), al_test_binary());
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    const char *inst = strstr(out, "installed: "), *tree = strstr(out, "tree: ");
+    ck_assert_msg(inst && tree, "%s", out);
+    size_t n = strcspn(inst + 11, "\n");
+    ck_assert_msg(n == strcspn(tree + 6, "\n") && strncmp(inst + 11, tree + 6, n) == 0,
+                  "installed headers differ from include/attnlab:\n%s", out);
+    ck_assert_msg(strstr(out, "\n2\n"), "the old-style copy lost its includes:\n%s", out);
+    ck_assert_msg(line_starting(out, "swa "), "%s", out);
+    free(out), free(dir);
+}
+END_TEST
+
 Suite *plugin_suite(void)
 {
     Suite *s = suite_create("plugin");
@@ -687,6 +726,7 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, train_and_kv_accept_plugin_and_record_it);
     tcase_add_test(tc, generate_continues_a_string_from_a_swa_checkpoint);
     tcase_add_test(tc, example_builds_alone_against_the_installed_headers);
+    tcase_add_test(tc, installed_sdk_is_the_include_folder_and_old_style_includes_still_build);
     suite_add_tcase(s, tc);
     return s;
 }
