@@ -31,7 +31,7 @@ except ImportError:
           file=sys.stderr)
     sys.exit(77)
 
-SHAPES = {   # n_layer, d_model, n_head, d_head, seq_len, batch (as src/bench.c)
+SHAPES = {   # n_layer, d_model, n_head, d_head, seq_len, batch (as src/cmd/bench.c)
     "tiny": (2, 128, 4, 32, 128, 32),
     "small": (4, 256, 8, 32, 256, 16),
     "micro": (1, 64, 2, 32, 32, 4),
