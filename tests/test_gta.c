@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_convert.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_test.h"
@@ -296,6 +297,22 @@ START_TEST(attnlab_kv_reports_the_gta_cache)
 }
 END_TEST
 
+/* Converting into gta is refused by every method, in one line saying why:
+ * no source has a state that is both value and key. */
+START_TEST(convert_into_gta_is_refused_with_the_reason)
+{
+    al_model_config src, dst;
+    ck_assert_int_eq(al_test_tiny_config(&src, al_variant_find("gqa"), 1, 16, 4, 8, 8, 11), 0);
+    ck_assert_int_eq(al_test_tiny_config(&dst, al_variant_find("gta"), 1, 16, 4, 8, 8, 11), 0);
+    for (int m = 0; m < AL_CONVERT_N_METHODS; m++) {
+        al_err e;
+        ck_assert_int_ne(al_convert_check(&src, &dst, m, &e), 0);
+        ck_assert_msg(strstr(e.msg, "no method reaches 'gta'") && strstr(e.msg, "tied state") &&
+                      !strchr(e.msg, '\n'), "%s: %s", al_convert_method_name(m), e.msg);
+    }
+}
+END_TEST
+
 Suite *gta_suite(void)
 {
     Suite *s = suite_create("gta");
@@ -307,6 +324,7 @@ Suite *gta_suite(void)
     tcase_add_test(tc, gta_cache_rows_are_the_tied_states_and_the_rope_key);
     tcase_add_test(tc, gta_decode_from_the_hand_cache_equals_the_equations);
     tcase_add_test(tc, attnlab_kv_reports_the_gta_cache);
+    tcase_add_test(tc, convert_into_gta_is_refused_with_the_reason);
     suite_add_tcase(s, tc);
     return s;
 }
