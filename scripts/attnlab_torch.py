@@ -183,11 +183,40 @@ class MLA(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
+class GTA(nn.Module):
+    """Grouped-tied attention (Zadouri, Strauss, Dao 2025): G tied states
+    s_g = wkv_g x of width d_head, each its group's value and, in its first
+    half, the NoPE half of its key; the other half of every key is one RoPE
+    key k_r = rope(wkr x) of width d_head/2 shared by all heads. Queries
+    carry RoPE in their last half; score q_h . [s_g[:r] | k_r] / sqrt(d_head)."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh, G = cfg["d_model"], cfg["n_head"], cfg["d_head"], a["n_kv_head"]
+        self.H, self.G, self.dh, self.r = H, G, dh, dh // 2
+        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.wq, self.wkv = linear(D, H * dh), linear(D, G * dh)
+        self.wkr, self.wo = linear(D, dh // 2), linear(H * dh, D)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, G, dh, r = self.H, self.G, self.dh, self.r
+        q = self.wq(x).view(B, T, H, dh).transpose(1, 2)
+        q = torch.cat([q[..., :r], rope(q[..., r:], self.base)], dim=-1)
+        s = self.wkv(x).view(B, T, G, dh).transpose(1, 2)      # (B, G, T, dh)
+        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, r)
+        k = torch.cat([s[..., :r], kr.expand(B, G, T, r)], dim=-1)
+        k, v = k.repeat_interleave(H // G, dim=1), s.repeat_interleave(H // G, dim=1)
+        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+
+
 VARIANTS = {
     "mha": lambda cfg, a: GQA(cfg, cfg["n_head"]),
     "mqa": lambda cfg, a: GQA(cfg, 1),
     "gqa": lambda cfg, a: GQA(cfg, a["n_kv_head"]),
     "mla": MLA,
+    "gta": GTA,
 }
 
 

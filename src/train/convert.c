@@ -142,6 +142,10 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
                        al_config_d_ff(src), al_config_d_ff(dst), src->vocab_size,
                        dst->vocab_size);
     if (same_attention(src, dst) && method != AL_CONVERT_RANDOM) return 0;   /* a copy */
+    if (strcmp(dst->variant, "gta") == 0)
+        return al_errf(e, "convert: no method reaches 'gta': its tied state is both a group's "
+                       "value and half its key, which separate K and V heads do not give (train "
+                       "gta from scratch)");
     if (Gs < 0)
         return al_errf(e, "convert: method '%s' converts mha, gqa and mqa checkpoints, not "
                        "'%s'", mn, src->variant);
