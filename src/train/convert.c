@@ -142,6 +142,10 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
                        al_config_d_ff(src), al_config_d_ff(dst), src->vocab_size,
                        dst->vocab_size);
     if (same_attention(src, dst) && method != AL_CONVERT_RANDOM) return 0;   /* a copy */
+    if (strcmp(dst->variant, "tpa") == 0)   /* see variants/tpa.c */
+        return al_errf(e, "convert: nothing converts into 'tpa': its K and V are products of two "
+                       "projections of the token, which no linear K/V weights map onto (train it "
+                       "from scratch)");
     if (Gs < 0)
         return al_errf(e, "convert: method '%s' converts mha, gqa and mqa checkpoints, not "
                        "'%s'", mn, src->variant);
