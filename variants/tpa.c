@@ -11,8 +11,12 @@
  * and likewise k_h (R_K) and v_h (R_V); the 1/R of each factorisation is
  * the paper's (eq. 3.1) and the reference's `.div_(rank)`. RoPE rotates the
  * feature factors b^Q_r and b^K_r (the paper's Theorem 1: rotating every
- * b^K_r rotates k_h, so the head factors carry no position). Scores are
- * q_h . k_h / sqrt(d_head), softmax over keys, out = wo . [o_1 .. o_H].
+ * b^K_r rotates k_h, so the head factors carry no position), with
+ * attnlab's rotate-half RoPE (al_rope_forward) as every variant here uses
+ * it; the reference rotates by the opposite angle, the same family of
+ * relative encodings. Scores are q_h . k_h / sqrt(d_head) (the paper's
+ * and the reference's scaled dot product), softmax over keys,
+ * out = wo . [o_1 .. o_H].
  *
  * Layout (the reference's views): a token's head factors A (H, R), element
  * h*R + r; its feature factors B (R, d_head), element r*d_head + j.
@@ -28,7 +32,9 @@
  *   o_h += (1/R_V) sum_r sum_t p_h(t) A^V_r(t)[h] B^V_r(t)   (one product per r)
  * with an online softmax over the blocks, so the work per cached token is
  * R_K*H*dh + R_V*H*dh multiply-adds instead of 2*H*dh after (R_K + R_V)*H*dh
- * to expand k and v.
+ * to expand k and v. One query's pass over its cache runs on one thread
+ * (al_kv_attend's split of long contexts between threads assumes plain
+ * K/V rows); batched decode spreads the sequences over the pool.
  *
  * Initialisation: the reference draws each factor projection with
  * xavier_uniform over a (D, H, R) / (D, R, dh) view and zeroes the output
