@@ -211,12 +211,51 @@ class GTA(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
+class TPA(nn.Module):
+    """Tensor product attention (T6, Zhang et al. 2025, arXiv 2501.06425):
+    per token, q_h = (1/R_Q) sum_r a_r[h] b_r with head factors a_r = W^a_r x
+    (n_head) and feature factors b_r = W^b_r x (d_head), likewise k (R_K) and
+    v (R_V); RoPE on the query and key feature factors; score of head h
+    q_h . k_h / sqrt(d_head). wa_* rows are (head, rank), wb_* rows (rank,
+    feature)."""
+
+    RANKS = {"rank_q": 6, "rank_k": 2, "rank_v": 2}
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
+        self.H, self.dh = H, dh
+        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.R = {n[-1]: int(a.get(n, d)) for n, d in self.RANKS.items()}
+        for w in "qkv":
+            setattr(self, "wa_" + w, linear(D, H * self.R[w]))
+            setattr(self, "wb_" + w, linear(D, self.R[w] * dh))
+        self.wo = linear(H * dh, D)
+
+    def heads(self, x, w):
+        """(B, H, T, dh) from the rank-R factors of x."""
+        B, T, _ = x.shape
+        R = self.R[w]
+        A = getattr(self, "wa_" + w)(x).view(B, T, self.H, R)
+        Bf = getattr(self, "wb_" + w)(x).view(B, T, R, self.dh).transpose(1, 2)
+        if w != "v":
+            Bf = rope(Bf, self.base)                     # (B, R, T, dh)
+        return torch.einsum("bthr,brtd->bhtd", A, Bf) / R
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.heads(x, "q"), self.heads(x, "k"), self.heads(x, "v")
+        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(self.dh), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, self.H * self.dh))
+
+
 VARIANTS = {
     "mha": lambda cfg, a: GQA(cfg, cfg["n_head"]),
     "mqa": lambda cfg, a: GQA(cfg, 1),
     "gqa": lambda cfg, a: GQA(cfg, a["n_kv_head"]),
     "mla": MLA,
     "gta": GTA,
+    "tpa": TPA,
 }
 
 

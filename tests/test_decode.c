@@ -260,6 +260,8 @@ static size_t elems_by_hand(const al_model_config *c)
     if (!strcmp(n, "gqa")) return 2 * (size_t)c->attn_set[0] * c->d_head;
     if (!strcmp(n, "mla")) return (size_t)(c->attn_set[0] + c->attn_set[1]);
     if (!strcmp(n, "gta")) return (size_t)c->attn_set[0] * c->d_head + c->d_head / 2;
+    if (!strcmp(n, "tpa"))   /* (R_K + R_V)(n_head + d_head): the K and V factors */
+        return (size_t)(c->attn_set[1] + c->attn_set[2]) * (c->n_head + c->d_head);
     if (!strcmp(n, "swa")) return 2 * (size_t)c->n_head * c->d_head;   /* the example plugin */
     return 0;
 }

@@ -146,6 +146,10 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
         return al_errf(e, "convert: no method reaches 'gta': its tied state is both a group's "
                        "value and half its key, which separate K and V heads do not give (train "
                        "gta from scratch)");
+    if (strcmp(dst->variant, "tpa") == 0)   /* see variants/tpa.c */
+        return al_errf(e, "convert: nothing converts into 'tpa': its K and V are products of two "
+                       "projections of the token, which no linear K/V weights map onto (train it "
+                       "from scratch)");
     if (Gs < 0)
         return al_errf(e, "convert: method '%s' converts mha, gqa and mqa checkpoints, not "
                        "'%s'", mn, src->variant);
