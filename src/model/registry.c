@@ -13,12 +13,14 @@ extern const al_variant_ops al_variant_mha;
 extern const al_variant_ops al_variant_mqa;
 extern const al_variant_ops al_variant_gqa;
 extern const al_variant_ops al_variant_mla;
+extern const al_variant_ops al_variant_gla;
 
 static const al_variant_ops *const builtins[] = {
     &al_variant_mha,
     &al_variant_mqa,
     &al_variant_gqa,
     &al_variant_mla,
+    &al_variant_gla,
     NULL,
 };
 
