@@ -22,6 +22,8 @@
  * d_head + d_rope query width), as MLA's. The reference always compresses
  * the query (GLA-2) and gives its projections biases; like attnlab's MLA,
  * query compression is the optional d_q_latent and there are no biases.
+ * Initialisation is the reference code's normal(0, 0.02), norm weights 1,
+ * with wo scaled down by depth as every attnlab output projection is.
  *
  * Decoding absorbs the up-projections as MLA does: q_h . (wuk_h c_g) =
  * (wuk_h^T q_h) . c_g and sum_t p_t wuv_h c_g,t = wuv_h (sum_t p_t c_g,t).
@@ -732,8 +734,8 @@ void al_gla_decode_naive(const al_attn_shape *s, float *out, float *scratch, con
 const al_variant_ops al_variant_gla = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "gla",
-    .description = "grouped latent attention (Zadouri et al. 2025): MLA with n_latent_head latent heads, "
-                   "caches n_latent_head*d_latent + d_rope",
+    .description = "grouped latent attention (Zadouri et al. 2025): MLA with n_latent_head "
+                   "latent heads, caches n_latent_head*d_latent + d_rope",
     .settings = gla_settings,
     .check = gla_check,
     .params = gla_params,
