@@ -249,6 +249,54 @@ class TPA(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, self.H * self.dh))
 
 
+class GLA(nn.Module):
+    """Grouped latent attention (Zadouri, Strauss, Dao 2025): MLA's latent
+    split into h_c latent heads, c_g = rmsnorm_g(wdkv_g x), each with its own
+    norm weights; query head h reads latent head g = h // (H / h_c):
+    k_c,h = wuk_h c_g, v_h = wuv_h c_g; one k_r = rope(wkr x) for all heads;
+    queries and the score (q_h . k_c,h + q_r,h . k_r) / sqrt(d_head + d_rope)
+    as MLA's. Written from the equations: per-head up-projections are
+    applied to per-head copies of the latents (no absorption)."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh, eps = cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["norm_eps"]
+        dc, dr, hc = a["d_latent"], a["d_rope"], a["n_latent_head"]
+        dq = a.get("d_q_latent", 0)
+        self.H, self.dh, self.dr, self.dq, self.dc, self.hc = H, dh, dr, dq, dc, hc
+        self.base, self.causal, self.eps = cfg["rope_base"], cfg["causal"], eps
+        if dq:
+            self.wdq, self.q_norm, self.wuq = linear(D, dq), RMSNorm(dq, eps), linear(dq, H * dh)
+        else:
+            self.wq = linear(D, H * dh)
+        self.wqr = linear(dq or D, H * dr)
+        self.wdkv, self.wkr = linear(D, hc * dc), linear(D, dr)
+        self.kv_norm = RMSNorm(hc * dc, eps)   # latent head g's weights: [g*dc, (g+1)*dc)
+        self.wuk, self.wuv, self.wo = linear(dc, H * dh), linear(dc, H * dh), linear(H * dh, D)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dh, dr, dc, hc = self.H, self.dh, self.dr, self.dc, self.hc
+        if self.dq:
+            cq = self.q_norm(self.wdq(x))
+            q, qr = self.wuq(cq), self.wqr(cq)
+        else:
+            q, qr = self.wq(x), self.wqr(x)
+        q = q.view(B, T, H, dh).transpose(1, 2)
+        qr = rope(qr.view(B, T, H, dr).transpose(1, 2), self.base)
+        c0 = self.wdkv(x).view(B, T, hc, dc)
+        c = c0 * torch.rsqrt(c0.pow(2).mean(-1, keepdim=True) + self.eps)
+        c = c * self.kv_norm.weight.view(hc, dc)
+        ch = c.repeat_interleave(H // hc, dim=2)                   # (B, T, H, dc)
+        kc = torch.einsum("bthc,hdc->bhtd", ch, self.wuk.weight.view(H, dh, dc))
+        v = torch.einsum("bthc,hdc->bhtd", ch, self.wuv.weight.view(H, dh, dc))
+        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, dr)
+        qf = torch.cat([q, qr], dim=-1)
+        kf = torch.cat([kc, kr.expand(B, H, T, dr)], dim=-1)
+        y, self.probs = attend(qf, kf, v, 1.0 / math.sqrt(dh + dr), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+
+
 VARIANTS = {
     "mha": lambda cfg, a: GQA(cfg, cfg["n_head"]),
     "mqa": lambda cfg, a: GQA(cfg, 1),
@@ -256,6 +304,7 @@ VARIANTS = {
     "mla": MLA,
     "gta": GTA,
     "tpa": TPA,
+    "gla": GLA,
 }
 
 

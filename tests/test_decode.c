@@ -251,7 +251,7 @@ END_TEST
 
 /* Cache elements per token per layer, written out from each variant's
  * definition (README): 2 G d_head for the GQA family, d_c + d_rope for
- * MLA. 0 for a variant this test does not know. */
+ * MLA, h_c d_c + d_rope for GLA. 0 for a variant this test does not know. */
 static size_t elems_by_hand(const al_model_config *c)
 {
     const char *n = c->attn->name;
@@ -262,6 +262,7 @@ static size_t elems_by_hand(const al_model_config *c)
     if (!strcmp(n, "gta")) return (size_t)c->attn_set[0] * c->d_head + c->d_head / 2;
     if (!strcmp(n, "tpa"))   /* (R_K + R_V)(n_head + d_head): the K and V factors */
         return (size_t)(c->attn_set[1] + c->attn_set[2]) * (c->n_head + c->d_head);
+    if (!strcmp(n, "gla")) return (size_t)(c->attn_set[2] * c->attn_set[0] + c->attn_set[1]);
     if (!strcmp(n, "swa")) return 2 * (size_t)c->n_head * c->d_head;   /* the example plugin */
     return 0;
 }

@@ -14,6 +14,7 @@ extern const al_variant_ops al_variant_mqa;
 extern const al_variant_ops al_variant_gqa;
 extern const al_variant_ops al_variant_mla;
 extern const al_variant_ops al_variant_gta;
+extern const al_variant_ops al_variant_gla;
 extern const al_variant_ops al_variant_tpa;
 
 static const al_variant_ops *const builtins[] = {
@@ -22,6 +23,7 @@ static const al_variant_ops *const builtins[] = {
     &al_variant_gqa,
     &al_variant_mla,
     &al_variant_gta,
+    &al_variant_gla,
     &al_variant_tpa,
     NULL,
 };

@@ -153,16 +153,19 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
     if (Gs < 0)
         return al_errf(e, "convert: method '%s' converts mha, gqa and mqa checkpoints, not "
                        "'%s'", mn, src->variant);
+    if (strcmp(dst->variant, "gla") == 0 && method != AL_CONVERT_RANDOM)
+        return al_errf(e, "convert: method '%s' does not reach gla: its grouped latents would "
+                       "need a per-group SVD that convert does not do (use --method random)", mn);
     if (method == AL_CONVERT_SVD) {
         if (!is_mla(dst))
             return al_errf(e, "convert: method 'svd' reaches mla, not '%s' (use mean, first "
                            "or random)", dst->variant);
         return check_svd(src, dst, Gs, e);
     }
-    if (method == AL_CONVERT_RANDOM && is_mla(dst)) {
+    if (method == AL_CONVERT_RANDOM && (is_mla(dst) || strcmp(dst->variant, "gla") == 0)) {
         if (setting(dst, "d_q_latent") != 0)
-            return al_errf(e, "convert: method 'random' builds mla without query "
-                           "compression: 'd_q_latent' must be 0");
+            return al_errf(e, "convert: method 'random' builds %s without query "
+                           "compression: 'd_q_latent' must be 0", dst->variant);
         return 0;
     }
     if (Gd < 0)
