@@ -17,11 +17,17 @@
 
 typedef struct convert_args {
     al_cli_opts o;
-    const char *to, *method_name, *config_file, *data;
-    int method;
+    const char *to, *config_file, *data;
+    int method;   /* enum al_convert_method; -1: by the target variant */
     long seed, tokens, threads;
     char config[4200];
 } convert_args;
+
+static int parse_method(const char *v, void *field)
+{
+    int m = al_convert_method_parse(v);
+    return m < 0 ? -1 : (*(int *)field = m, 0);
+}
 
 static const al_opt convert_opts[] = {
     AL_ARG("CHECKPOINT", convert_args, o.file, AL_OPT_REQUIRED, "the source model.safetensors"),
@@ -29,8 +35,8 @@ static const al_opt convert_opts[] = {
      .flags = AL_OPT_REQUIRED, .help = "the target attention, as model.attention would hold it"},
     {.name = "--out", .kind = AL_OPT_PATH, .meta = "NEW.safetensors",
      AL_CLI_AT(convert_args, o.out), .flags = AL_OPT_REQUIRED, .help = "the converted model"},
-    AL_STR("--method", "M", convert_args, method_name,
-           "mean, first, random or svd (default: svd for mla, else mean)"),
+    AL_FUNC("--method", "M", parse_method, "mean, first, random or svd", convert_args, method,
+            "mean, first, random or svd (default: svd for mla, else mean)"),
     AL_LONG("--seed", "N", 0, LONG_MAX, convert_args, seed, "the random method's seed (default 1)"),
     AL_PATH("--config", "RUN.yaml", convert_args, config_file,
             "the run whose data is sampled and scored (default: the\n"
@@ -108,9 +114,6 @@ static int parse_args(int argc, char **argv, convert_args *a)
     *a = (convert_args){.seed = 1, .tokens = 4096, .method = -1};
     int rc = al_cli_parse(&convert_spec, argc, argv, a);
     if (rc != AL_CLI_GO) return rc;
-    if (a->method_name && (a->method = al_convert_method_parse(a->method_name)) < 0)
-        return fail("convert: unknown --method '%.100s' (mean, first, random or svd)%s",
-                    a->method_name, "");
     if (a->config_file && a->data)
         return fail("convert: --config and --data both name the data; give one%s%s", "", "");
     if (strcmp(a->o.out, a->o.file) == 0)
