@@ -143,10 +143,10 @@ START_TEST(bad_input_is_one_line_and_exit_2)
     REFUSED("--offset 99 is past the end of", "%s --file %s --offset 99%s", F.ckpt, F.text, o);
     REFUSED("--len 20 runs past the end of", "%s --file %s --offset 30 --len 20%s", F.ckpt,
             F.text, o);
-    REFUSED("--len wants a positive count, got '0'", "%s --file %s --len 0%s", F.ckpt, F.text, o);
+    REFUSED("--len wants an integer in [1, 16777216], got '0'", "%s --file %s --len 0%s", F.ckpt, F.text, o);
     REFUSED("/nope.txt", "%s --file %s/nope.txt%s", F.ckpt, F.dir, o);
     REFUSED("needs at least 2 distinct tokens", "%s --prompt ab --alphabet xxx%s", F.ckpt, o);
-    REFUSED("unknown or incomplete option '--bogus'", "%s --prompt ab --bogus%s", F.ckpt, o);
+    REFUSED("attention: unknown option '--bogus'", "%s --prompt ab --bogus%s", F.ckpt, o);
     REFUSED("missing the CHECKPOINT argument", "--prompt ab%s", o);
     REFUSED("missing.safetensors", "%s/missing.safetensors --prompt ab%s", F.dir, o);
     snprintf(garbage, sizeof garbage, "%s/garbage.safetensors", F.dir);

@@ -169,13 +169,13 @@ START_TEST(score_errors_are_one_line)
     snprintf(args, sizeof args, "score %s %s", f.text, f.text);
     expect_fail(args, 2, "not a safetensors file");
     snprintf(args, sizeof args, "score %s %s --seq-len 0", f.ckpt, f.text);
-    expect_fail(args, 2, "--seq-len wants a positive integer, got '0'");
+    expect_fail(args, 2, "score: --seq-len wants an integer in [1, 16777216], got '0'");
     snprintf(args, sizeof args, "score %s %s --frobnicate", f.ckpt, f.text);
-    expect_fail(args, 2, "unknown or incomplete option '--frobnicate'");
+    expect_fail(args, 2, "score: unknown option '--frobnicate'");
     snprintf(args, sizeof args, "score %s", f.ckpt);
-    expect_fail(args, 2, "wants CHECKPOINT FILE");
+    expect_fail(args, 2, "score: missing the FILE argument");
     snprintf(args, sizeof args, "grads %s %s", f.ckpt, f.text);
-    expect_fail(args, 2, "wants CHECKPOINT FILE --out GRADS");
+    expect_fail(args, 2, "grads: missing --out GRADS.safetensors");
     free(tiny);
     fixture_close(&f);
 }

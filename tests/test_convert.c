@@ -552,7 +552,7 @@ START_TEST(bad_input_is_one_line_exit_2_and_writes_nothing)
         {"--to '{variant: mla, d_latent: 40, d_rope: 4}'", "above the rank available"},
         {"--to '{variant: mla, d_latent: 8, d_rope: 4}' --method mean", "not 'mla'"},
         {"--to '{variant: nope}'", "unknown variant 'nope'"},
-        {"--to mqa --method median", "unknown --method 'median'"},
+        {"--to mqa --method median", "convert: --method wants mean, first, random or svd, got 'median'"},
         {"--to mqa --config /nonexistent.yaml", "/nonexistent.yaml"},
     };
     cli f;

@@ -427,7 +427,7 @@ START_TEST(keys_command_lists_a_plugins_settings)
     ck_assert_ptr_null(strstr(out, "model.attention.window"));
     free(out);
     ck_assert_int_eq(al_test_attnlab("keys --plugin", &out), 2);
-    ck_assert_msg(strstr(out, "keys: unknown or incomplete argument '--plugin'"), "%s", out);
+    ck_assert_msg(strstr(out, "keys: missing the value of --plugin (--plugin PATH)"), "%s", out);
     free(out);
 }
 END_TEST

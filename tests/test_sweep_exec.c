@@ -87,7 +87,7 @@ START_TEST(executor_names_round_trip_and_others_are_refused)
     char *dir = al_test_tmpdir(), *exp = write_exp(dir), *out;
     ck_assert_int_eq(run(&out, "%s sweep %s --out %s/r --executor pbs", al_test_binary(), exp,
                          dir), 2);
-    ck_assert_msg(strstr(out, "--executor 'pbs' is not one of local, slurm, mpi"), "%s", out);
+    ck_assert_msg(strstr(out, "sweep: --executor wants one of local, slurm, mpi, got 'pbs'"), "%s", out);
     free(out), free(exp), free(dir);
 }
 END_TEST

@@ -10,86 +10,60 @@
 #include "al_checkpoint.h"
 #include "al_cli.h"
 #include "al_parallel.h"
-#include "al_plugin.h"
-
-static const char attention_help[] =
-    "usage: attnlab attention CHECKPOINT (--prompt TEXT | --file F [--offset N] [--len T])\n"
-    "                         --out DIR [--layers LIST] [--heads LIST] [--log-scale]\n"
-    "                         [--alphabet TEXT] [--threads N] [--plugin PATH ...]\n"
-    "\n"
-    "Run the model once over a prompt and write, for every selected layer and head,\n"
-    "the attention probabilities (DIR/attention.csv: layer,head,query,key,p), one\n"
-    "picture per layer (DIR/layer{L}.png and .svg, a grid of the heads' heatmaps,\n"
-    "drawn by gnuplot from DIR/layer{L}.gp) and the head statistics (DIR/heads.csv\n"
-    "and a table on standard output): entropy (nats), mean attended distance, mass\n"
-    "on the first token and previous-token score over the prompt's queries 1..T-1,\n"
-    "and the induction score on random tokens repeated twice (README: \"Seeing what\n"
-    "attention learned\").\n"
-    "\n"
-    "  --prompt TEXT     the sequence (bytes), at most the trained seq_len\n"
-    "  --file F          read it from a file instead: --len bytes (default: seq_len,\n"
-    "                    or to the end of the file) from byte --offset (default 0)\n"
-    "  --out DIR         output directory (created)\n"
-    "  --layers LIST     layers to draw, e.g. 0,2-3 (default: all)\n"
-    "  --heads LIST      heads to draw (default: all)\n"
-    "  --log-scale       log colour scale (1e-4 .. 1) instead of linear (0 .. 1)\n"
-    "  --alphabet TEXT   tokens the induction test draws from (default: the ASCII\n"
-    "                    letters for a byte model, else the whole vocabulary)\n"
-    "  --threads N       worker threads (default 1)\n"
-    "  --plugin PATH     load a variant plugin first; may repeat\n"
-    "Exit status: 0 done, 1 an output could not be written or gnuplot failed,\n"
-    "2 bad input (options, prompt, missing or corrupt checkpoint).\n";
 
 typedef struct att_args {
+    al_cli_opts o;   /* its --plugin files */
     const char *ckpt, *prompt, *file, *out, *layers, *heads, *alphabet;
     long offset, len, threads;
-    int log_scale, help;
+    int log_scale;
 } att_args;
 
-static int bad(const char *opt, const char *val, const char *want)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, "attention: %s wants %s, got '%.200s'", opt, want, val);
-    return al_cli_fail(AL_EXIT_INPUT, msg);
-}
+static const al_opt attention_opts[] = {
+    AL_ARG("CHECKPOINT", att_args, ckpt, AL_OPT_REQUIRED, "a model.safetensors"),
+    AL_STR("--prompt", "TEXT", att_args, prompt, "the sequence (bytes), at most the trained seq_len"),
+    AL_PATH("--file", "F", att_args, file,
+            "read it from a file instead: --len bytes (default: seq_len,\n"
+            "or to the end of the file) from byte --offset (default 0)"),
+    AL_LONG("--offset", "N", 0, 1L << 40, att_args, offset, "see --file"),
+    AL_LONG("--len", "T", 1, 1L << 24, att_args, len, "see --file"),
+    {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(att_args, out),
+     .flags = AL_OPT_REQUIRED, .help = "output directory (created)"},
+    AL_STR("--layers", "LIST", att_args, layers, "layers to draw, e.g. 0,2-3 (default: all)"),
+    AL_STR("--heads", "LIST", att_args, heads, "heads to draw (default: all)"),
+    AL_FLAG("--log-scale", att_args, log_scale,
+            "log colour scale (1e-4 .. 1) instead of linear (0 .. 1)"),
+    AL_STR("--alphabet", "TEXT", att_args, alphabet,
+           "tokens the induction test draws from (default: the ASCII\n"
+           "letters for a byte model, else the whole vocabulary)"),
+    AL_LONG("--threads", "N", 1, 1024, att_args, threads, "worker threads (default 1)"),
+    AL_CLI_PLUGIN(att_args, 0),
+    {0},
+};
 
-/* One option with a value: 0 taken, -1 not such an option, else an exit status. */
-static int take(att_args *a, const char *opt, const char *v)
-{
-    if (!strcmp(opt, "--prompt")) a->prompt = v;
-    else if (!strcmp(opt, "--file")) a->file = v;
-    else if (!strcmp(opt, "--out")) a->out = v;
-    else if (!strcmp(opt, "--layers")) a->layers = v;
-    else if (!strcmp(opt, "--heads")) a->heads = v;
-    else if (!strcmp(opt, "--alphabet")) a->alphabet = v;
-    else if (!strcmp(opt, "--offset")) {
-        if (al_cli_parse_long(v, 0, 1L << 40, &a->offset)) return bad(opt, v, "a byte offset >= 0");
-    } else if (!strcmp(opt, "--len")) {
-        if (al_cli_parse_long(v, 1, 1L << 24, &a->len)) return bad(opt, v, "a positive count");
-    } else if (!strcmp(opt, "--threads")) {
-        if (al_cli_parse_long(v, 1, 1024, &a->threads)) return bad(opt, v, "a positive count");
-    } else if (!strcmp(opt, "--plugin")) {   /* before the checkpoint names its variant */
-        al_err e;
-        if (al_plugin_load(v, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    } else {
-        return -1;
-    }
-    return 0;
-}
+static const al_cli_spec attention_spec = {
+    "attention", attention_opts,
+    "Run the model once over a prompt (--prompt TEXT or --file F, exactly one) and\n"
+    "write, for every selected layer and head, the attention probabilities\n"
+    "(DIR/attention.csv: layer,head,query,key,p), one picture per layer\n"
+    "(DIR/layer{L}.png and .svg, a grid of the heads' heatmaps, drawn by gnuplot\n"
+    "from DIR/layer{L}.gp) and the head statistics (DIR/heads.csv and a table on\n"
+    "standard output): entropy (nats), mean attended distance, mass on the first\n"
+    "token and previous-token score over the prompt's queries 1..T-1, and the\n"
+    "induction score on random tokens repeated twice (README: \"Seeing what\n"
+    "attention learned\").\n"
+    "Exit status: 0 done, 1 an output could not be written or gnuplot failed,\n"
+    "2 bad input (options, prompt, missing or corrupt checkpoint).\n",
+};
 
+/* What the table cannot say: which options go together. */
 static int check_args(const att_args *a)
 {
-    if (!a->ckpt)
-        return al_cli_fail(AL_EXIT_INPUT, "attention: missing the CHECKPOINT argument "
-                                          "(see 'attnlab attention --help')");
     if (!a->prompt == !a->file)
         return al_cli_fail(AL_EXIT_INPUT, "attention: give exactly one of --prompt TEXT and "
                                           "--file F");
     if (a->prompt && (a->offset || a->len))
         return al_cli_fail(AL_EXIT_INPUT, "attention: --offset and --len go with --file, "
                                           "not --prompt");
-    if (!a->out)
-        return al_cli_fail(AL_EXIT_INPUT, "attention: missing --out DIR");
     if (a->alphabet && !a->alphabet[0])
         return al_cli_fail(AL_EXIT_INPUT, "attention: --alphabet is empty");
     return 0;
@@ -97,27 +71,11 @@ static int check_args(const att_args *a)
 
 static int parse(int argc, char **argv, att_args *a)
 {
-    char msg[512];
-    memset(a, 0, sizeof *a);
-    a->threads = 1;
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        int rc = i + 1 < argc ? take(a, s, argv[i + 1]) : -1;
-        if (rc > 0) return rc;
-        if (rc == 0) i++;
-        else if (!strcmp(s, "--log-scale")) a->log_scale = 1;
-        else if (!strcmp(s, "--help") || !strcmp(s, "-h")) a->help = 1;
-        else if (s[0] == '-' && s[1]) {
-            snprintf(msg, sizeof msg, "attention: unknown or incomplete option '%.200s' "
-                     "(see 'attnlab attention --help')", s);
-            return al_cli_fail(AL_EXIT_INPUT, msg);
-        } else if (!a->ckpt) a->ckpt = s;
-        else {
-            snprintf(msg, sizeof msg, "attention: unexpected argument '%.200s'", s);
-            return al_cli_fail(AL_EXIT_INPUT, msg);
-        }
-    }
-    return a->help ? 0 : check_args(a);
+    *a = (att_args){.threads = 1};
+    int rc = al_cli_parse(&attention_spec, argc, argv, a);
+    if (rc != AL_CLI_GO) return rc;
+    if (check_args(a)) return AL_EXIT_INPUT;
+    return al_cli_load_plugins(&a->o) ? AL_EXIT_INPUT : AL_CLI_GO;
 }
 
 /* "0,2-3" into sel (ascending, each once) out of 0..n-1; returns the count
@@ -249,7 +207,7 @@ int al_cmd_attention(int argc, char **argv)
 {
     att_args a;
     int rc = parse(argc, argv, &a);
-    if (rc || a.help) return rc ? rc : (fputs(attention_help, stdout), 0);
+    if (rc != AL_CLI_GO) return rc;
     al_parallel_set_threads((int)a.threads);
     att_run r;
     al_err e;

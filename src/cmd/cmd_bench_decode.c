@@ -18,22 +18,45 @@
 #include "al_decode.h"
 #include "al_train.h"
 
-static const char bench_help[] =
-    "usage: attnlab bench-decode CONFIG.yaml [--set key.path=value ...] [--variants LIST]\n"
-    "                            [--contexts 256,1024,4096] [--tokens N] [--kv-dtype D]\n"
-    "                            [--batch B] [--threads N] [--out FILE.csv]\n"
-    "\n"
+typedef struct bench_args {
+    al_cli_opts o;
+    const char *variants, *contexts;
+    long tokens, threads, batch;
+    int dtype;   /* -1: CONFIG's model.kv_dtype */
+} bench_args;
+
+static const al_opt bench_opts[] = {
+    AL_ARG("CONFIG.yaml", bench_args, o.file, AL_OPT_REQUIRED,
+           "the experiment file whose model shape is measured"),
+    AL_CLI_SET(bench_args, 0),
+    AL_STR("--variants", "LIST", bench_args, variants,
+           "';'-separated, each a name and its settings, default\n"
+           "\"mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16\""),
+    AL_STR("--contexts", "LIST", bench_args, contexts,
+           "context lengths, ','-separated (default 256,1024,4096)"),
+    AL_LONG("--tokens", "N", 1, 1L << 20, bench_args, tokens,
+            "decode steps timed per cell (default 32)"),
+    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16 or f16", bench_args, dtype,
+            "f32, bf16 or f16 (default: CONFIG's model.kv_dtype)"),
+    AL_LONG("--batch", "B", 1, 4096, bench_args, batch,
+            "sequences decoded together, each with its own cache\n"
+            "(default 1); tokens/s counts every sequence's tokens"),
+    AL_LONG("--threads", "N", 1, 1024, bench_args, threads,
+            "threads of attnlab's pool (default 1); at batch 1 they\n"
+            "share each step's cache rows and weight rows"),
+    AL_PATH("--out", "FILE.csv", bench_args, o.out,
+            "the CSV written (default results/bench_decode.csv)"),
+    AL_CLI_PLUGIN(bench_args, AL_OPT_IGNORED),
+    AL_CLI_CONTEXT(bench_args, AL_OPT_IGNORED, "unused (see --contexts)"),
+    {0},
+};
+
+static const al_cli_spec bench_spec = {
+    "bench-decode", bench_opts,
     "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
     "length, with the measured cache bytes and the parameter bytes a step reads\n"
-    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n"
-    "  --variants LIST   ';'-separated, each a name and its settings, default\n"
-    "                    \"mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16\"\n"
-    "  --tokens N        decode steps timed per cell (default 32)\n"
-    "  --kv-dtype D      f32, bf16 or f16 (default: CONFIG's model.kv_dtype)\n"
-    "  --batch B         sequences decoded together, each with its own cache\n"
-    "                    (default 1); tokens/s counts every sequence's tokens\n"
-    "  --threads N       threads of attnlab's pool (default 1); at batch 1 they\n"
-    "                    share each step's cache rows and weight rows\n";
+    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n",
+};
 
 #define MAX_VARIANTS 16
 #define MAX_CONTEXTS 16
@@ -185,34 +208,25 @@ static int split_variants(char *list, char **out, al_err *e)
 
 int al_cmd_bench_decode(int argc, char **argv)
 {
-    static const char *const extra[] = {"--variants", "--contexts", "--tokens", "--kv-dtype",
-                                        "--threads", "--batch", NULL};
-    const char *val[6];
-    al_cli_opts o;
-    int rc = al_cli_parse(argc, argv, &o, "bench-decode", extra, val);
-    if (rc) return rc;
-    if (o.help) return fputs(bench_help, stdout), 0;
+    bench_args a = {.tokens = 32, .threads = 1, .batch = 1, .dtype = -1};
+    int rc = al_cli_parse(&bench_spec, argc, argv, &a);
+    if (rc != AL_CLI_GO) return rc;
+    rc = 0;
     char list[1024], *specs[MAX_VARIANTS];
     snprintf(list, sizeof list, "%s",
-             val[0] ? val[0] : "mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16");
-    int ctx[MAX_CONTEXTS], nctx, nvar, dtype = val[3] ? al_kv_dtype_parse(val[3]) : -1;
-    long tokens = 32, threads = 1, batch = 1;
+             a.variants ? a.variants : "mha; gqa n_kv_head=2; mqa; mla d_latent=32 d_rope=16");
+    int ctx[MAX_CONTEXTS], nctx, nvar;
     al_err e;
     if ((nvar = split_variants(list, specs, &e)) < 0 ||
-        parse_contexts(val[1] ? val[1] : "256,1024,4096", ctx, &nctx, &e) != 0)
+        parse_contexts(a.contexts ? a.contexts : "256,1024,4096", ctx, &nctx, &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    if ((val[2] && al_cli_parse_long(val[2], 1, 1L << 20, &tokens) != 0) ||
-        (val[3] && dtype < 0) || (val[4] && al_cli_parse_long(val[4], 1, 1024, &threads) != 0) ||
-        (val[5] && al_cli_parse_long(val[5], 1, 4096, &batch) != 0))
-        return al_cli_fail(AL_EXIT_INPUT, "bench-decode: --tokens, --threads and --batch want "
-                                          "positive counts, --kv-dtype f32, bf16 or f16");
-    al_parallel_set_threads((int)threads);
+    al_parallel_set_threads((int)a.threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     for (int v = 0; v < nvar && rc == 0; v++)
-        if (bench_variant(&o, specs[v], ctx, nctx, (int)tokens, (int)batch, dtype,
+        if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch, a.dtype,
                           cells + v * nctx, &e))
             rc = AL_EXIT_INPUT;
-    const char *out = o.out ? o.out : "results/bench_decode.csv";
+    const char *out = a.o.out ? a.o.out : "results/bench_decode.csv";
     if (rc == 0) {
         print_table(cells, nvar * nctx);
         char dir[AL_PATH_LEN];

@@ -15,12 +15,46 @@
 #include "al_convert.h"
 #include "al_parallel.h"
 
-static const char convert_help[] =
-    "usage: attnlab convert CHECKPOINT --to MAPPING --out NEW.safetensors\n"
-    "                       [--method mean|first|random|svd] [--seed N]\n"
-    "                       [--config RUN.yaml | --data FILE] [--sample-tokens N]\n"
-    "                       [--threads N] [--set k=v ...] [--plugin P ...]\n"
-    "\n"
+typedef struct convert_args {
+    al_cli_opts o;
+    const char *to, *config_file, *data;
+    int method;   /* enum al_convert_method; -1: by the target variant */
+    long seed, tokens, threads;
+    char config[4200];
+} convert_args;
+
+static int parse_method(const char *v, void *field)
+{
+    int m = al_convert_method_parse(v);
+    return m < 0 ? -1 : (*(int *)field = m, 0);
+}
+
+static const al_opt convert_opts[] = {
+    AL_ARG("CHECKPOINT", convert_args, o.file, AL_OPT_REQUIRED, "the source model.safetensors"),
+    {.name = "--to", .kind = AL_OPT_STR, .meta = "MAPPING", AL_CLI_AT(convert_args, to),
+     .flags = AL_OPT_REQUIRED, .help = "the target attention, as model.attention would hold it"},
+    {.name = "--out", .kind = AL_OPT_PATH, .meta = "NEW.safetensors",
+     AL_CLI_AT(convert_args, o.out), .flags = AL_OPT_REQUIRED, .help = "the converted model"},
+    AL_FUNC("--method", "M", parse_method, "mean, first, random or svd", convert_args, method,
+            "mean, first, random or svd (default: svd for mla, else mean)"),
+    AL_LONG("--seed", "N", 0, LONG_MAX, convert_args, seed, "the random method's seed (default 1)"),
+    AL_PATH("--config", "RUN.yaml", convert_args, config_file,
+            "the run whose data is sampled and scored (default: the\n"
+            "config.yaml beside CHECKPOINT)"),
+    AL_PATH("--data", "FILE", convert_args, data,
+            "sample and score on a text file instead of a run's data"),
+    AL_LONG("--sample-tokens", "N", 1, 65536, convert_args, tokens,
+            "tokens of the training split sampled (default 4096)"),
+    AL_LONG("--threads", "N", 1, 1024, convert_args, threads,
+            "threads (default: the run's train.threads, else all cores)"),
+    AL_CLI_SET(convert_args, 0),
+    AL_CLI_PLUGIN(convert_args, 0),
+    AL_CLI_CONTEXT(convert_args, AL_OPT_IGNORED, "unused by convert"),
+    {0},
+};
+
+static const al_cli_spec convert_spec = {
+    "convert", convert_opts,
     "Convert a trained model to another attention variant. MAPPING is what\n"
     "model.attention would hold, e.g. '{variant: gqa, n_kv_head: 2}', 'mqa' or\n"
     "'{variant: mla, d_latent: 32, d_rope: 16}'. Methods:\n"
@@ -44,31 +78,14 @@ static const char convert_help[] =
     "The last line is\n"
     "  k_error=... v_error=... val_loss=... source_val_loss=... out=NEW\n"
     "NEW's metadata records the source's path, its SHA-256 and the method.\n"
-    "Exit status: 0 done, 1 the write failed, 2 bad input (nothing written).\n";
-
-static const char *const convert_extra[] = {"--to", "--method", "--seed", "--config",
-                                            "--data", "--sample-tokens", "--threads", NULL};
-enum { X_TO, X_METHOD, X_SEED, X_CONFIG, X_DATA, X_TOKENS, X_THREADS, X_N };
-
-typedef struct convert_args {
-    al_cli_opts o;
-    const char *xv[X_N];
-    int method;
-    long seed, tokens, threads;
-    char config[4200];
-} convert_args;
+    "Exit status: 0 done, 1 the write failed, 2 bad input (nothing written).\n",
+};
 
 static int fail(const char *fmt, const char *a, const char *b)
 {
     char msg[1400];
     snprintf(msg, sizeof msg, fmt, a, b);
     return al_cli_fail(AL_EXIT_INPUT, msg);
-}
-
-static int num_arg(const char *name, const char *v, long lo, long hi, long *out)
-{
-    if (!v || al_cli_parse_long(v, lo, hi, out) == 0) return 0;
-    return fail("convert: %s wants a whole number in range, got '%.200s'", name, v);
 }
 
 static int file_exists(const char *p)
@@ -81,11 +98,11 @@ static int file_exists(const char *p)
 static int find_config(convert_args *a)
 {
     const char *ck = a->o.file, *slash = strrchr(ck, '/');
-    if (a->xv[X_CONFIG]) {
-        snprintf(a->config, sizeof a->config, "%s", a->xv[X_CONFIG]);
+    if (a->config_file) {
+        snprintf(a->config, sizeof a->config, "%s", a->config_file);
         return 0;
     }
-    if (a->xv[X_DATA]) return 0;
+    if (a->data) return 0;
     snprintf(a->config, sizeof a->config, "%.*sconfig.yaml", slash ? (int)(slash - ck + 1) : 0, ck);
     if (file_exists(a->config)) return 0;
     return fail("convert: no data to sample and score on: %.300s does not exist; pass "
@@ -94,26 +111,15 @@ static int find_config(convert_args *a)
 
 static int parse_args(int argc, char **argv, convert_args *a)
 {
-    memset(a, 0, sizeof *a);
-    int rc = al_cli_parse(argc, argv, &a->o, "convert", convert_extra, a->xv);
-    if (rc || a->o.help) return rc;
-    a->seed = 1, a->tokens = 4096, a->method = -1;
-    if ((rc = num_arg("--seed", a->xv[X_SEED], 0, LONG_MAX, &a->seed)) ||
-        (rc = num_arg("--sample-tokens", a->xv[X_TOKENS], 1, 65536, &a->tokens)) ||
-        (rc = num_arg("--threads", a->xv[X_THREADS], 1, 1024, &a->threads)))
-        return rc;
-    if (!a->xv[X_TO] || !a->o.out)
-        return fail("convert: wants CHECKPOINT --to MAPPING --out NEW.safetensors%s%s "
-                    "(see 'attnlab convert --help')", "", "");
-    if (a->xv[X_METHOD] && (a->method = al_convert_method_parse(a->xv[X_METHOD])) < 0)
-        return fail("convert: unknown --method '%.100s' (mean, first, random or svd)%s",
-                    a->xv[X_METHOD], "");
-    if (a->xv[X_CONFIG] && a->xv[X_DATA])
+    *a = (convert_args){.seed = 1, .tokens = 4096, .method = -1};
+    int rc = al_cli_parse(&convert_spec, argc, argv, a);
+    if (rc != AL_CLI_GO) return rc;
+    if (a->config_file && a->data)
         return fail("convert: --config and --data both name the data; give one%s%s", "", "");
     if (strcmp(a->o.out, a->o.file) == 0)
         return fail("convert: --out %.300s is the source checkpoint; write elsewhere%s",
                     a->o.out, "");
-    return find_config(a);
+    return find_config(a) ? AL_EXIT_INPUT : AL_CLI_GO;
 }
 
 /* --to as model.attention's value; a bare name means {variant: NAME}. */
@@ -134,7 +140,7 @@ static int load_run(convert_args *a, al_config *run)
     if (!a->config[0]) {
         al_config_defaults(run);
         snprintf(run->data.source, sizeof run->data.source, "text");
-        snprintf(run->data.path, sizeof run->data.path, "%s", a->xv[X_DATA]);
+        snprintf(run->data.path, sizeof run->data.path, "%s", a->data);
         return al_cli_load_plugins(&a->o);
     }
     al_cli_opts o = a->o;
@@ -176,12 +182,12 @@ int al_cmd_convert(int argc, char **argv)
 {
     convert_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc || a.o.help) return a.o.help ? (fputs(convert_help, stdout), 0) : rc;
+    if (rc != AL_CLI_GO) return rc;
     al_config run;
     if ((rc = load_run(&a, &run))) return rc;
     al_err e;
     al_node *to = NULL;
-    if (parse_to(a.xv[X_TO], &to, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if (parse_to(a.to, &to, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = a.threads ? (int)a.threads : run.train.threads;
     al_parallel_set_threads(threads > 0 ? threads : cores > 1 ? (int)cores : 1);

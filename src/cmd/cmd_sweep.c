@@ -1,6 +1,7 @@
 /*
- * cmd_sweep.c - `attnlab sweep`, its worker `attnlab trial`, and
- * `attnlab report`.
+ * cmd_sweep.c - `attnlab sweep`: every trial of an experiment's sweep, on
+ * one of the executors, then the report. Its worker is `attnlab trial`
+ * (cmd_trial.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,10 +23,50 @@ enum { EXIT_INTERRUPTED = 130 };   /* 128 + SIGINT, as shells report it */
 
 /* ------------------------------------------------------------ sweep */
 
-static const char sweep_help[] =
-    "usage: attnlab sweep FILE [--jobs N] [--threads-per-job M] [--out DIR] [--dry-run]\n"
-    "                     [--set key.path=value ...] [--plugin P ...]\n"
-    "\n"
+typedef struct sweep_args {
+    al_cli_opts o;
+    int dry_run;
+    int executor;             /* enum al_sweep_executor; -1: not given */
+    int no_wait, n_slurm_args;
+    const char *slurm_args[AL_CLI_MAX_SETS];
+    long throttle;            /* --jobs as given (Slurm's array limit) */
+    long jobs, threads;       /* 0: default */
+    char out[AL_PATH_LEN];
+} sweep_args;
+
+static int parse_executor(const char *v, void *field)
+{
+    int x = al_sweep_executor_parse(v);
+    return x < 0 ? -1 : (*(int *)field = x, 0);
+}
+
+static const al_opt sweep_opts[] = {
+    AL_ARG("FILE", sweep_args, o.file, AL_OPT_REQUIRED, "the experiment file with its sweep"),
+    AL_LONG("--jobs", "N", 1, 1024, sweep_args, jobs,
+            "trials at a time (default: as many as fit the cores)"),
+    AL_LONG("--threads-per-job", "M", 1, 1024, sweep_args, threads,
+            "threads of each trial (default: train.threads, else 1)"),
+    AL_PATH("--out", "DIR", sweep_args, o.out, "the results directory (default results/<name>)"),
+    AL_FLAG("--dry-run", sweep_args, dry_run,
+            "list the trials with parameters and KV-cache bytes,\n"
+            "train nothing (with slurm: print the batch script)"),
+    AL_CLI_SET(sweep_args, 0),
+    AL_CLI_PLUGIN(sweep_args, 0),
+    {.name = "--executor", .kind = AL_OPT_FUNC, .meta = "local|slurm|mpi",
+     AL_CLI_AT(sweep_args, executor), .parse = parse_executor,
+     .want = "one of local, slurm, mpi", .flags = AL_OPT_EQUALS,
+     .help = "where the trials run (default local; see below)"},
+    {.name = "--slurm-arg", .kind = AL_OPT_LIST, .meta = "ARG",
+     AL_CLI_AT(sweep_args, slurm_args), .count_at = offsetof(sweep_args, n_slurm_args),
+     .hi = AL_CLI_MAX_SETS, .flags = AL_OPT_EQUALS,
+     .help = "passed to sbatch as is (ARG may start with '-'); may repeat"},
+    AL_FLAG("--no-wait", sweep_args, no_wait, "with slurm: submit and return"),
+    AL_CLI_CONTEXT(sweep_args, AL_OPT_IGNORED, "unused by sweep"),
+    {0},
+};
+
+static const al_cli_spec sweep_spec = {
+    "sweep", sweep_opts,
     "Train every trial of FILE's `sweep` mapping (grid, zip, seeds, exclude; see the\n"
     "README), each as its own worker process, N at a time (default: as many as fit\n"
     "the cores at M threads each; M defaults to train.threads, else 1). Results go\n"
@@ -37,7 +78,6 @@ static const char sweep_help[] =
     "With `stages` instead of `sweep` (README \"Converting and uptraining\"), a\n"
     "later stage's trials start from an earlier stage's checkpoints, converted,\n"
     "each once its upstream trial has ended ok.\n"
-    "--dry-run lists the trials with parameters and KV-cache bytes, trains nothing.\n"
     "Exit status: 0 every trial finished (ok or diverged), 1 some failed or the\n"
     "runner could not go on, 2 bad input (nothing trained), 130 interrupted.\n"
     "\n"
@@ -50,77 +90,8 @@ static const char sweep_help[] =
     "      with Slurm unless --executor local is given); --dry-run prints the\n"
     "      batch script. Failed or cancelled tasks are submitted again next run.\n"
     "  mpirun -np N attnlab sweep FILE --executor mpi\n"
-    "      rank 0 hands the trials to the N ranks, one at a time each.\n";
-
-typedef struct sweep_args {
-    al_cli_opts o;
-    int dry_run;
-    int executor;             /* enum al_sweep_executor; -1: not given */
-    int no_wait, n_slurm_args;
-    const char *slurm_args[AL_CLI_MAX_SETS];
-    long throttle;            /* --jobs as given (Slurm's array limit) */
-    long jobs, threads;       /* 0: default */
-    char out[AL_PATH_LEN];
-} sweep_args;
-
-/* --executor X, --slurm-arg ARG (ARG may start with '-'), --no-wait, each
- * also as --opt=VALUE: 0 taken (i advanced past a value), -1 not one of
- * them, else an exit status with the message printed. */
-static int exec_arg(sweep_args *a, int argc, char **argv, int *i)
-{
-    const char *arg = argv[*i], *val = NULL;
-    char msg[256];
-    if (strcmp(arg, "--no-wait") == 0) return a->no_wait = 1, 0;
-    int is_exec = !strncmp(arg, "--executor", 10), is_sarg = !strncmp(arg, "--slurm-arg", 11);
-    if (!is_exec && !is_sarg) return -1;
-    const char *rest = arg + (is_exec ? 10 : 11);
-    if (*rest == '=') val = rest + 1;
-    else if (*rest) return -1;
-    else if (*i + 1 < argc) val = argv[++*i];
-    if (!val) {
-        snprintf(msg, sizeof msg, "sweep: %s wants a value", is_exec ? "--executor" : "--slurm-arg");
-        return al_cli_fail(AL_EXIT_INPUT, msg);
-    }
-    if (is_sarg) {
-        if (a->n_slurm_args == AL_CLI_MAX_SETS)
-            return al_cli_fail(AL_EXIT_INPUT, "sweep: too many --slurm-arg options");
-        a->slurm_args[a->n_slurm_args++] = val;
-        return 0;
-    }
-    if ((a->executor = al_sweep_executor_parse(val)) >= 0) return 0;
-    snprintf(msg, sizeof msg, "sweep: --executor '%.100s' is not one of local, slurm, mpi", val);
-    return al_cli_fail(AL_EXIT_INPUT, msg);
-}
-
-static int parse_sweep_args(int argc, char **argv, sweep_args *a)
-{
-    static const char *const extra[] = {"--jobs", "--threads-per-job", NULL};
-    const char *val[2];
-    char **rest = al_malloc((size_t)(argc + 1) * sizeof *rest), msg[256];
-    int n = 0;
-    memset(a, 0, sizeof *a);
-    a->executor = -1;
-    for (int i = 0; i < argc; i++) {   /* --dry-run takes no value */
-        int k = exec_arg(a, argc, argv, &i);
-        if (k > 0) return free(rest), k;
-        if (k == 0) continue;
-        if (strcmp(argv[i], "--dry-run") == 0) a->dry_run = 1;
-        else rest[n++] = argv[i];
-    }
-    int rc = al_cli_parse(n, rest, &a->o, "sweep", extra, val);
-    free(rest);
-    if (rc || a->o.help) return rc;
-    if (val[0] && al_cli_parse_long(val[0], 1, 1024, &a->jobs)) {
-        snprintf(msg, sizeof msg, "sweep: --jobs wants an integer in [1, 1024], got '%s'", val[0]);
-        return al_cli_fail(AL_EXIT_INPUT, msg);
-    }
-    if (val[1] && al_cli_parse_long(val[1], 1, 1024, &a->threads)) {
-        snprintf(msg, sizeof msg, "sweep: --threads-per-job wants an integer in [1, 1024], "
-                 "got '%s'", val[1]);
-        return al_cli_fail(AL_EXIT_INPUT, msg);
-    }
-    return 0;
-}
+    "      rank 0 hands the trials to the N ranks, one at a time each.\n",
+};
 
 /* Threads per trial: the option, else the largest train.threads, else 1;
  * trials at a time: the option, else as many as fit the cores. */
@@ -347,10 +318,9 @@ static int sweep_ranked(sweep_args *a)
 
 int al_cmd_sweep(int argc, char **argv)
 {
-    sweep_args a;
-    int rc = parse_sweep_args(argc, argv, &a);
-    if (rc) return rc;
-    if (a.o.help) return fputs(sweep_help, stdout), 0;
+    sweep_args a = {.executor = -1};
+    int rc = al_cli_parse(&sweep_spec, argc, argv, &a);
+    if (rc != AL_CLI_GO) return rc;
     if (a.executor != AL_EXEC_MPI) return sweep_ranked(&a);
     al_err e;
     if (al_mpi_init(&e) || al_sweep_executor_check(AL_EXEC_MPI, &e)) {
@@ -360,78 +330,4 @@ int al_cmd_sweep(int argc, char **argv)
     rc = sweep_ranked(&a);
     al_mpi_finalize();
     return rc;
-}
-
-/* ------------------------------------------------------------ trial */
-
-static const char trial_help[] =
-    "usage: attnlab trial FILE --index I --out DIR [--threads M] [--set k=v ...]\n"
-    "\n"
-    "Run trial I of FILE's sweep into DIR/<trial id>: the worker that `attnlab\n"
-    "sweep` starts for each trial (other executors can start it the same way).\n"
-    "Give the same --set options as the sweep. Writes trial.json, config.yaml,\n"
-    "metrics.csv, progress and, at the end, result.json.\n"
-    "Exit status: 0 ok, 3 diverged, 1 failed, 2 bad input.\n";
-
-int al_cmd_trial(int argc, char **argv)
-{
-    static const char *const extra[] = {"--index", "--threads", NULL};
-    const char *val[2];
-    al_cli_opts o;
-    long index = -1, threads = 0;
-    int rc = al_cli_parse(argc, argv, &o, "trial", extra, val);
-    if (rc) return rc;
-    if (o.help) return fputs(trial_help, stdout), 0;
-    if (!val[0] || !o.out || al_cli_parse_long(val[0], 0, AL_SWEEP_MAX_TRIALS, &index) ||
-        (val[1] && al_cli_parse_long(val[1], 1, 1024, &threads)))
-        return al_cli_fail(AL_EXIT_INPUT, "trial: wants --index I (>= 0) and --out DIR, "
-                           "and --threads M >= 1 if given");
-    al_sweep s;
-    al_err e;
-    if (al_sweep_load(o.file, o.sets, o.n_sets, o.plugins, o.n_plugins, &s, &e)) {
-        fprintf(stderr, "%s\n", e.msg);
-        return AL_EXIT_INPUT;
-    }
-    if (index >= s.n_trials) {
-        snprintf(e.msg, sizeof e.msg, "trial: --index %ld, but %s has %d trials", index,
-                 o.file, s.n_trials);
-        al_sweep_free(&s);
-        return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    }
-    al_sweep_assign_ids(&s, o.out);
-    const al_sweep_trial *t = &s.trials[index];
-    rc = al_sweep_trial_run(&s, t, o.out, (int)threads, &e);
-    if (rc == AL_EXIT_RUNTIME) fprintf(stderr, "attnlab: trial %s: %s\n", t->id, e.msg);
-    else printf("trial %s: %s\n", t->id, rc == 0 ? "ok" : "diverged");
-    al_sweep_free(&s);
-    return rc;
-}
-
-/* ------------------------------------------------------------ report */
-
-static const char report_help[] =
-    "usage: attnlab report DIR\n"
-    "\n"
-    "Write DIR/report.md from DIR/summary.csv (a sweep's results): the\n"
-    "configurations aggregated over seeds (mean ± sd), the Pareto front of\n"
-    "quality against KV-cache bytes per token, and gnuplot plots tradeoff.png\n"
-    "and curves.png (with .svg and the .gp scripts beside them).\n"
-    "Set AL_GNUPLOT to use another gnuplot binary.\n";
-
-int al_cmd_report(int argc, char **argv)
-{
-    al_cli_opts o;
-    int rc = al_cli_parse(argc, argv, &o, "report", NULL, NULL);
-    if (rc) return rc;
-    if (o.help) return fputs(report_help, stdout), 0;
-    al_report_stats rs;
-    al_err e;
-    rc = al_report_write(o.file, &rs, &e);
-    if (rc) return al_cli_fail(rc == -1 ? AL_EXIT_INPUT : AL_EXIT_RUNTIME, e.msg);
-    printf("report: %s/report.md: %d trials (%d ok), %d configurations, %d on the Pareto "
-           "front; plots: %s\n", o.file, rs.n_trials, rs.n_ok, rs.n_configs, rs.n_front,
-           rs.plots == AL_PLOTS_DRAWN ? "tradeoff.png, curves.png"
-           : rs.plots == AL_PLOTS_NO_GNUPLOT ? "none (gnuplot not found)"
-           : rs.plots == AL_PLOTS_FAILED ? "none (gnuplot failed, see gnuplot.log)" : "none");
-    return 0;
 }

@@ -7,14 +7,23 @@
 #include "al_cli.h"
 #include "al_registry.h"
 
-static const char variants_help[] =
-    "usage: attnlab variants [--plugin PATH ...]\n"
-    "\n"
+typedef struct variants_args {
+    al_cli_opts o;
+} variants_args;
+
+static const al_opt variants_opts[] = {
+    AL_CLI_PLUGIN(variants_args, 0),
+    {0},
+};
+
+static const al_cli_spec variants_spec = {
+    "variants", variants_opts,
     "List every registered attention variant, one a line:\n"
     "  NAME  SETTING=DEFAULT ... SETTING=required  origin=built-in|PLUGIN  -- description\n"
     "Settings go under model.attention beside `variant: NAME`. --plugin loads a\n"
     "shared object that adds variants (see variants/README.md); every command\n"
-    "that reads an experiment file accepts it too.\n";
+    "that reads an experiment file accepts it too.\n",
+};
 
 /* "n_kv_head=required d_q_latent=0", or "-" for a variant without settings */
 static int settings_text(const al_variant_ops *v, char *buf, size_t n)
@@ -42,9 +51,10 @@ static void print_variant(int i, int name_w, int set_w)
 
 int al_cmd_variants(int argc, char **argv)
 {
-    al_cli_opts o;
-    int rc = al_cli_plugins_only("variants", variants_help, argc, argv, &o);
-    if (rc >= 0) return rc;
+    variants_args a = {0};
+    int rc = al_cli_parse(&variants_spec, argc, argv, &a);
+    if (rc != AL_CLI_GO) return rc;
+    if ((rc = al_cli_load_plugins(&a.o))) return rc;
     int name_w = 0, set_w = 0;
     char set[512];
     for (int i = 0; i < al_variant_count(); i++) {

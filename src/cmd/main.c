@@ -1,6 +1,7 @@
 /*
- * main.c - the attnlab command line: one table of subcommands (each in its
- * own src/cmd_*.c). Only main() decides the exit status.
+ * main.c - the attnlab command line: one table of subcommands, each in its
+ * own src/cmd/cmd_NAME.c (its options in a table there, parsed by cli.c).
+ * Only main() decides the exit status.
  */
 #include <stdio.h>
 #include <string.h>

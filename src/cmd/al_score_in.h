@@ -1,0 +1,31 @@
+/*
+ * al_score_in.h - what `attnlab score` and `attnlab grads` both read: a
+ * checkpoint's model, a file's bytes, and the windows over them (defined
+ * in cmd_score.c, which says how windows are cut).
+ */
+#ifndef AL_SCORE_IN_H
+#define AL_SCORE_IN_H
+
+#include "al_model.h"
+
+typedef struct al_score_in {
+    al_model m;
+    long step;
+    char *bytes;     /* the file, malloc'ed */
+    size_t n;
+    int T;           /* tokens per window */
+    long windows;
+    int *in, *tgt;   /* (B, T) one batch, malloc'ed by al_score_prepare */
+} al_score_in;
+
+/* Loads the checkpoint and the file, windows of seq_len tokens (0: the
+ * checkpoint's); -1 with e naming the file. Call al_score_close either way. */
+int al_score_open(const char *ckpt, const char *file, long seq_len, al_score_in *s, al_err *e);
+/* Threads (0: all cores), and activations for B windows unless they cannot
+ * fit in memory (a huge --seq-len or --batch is an error, not an abort). */
+int al_score_prepare(al_score_in *s, long threads, int B, al_err *e);
+/* Windows w0 .. w0 + B - 1 into s->in, s->tgt. */
+void al_score_fill(al_score_in *s, long w0, int B);
+void al_score_close(al_score_in *s);
+
+#endif

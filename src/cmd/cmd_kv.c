@@ -1,0 +1,74 @@
+/*
+ * cmd_kv.c - `attnlab kv`: a config's parameter count and KV-cache bytes
+ * per token, without building the model.
+ */
+#include <stdio.h>
+
+#include "al_cli.h"
+#include "al_data.h"
+#include "al_decode.h"
+#include "al_model.h"
+#include "al_train.h"
+
+typedef struct kv_args {
+    al_cli_opts o;
+} kv_args;
+
+static const al_opt kv_opts[] = {
+    AL_ARG("CONFIG.yaml", kv_args, o.file, AL_OPT_REQUIRED, "the experiment file"),
+    AL_CLI_SET(kv_args, 0),
+    AL_CLI_PLUGIN(kv_args, 0),
+    AL_CLI_CONTEXT(kv_args, 0, "also print the cache bytes for N tokens"),
+    {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(kv_args, o.out),
+     .flags = AL_OPT_IGNORED, .help = "unused by kv"},
+    {0},
+};
+
+static const al_cli_spec kv_spec = {
+    "kv", kv_opts,
+    "Print the model's shape (after model.match_params), its parameter count\n"
+    "(and the count it was matched to), and the KV-cache size per token, summed\n"
+    "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
+    "with --context N also for N tokens. `attnlab generate --stats` measures\n"
+    "the same figure from the caches it allocates.\n",
+};
+
+static void print_kv(const al_config *c, size_t params, long context)
+{
+    size_t b[AL_KV_NDTYPES];
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
+    int dt = al_kv_dtype_parse(c->model.kv_dtype);
+    AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
+    const al_model_config *m = &c->model;
+    printf("variant: %s\n", m->variant);
+    printf("shape: n_layer=%d d_model=%d n_head=%d d_head=%d d_ff=%d vocab_size=%d\n",
+           m->n_layer, m->d_model, m->n_head, m->d_head, m->d_ff, m->vocab_size);
+    printf("parameters: %zu\n", params);
+    if (m->match.by != AL_MATCH_NONE)
+        printf("match_params: to=%s by=%s params_to=%zu (from n_layer=%d d_ff=%d)\n",
+               m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
+               m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
+    printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
+    printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
+           b[AL_KV_F16]);
+    printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
+    if (context)
+        printf("kv_bytes_at_context_%ld: f32=%zu bf16=%zu f16=%zu\n", context,
+               b[AL_KV_F32] * context, b[AL_KV_BF16] * context, b[AL_KV_F16] * context);
+}
+
+int al_cmd_kv(int argc, char **argv)
+{
+    kv_args a = {0};
+    int rc = al_cli_parse(&kv_spec, argc, argv, &a);
+    if (rc != AL_CLI_GO) return rc;
+    al_config c;
+    if ((rc = al_cli_load_config(&a.o, &c))) return rc;
+    al_err e;
+    if (al_train_resolve(&c, al_data_vocab(&c.data), &e) != 0)
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    size_t params = al_model_param_count(&c.model, &e);
+    if (!params) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    print_kv(&c, params, a.o.context);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * cmd_report.c - `attnlab report`: report.md and plots from a sweep's
+ * results directory (the work is al_report_write in report/).
+ */
+#include <stdio.h>
+
+#include "al_cli.h"
+#include "al_report.h"
+
+typedef struct report_args {
+    al_cli_opts o;   /* DIR in o.file; the rest is accepted and unused */
+} report_args;
+
+static const al_opt report_opts[] = {
+    AL_ARG("DIR", report_args, o.file, AL_OPT_REQUIRED, "a sweep's results directory"),
+    AL_CLI_SET(report_args, AL_OPT_IGNORED),
+    AL_CLI_PLUGIN(report_args, AL_OPT_IGNORED),
+    {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(report_args, o.out),
+     .flags = AL_OPT_IGNORED, .help = "unused by report"},
+    AL_CLI_CONTEXT(report_args, AL_OPT_IGNORED, "unused by report"),
+    {0},
+};
+
+static const al_cli_spec report_spec = {
+    "report", report_opts,
+    "Write DIR/report.md from DIR/summary.csv (a sweep's results): the\n"
+    "configurations aggregated over seeds (mean ± sd), the Pareto front of\n"
+    "quality against KV-cache bytes per token, and gnuplot plots tradeoff.png\n"
+    "and curves.png (with .svg and the .gp scripts beside them).\n"
+    "Set AL_GNUPLOT to use another gnuplot binary.\n",
+};
+
+static const char *plots_text(int plots)
+{
+    return plots == AL_PLOTS_DRAWN ? "tradeoff.png, curves.png"
+           : plots == AL_PLOTS_NO_GNUPLOT ? "none (gnuplot not found)"
+           : plots == AL_PLOTS_FAILED ? "none (gnuplot failed, see gnuplot.log)" : "none";
+}
+
+int al_cmd_report(int argc, char **argv)
+{
+    report_args a = {0};
+    int rc = al_cli_parse(&report_spec, argc, argv, &a);
+    if (rc != AL_CLI_GO) return rc;
+    al_report_stats rs;
+    al_err e;
+    rc = al_report_write(a.o.file, &rs, &e);
+    if (rc) return al_cli_fail(rc == -1 ? AL_EXIT_INPUT : AL_EXIT_RUNTIME, e.msg);
+    printf("report: %s/report.md: %d trials (%d ok), %d configurations, %d on the Pareto "
+           "front; plots: %s\n", a.o.file, rs.n_trials, rs.n_ok, rs.n_configs, rs.n_front,
+           plots_text(rs.plots));
+    return 0;
+}
