@@ -43,6 +43,7 @@ Suite *gnuplot_suite(void);
 Suite *convert_suite(void);
 Suite *sweep_stage_suite(void);
 Suite *bad_inputs_suite(void);
+Suite *spawn_suite(void);
 
 static const struct {
     const char *name;
@@ -80,6 +81,7 @@ static const struct {
     {"convert", convert_suite},
     {"sweep_stage", sweep_stage_suite},
     {"bad_inputs", bad_inputs_suite},
+    {"spawn", spawn_suite},
     {NULL, NULL},
 };
 
