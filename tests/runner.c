@@ -44,6 +44,7 @@ Suite *convert_suite(void);
 Suite *sweep_stage_suite(void);
 Suite *bad_inputs_suite(void);
 Suite *spawn_suite(void);
+Suite *status_suite(void);
 
 static const struct {
     const char *name;
@@ -82,6 +83,7 @@ static const struct {
     {"sweep_stage", sweep_stage_suite},
     {"bad_inputs", bad_inputs_suite},
     {"spawn", spawn_suite},
+    {"status", status_suite},
     {NULL, NULL},
 };
 
