@@ -14,7 +14,8 @@
  * The child stays in the caller's process group, so a Ctrl-C at the
  * terminal reaches both, and takes the caller's signal mask and ignored
  * signals as exec leaves them. Safe to call from a program with threads:
- * between fork and exec the child only calls async-signal-safe functions.
+ * between fork and exec the child takes no lock another thread may hold
+ * (no malloc, no stdio; descriptors, prctl, chdir, exec, write, _exit).
  */
 #ifndef AL_SPAWN_H
 #define AL_SPAWN_H

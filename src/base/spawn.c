@@ -49,7 +49,9 @@ static _Noreturn void child_fail(int rep, int step)
     _exit(step == STEP_DIR ? 126 : 127);
 }
 
-/* In the child: from here until exec only async-signal-safe calls. */
+/* In the child: from here until exec nothing that takes a lock (no
+ * malloc, no stdio), since another thread of the caller may have held it
+ * at the fork. */
 static _Noreturn void child(const al_spawn_opts *o, const int ends[3], int rep, pid_t parent)
 {
     if (o->die_with_parent) {
