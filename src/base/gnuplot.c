@@ -1,7 +1,6 @@
 /*
  * gnuplot.c - gnuplot as a child process (al_gnuplot.h).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 #include <unistd.h>
 
 #include "al_gnuplot.h"
+#include "al_spawn.h"
 
 #define PATH_LEN 4400
 
@@ -22,18 +22,17 @@ int al_gnuplot_run(const char *dir, const char *base)
     snprintf(script, sizeof script, "%s.gp", base);
     snprintf(log, sizeof log, "%s/gnuplot.log", dir);
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (chdir(dir) != 0) _exit(126);
-        if (fd >= 0) dup2(fd, STDOUT_FILENO), dup2(fd, STDERR_FILENO);
-        execlp(prog, prog, "-e", defs, script, (char *)NULL);
-        _exit(errno == ENOENT ? 127 : 126);
-    }
+    const char *argv[] = {prog, "-e", defs, script, NULL};
+    al_spawn_opts so = {.argv = argv, .dir = dir};   /* messages to the log when it opens */
+    if (fd >= 0) so.out = AL_SPAWN_FD, so.out_fd = fd, so.err = AL_SPAWN_STDOUT;
+    al_proc p;
+    al_err e;
+    al_spawn_run(&so, &p, &e);
     if (fd >= 0) close(fd);
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return AL_GNUPLOT_FAILED;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return AL_GNUPLOT_MISSING;
+    int st = p.wst;
+    if (p.missing || (p.reaped && WIFEXITED(st) && WEXITSTATUS(st) == 127))
+        return AL_GNUPLOT_MISSING;
+    if (!p.reaped) return AL_GNUPLOT_FAILED;
     int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     for (int i = 0; i < 2; i++) {   /* both pictures, or neither */
         char from[PATH_LEN + 64], to[PATH_LEN + 64];

@@ -4,7 +4,7 @@
  * A data source fills batches of (inputs, targets) token windows, and for
  * task data (synthetic recall) 0/1 loss weights marking the positions that
  * must answer. Sources are listed in one static table in data.c; each is a
- * const al_data_source. The al_data owns everything it loads.
+ * const al_data_source in its own file. The al_data owns everything it loads.
  */
 #ifndef AL_DATA_H
 #define AL_DATA_H
@@ -69,8 +69,13 @@ void al_data_close(al_data *d);
 void al_data_examples(al_data *d, int split, long first, int B, int T, int *in,
                       int *tgt, float *w);
 
-/* Sources defined in their own files (data_kjv.c, data_synth.c). */
-extern const al_data_source al_data_kjv, al_data_mqar, al_data_induction;
+/* Sources defined in their own files (data_text.c, data_kjv.c,
+ * data_synth.c); data.c lists them. */
+extern const al_data_source al_data_text, al_data_kjv, al_data_mqar, al_data_induction;
+
+/* What opening a "text" source would refuse, from the file's size alone
+ * (al_data_check's share for text). */
+int al_data_text_check(const al_data_config *c, int seq_len, al_err *e);
 
 /* Text helpers shared by byte sources: split bytes[0..n) into train | val |
  * test, the last test_fraction of the bytes being the test split (none when

@@ -5,87 +5,41 @@
 #include "al_kjv.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "al_data.h"
 #include "al_sha256.h"
-
-extern char **environ;
+#include "al_spawn.h"
 
 #define KJV_RANGE "Gen1:1-Rev22:21"
 #define KJV_HINT "install it with: apt-get install bible-kjv"
 
 /* ------------------------------------------------------------ running bible */
 
-static int read_all(int fd, char **out, size_t *n)
-{
-    size_t cap = 1 << 20, len = 0;
-    char *buf = al_malloc(cap);
-    for (;;) {
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            AL_ASSERT(nb != NULL);
-            buf = nb;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return free(buf), -1;
-        if (r == 0) break;
-        len += (size_t)r;
-    }
-    *out = buf;
-    *n = len;
-    return 0;
-}
-
-/* Spawn `program -f -p /usr/lib Gen1:1-Rev22:21` (no shell), with stdin and
- * stderr on /dev/null; its standard output goes to the pipe's write end. */
-static int spawn(const char *program, int wfd, int rfd, pid_t *pid)
-{
-    char *const argv[] = {(char *)program, "-f", "-p", "/usr/lib", KJV_RANGE, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, wfd, 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addclose(&fa, rfd);
-    if (wfd != 1) posix_spawn_file_actions_addclose(&fa, wfd);
-    int rc = posix_spawnp(pid, program, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc;
-}
-
+/* Run `program -f -p /usr/lib Gen1:1-Rev22:21` (no shell), with stdin and
+ * stderr on /dev/null; its standard output into *out. */
 static int run_bible(const char *program, char **out, size_t *n, al_err *e)
 {
-    int fd[2];
-    if (pipe(fd) != 0) return al_errf(e, "kjv: pipe: %s", strerror(errno));
-    pid_t pid;
-    int rc = spawn(program, fd[1], fd[0], &pid);
-    close(fd[1]);
-    if (rc != 0) {
-        close(fd[0]);
-        if (rc == ENOENT)
-            return al_errf(e, "kjv: the '%s' program is not installed; " KJV_HINT, program);
-        return al_errf(e, "kjv: cannot run '%s': %s", program, strerror(rc));
+    const char *const argv[] = {program, "-f", "-p", "/usr/lib", KJV_RANGE, NULL};
+    al_spawn_opts so = {.argv = argv, .in = AL_SPAWN_NULL, .out = AL_SPAWN_CAPTURE,
+                        .err = AL_SPAWN_NULL};
+    al_proc p;
+    al_err sub;
+    if (al_spawn_run(&so, &p, &sub) == 0) {
+        *out = p.out;
+        *n = p.out_n;
+        return 0;
     }
-    int bad = read_all(fd[0], out, n), st = 0;
-    close(fd[0]);
-    pid_t w;
-    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
-    if (bad) return al_errf(e, "kjv: reading the output of '%s' failed", program);
-    if (w < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        free(*out);
-        return al_errf(e, "kjv: '%s -f -p /usr/lib " KJV_RANGE "' failed (status %d): is "
-                       "the text package missing? " KJV_HINT, program,
-                       w >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    }
-    return 0;
+    free(p.out);
+    if (p.missing)
+        return al_errf(e, "kjv: the '%s' program is not installed; " KJV_HINT, program);
+    if (!p.reaped || (WIFEXITED(p.wst) && WEXITSTATUS(p.wst) == 0))
+        return al_errf(e, "kjv: %s", sub.msg);   /* not started, or its output unread */
+    return al_errf(e, "kjv: '%s -f -p /usr/lib " KJV_RANGE "' failed (status %d): is the text "
+                   "package missing? " KJV_HINT, program,
+                   WIFEXITED(p.wst) ? WEXITSTATUS(p.wst) : -1);
 }
 
 /* ------------------------------------------------------------ the corpus */

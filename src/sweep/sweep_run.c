@@ -9,16 +9,15 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_spawn.h"
+#include "al_status.h"
 #include "al_train.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
@@ -190,8 +189,9 @@ typedef struct runner {
     int n_left;                    /* pending entries neither launched nor resolved */
     long steps_total;              /* of the pending trials */
     long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
-    double t0, last_poll, last_log, stop_t;
-    int tty, live_lines, stopping;
+    double stop_t;
+    int stopping;
+    al_status disp;                /* the live display; its t0 is the run's start */
 } runner;
 
 static volatile sig_atomic_t stop_count;
@@ -202,112 +202,41 @@ static void on_stop(int sig)
     stop_count++;
 }
 
-static void fmt_dur(char *buf, size_t n, double s)
-{
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 90) snprintf(buf, n, "%.0fs", s);
-    else if (s < 5400) snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(floor(s), 60));
-    else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(floor(s / 60), 60));
-}
-
-static int term_cols(void)
-{
-    struct winsize ws;
-    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
-    return 80;
-}
-
 /* ------------------------------------------------------------ display */
 
-/* Done, failed, running and the ETA: the steps left at the rate of the
- * steps trained so far (a trial that ended early leaves none). */
-static void status_text(const runner *R, char *buf, size_t n)
+/* The live block (al_status.h): one line per running trial, then done,
+ * failed, running and the ETA. */
+static void draw(void *ctx, al_status *st)
 {
+    const runner *R = ctx;
     long running = 0;
-    for (int i = 0; i < R->o->jobs; i++)
-        if (R->slots[i].pid && R->slots[i].has_p) running += R->slots[i].p.step;
-    double el = al_now() - R->t0, trained = (double)(R->steps_trained + running);
-    double left = (double)(R->steps_total - R->steps_closed - running);
-    double eta = trained > 0 ? left * el / trained : NAN;
-    char elb[32], etab[32];
-    fmt_dur(elb, sizeof elb, el);
-    fmt_dur(etab, sizeof etab, eta);
-    int done = R->st->skipped + R->st->ok + R->st->diverged + R->st->failed;
-    snprintf(buf, n, "sweep %s: %d/%d done, %d failed, %d diverged, %d running | %s | ETA %s%s",
-             R->s->name, done, R->s->n_trials, R->st->failed, R->st->diverged,
-             R->n_running, elb, etab, R->stopping ? " | stopping" : "");
-}
-
-static void live_clear(runner *R)
-{
-    if (R->live_lines) fprintf(stderr, "\033[%dA\r\033[J", R->live_lines);
-    R->live_lines = 0;
-}
-
-static void live_line(runner *R, int cols, const char *text)
-{
-    fprintf(stderr, "%.*s\n", cols - 1, text);
-    R->live_lines++;
-}
-
-/* One line per running trial, then the overall line (terminal only). */
-static void live_draw(runner *R)
-{
-    char buf[512];
-    int cols = term_cols();
-    live_clear(R);
     for (int i = 0; i < R->o->jobs; i++) {
         const slot *sl = &R->slots[i];
         if (!sl->pid) continue;
-        char loss[32] = "-", val[32] = "-";
-        if (sl->has_p && !isnan(sl->p.loss)) snprintf(loss, sizeof loss, "%.4g", sl->p.loss);
-        if (sl->has_p && !isnan(sl->p.val_loss)) snprintf(val, sizeof val, "%.4g", sl->p.val_loss);
-        if (sl->has_p)
-            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7s val %-7s %6.0f tok/s",
-                     sl->t->id, sl->p.step, sl->p.steps, loss, val, sl->p.tokens_per_s);
-        else
-            snprintf(buf, sizeof buf, "  %-28s starting", sl->t->id);
-        live_line(R, cols, buf);
+        al_status_job j = {sl->t->id, "", sl->has_p, sl->p.step, sl->p.steps, sl->p.loss,
+                           sl->p.val_loss, sl->p.tokens_per_s};
+        al_status_job_line(st, &j);
+        if (sl->has_p) running += sl->p.step;
     }
-    status_text(R, buf, sizeof buf);
-    live_line(R, cols, buf);
-    fflush(stderr);
+    char title[600];
+    snprintf(title, sizeof title, "sweep %s", R->s->name);
+    const al_sweep_run_stats *s = R->st;
+    al_status_counts c = {title, s->skipped + s->ok + s->diverged + s->failed, R->s->n_trials,
+                          s->failed, s->diverged, R->n_running, -1, R->steps_total,
+                          R->steps_closed, R->steps_trained, running, R->stopping};
+    al_status_summary(st, &c);
 }
 
-/* A line that stays: above the live block on a terminal, plain otherwise. */
-static void event(runner *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void event(runner *R, const char *fmt, ...)
-{
-    va_list ap;
-    if (R->tty) live_clear(R);
-    fputs("sweep: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (R->tty) live_draw(R);
-    fflush(stderr);
-}
-
-/* Read the workers' progress; redraw (terminal) or log a status line a
- * minute (otherwise). */
+/* Read the workers' progress, then redraw (terminal) or log a status line
+ * a minute (otherwise). */
 static void refresh(runner *R)
 {
-    double now = al_now();
-    if (now - R->last_poll < 0.25) return;
-    R->last_poll = now;
+    if (!al_status_due(&R->disp)) return;
     for (int i = 0; i < R->o->jobs; i++) {
         slot *sl = &R->slots[i];
         if (sl->pid && al_sweep_read_progress(sl->tdir, &sl->p) == 0) sl->has_p = 1;
     }
-    if (R->tty) {
-        live_draw(R);
-    } else if (now - R->last_log >= 60) {
-        char buf[512];
-        R->last_log = now;
-        status_text(R, buf, sizeof buf);
-        fprintf(stderr, "%s\n", buf);
-    }
+    al_status_show(&R->disp);
 }
 
 /* ------------------------------------------------------------ launching */
@@ -349,21 +278,6 @@ static void worker_argv(const al_sweep *s, const al_sweep_run_opts *o, const al_
     argv[k] = NULL;
 }
 
-/* In the child: die with the runner, log to log.txt, become the worker. */
-static _Noreturn void child_exec(int logfd, const char **argv, pid_t parent)
-{
-    static const char msg[] = "attnlab: cannot start the trial worker\n";
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) dup2(nul, STDIN_FILENO);
-    dup2(logfd, STDOUT_FILENO);
-    dup2(logfd, STDERR_FILENO);
-    execv(argv[0], (char *const *)argv);
-    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(127);
-    _exit(127);
-}
-
 pid_t al_sweep_spawn_worker(const al_sweep *s, const al_sweep_run_opts *o,
                             const al_sweep_trial *t, al_err *e)
 {
@@ -375,12 +289,17 @@ pid_t al_sweep_spawn_worker(const al_sweep *s, const al_sweep_run_opts *o,
     if (fd < 0) return al_errf(e, "%s: cannot write: %s", log, strerror(errno));
     AL_ASSERT(o->n_sets <= AL_CLI_MAX_SETS && o->n_plugins <= AL_CLI_MAX_PLUGINS);
     worker_argv(s, o, t, nums, sizeof nums, argv);
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
-    if (pid == 0) child_exec(fd, argv, parent);
+    /* It dies with the runner; an exec that fails is the trial's ending
+     * (exit status 127, this line in its log), not the runner's. */
+    al_spawn_opts so = {.argv = argv, .in = AL_SPAWN_NULL, .out = AL_SPAWN_FD, .out_fd = fd,
+                        .err = AL_SPAWN_STDOUT, .die_with_parent = 1,
+                        .exec_fail_text = "attnlab: cannot start the trial worker\n"};
+    al_proc p;
+    al_err sub;
+    int rc = al_spawn_start(&so, &p, &sub);
     close(fd);
-    if (pid < 0) return al_errf(e, "cannot start a worker process: %s", strerror(errno));
-    return pid;
+    if (rc != 0) return al_errf(e, "cannot start a worker process: %s", sub.msg);
+    return p.pid;
 }
 
 /* The default launcher: worker processes of this runner. */
@@ -419,8 +338,8 @@ static int launch(runner *R, slot *sl, const al_sweep_trial *t, al_err *e)
     R->n_running++;
     char where[64] = "";
     if (R->L->where) R->L->where(R->L->ctx, h, where, sizeof where);
-    event(R, "[%d/%d] start %s%s%s", sl->n, R->n_pending, t->id, where,
-          has_checkpoint(sl->tdir) ? " (resuming from its checkpoint)" : "");
+    al_status_event(&R->disp, "[%d/%d] start %s%s%s", sl->n, R->n_pending, t->id, where,
+                    has_checkpoint(sl->tdir) ? " (resuming from its checkpoint)" : "");
     return 0;
 }
 
@@ -472,25 +391,26 @@ static void classify(const runner *R, const slot *sl, int wst, al_trial_result *
 static void count_ending(runner *R, const slot *sl, const al_trial_result *r)
 {
     char dur[32];
-    fmt_dur(dur, sizeof dur, al_now() - sl->t0);
+    al_status_duration(dur, sizeof dur, al_now() - sl->t0);
     R->st->ran++;
     if (r->status == AL_TRIAL_INTERRUPTED) {
-        event(R, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
+        al_status_event(&R->disp, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
         return;
     }
     R->steps_closed += sl->t->cfg.train.steps;
     R->steps_trained += r->steps_done;
     if (r->status == AL_TRIAL_OK) {
         R->st->ok++;
-        event(R, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending, sl->t->id,
-              r->val_loss, dur);
+        al_status_event(&R->disp, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending,
+                        sl->t->id, r->val_loss, dur);
     } else if (r->status == AL_TRIAL_DIVERGED) {
         R->st->diverged++;
-        event(R, "[%d/%d] diverged %s: %s", sl->n, R->n_pending, sl->t->id, r->reason);
+        al_status_event(&R->disp, "[%d/%d] diverged %s: %s", sl->n, R->n_pending, sl->t->id,
+                        r->reason);
     } else {
         R->st->failed++;
-        event(R, "[%d/%d] %s %s: %s", sl->n, R->n_pending, al_trial_status_name(r->status),
-              sl->t->id, r->reason);
+        al_status_event(&R->disp, "[%d/%d] %s %s: %s", sl->n, R->n_pending,
+                        al_trial_status_name(r->status), sl->t->id, r->reason);
     }
 }
 
@@ -537,7 +457,7 @@ static void begin_stop(runner *R, const char *why)
 {
     R->stopping = 1;
     R->stop_t = al_now();
-    if (why) event(R, "%s: stopping %d running trial(s)", why, R->n_running);
+    if (why) al_status_event(&R->disp, "%s: stopping %d running trial(s)", why, R->n_running);
     signal_workers(R, SIGTERM);
 }
 
@@ -579,7 +499,7 @@ static int resolve_blocked(runner *R, int k, al_err *e)
     R->status[t->index] = AL_TRIAL_FAILED;
     R->st->failed++;
     R->steps_closed += t->cfg.train.steps;
-    event(R, "not started %s: %s", t->id, r.reason);
+    al_status_event(&R->disp, "not started %s: %s", t->id, r.reason);
     if (al_sweep_prepare_trial(R->s, R->o->dir, t, tdir, sizeof tdir, e) ||
         al_results_write_result(tdir, t, &r, e))
         return -1;
@@ -629,12 +549,12 @@ int al_sweep_run(const al_sweep *s, const al_sweep_run_opts *o, al_sweep_run_sta
                  al_err *e)
 {
     AL_ASSERT(o->jobs >= 1 && o->threads >= 1);
-    runner R = {.s = s, .o = o, .st = st, .tty = al_stderr_is_tty()};
+    runner R = {.s = s, .o = o, .st = st};
     al_sweep_launcher local = {local_start, local_poll, local_signal, NULL, &R};
     R.L = o->launcher ? o->launcher : &local;
     memset(st, 0, sizeof *st);
     R.slots = al_calloc((size_t)o->jobs, sizeof *R.slots);
-    R.t0 = R.last_log = al_now();
+    al_status_init(&R.disp, stderr, al_stderr_is_tty(), "sweep: ", draw, &R);
     find_pending(&R);
     struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -642,14 +562,14 @@ int al_sweep_run(const al_sweep *s, const al_sweep_run_opts *o, al_sweep_run_sta
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     if (R.n_pending)
-        event(&R, "%s: %d trial(s) to run, %d finished before; %d at a time, %d thread(s) "
-              "each", s->name, R.n_pending, st->skipped, o->jobs, o->threads);
+        al_status_event(&R.disp, "%s: %d trial(s) to run, %d finished before; %d at a time, %d "
+                        "thread(s) each", s->name, R.n_pending, st->skipped, o->jobs, o->threads);
     int rc = run_loop(&R, e);
-    if (R.tty) live_clear(&R);
+    al_status_end(&R.disp);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     st->interrupted = R.stopping && rc == 0;
-    st->wall_s = al_now() - R.t0;
+    st->wall_s = al_now() - R.disp.t0;
     free(R.slots);
     free(R.pending);
     free(R.status);

@@ -6,20 +6,18 @@
 #include "al_sweep_exec.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "al_spawn.h"
+#include "al_status.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
 #define SQUEUE_TRIES 5        /* squeue failures in a row before giving up */
@@ -27,46 +25,20 @@
 /* ------------------------------------------------------------ commands */
 
 /* Run argv (found on PATH) with standard output and error captured into
- * *out (malloc'ed, NUL-terminated). Its exit status; -1 with e set when it
- * could not be started. */
+ * *out (malloc'ed, NUL-terminated). Its exit status (128 + the signal that
+ * killed it); -1 with e set when it could not be started. */
 static int run_cmd(const char *const *argv, char **out, al_err *e)
 {
-    int fd[2];
-    if (pipe2(fd, O_CLOEXEC) != 0) return al_errf(e, "pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) dup2(nul, STDIN_FILENO);
-        dup2(fd[1], STDOUT_FILENO);
-        dup2(fd[1], STDERR_FILENO);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
+    al_spawn_opts so = {.argv = argv, .in = AL_SPAWN_NULL, .out = AL_SPAWN_CAPTURE,
+                        .err = AL_SPAWN_STDOUT};
+    al_proc p;
+    al_err sub;
+    if (al_spawn_run(&so, &p, &sub) != 0 && !p.reaped) {
+        free(p.out);
+        return al_errf(e, "%s", sub.msg);
     }
-    close(fd[1]);
-    if (pid < 0) {
-        close(fd[0]);
-        return al_errf(e, "cannot run %s: %s", argv[0], strerror(errno));
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = al_malloc(cap);
-    for (;;) {
-        ssize_t r = read(fd[0], buf + len, cap - len - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        len += (size_t)r;
-        if (cap - len < 2) {
-            char *nb = realloc(buf, cap *= 2);
-            AL_ASSERT(nb != NULL);
-            buf = nb;
-        }
-    }
-    close(fd[0]);
-    buf[len] = 0;
-    *out = buf;
-    int wst;
-    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    *out = p.out;
+    return WIFEXITED(p.wst) ? WEXITSTATUS(p.wst) : 128 + WTERMSIG(p.wst);
 }
 
 /* The first line of a command's output, for an error message. */
@@ -421,8 +393,9 @@ typedef struct follower {
     int n, n_open, n_ended;
     queue Q;
     long steps_total, steps_closed, steps_trained;
-    double t0, poll_s, last_q, last_draw, last_log;
-    int tty, live_lines, squeue_failures;
+    double poll_s, last_q;
+    int squeue_failures;
+    al_status disp;            /* the live display; its t0 is the run's start */
 } follower;
 
 static volatile sig_atomic_t stop_asked;
@@ -433,105 +406,42 @@ static void on_stop(int sig)
     stop_asked = 1;
 }
 
-static void fmt_dur(char *buf, size_t n, double s)
+/* The live block (al_status.h): one line per running task, then done,
+ * failed, running, queued and the ETA. */
+static void draw(void *ctx, al_status *st)
 {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 90) snprintf(buf, n, "%.0fs", s);
-    else if (s < 5400) snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(floor(s), 60));
-    else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(floor(s / 60), 60));
-}
-
-static void status_text(const follower *F, char *buf, size_t n)
-{
+    const follower *F = ctx;
     long running = 0;
     int n_run = 0;
-    for (int i = 0; i < F->n; i++)
-        if (F->ft[i].open && F->ft[i].running) n_run++, running += F->ft[i].has_p ? F->ft[i].p.step : 0;
-    double el = al_now() - F->t0, trained = (double)(F->steps_trained + running);
-    double eta = trained > 0 ? (F->steps_total - F->steps_closed - running) * el / trained : NAN;
-    char elb[32], etab[32];
-    fmt_dur(elb, sizeof elb, el);
-    fmt_dur(etab, sizeof etab, eta);
-    const al_sweep_run_stats *st = F->st;
-    snprintf(buf, n, "sweep %s (slurm): %d/%d done, %d failed, %d diverged, %d running, %d "
-             "queued | %s | ETA %s", F->s->name, st->skipped + st->ok + st->diverged + st->failed,
-             F->s->n_trials, st->failed, st->diverged, n_run, F->n_open - n_run, elb, etab);
-}
-
-static void live_clear(follower *F)
-{
-    if (F->live_lines) fprintf(stderr, "\033[%dA\r\033[J", F->live_lines);
-    F->live_lines = 0;
-}
-
-static int term_cols(void)
-{
-    struct winsize ws;
-    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
-    return 80;
-}
-
-/* One line per running task, then the overall line (terminal only). */
-static void live_draw(follower *F)
-{
-    char buf[512], loss[32], val[32];
-    int cols = term_cols();
-    live_clear(F);
     for (int i = 0; i < F->n; i++) {
         const ftask *t = &F->ft[i];
         if (!t->open || !t->running) continue;
-        snprintf(loss, sizeof loss, "-");
-        snprintf(val, sizeof val, "-");
-        if (t->has_p && !isnan(t->p.loss)) snprintf(loss, sizeof loss, "%.4g", t->p.loss);
-        if (t->has_p && !isnan(t->p.val_loss)) snprintf(val, sizeof val, "%.4g", t->p.val_loss);
-        if (t->has_p)
-            snprintf(buf, sizeof buf, "  %-24s %5d/%-5d loss %-7s val %-7s %6.0f tok/s  [%ld_%d]",
-                     t->t->id, t->p.step, t->p.steps, loss, val, t->p.tokens_per_s, t->job,
-                     t->task);
-        else
-            snprintf(buf, sizeof buf, "  %-28s starting  [%ld_%d]", t->t->id, t->job, t->task);
-        fprintf(stderr, "%.*s\n", cols - 1, buf);
-        F->live_lines++;
+        char tag[48];
+        snprintf(tag, sizeof tag, "[%ld_%d]", t->job, t->task);
+        al_status_job j = {t->t->id, tag, t->has_p, t->p.step, t->p.steps, t->p.loss,
+                           t->p.val_loss, t->p.tokens_per_s};
+        al_status_job_line(st, &j);
+        n_run++, running += t->has_p ? t->p.step : 0;
     }
-    status_text(F, buf, sizeof buf);
-    fprintf(stderr, "%.*s\n", cols - 1, buf);
-    F->live_lines++;
-    fflush(stderr);
-}
-
-static void event(follower *F, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void event(follower *F, const char *fmt, ...)
-{
-    va_list ap;
-    if (F->tty) live_clear(F);
-    fputs("sweep: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (F->tty) live_draw(F);
-    fflush(stderr);
+    char title[600];
+    snprintf(title, sizeof title, "sweep %s (slurm)", F->s->name);
+    const al_sweep_run_stats *s = F->st;
+    al_status_counts c = {title, s->skipped + s->ok + s->diverged + s->failed, F->s->n_trials,
+                          s->failed, s->diverged, n_run, F->n_open - n_run, F->steps_total,
+                          F->steps_closed, F->steps_trained, running, 0};
+    al_status_summary(st, &c);
 }
 
 /* Progress files every quarter second: a redraw on a terminal, else a
  * status line a minute. */
 static void refresh(follower *F)
 {
-    double now = al_now();
-    if (now - F->last_draw < 0.25) return;
-    F->last_draw = now;
+    if (!al_status_due(&F->disp)) return;
     for (int i = 0; i < F->n; i++) {
         ftask *t = &F->ft[i];
         if (t->open && t->running && al_sweep_read_progress(t->tdir, &t->p) == 0) t->has_p = 1;
     }
-    if (F->tty) {
-        live_draw(F);
-    } else if (now - F->last_log >= 60) {
-        char buf[512];
-        F->last_log = now;
-        status_text(F, buf, sizeof buf);
-        fprintf(stderr, "%s\n", buf);
-    }
+    al_status_show(&F->disp);
 }
 
 /* A task has left the queue: its worker's result, or how Slurm ended it
@@ -557,18 +467,19 @@ static int task_ended(follower *F, ftask *t, al_err *e)
     F->st->ran++;
     F->steps_closed += t->t->cfg.train.steps;
     F->steps_trained += r.steps_done;
-    fmt_dur(dur, sizeof dur, t->running ? al_now() - t->t0 : 0);
+    al_status_duration(dur, sizeof dur, t->running ? al_now() - t->t0 : 0);
     if (r.status == AL_TRIAL_OK) {
         F->st->ok++;
-        event(F, "[%d/%d] done %s: val_loss %.4f in %s", F->n_ended, F->n, t->t->id,
-              r.val_loss, dur);
+        al_status_event(&F->disp, "[%d/%d] done %s: val_loss %.4f in %s", F->n_ended, F->n,
+                        t->t->id, r.val_loss, dur);
     } else if (r.status == AL_TRIAL_DIVERGED) {
         F->st->diverged++;
-        event(F, "[%d/%d] diverged %s: %s", F->n_ended, F->n, t->t->id, r.reason);
+        al_status_event(&F->disp, "[%d/%d] diverged %s: %s", F->n_ended, F->n, t->t->id,
+                        r.reason);
     } else {
         F->st->failed++;
-        event(F, "[%d/%d] %s %s: %s", F->n_ended, F->n, al_trial_status_name(r.status),
-              t->t->id, r.reason);
+        al_status_event(&F->disp, "[%d/%d] %s %s: %s", F->n_ended, F->n,
+                        al_trial_status_name(r.status), t->t->id, r.reason);
     }
     return al_results_write_summary(F->o->dir, F->s, e);
 }
@@ -596,7 +507,7 @@ static int poll_queue(follower *F, al_err *e)
         if (q && !t->running && strcmp(q->state, "PENDING") != 0) {
             t->running = 1;
             t->t0 = al_now();
-            event(F, "[%ld_%d] %s %s", t->job, t->task, q->state, t->t->id);
+            al_status_event(&F->disp, "[%ld_%d] %s %s", t->job, t->task, q->state, t->t->id);
         }
         if (t->absent >= 2 && task_ended(F, t, e) != 0) return -1;
     }
@@ -617,7 +528,7 @@ static int follow(follower *F, al_err *e)
         refresh(F);
         nanosleep(&nap, NULL);
     }
-    if (F->tty) live_clear(F);
+    al_status_end(&F->disp);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     F->st->interrupted = stop_asked && rc == 0;
@@ -647,7 +558,8 @@ static int unfollowed_ending(follower *F, const rec_task *rt, const al_sweep_tri
     al_trial_result r;
     al_results_trial_dir(f.tdir, sizeof f.tdir, F->o->dir, t);
     if (ending(F, &f, &r, e) != 0) return -1;
-    event(F, "%s %s in job %ld: %s", al_trial_status_name(r.status), t->id, rt->job, r.reason);
+    al_status_event(&F->disp, "%s %s in job %ld: %s", al_trial_status_name(r.status), t->id,
+                    rt->job, r.reason);
     return 0;
 }
 
@@ -765,8 +677,8 @@ static int submit(follower *F, record *rec, const al_slurm_opts *so, const int *
         return al_errf(e, "submitted batch job %ld but could not record it (%s): scancel %ld",
                        *job, why, *job);
     }
-    event(F, "submitted batch job %ld: %d trial(s) as array tasks 0-%d, %d CPU(s) each (%s)",
-          *job, n, n - 1, F->o->threads, script);
+    al_status_event(&F->disp, "submitted batch job %ld: %d trial(s) as array tasks 0-%d, %d "
+                    "CPU(s) each (%s)", *job, n, n - 1, F->o->threads, script);
     return 0;
 }
 
@@ -788,8 +700,9 @@ static void left_in_slurm(follower *F, const char *why)
     for (int i = 0; i < F->n && k + 24 < sizeof jobs; i++)
         if (F->ft[i].open && F->ft[i].job != last)
             k += (size_t)snprintf(jobs + k, sizeof jobs - k, " %ld", last = F->ft[i].job);
-    event(F, "%s: %d trial(s) stay queued or running in Slurm (scancel%s cancels them); run "
-          "the same `attnlab sweep` again to collect them", why, F->n_open, jobs);
+    al_status_event(&F->disp, "%s: %d trial(s) stay queued or running in Slurm (scancel%s "
+                    "cancels them); run the same `attnlab sweep` again to collect them", why,
+                    F->n_open, jobs);
 }
 
 int al_sweep_slurm(const al_sweep *s, const al_sweep_run_opts *o, const al_slurm_opts *so,
@@ -799,20 +712,21 @@ int al_sweep_slurm(const al_sweep *s, const al_sweep_run_opts *o, const al_slurm
     memset(st, 0, sizeof *st);
     *submitted = 0;
     if (record_load(o->dir, &rec, e) != 0) return -1;
-    follower F = {.s = s, .o = o, .st = st, .rec = &rec, .tty = al_stderr_is_tty(),
-                  .poll_s = poll_interval()};
+    follower F = {.s = s, .o = o, .st = st, .rec = &rec, .poll_s = poll_interval()};
     F.ft = al_calloc((size_t)s->n_trials + 1, sizeof *F.ft);
-    F.t0 = F.last_log = F.last_q = al_now();
+    al_status_init(&F.disp, stderr, al_stderr_is_tty(), "sweep: ", draw, &F);
+    F.last_q = F.disp.t0;
     int *pend = al_malloc(((size_t)s->n_trials + 1) * sizeof *pend), n_pend, n_held = 0;
     char *held = al_calloc((size_t)s->n_trials + 1, 1);
     int rc = collect(&F, pend, &n_pend, held, e);
     for (int i = 0; i < s->n_trials; i++) n_held += held[i];
     if (rc == 0 && F.n_open)
-        event(&F, "%s: following %d trial(s) of earlier submissions still in Slurm", s->name,
-              F.n_open);
+        al_status_event(&F.disp, "%s: following %d trial(s) of earlier submissions still in "
+                        "Slurm", s->name, F.n_open);
     if (rc == 0 && n_pend) rc = submit(&F, &rec, so, pend, n_pend, submitted, e);
     if (rc == 0 && !F.n_open && !n_held)
-        event(&F, "%s: nothing to run: all %d trial(s) have finished", s->name, s->n_trials);
+        al_status_event(&F.disp, "%s: nothing to run: all %d trial(s) have finished", s->name,
+                        s->n_trials);
     if (rc == 0 && so->no_wait && F.n_open) left_in_slurm(&F, "not waiting (--no-wait)");
     else if (rc == 0) rc = follow(&F, e);
     /* Chained stages: each wave whose upstream trials have now ended ok. */
@@ -821,11 +735,11 @@ int al_sweep_slurm(const al_sweep *s, const al_sweep_run_opts *o, const al_slurm
     n_held = 0;
     for (int i = 0; i < s->n_trials; i++) n_held += held[i];
     if (rc == 0 && n_held)
-        event(&F, "%d trial(s) of later stages were not submitted: they start from a trial "
-              "that has not ended ok yet%s", n_held, so->no_wait ? " (run the same `attnlab "
-              "sweep` again once it has)" : "");
+        al_status_event(&F.disp, "%d trial(s) of later stages were not submitted: they start "
+                        "from a trial that has not ended ok yet%s", n_held, so->no_wait ?
+                        " (run the same `attnlab sweep` again once it has)" : "");
     if (rc == 0 && st->interrupted) left_in_slurm(&F, "stopped following");
-    st->wall_s = al_now() - F.t0;
+    st->wall_s = al_now() - F.disp.t0;
     if (rc == 0) rc = al_results_write_summary(o->dir, s, e);
     free(F.ft), free(F.Q.q), free(pend), free(held), free(rec.t);
     return rc;
