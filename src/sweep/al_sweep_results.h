@@ -56,11 +56,13 @@ int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e);
 int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
                             int n_sets, al_err *e);
 
-/* DIR/<id>/trial.json; al_results_trial_hash reads its hash (0, or -1
- * when there is none). */
+/* DIR/<id>/trial.json. */
 int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_trial *t,
                            al_err *e);
-int al_results_trial_hash(const char *tdir, char hash[17]);
+/* Fill every trial's id against the results directory outdir (may not
+ * exist yet): its label, or label-hash when outdir/<label>/trial.json
+ * holds another hash (al_sweep_spec.h, "Identity"). */
+void al_sweep_assign_ids(al_sweep *s, const char *outdir);
 
 /* DIR/<id>/result.json. Reading returns 0 when a result for this hash
  * exists (status filled), -1 otherwise (r is then "pending"). */

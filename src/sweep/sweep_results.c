@@ -168,7 +168,8 @@ int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_t
     return write_json(path, j, e);
 }
 
-int al_results_trial_hash(const char *tdir, char hash[17])
+/* The hash DIR/<id>/trial.json holds: 0, or -1 when there is none. */
+static int trial_hash(const char *tdir, char hash[17])
 {
     char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
     snprintf(path, sizeof path, "%s/trial.json", tdir);
@@ -177,6 +178,22 @@ int al_results_trial_hash(const char *tdir, char hash[17])
     snprintf(hash, 17, "%s", str_of(j, "hash"));
     json_decref(j);
     return 0;
+}
+
+/* A label already taken in outdir by a trial of another hash gets the
+ * hash appended: an edited file never reuses a result (al_sweep_spec.h,
+ * "Identity"). */
+void al_sweep_assign_ids(al_sweep *s, const char *outdir)
+{
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        char dir[AL_PATH_LEN + AL_SWEEP_ID_LEN + 2], hash[17];
+        snprintf(dir, sizeof dir, "%s/%s", outdir, t->label);
+        if (trial_hash(dir, hash) == 0 && strcmp(hash, t->hash) != 0)
+            snprintf(t->id, sizeof t->id, "%.150s-%.8s", t->label, t->hash);
+        else
+            snprintf(t->id, sizeof t->id, "%s", t->label);
+    }
 }
 
 int al_results_write_result(const char *tdir, const al_sweep_trial *t,
