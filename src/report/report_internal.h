@@ -9,6 +9,12 @@
  * one with the best validation result (tuned-then-compared). Statistics are
  * over those selected trials, one per seed; paired differences pair them by
  * seed.
+ *
+ * Settings. Every column of the summary that is not one of the report's
+ * own (report.c) is a variant's setting (n_kv_head, d_latent, ...; older
+ * summaries had n_kv_head, d_latent and d_rope for every trial): the report
+ * carries them as written, in the summary's column order, without knowing
+ * any variant or setting by name.
  */
 #ifndef AL_REPORT_INTERNAL_H
 #define AL_REPORT_INTERNAL_H
@@ -25,7 +31,7 @@
 typedef struct row {
     const char *trial, *variant, *status, *reason, *tuned, *select_by;
     char config[256], group[256];
-    double kv, params, params_to, n_layer, d_ff, n_kv_head, d_latent, d_rope, seed;
+    double kv, params, params_to, n_layer, d_ff, seed;
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s;
     int causal;        /* 1, 0, or -1 when not given */
@@ -37,8 +43,21 @@ typedef struct row {
 typedef struct summary {
     al_csv t;
     int n;
-    row *rows;
+    row *rows;         /* n, in the summary's order (row i is t's row i) */
+    int n_set;         /* setting columns */
+    int *set_col;      /* n_set column indices into t, in the summary's order */
 } summary;
+
+/* Setting k's name, and its cell in row w ("" when w's variant lacks it). */
+static inline const char *al_report_setting_name(const summary *s, int k)
+{
+    return s->t.head[s->set_col[k]];
+}
+
+static inline const char *al_report_setting(const summary *s, const row *w, int k)
+{
+    return s->t.cells[w - s->rows][s->set_col[k]];
+}
 
 typedef struct group {
     const row *first;

@@ -148,9 +148,4 @@ void al_sweep_free(al_sweep *s);
  * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
 
-/* What a trial is, for tables: n_kv_head (-1 when not a grouped-query
- * variant), d_latent and d_rope (-1 when the variant has no such setting). */
-int al_sweep_n_kv_head(const al_model_config *m);
-int al_sweep_setting(const al_model_config *m, const char *name);
-
 #endif

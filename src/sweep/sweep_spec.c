@@ -1034,18 +1034,3 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
-
-int al_sweep_setting(const al_model_config *m, const char *name)
-{
-    int j = m->attn ? al_variant_setting_index(m->attn, name) : -1;
-    return j < 0 ? -1 : (int)m->attn_set[j];
-}
-
-/* The grouped-query family by name: mha has a K/V head per query head,
- * mqa one, gqa its setting. */
-int al_sweep_n_kv_head(const al_model_config *m)
-{
-    if (strcmp(m->variant, "mha") == 0) return m->n_head;
-    if (strcmp(m->variant, "mqa") == 0) return 1;
-    return al_sweep_setting(m, "n_kv_head");
-}
