@@ -6,12 +6,14 @@
  * including one written by hand or by another executor. Every number it
  * prints about quality is a statement about seeds: a mean with its sample
  * sd and 95 % t-interval, a difference paired by seed with its interval,
- * and whether that interval excludes 0 ("resolved"). See report_internal.h
+ * and whether that interval excludes 0 ("resolved"). See report_rows.h
  * for how trials become configurations and seeds, and which columns are
  * the variants' settings.
  */
 #include "al_report.h"
-#include "report_internal.h"
+#include "report_plot.h"
+#include "report_rows.h"
+#include "report_stages.h"
 
 #include "al_report_ablation.h"
 #include "al_report_headstats.h"

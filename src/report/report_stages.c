@@ -12,7 +12,8 @@
  * then score the uptrained and the base models, so every point is the same
  * measurement. (Nothing in a stage is selected on validation.)
  */
-#include "report_internal.h"
+#include "report_stages.h"
+#include "report_plot.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /*
- * report_internal.h - what report.c (tables, statistics, report.md) and
- * report_plot.c (gnuplot) share. Not a public interface.
+ * report_rows.h - the report's working state, shared by report.c (reads
+ * summary.csv, groups, statistics, report.md, configs.csv), report_plot.c
+ * (the pictures) and report_stages.c (a staged sweep's section). Not a
+ * public interface: al_report.h is.
  *
  * A row is one trial of summary.csv. Trials are grouped into
  * configurations by the summary's `group` column (older summaries: `config`,
@@ -16,10 +18,8 @@
  * carries them as written, in the summary's column order, without knowing
  * any variant or setting by name.
  */
-#ifndef AL_REPORT_INTERNAL_H
-#define AL_REPORT_INTERNAL_H
-
-#include <stdio.h>
+#ifndef AL_REPORT_ROWS_H
+#define AL_REPORT_ROWS_H
 
 #include "al_csv.h"
 #include "al_report.h"
@@ -89,23 +89,5 @@ typedef struct report {
 } report;
 
 static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
-
-/* report_plot.c: tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the
- * pictures by gnuplot (R->plots). -1 when a file could not be written. */
-int al_report_draw_plots(report *R, al_err *e);
-/* DIR/name opened for an atomic write (al_open_atomic). */
-FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e);
-/* A gnuplot script's first lines (out_png, out_svg defaults for base) and
- * the loop over the png and svg terminals it opens (closed by "}"). */
-void al_report_gp_header(FILE *f, const char *base);
-void al_report_gp_terminal(FILE *f, const char *size);
-/* gnuplot on DIR/<base>.gp, outputs renamed into place: an enum al_plot_state. */
-int al_report_gnuplot(const report *R, const char *base);
-
-/* report_stages.c: a staged sweep's converted and uptrained models (rows
- * with an `upstream`): stages.{dat,gp,png,svg} (when the other plots were
- * drawn) and the report's section. Nothing when there are none. */
-int al_report_stages_plot(const report *R, al_err *e);
-void al_report_stages_md(FILE *f, const report *R);
 
 #endif
