@@ -15,13 +15,13 @@
 #include <unistd.h>
 
 #include "al_data.h"
+#include "al_eval.h"
 #include "al_kjv.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_registry.h"
 #include "al_sha256.h"
 #include "al_test.h"
-#include "al_train.h"
 
 /* ------------------------------------------------------------ sha256 */
 
@@ -691,10 +691,11 @@ static void small_model_config(al_config *c, const char *source, int V, int T, i
     c->train.threads = 1;
 }
 
-/* al_evaluate over the fixed test set (13 examples in batches of 5) equals
- * the loss and accuracy recomputed one example at a time, whatever the
- * eval seed and eval_batches say. */
-START_TEST(evaluation_walks_the_whole_fixed_test_set)
+/* al_evaluate over task data walks the whole fixed validation set (13
+ * examples, as many as data.test_examples, in batches of 5): it equals the
+ * loss and accuracy recomputed one validation example at a time, whatever
+ * the eval seed and eval_batches say. */
+START_TEST(evaluation_walks_the_whole_fixed_validation_set)
 {
     al_config c;
     small_model_config(&c, "mqar", 32, 16, 3);
@@ -712,7 +713,9 @@ START_TEST(evaluation_walks_the_whole_fixed_test_set)
     c.train.eval_seed = 99;
     c.train.eval_batches = 1;
     double loss2 = al_evaluate(&m, &d, &c.train, &acc2);
-    ck_assert(loss1 == loss2 && acc1 == acc2);
+    ck_assert_msg(loss1 == loss2 && acc1 == acc2, "the fixed validation set moved with the "
+                  "eval seed: %.9g %.9g vs %.9g %.9g", loss1, acc1, loss2, acc2);
+    ck_assert_int_eq(d.n_examples[AL_SPLIT_VAL], 13);
     double sum = 0, hits = 0, count = 0;
     int in[16], tgt[16];
     float w[16];
@@ -728,9 +731,12 @@ START_TEST(evaluation_walks_the_whole_fixed_test_set)
             hits += best == tgt[t], count++;
         }
     }
-    ck_assert_int_eq((int)count, 39);
-    ck_assert_double_eq_tol(loss1, sum / count, 1e-6);
-    ck_assert_double_eq_tol(acc1, hits / count, 1e-12);
+    ck_assert_msg((int)count == 39, "%d answers scored, not 13 validation examples x 3",
+                  (int)count);
+    ck_assert_msg(fabs(loss1 - sum / count) <= 1e-6, "val loss %.9g, but the validation set "
+                  "one example at a time gives %.9g", loss1, sum / count);
+    ck_assert_msg(fabs(acc1 - hits / count) <= 1e-12, "val accuracy %.9g, but the validation "
+                  "set one example at a time gives %.9g", acc1, hits / count);
     al_model_free(&m);
     al_data_close(&d);
 }
@@ -1034,7 +1040,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, curriculum_ramps_the_training_pair_count);
     tcase_add_test(tc, min_kv_pairs_mixes_and_equal_bounds_change_nothing);
     tcase_add_test(tc, bad_min_kv_pairs_names_the_key);
-    tcase_add_test(tc, evaluation_walks_the_whole_fixed_test_set);
+    tcase_add_test(tc, evaluation_walks_the_whole_fixed_validation_set);
     tcase_add_test(tc, text_test_split_is_the_tail_scored_window_by_window);
     tcase_add_test(tc, task_test_set_is_scored_apart_from_validation);
     suite_add_tcase(s, tc);

@@ -487,6 +487,46 @@ START_TEST(gnuplot_draws_png_and_svg_beside_its_script)
 }
 END_TEST
 
+/* ------------------------------------------------------------ settings */
+
+/* Columns the report does not know are the variants' settings, wherever
+ * they stand: a made-up variant's n_foo (beside `variant`, as sweeps write
+ * it) and foo_scale (last) show in the table and in configs.csv, in the
+ * summary's order, blank ("–" in the table) for the variant without them. */
+START_TEST(a_new_variants_settings_become_columns)
+{
+    static const char text[] =
+        "trial,config,variant,n_foo,causal,seed,params,kv_bytes_per_token,val_loss,status,"
+        "reason,foo_scale\n"
+        "mha_seed1,mha,mha,,true,1,1000,4096,2.0,ok,,\n"
+        "foo_seed1,foo,foo,3,true,1,900,1024,2.2,ok,,0.25\n";
+    char *dir = al_test_tmpdir(), **head = NULL;
+    free(al_test_write(dir, "summary.csv", text));
+    write_report(dir);
+    char *csv = read_in(dir, "configs.csv");
+    ck_assert_msg(!strncmp(csv, "config,variant,n_foo,foo_scale,causal,n_layer,", 46), "%s", csv);
+    free(csv);
+    int n = 0;
+    char **r = configs_row(dir, "foo", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "n_foo"), "3");
+    ck_assert_str_eq(field(head, r, n, "foo_scale"), "0.25");
+    free_fields(r, n);
+    r = configs_row(dir, "mha", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "n_foo"), "");
+    ck_assert_str_eq(field(head, r, n, "foo_scale"), "");
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md"), *row = table_row(md, "foo");
+    ck_assert_msg(strstr(md, "| configuration | variant | n_foo | foo_scale | n_layer |"), "%s",
+                  md);
+    ck_assert_msg(strstr(row, "| foo | foo | 3 | 0.25 | – |"), "%s", row);
+    free(row);
+    row = table_row(md, "mha (baseline)");
+    ck_assert_msg(strstr(row, "| mha (baseline) | mha | – | – | – |"), "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ errors */
 
 START_TEST(bad_summaries_are_one_line_errors)
@@ -530,6 +570,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, accuracy_is_the_measure_when_every_config_has_one);
     tcase_add_test(tc, curves_average_seeds_per_step);
     tcase_add_test(tc, gnuplot_draws_png_and_svg_beside_its_script);
+    tcase_add_test(tc, a_new_variants_settings_become_columns);
     tcase_add_test(tc, bad_summaries_are_one_line_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -370,7 +370,7 @@ START_TEST(a_killed_chained_sweep_resumes_to_the_uninterrupted_summary)
     ck_assert_int_eq(al_read_file(p, &md, &n, &e), 0);
     ck_assert_ptr_nonnull(strstr(md, "## Converted and uptrained"));
     char row[512];
-    snprintf(row, sizeof row, "| up_mean_steps10 | base_mha | mqa, 1 K/V heads | %d | mean | "
+    snprintf(row, sizeof row, "| up_mean_steps10 | base_mha | mqa | %d | mean | "
              "10 steps (25%%) | %.4f ± ", 2 * 1 * 8 * 4, column_mean(r1, "up_mean_steps10",
                                                                "init_val_loss"));
     ck_assert_msg(strstr(md, row), "no '%s' in the report", row);

@@ -6,11 +6,14 @@
  * including one written by hand or by another executor. Every number it
  * prints about quality is a statement about seeds: a mean with its sample
  * sd and 95 % t-interval, a difference paired by seed with its interval,
- * and whether that interval excludes 0 ("resolved"). See report_internal.h
- * for how trials become configurations and seeds.
+ * and whether that interval excludes 0 ("resolved"). See report_rows.h
+ * for how trials become configurations and seeds, and which columns are
+ * the variants' settings.
  */
 #include "al_report.h"
-#include "report_internal.h"
+#include "report_plot.h"
+#include "report_rows.h"
+#include "report_stages.h"
 
 #include "al_report_ablation.h"
 #include "al_report_headstats.h"
@@ -73,13 +76,12 @@ static void strip_seed(char *out, size_t n, const char *trial)
 static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e)
 {
     static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
-        "n_layer", "d_ff", "n_kv_head", "d_latent", "d_rope", "seed", "tokens_per_step",
-        "final_train_loss", "val_loss", "best_val_loss", "val_accuracy", "test_loss",
-        "test_accuracy", "tokens_per_s", "wall_s", "baseline", NULL};
+        "n_layer", "d_ff", "seed", "tokens_per_step", "final_train_loss", "val_loss",
+        "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s",
+        "wall_s", "baseline", NULL};
     double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
-        &w->n_kv_head, &w->d_latent, &w->d_rope, &w->seed, &w->tokens_per_step,
-        &w->train_loss, &w->val_loss, &w->best_val_loss, &w->val_acc, &w->test_loss,
-        &w->test_acc, &w->tok_s, &w->wall_s, &base};
+        &w->seed, &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->best_val_loss,
+        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base};
     for (int i = 0; cols[i]; i++)
         if (num_cell(t, r, cols[i], path, dst[i], e)) return -1;
     w->trial = al_csv_cell(t, r, "trial");
@@ -100,6 +102,25 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     return 0;
 }
 
+/* The columns summary.csv has besides the settings (al_sweep_results.h),
+ * whether or not this file reads them: every other column is a setting. */
+static const char *const own_cols[] = {"trial", "config", "group", "tuned", "select_by",
+    "baseline", "variant", "causal", "seed", "n_layer", "d_ff", "params", "params_to",
+    "kv_bytes_per_token", "steps", "tokens_per_step", "final_train_loss", "val_loss",
+    "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s", "wall_s",
+    "status", "reason", "stage", "upstream", "init_convert", "upstream_steps",
+    "init_val_loss", NULL};
+
+static void find_settings(summary *s)
+{
+    s->set_col = al_calloc((size_t)s->t.n_cols + 1, sizeof *s->set_col);
+    for (int c = 0; c < s->t.n_cols; c++) {
+        int own = 0;
+        for (int i = 0; own_cols[i] && !own; i++) own = strcmp(s->t.head[c], own_cols[i]) == 0;
+        if (!own) s->set_col[s->n_set++] = c;
+    }
+}
+
 static int summary_read(const char *dir, summary *s, al_err *e)
 {
     static const char *const required[] = {"trial", "kv_bytes_per_token", "val_loss",
@@ -112,6 +133,7 @@ static int summary_read(const char *dir, summary *s, al_err *e)
         if (al_csv_col(&s->t, required[i]) < 0)
             return al_errf(e, "%s:1: error: no column '%s' (a sweep's summary has trial, "
                            "kv_bytes_per_token, val_loss, status, ...)", path, required[i]);
+    find_settings(s);
     s->rows = al_calloc((size_t)s->t.n_rows + 1, sizeof *s->rows);
     for (int r = 0; r < s->t.n_rows; r++)
         if (parse_row(&s->t, r, path, &s->rows[r], e)) return -1;
@@ -123,6 +145,7 @@ static void summary_free(summary *s)
 {
     al_csv_free(&s->t);
     free(s->rows);
+    free(s->set_col);
 }
 
 /* ------------------------------------------------------------ selection */
@@ -442,6 +465,15 @@ static int any_col(const report *R, size_t off)
     return 0;
 }
 
+/* Does any trial have setting k (a variant of the sweep that lacks it
+ * leaves its cell blank)? */
+static int any_setting(const report *R, int k)
+{
+    for (int i = 0; i < R->sm.n; i++)
+        if (al_report_setting(&R->sm, &R->sm.rows[i], k)[0]) return 1;
+    return 0;
+}
+
 static int any_unmasked(const report *R)
 {
     for (int i = 0; i < R->sm.n; i++)
@@ -459,13 +491,12 @@ static const group *base_group(const report *R)
 /* ------------------------------------------------------------ report.md */
 
 typedef struct cols {
-    int kvh, lat, unmasked, matched, acc;
+    int unmasked, matched, acc;
 } cols;
 
 static cols which_cols(const report *R)
 {
-    return (cols){any_col(R, offsetof(row, n_kv_head)), any_col(R, offsetof(row, d_latent)),
-                  any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc};
+    return (cols){any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc};
 }
 
 static void md_table_head(FILE *f, const report *R)
@@ -473,8 +504,8 @@ static void md_table_head(FILE *f, const report *R)
     cols c = which_cols(R);
     int n = 11;
     fputs("| configuration | variant |", f);
-    if (c.kvh) fputs(" K/V heads |", f), n++;
-    if (c.lat) fputs(" d_latent | d_rope |", f), n += 2;
+    for (int k = 0; k < R->sm.n_set; k++)
+        if (any_setting(R, k)) fprintf(f, " %s |", al_report_setting_name(&R->sm, k)), n++;
     if (c.unmasked) fputs(" causal |", f), n++;
     fputs(" n_layer | d_ff | params |", f);
     if (c.matched) fputs(" matched to |", f), n++;
@@ -492,11 +523,9 @@ static void md_table_row(FILE *f, const report *R, const group *g)
     char a[96], b[96], d[96];
     fprintf(f, "| %s%s | %s |", g->first->group, g->is_base ? " (baseline)" : "",
             w->variant[0] ? w->variant : "–");
-    if (c.kvh) fmt_setting(a, sizeof a, w->n_kv_head), fprintf(f, " %s |", a);
-    if (c.lat) {
-        fmt_setting(a, sizeof a, w->d_latent);
-        fmt_setting(b, sizeof b, w->d_rope);
-        fprintf(f, " %s | %s |", a, b);
+    for (int k = 0; k < R->sm.n_set; k++) {
+        const char *v = al_report_setting(&R->sm, w, k);
+        if (any_setting(R, k)) fprintf(f, " %s |", v[0] ? v : "–");
     }
     if (c.unmasked) fprintf(f, " %s |", w->causal ? "true" : "**false**");
     fmt_setting(a, sizeof a, w->n_layer);
@@ -770,8 +799,7 @@ static void configs_row(FILE *f, const report *R, const group *g)
     const row *w = g->first;
     csv_text(f, w->group);
     csv_text(f, w->variant);
-    double v[] = {w->n_kv_head, w->d_latent, w->d_rope};
-    for (int i = 0; i < 3; i++) csv_num(f, v[i], "%.0f");
+    for (int k = 0; k < R->sm.n_set; k++) csv_text(f, al_report_setting(&R->sm, w, k));
     fprintf(f, "%s,", w->causal == 0 ? "false" : "true");
     double s[] = {w->n_layer, w->d_ff, w->params, w->params_to, w->kv};
     for (int i = 0; i < 5; i++) csv_num(f, s[i], "%.0f");
@@ -799,7 +827,9 @@ static int write_configs(const report *R, al_err *e)
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     FILE *f = al_report_open(R, "configs.csv", path, tmp, e);
     if (!f) return -1;
-    fputs("config,variant,n_kv_head,d_latent,d_rope,causal,n_layer,d_ff,params,params_to,"
+    fputs("config,variant,", f);
+    for (int k = 0; k < R->sm.n_set; k++) csv_text(f, al_report_setting_name(&R->sm, k));
+    fputs("causal,n_layer,d_ff,params,params_to,"
           "kv_bytes_per_token,metric,n,mean,sd,ci95,delta_vs_baseline,delta_n,delta_ci95,"
           "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
           "val_loss_mean,tuned,seeds_open\n", f);

@@ -11,7 +11,7 @@
 #include "al_attnmap.h"
 #include "al_checkpoint.h"
 #include "al_decode.h"
-#include "al_train.h"
+#include "al_eval.h"
 
 #define PATH_LEN 4400
 #define MAX_LAYERS_SHOWN 64

@@ -1,9 +1,9 @@
 /*
  * report_plot.c - the report's pictures: data files and gnuplot scripts
  * written into the results directory (kept there to edit and re-run), then
- * gnuplot run on them. See report_internal.h.
+ * gnuplot run on them. See report_plot.h.
  */
-#include "report_internal.h"
+#include "report_plot.h"
 #include "al_gnuplot.h"
 
 #include <errno.h>

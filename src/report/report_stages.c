@@ -12,7 +12,8 @@
  * then score the uptrained and the base models, so every point is the same
  * measurement. (Nothing in a stage is selected on validation.)
  */
-#include "report_internal.h"
+#include "report_stages.h"
+#include "report_plot.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,11 +53,14 @@ static const group *find_group(const report *R, const char *name)
     return NULL;
 }
 
-static int same_attention(const row *a, const row *b)
+/* The same variant with the same settings (and cache). */
+static int same_attention(const report *R, const row *a, const row *b)
 {
-    return strcmp(a->variant, b->variant) == 0 && a->kv == b->kv &&
-           (a->n_kv_head == b->n_kv_head || (isnan(a->n_kv_head) && isnan(b->n_kv_head))) &&
-           (a->d_latent == b->d_latent || (isnan(a->d_latent) && isnan(b->d_latent)));
+    if (strcmp(a->variant, b->variant) != 0 || a->kv != b->kv) return 0;
+    for (int k = 0; k < R->sm.n_set; k++)
+        if (strcmp(al_report_setting(&R->sm, a, k), al_report_setting(&R->sm, b, k)) != 0)
+            return 0;
+    return 1;
 }
 
 /* The configuration with w's attention trained from scratch (no upstream). */
@@ -64,7 +68,7 @@ static const group *scratch_of(const report *R, const row *w)
 {
     for (int k = 0; k < R->n_groups; k++) {
         const row *f = R->g[k].first;
-        if (!cell(R, f, "upstream")[0] && same_attention(f, w)) return &R->g[k];
+        if (!cell(R, f, "upstream")[0] && same_attention(R, f, w)) return &R->g[k];
     }
     return NULL;
 }
@@ -116,13 +120,13 @@ static void collect(const report *R, ups *U)
 
 /* Converted points of one conversion (the same `from`, attention and
  * method, whatever the uptraining) are one point: the first such u. */
-static int first_of_conversion(const ups *U, int k)
+static int first_of_conversion(const report *R, const ups *U, int k)
 {
     const up *a = &U->u[k];
     for (int j = 0; j < k; j++) {
         const up *b = &U->u[j];
         if (strcmp(a->from, b->from) == 0 && strcmp(a->method, b->method) == 0 &&
-            same_attention(a->first, b->first))
+            same_attention(R, a->first, b->first))
             return 0;
     }
     return 1;
@@ -167,7 +171,7 @@ static int write_data(const report *R, const ups *U, al_err *e)
     }
     fputs("\n\n", f);
     for (int k = 0; k < U->n; k++)
-        if (first_of_conversion(U, k) && isfinite(U->u[k].conv.mean))
+        if (first_of_conversion(R, U, k) && isfinite(U->u[k].conv.mean))
             fprintf(f, "%.9g %.9g %.9g \"%s\" %d\n", U->u[k].first->kv * shift(U->u[k].method),
                     U->u[k].conv.mean, ci(&U->u[k].conv), U->u[k].method,
                     right_side(U->u[k].method));
@@ -244,21 +248,28 @@ static void fmt_stat(char *buf, size_t n, const al_stat *s)
     else snprintf(buf, n, "%.4f", s->mean);
 }
 
-static void md_row(FILE *f, const up *u)
+/* "gqa, n_kv_head 2": the variant and the settings it has. */
+static void fmt_attention(char *buf, size_t n, const report *R, const row *w)
 {
-    char conv[64], val[64], base[64], scr[64], cost[64], att[64];
+    size_t len = (size_t)snprintf(buf, n, "%s", w->variant);
+    for (int k = 0; k < R->sm.n_set && len < n; k++) {
+        const char *v = al_report_setting(&R->sm, w, k);
+        if (v[0])
+            len += (size_t)snprintf(buf + len, n - len, ", %s %s",
+                                    al_report_setting_name(&R->sm, k), v);
+    }
+}
+
+static void md_row(FILE *f, const report *R, const up *u)
+{
+    char conv[64], val[64], base[64], scr[64], cost[64], att[512];
     fmt_stat(conv, sizeof conv, &u->conv);
     fmt_stat(val, sizeof val, &u->val);
     fmt_stat(base, sizeof base, u->base ? &u->base->val : &(al_stat){0, NAN, NAN, NAN});
     fmt_stat(scr, sizeof scr, u->scratch ? &u->scratch->val : &(al_stat){0, NAN, NAN, NAN});
     fmt_cost(cost, sizeof cost, u, "");
     const row *w = u->first;
-    if (!isnan(w->n_kv_head))
-        snprintf(att, sizeof att, "%s, %.0f K/V heads", w->variant, w->n_kv_head);
-    else if (!isnan(w->d_latent))
-        snprintf(att, sizeof att, "%s, latent %.0f", w->variant, w->d_latent);
-    else
-        snprintf(att, sizeof att, "%s", w->variant);
+    fmt_attention(att, sizeof att, R, w);
     fprintf(f, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s (%s) | %s |\n", w->group, u->from,
             att, w->kv, u->method, cost, conv, val, scr,
             u->scratch ? u->scratch->first->group : "none", base);
@@ -281,7 +292,7 @@ void al_report_stages_md(FILE *f, const report *R)
           "| configuration | from | attention | KV bytes/token | method | uptraining | "
           "converted (step 0) | uptrained | scratch | base |\n"
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", f);
-    for (int k = 0; k < U.n; k++) md_row(f, &U.u[k]);
+    for (int k = 0; k < U.n; k++) md_row(f, R, &U.u[k]);
     if (R->plots == AL_PLOTS_DRAWN)
         fputs("\n![converted and uptrained models](stages.png)\n\nBlue: trained from "
               "scratch; red: converted, before uptraining; green: uptrained, labelled with "

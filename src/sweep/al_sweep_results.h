@@ -56,11 +56,13 @@ int al_results_check_owner(const char *dir, const al_sweep *s, al_err *e);
 int al_results_write_marker(const char *dir, const al_sweep *s, const char *const *sets,
                             int n_sets, al_err *e);
 
-/* DIR/<id>/trial.json; al_results_trial_hash reads its hash (0, or -1
- * when there is none). */
+/* DIR/<id>/trial.json. */
 int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_trial *t,
                            al_err *e);
-int al_results_trial_hash(const char *tdir, char hash[17]);
+/* Fill every trial's id against the results directory outdir (may not
+ * exist yet): its label, or label-hash when outdir/<label>/trial.json
+ * holds another hash (al_sweep_spec.h, "Identity"). */
+void al_sweep_assign_ids(al_sweep *s, const char *outdir);
 
 /* DIR/<id>/result.json. Reading returns 0 when a result for this hash
  * exists (status filled), -1 otherwise (r is then "pending"). */
@@ -69,11 +71,18 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
 int al_results_read_result(const char *tdir, const char *hash, al_trial_result *r);
 
 /* DIR/summary.csv from the spec and every trial's result.json. Columns:
- * trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,
- * d_rope,causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
+ * trial,config,group,tuned,select_by,baseline,variant, then the settings,
+ * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
  * tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,
  * test_loss,test_accuracy,tokens_per_s,wall_s,status,reason
- * (blank where not applicable; kv bytes are f32 over all layers). `group`
+ * (blank where not applicable; kv bytes are f32 over all layers). The
+ * settings are one column per setting name any variant of the sweep
+ * declares (model.attention's keys, e.g. n_kv_head), in the registry's
+ * order of the variants (`attnlab variants`), each variant's in the order
+ * of its settings table, a shared name once; a trial's cell is blank when
+ * its variant has no such setting. A sweep of variants without settings
+ * has none. (How many K/V heads mha and mqa have is no setting: the
+ * kv_bytes_per_token column says what they cache.) `group`
  * is the configuration (the trial without its seed and select axes),
  * `tuned` the select axes' values, `baseline` 1 for the baseline's trials,
  * `params_to` the count model.match_params matched (blank: no matching).

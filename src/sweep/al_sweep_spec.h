@@ -37,7 +37,8 @@
  * (how a trial is run, not what it is). Its id is the label, or "label-HASH" where
  * the label alone would be ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
- * hash (al_sweep_assign_ids). So an edited file never reuses a result.
+ * hash (al_sweep_assign_ids, al_sweep_results.h). So an edited file never
+ * reuses a result.
  * A train.init_from file's SHA-256 is part of the hash: another checkpoint
  * is another run.
  *
@@ -133,26 +134,18 @@ typedef struct al_sweep {
     al_sweep_stage stages[AL_SWEEP_MAX_STAGES];
 } al_sweep;
 
-/* Load the --plugin files, then FILE, apply the --set assignments, load
- * the plugins the file lists, parse the sweep mapping, expand and decode
- * every trial (each config names every plugin it was decoded with). On
- * error s is left empty (nothing to free) and e holds one line
- * "file:line:col: error: ...". */
+/* sweep_load.c: load the --plugin files, then FILE, apply the --set
+ * assignments, load the plugins the file lists, parse its stages or its
+ * sweep mapping, expand and decode every trial (each config names every
+ * plugin it was decoded with). On error s is left empty (nothing to free)
+ * and e holds one line "file:line:col: error: ...". The rest is
+ * sweep_spec.c's. */
 int al_sweep_load(const char *path, const char *const *sets, int n_sets,
                   const char *const *plugins, int n_plugins, al_sweep *s, al_err *e);
 void al_sweep_free(al_sweep *s);
 
-/* Fill every trial's id against the results directory outdir (may not
- * exist yet): see "Identity" above. Reads outdir/<label>/trial.json. */
-void al_sweep_assign_ids(al_sweep *s, const char *outdir);
-
 /* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
  * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
-
-/* What a trial is, for tables: n_kv_head (-1 when not a grouped-query
- * variant), d_latent and d_rope (-1 when the variant has no such setting). */
-int al_sweep_n_kv_head(const al_model_config *m);
-int al_sweep_setting(const al_model_config *m, const char *name);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * sweep_internal.h - what sweep_spec.c (one sweep mapping expanded into
- * trials) and sweep_stage.c (chained stages) share. Not a public
- * interface: al_sweep_spec.h is.
+ * trials) offers sweep_stage.c (chained stages) and sweep_load.c (the
+ * file, then one or the other), and what sweep_stage.c offers
+ * sweep_load.c. Not a public interface: al_sweep_spec.h is.
  */
 #ifndef AL_SWEEP_INTERNAL_H
 #define AL_SWEEP_INTERNAL_H

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "al_registry.h"
+
 static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
                                            "interrupted"};
 _Static_assert(sizeof status_names / sizeof *status_names == AL_TRIAL_N_STATUS,
@@ -168,7 +170,8 @@ int al_results_write_trial(const char *tdir, const al_sweep *s, const al_sweep_t
     return write_json(path, j, e);
 }
 
-int al_results_trial_hash(const char *tdir, char hash[17])
+/* The hash DIR/<id>/trial.json holds: 0, or -1 when there is none. */
+static int trial_hash(const char *tdir, char hash[17])
 {
     char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
     snprintf(path, sizeof path, "%s/trial.json", tdir);
@@ -177,6 +180,22 @@ int al_results_trial_hash(const char *tdir, char hash[17])
     snprintf(hash, 17, "%s", str_of(j, "hash"));
     json_decref(j);
     return 0;
+}
+
+/* A label already taken in outdir by a trial of another hash gets the
+ * hash appended: an edited file never reuses a result (al_sweep_spec.h,
+ * "Identity"). */
+void al_sweep_assign_ids(al_sweep *s, const char *outdir)
+{
+    for (int i = 0; i < s->n_trials; i++) {
+        al_sweep_trial *t = &s->trials[i];
+        char dir[AL_PATH_LEN + AL_SWEEP_ID_LEN + 2], hash[17];
+        snprintf(dir, sizeof dir, "%s/%s", outdir, t->label);
+        if (trial_hash(dir, hash) == 0 && strcmp(hash, t->hash) != 0)
+            snprintf(t->id, sizeof t->id, "%.150s-%.8s", t->label, t->hash);
+        else
+            snprintf(t->id, sizeof t->id, "%s", t->label);
+    }
 }
 
 int al_results_write_result(const char *tdir, const al_sweep_trial *t,
@@ -238,7 +257,7 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
     return 0;
 }
 
-/* ------------------------------------------------------------ summary */
+/* ------------------------------------------------------------ cells */
 
 static void put_int(FILE *f, long v)
 {
@@ -285,7 +304,73 @@ static void stage_cells(FILE *f, const al_sweep *s, const al_sweep_trial *t,
     if (isfinite(r->init_val_loss)) fprintf(f, "%.9g", r->init_val_loss);
 }
 
-static void summary_row(FILE *f, const al_sweep *s, const al_sweep_trial *t,
+/* ------------------------------------------------------------ settings */
+
+/* The summary's setting columns: the names of every setting a variant of
+ * the sweep declares, each once, by the variants' order in the registry
+ * (`attnlab variants`) and each variant's in its own table. No variant is
+ * named here: a new one's settings get their columns as they are. */
+typedef struct set_cols {
+    int n, cap;
+    const char **name;
+} set_cols;
+
+static void add_settings(set_cols *c, const al_variant_ops *v)
+{
+    for (int j = 0; v && j < al_variant_n_settings(v); j++) {
+        const char *name = v->settings[j].name;
+        int k = 0;
+        while (k < c->n && strcmp(c->name[k], name) != 0) k++;
+        if (k < c->n) continue;
+        if (c->n == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 16;
+            const char **grown = realloc(c->name, (size_t)c->cap * sizeof *grown);
+            AL_ASSERT(grown != NULL);
+            c->name = grown;
+        }
+        c->name[c->n++] = name;
+    }
+}
+
+static void setting_columns(const al_sweep *s, set_cols *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int v = 0; v < al_variant_count(); v++)
+        for (int i = 0; i < s->n_trials; i++)
+            if (s->trials[i].cfg.model.attn == al_variant_at(v)) {
+                add_settings(c, al_variant_at(v));
+                break;
+            }
+    for (int i = 0; i < s->n_trials; i++)   /* a variant no longer registered: last */
+        add_settings(c, s->trials[i].cfg.model.attn);
+}
+
+/* The shortest %g that reads back as v: "2" for a whole number, "0.1"
+ * rather than 0.10000000000000001. */
+static void put_setting(FILE *f, double v)
+{
+    char buf[32];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, f);
+}
+
+/* One cell per setting column: the trial's value, blank when its variant
+ * has no such setting. */
+static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
+{
+    for (int k = 0; k < c->n; k++) {
+        int j = m->attn ? al_variant_setting_index(m->attn, c->name[k]) : -1;
+        if (j >= 0) put_setting(f, m->attn_set[j]);
+        fputc(',', f);
+    }
+}
+
+/* ------------------------------------------------------------ summary */
+
+static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_sweep_trial *t,
                         const al_trial_result *r)
 {
     const al_model_config *m = &t->cfg.model;
@@ -297,9 +382,7 @@ static void summary_row(FILE *f, const al_sweep *s, const al_sweep_trial *t,
     fputc(',', f);
     put_text(f, t->tuned);
     fprintf(f, ",%s,%d,%s,", t->tuned[0] ? s->select_by : "", t->baseline, m->variant);
-    put_int(f, al_sweep_n_kv_head(m));
-    put_int(f, al_sweep_setting(m, "d_latent"));
-    put_int(f, al_sweep_setting(m, "d_rope"));
+    setting_cells(f, c, m);
     fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
     put_int(f, m->n_layer);
     put_int(f, m->d_ff);
@@ -328,8 +411,11 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     snprintf(path, sizeof path, "%s/summary.csv", dir);
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
-    fputs("trial,config,group,tuned,select_by,baseline,variant,n_kv_head,d_latent,d_rope,"
-          "causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
+    set_cols c;
+    setting_columns(s, &c);
+    fputs("trial,config,group,tuned,select_by,baseline,variant,", f);
+    for (int k = 0; k < c.n; k++) fprintf(f, "%s,", c.name[k]);
+    fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
           "upstream_steps,init_val_loss\n", f);
@@ -337,7 +423,8 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
         al_results_read_result(tdir, s->trials[i].hash, &r);
-        summary_row(f, s, &s->trials[i], &r);
+        summary_row(f, s, &c, &s->trials[i], &r);
     }
+    free(c.name);
     return al_commit_atomic(f, tmp, path, e);
 }

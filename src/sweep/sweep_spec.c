@@ -17,7 +17,6 @@
 #include "al_plugin.h"
 #include "al_registry.h"
 #include "al_sha256.h"
-#include "al_sweep_results.h"
 #include "al_train.h"
 #include "sweep_internal.h"
 
@@ -995,24 +994,6 @@ int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extr
     return -1;
 }
 
-int al_sweep_load(const char *path, const char *const *sets, int n_sets,
-                  const char *const *plugins, int n_plugins, al_sweep *s, al_err *e)
-{
-    memset(s, 0, sizeof *s);
-    snprintf(s->file, sizeof s->file, "%s", path);
-    for (int i = 0; i < n_plugins; i++)
-        if (al_plugin_load(plugins[i], e)) return -1;
-    if (al_yaml_load(path, &s->root, e)) return -1;
-    int rc = 0;
-    for (int i = 0; i < n_sets && !rc; i++) rc = al_node_apply_set(s->root, sets[i], e);
-    if (!rc) rc = al_plugin_load_listed(s->root, e);   /* before any variant is decoded */
-    if (!rc && al_node_get(s->root, "stages")) rc = al_sweep_stages_load(s, plugins, n_plugins, e);
-    else if (!rc) rc = al_sweep_expand(s, al_node_get(s->root, "sweep"), NULL, 0, plugins,
-                                       n_plugins, NULL, e);
-    if (rc) al_sweep_free(s);
-    return rc;
-}
-
 int al_sweep_tree_matches(const al_node *tree, const al_node *map)
 {
     return node_matches_all(tree, map);
@@ -1024,19 +1005,6 @@ void al_sweep_free(al_sweep *s)
     free(s->seeds);
     free(s->trials);
     memset(s, 0, sizeof *s);
-}
-
-void al_sweep_assign_ids(al_sweep *s, const char *outdir)
-{
-    for (int i = 0; i < s->n_trials; i++) {
-        al_sweep_trial *t = &s->trials[i];
-        char dir[AL_PATH_LEN + AL_SWEEP_ID_LEN + 2], hash[17];
-        snprintf(dir, sizeof dir, "%s/%s", outdir, t->label);
-        if (al_results_trial_hash(dir, hash) == 0 && strcmp(hash, t->hash) != 0)
-            snprintf(t->id, sizeof t->id, "%.150s-%.8s", t->label, t->hash);
-        else
-            snprintf(t->id, sizeof t->id, "%s", t->label);
-    }
 }
 
 void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
@@ -1065,19 +1033,4 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
         for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
     }
     snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
-
-int al_sweep_setting(const al_model_config *m, const char *name)
-{
-    int j = m->attn ? al_variant_setting_index(m->attn, name) : -1;
-    return j < 0 ? -1 : (int)m->attn_set[j];
-}
-
-/* The grouped-query family by name: mha has a K/V head per query head,
- * mqa one, gqa its setting. */
-int al_sweep_n_kv_head(const al_model_config *m)
-{
-    if (strcmp(m->variant, "mha") == 0) return m->n_head;
-    if (strcmp(m->variant, "mqa") == 0) return 1;
-    return al_sweep_setting(m, "n_kv_head");
 }

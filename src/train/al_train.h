@@ -1,5 +1,6 @@
 /*
- * al_train.h - one training run: data, model, AdamW, evaluation, outputs.
+ * al_train.h - one training run: data, model, AdamW, evaluation (al_eval.h),
+ * outputs.
  *
  * Writes into outdir (when given): config.yaml (resolved, at the start),
  * metrics.csv (rewritten atomically at every evaluation), model.safetensors
@@ -64,18 +65,5 @@ int al_train(const al_config *c, const al_train_opts *o, al_train_result *r, al_
 
 /* Resolve values that depend on the data (model.vocab_size). */
 int al_train_resolve(al_config *c, int data_vocab, al_err *e);
-
-/* Mean validation loss (and accuracy for task data): for task data over
- * the whole fixed test set in order (eval_batches unused), otherwise over
- * eval_batches batches drawn from the fixed eval seed. Exposed for tests
- * and `score`. */
-struct al_model;
-struct al_data;
-double al_evaluate(struct al_model *m, struct al_data *d, const al_train_config *t,
-                   double *accuracy);
-/* Mean loss (and accuracy for task data) over the held-out test split, in
- * order, in batches of at most B: a task's fixed test set, a text's test
- * windows (the split tiled without overlap). NAN when there is none. */
-double al_evaluate_test(struct al_model *m, struct al_data *d, int B, double *accuracy);
 
 #endif

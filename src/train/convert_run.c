@@ -17,7 +17,7 @@
 #include "al_checkpoint.h"
 #include "al_data.h"
 #include "al_sha256.h"
-#include "al_train.h"
+#include "al_eval.h"
 
 /* The sample's own seed: the same windows whatever the run's seeds. */
 #define SAMPLE_SEED 0x53414d504c45ULL

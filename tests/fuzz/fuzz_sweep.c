@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "al_sweep_spec.h"
+#include "al_sweep_results.h"
 #include "fuzz_common.h"
 
 /* Whether the edited tree names a plugin to load (al_plugin_load_listed). */

@@ -1,6 +1,8 @@
 /*
- * report_internal.h - what report.c (tables, statistics, report.md) and
- * report_plot.c (gnuplot) share. Not a public interface.
+ * report_rows.h - the report's working state, shared by report.c (reads
+ * summary.csv, groups, statistics, report.md, configs.csv), report_plot.c
+ * (the pictures) and report_stages.c (a staged sweep's section). Not a
+ * public interface: al_report.h is.
  *
  * A row is one trial of summary.csv. Trials are grouped into
  * configurations by the summary's `group` column (older summaries: `config`,
@@ -9,11 +11,15 @@
  * one with the best validation result (tuned-then-compared). Statistics are
  * over those selected trials, one per seed; paired differences pair them by
  * seed.
+ *
+ * Settings. Every column of the summary that is not one of the report's
+ * own (report.c) is a variant's setting (n_kv_head, d_latent, ...; older
+ * summaries had n_kv_head, d_latent and d_rope for every trial): the report
+ * carries them as written, in the summary's column order, without knowing
+ * any variant or setting by name.
  */
-#ifndef AL_REPORT_INTERNAL_H
-#define AL_REPORT_INTERNAL_H
-
-#include <stdio.h>
+#ifndef AL_REPORT_ROWS_H
+#define AL_REPORT_ROWS_H
 
 #include "al_csv.h"
 #include "al_report.h"
@@ -25,7 +31,7 @@
 typedef struct row {
     const char *trial, *variant, *status, *reason, *tuned, *select_by;
     char config[256], group[256];
-    double kv, params, params_to, n_layer, d_ff, n_kv_head, d_latent, d_rope, seed;
+    double kv, params, params_to, n_layer, d_ff, seed;
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s;
     int causal;        /* 1, 0, or -1 when not given */
@@ -37,8 +43,21 @@ typedef struct row {
 typedef struct summary {
     al_csv t;
     int n;
-    row *rows;
+    row *rows;         /* n, in the summary's order (row i is t's row i) */
+    int n_set;         /* setting columns */
+    int *set_col;      /* n_set column indices into t, in the summary's order */
 } summary;
+
+/* Setting k's name, and its cell in row w ("" when w's variant lacks it). */
+static inline const char *al_report_setting_name(const summary *s, int k)
+{
+    return s->t.head[s->set_col[k]];
+}
+
+static inline const char *al_report_setting(const summary *s, const row *w, int k)
+{
+    return s->t.cells[w - s->rows][s->set_col[k]];
+}
 
 typedef struct group {
     const row *first;
@@ -70,23 +89,5 @@ typedef struct report {
 } report;
 
 static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
-
-/* report_plot.c: tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the
- * pictures by gnuplot (R->plots). -1 when a file could not be written. */
-int al_report_draw_plots(report *R, al_err *e);
-/* DIR/name opened for an atomic write (al_open_atomic). */
-FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e);
-/* A gnuplot script's first lines (out_png, out_svg defaults for base) and
- * the loop over the png and svg terminals it opens (closed by "}"). */
-void al_report_gp_header(FILE *f, const char *base);
-void al_report_gp_terminal(FILE *f, const char *size);
-/* gnuplot on DIR/<base>.gp, outputs renamed into place: an enum al_plot_state. */
-int al_report_gnuplot(const report *R, const char *base);
-
-/* report_stages.c: a staged sweep's converted and uptrained models (rows
- * with an `upstream`): stages.{dat,gp,png,svg} (when the other plots were
- * drawn) and the report's section. Nothing when there are none. */
-int al_report_stages_plot(const report *R, al_err *e);
-void al_report_stages_md(FILE *f, const report *R);
 
 #endif
