@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "al_test.h"
-#include "al_config.h"
+#include "al_config_io.h"
 #include "al_registry.h"
 
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 #include "al_plugin.h"
 
 int al_cli_fail(int code, const char *msg)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 #include "al_decode.h"
 #include "al_data.h"
 #include "al_mpi.h"

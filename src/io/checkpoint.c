@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_config_io.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_sha256.h"
