@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "al_config_io.h"
 #include "al_report_ablation.h"
 #include "al_report.h"
 #include "al_test.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_optim.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
@@ -228,6 +229,93 @@ START_TEST(mismatched_checkpoints_are_clear_errors)
     expect_load_error(dir, &m, (mut){.key = "kv_dtype", .value = "\"f8\""},
                       "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
     al_model_free(&m);
+    free(dir);
+}
+END_TEST
+
+/* The config JSON is the model table's (al_config_model_json): every key
+ * the loader accepts, and a checkpoint written then read back has the same
+ * config, to the byte of its JSON. */
+START_TEST(config_json_comes_from_the_key_tables_and_reads_back)
+{
+    char *dir = al_test_tmpdir(), path[4200];
+    al_model m, back;
+    al_err e;
+    ck_assert_int_eq(tiny_model(&m, al_variant_find("gqa"), -1, 5), 0);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ck_assert_int_eq(al_checkpoint_save(path, &m, 9, &e), 0);
+    ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) == 0, "%s", e.msg);
+    char *a = al_checkpoint_config_json(&m), *b = al_checkpoint_config_json(&back);
+    ck_assert_str_eq(a, b);
+    al_st_file f;
+    ck_assert_int_eq(al_st_read(path, &f, &e), 0);
+    ck_assert_str_eq(al_st_meta(&f, "attnlab.config"), a);
+    al_st_free(&f);
+    json_t *c = json_loads(a, JSON_REJECT_DUPLICATES, NULL);
+    ck_assert_int_eq(json_object_size(c), 13);   /* 12 fields and attention */
+    const char *k;
+    json_t *v;
+    json_object_foreach(c, k, v) ck_assert_msg(al_config_model_json_has(k), "%s", k);
+    json_decref(c);
+    expect_same_model(&m, &back);
+    ck_assert_str_eq(m.cfg.kv_dtype, back.cfg.kv_dtype);
+    ck_assert_int_eq(m.d_ff, back.d_ff);
+    free(a), free(b);
+    al_model_free(&m);
+    al_model_free(&back);
+    free(dir);
+}
+END_TEST
+
+/* The JSON as it was written by hand before it came from the tables (this
+ * copy of that writer is the fixture): the same keys with the same JSON
+ * types, so files from before and after load either way. */
+static char *config_json_before_the_tables(const al_model *m)
+{
+    const al_model_config *c = &m->cfg;
+    json_t *a = json_pack("{s:s}", "variant", c->attn->name);
+    for (int j = 0; j < al_variant_n_settings(c->attn); j++) {
+        const al_setting *s = &c->attn->settings[j];
+        json_object_set_new(a, s->name, s->kind == AL_SET_INT
+                                            ? json_integer((json_int_t)llround(c->attn_set[j]))
+                                            : json_real(c->attn_set[j]));
+    }
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:b, s:s, s:o}",
+                          "n_layer", c->n_layer, "d_model", c->d_model, "n_head", c->n_head,
+                          "d_head", c->d_head, "vocab_size", c->vocab_size, "seq_len",
+                          c->seq_len, "mlp_ratio", c->mlp_ratio, "d_ff", m->d_ff, "norm_eps",
+                          c->norm_eps, "rope_base", c->rope_base, "causal", c->causal,
+                          "kv_dtype", c->kv_dtype, "attention", a);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+START_TEST(checkpoints_written_before_the_key_tables_still_load)
+{
+    char *dir = al_test_tmpdir(), path[4200];
+    int cases = 0;
+    for (int i = 0; i < al_variant_count(); i++) {
+        const al_variant_ops *v = al_variant_at(i);
+        al_model m, back;
+        if (tiny_model(&m, v, -1, 11) != 0) continue;
+        cases++;
+        char *old = config_json_before_the_tables(&m), *now = al_checkpoint_config_json(&m);
+        json_t *jo = json_loads(old, 0, NULL), *jn = json_loads(now, 0, NULL);
+        ck_assert_msg(json_equal(jo, jn), "%s: before %s, now %s", v->name, old, now);
+        json_decref(jo), json_decref(jn);
+        snprintf(path, sizeof path, "%s/old.safetensors", dir);
+        write_mutated(path, &m, &(mut){.raw_cfg = old});
+        al_err e;
+        ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) == 0, "%s: %s", v->name, e.msg);
+        expect_same_model(&m, &back);
+        char *again = al_checkpoint_config_json(&back);
+        ck_assert_str_eq(again, now);
+        free(old), free(now), free(again);
+        al_model_free(&m);
+        al_model_free(&back);
+    }
+    ck_assert_int_ge(cases, 4);   /* mha, mqa, gqa, mla */
     free(dir);
 }
 END_TEST
@@ -730,6 +818,8 @@ Suite *checkpoint_suite(void)
     tcase_add_test(tc, save_then_load_round_trips_every_builtin_variant);
     tcase_add_test(tc, metadata_holds_the_config_by_setting_name);
     tcase_add_test(tc, kv_dtype_is_recorded_and_read_back);
+    tcase_add_test(tc, config_json_comes_from_the_key_tables_and_reads_back);
+    tcase_add_test(tc, checkpoints_written_before_the_key_tables_still_load);
     tcase_add_test(tc, mismatched_checkpoints_are_clear_errors);
     tcase_add_test(tc, fuzzed_checkpoints_load_or_fail_cleanly);
     tcase_add_test(tc, resumed_run_is_bit_identical_to_an_uninterrupted_one);

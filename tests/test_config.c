@@ -1,15 +1,17 @@
 /*
  * test_config.c - the YAML tree, --set edits, decoding with defaults, every
  * kind of configuration error (exact "file:line:col: error: ..." text), and
- * the resolved config written out and read back unchanged.
+ * the resolved config written out (YAML, JSON) and read back unchanged.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "al_test.h"
-#include "al_config.h"
+#include "al_config_io.h"
 #include "al_registry.h"
+#include "config_keys.h"   /* the key tables the JSON must follow row by row */
 
 
 /* ------------------------------------------------------------ helpers */
@@ -584,6 +586,117 @@ START_TEST(written_yaml_loads_back_identical)
 }
 END_TEST
 
+/* ------------------------------------------------------------ JSON */
+
+static json_t *parse_json(char *text)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    ck_assert_msg(o != NULL, "%s: %s", je.text, text);
+    free(text);
+    return o;
+}
+
+/* o holds every row of table t that JSON holds (not the informational
+ * ones; built: not match_params either), once, with its key type's JSON
+ * type, and nothing else. */
+static void expect_rows(json_t *o, const key_spec *t, int built)
+{
+    size_t rows = 0;
+    ck_assert(json_is_object(o));
+    for (; t->key; t++) {
+        if (t->type == K_IGNORE || (built && t->type == K_MATCH)) continue;
+        json_t *v = json_object_get(o, t->key);
+        ck_assert_msg(v != NULL, "no '%s'", t->key);
+        rows++;
+        switch (t->type) {
+        case K_INT: case K_U64: ck_assert_msg(json_is_integer(v), "%s", t->key); break;
+        case K_DOUBLE: ck_assert_msg(json_is_real(v), "%s", t->key); break;
+        case K_BOOL: ck_assert_msg(json_is_boolean(v), "%s", t->key); break;
+        case K_STRING: ck_assert_msg(json_is_string(v), "%s", t->key); break;
+        case K_MAP: expect_rows(v, t->sub, built); break;
+        case K_ATTN: ck_assert(json_is_string(json_object_get(v, "variant"))); break;
+        case K_PLUGINS: ck_assert(json_is_array(v)); break;
+        case K_MATCH: ck_assert(json_is_false(v) || json_is_object(v)); break;
+        }
+    }
+    ck_assert_uint_eq(json_object_size(o), rows);
+}
+
+static const char *const matched_gqa =
+    "data: {source: mqar, vocab_size: 64, seed: 7}\n"
+    "model: {n_layer: 2, d_model: 96, n_head: 6, norm_eps: 1e-6, causal: no,\n"
+    "        kv_dtype: bf16, attention: {variant: gqa, n_kv_head: 3},\n"
+    "        match_params: {to: {variant: mha}, by: d_ff}}\n"
+    "train: {steps: 300, lr: 3e-4, warmup_steps: 30, init_convert: svd}\n"
+    "plugins: [/x/y.so, \"z w.so\"]\n";
+
+START_TEST(json_holds_one_entry_per_key_of_the_tables)
+{
+    al_config c = load_ok(matched_gqa, NULL);
+    json_t *all = parse_json(al_config_json(&c)), *model = parse_json(al_config_model_json(&c.model));
+    expect_rows(all, al_cfg_top_keys, 0);
+    expect_rows(model, al_cfg_model_keys, 1);
+    /* the file's model is the one given; the built one has the matched d_ff */
+    json_t *given = json_object_get(all, "model"), *mt = json_object_get(given, "match_params");
+    ck_assert_int_eq(json_integer_value(json_object_get(given, "d_ff")), 384);
+    ck_assert_int_eq(json_integer_value(json_object_get(model, "d_ff")), c.model.d_ff);
+    ck_assert_int_eq(json_integer_value(json_object_get(mt, "d_ff")), c.model.d_ff);
+    ck_assert_int_ne(c.model.d_ff, 384);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(mt, "to"), "variant")),
+                     "mha");
+    json_t *a = json_object_get(model, "attention");
+    ck_assert_str_eq(json_string_value(json_object_get(a, "variant")), "gqa");
+    ck_assert(json_is_integer(json_object_get(a, "n_kv_head")));
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "n_kv_head")), 3);
+    ck_assert_str_eq(json_string_value(json_object_get(model, "kv_dtype")), "bf16");
+    ck_assert(json_is_false(json_object_get(model, "causal")));
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(all, "plugins"), 1)),
+                     "z w.so");
+    /* the checkpoint loader's list of keys is the same */
+    const char *k;
+    json_t *v;
+    json_object_foreach(model, k, v) ck_assert_msg(al_config_model_json_has(k), "%s", k);
+    ck_assert(!al_config_model_json_has("match_params"));
+    ck_assert(!al_config_model_json_has("n_heads"));
+    json_decref(all);
+    json_decref(model);
+}
+END_TEST
+
+/* JSON is YAML: the JSON of a config decodes back to the same config. */
+static void expect_json_round_trip(const al_config *a)
+{
+    char *text = al_config_json(a);
+    al_node *root;
+    al_config b;
+    al_err e;
+    ck_assert_msg(al_yaml_parse("json", text, &root, &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_config_decode(root, &b, &e) == 0, "%s: %s", e.msg, text);
+    assert_same_config(a, &b);
+    al_node_free(root);
+    free(text);
+}
+
+START_TEST(json_reads_back_as_the_same_config)
+{
+    al_config c = load_ok(matched_gqa, NULL);
+    expect_json_round_trip(&c);
+    c = load_ok("model: {n_layer: 8, d_model: 128, n_head: 8, attention: {variant: mqa},\n"
+                "        match_params: {to: {variant: mha}, by: n_layer}}\n", NULL);
+    ck_assert_int_eq(c.model.n_layer, 9);   /* 8 + 8 * 28,672 / 168,192 */
+    expect_json_round_trip(&c);
+    c = load_ok("", NULL);
+    expect_json_round_trip(&c);
+    /* beyond jansson's integers a seed goes as its digits */
+    c.data.seed = UINT64_MAX;
+    json_t *all = parse_json(al_config_json(&c));
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(all, "data"), "seed")),
+                     "18446744073709551615");
+    json_decref(all);
+}
+END_TEST
+
 START_TEST(schema_lists_every_key_with_its_default)
 {
     char *buf;
@@ -823,6 +936,8 @@ Suite *config_suite(void)
     tcase_add_test(tc, set_replaces_the_attention_subtree);
     tcase_add_test(tc, set_errors_point_into_the_assignment);
     tcase_add_test(tc, written_yaml_loads_back_identical);
+    tcase_add_test(tc, json_holds_one_entry_per_key_of_the_tables);
+    tcase_add_test(tc, json_reads_back_as_the_same_config);
     tcase_add_test(tc, schema_lists_every_key_with_its_default);
     tcase_add_test(tc, odd_inputs_fail_cleanly);
     tcase_add_test(tc, match_params_reaches_the_closest_count);

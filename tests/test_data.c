@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "al_config_io.h"
 #include "al_data.h"
 #include "al_eval.h"
 #include "al_kjv.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_report_headstats.h"
 #include "al_registry.h"
 #include "al_test.h"

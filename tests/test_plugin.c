@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_decode.h"
 #include "al_plugin.h"
 #include "al_registry.h"

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_test.h"

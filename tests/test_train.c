@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_config_io.h"
 #include "al_optim.h"
 #include "al_registry.h"
 #include "al_test.h"

@@ -27,7 +27,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "al_config.h"
+#include "al_config_io.h"
 #include "al_gemm.h"
 #include "al_model.h"
 #include "al_optim.h"

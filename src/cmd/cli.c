@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 #include "al_kvcache.h"
 #include "al_plugin.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 #include "al_parallel.h"
 #include "al_data.h"
 #include "al_decode.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 #include "al_convert.h"
 #include "al_parallel.h"
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "al_cli.h"
+#include "al_config_io.h"
 
 typedef struct keys_args {
     al_cli_opts o;

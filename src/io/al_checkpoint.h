@@ -11,9 +11,12 @@
  * shape, dtype and offset: a truncated, corrupt or mismatched file is an
  * error naming the file and what is wrong, never a crash.
  *
- * "attnlab.config" names every setting: {"n_layer", "d_model", "n_head",
- * "d_head", "vocab_size", "seq_len", "mlp_ratio", "d_ff", "norm_eps",
- * "rope_base", "causal", "attention": {"variant", <its settings by name>}}.
+ * "attnlab.config" is al_config_model_json: one entry per key of the
+ * config's model table but match_params, so every setting by name:
+ * {"n_layer", "d_model", "n_head", "d_head", "seq_len", "mlp_ratio",
+ * "d_ff", "vocab_size", "norm_eps", "rope_base", "causal", "kv_dtype",
+ * "attention": {"variant", <its settings by name>}} (the loader reads keys
+ * in any order; one written before kv_dtype existed reads as f32).
  * "attnlab.variant_origin" says where the variant came from ("built-in" or
  * a plugin's path), so that loading without the plugin can say which one to
  * pass. Loading accepts tensors in any order as long as their data regions
@@ -49,7 +52,8 @@ int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e);
  * then. */
 int al_checkpoint_load_into(const char *path, al_model *m, al_err *e);
 
-/* The "attnlab.config" text of a model (malloc'ed JSON). */
+/* The "attnlab.config" text of a model (malloc'ed JSON; its d_ff is the
+ * model's). */
 char *al_checkpoint_config_json(const al_model *m);
 
 /* ---- Resuming a training run.

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_config_io.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_sha256.h"
@@ -36,32 +37,13 @@ static const char *variant_origin(const al_variant_ops *ops)
     return "built-in";
 }
 
-static json_t *attention_json(const al_model_config *c)
-{
-    json_t *a = json_pack("{s:s}", "variant", c->attn->name);
-    for (int j = 0; j < al_variant_n_settings(c->attn); j++) {
-        const al_setting *s = &c->attn->settings[j];
-        json_object_set_new(a, s->name, s->kind == AL_SET_INT
-                                            ? json_integer((json_int_t)llround(c->attn_set[j]))
-                                            : json_real(c->attn_set[j]));
-    }
-    return a;
-}
-
+/* The model mapping as built (the model's d_ff), from the config's key
+ * tables: the same keys as a config file's model mapping. */
 char *al_checkpoint_config_json(const al_model *m)
 {
-    const al_model_config *c = &m->cfg;
-    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:b, s:s, s:o}",
-                          "n_layer", c->n_layer, "d_model", c->d_model, "n_head", c->n_head,
-                          "d_head", c->d_head, "vocab_size", c->vocab_size, "seq_len",
-                          c->seq_len, "mlp_ratio", c->mlp_ratio, "d_ff", m->d_ff, "norm_eps",
-                          c->norm_eps, "rope_base", c->rope_base, "causal", c->causal,
-                          "kv_dtype", c->kv_dtype, "attention", attention_json(c));
-    AL_ASSERT(o != NULL);
-    char *text = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    AL_ASSERT(text != NULL);
-    return text;
+    al_model_config c = m->cfg;
+    c.d_ff = m->d_ff;
+    return al_config_model_json(&c);
 }
 
 static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
@@ -161,19 +143,13 @@ static int decode_attention(const char *path, json_t *a, const char *origin,
     return 0;
 }
 
-static const char *const config_keys[] = {"n_layer", "d_model", "n_head", "d_head",
-                                          "vocab_size", "seq_len", "mlp_ratio", "d_ff",
-                                          "norm_eps", "rope_base", "causal", "kv_dtype",
-                                          "attention", NULL};
-
+/* Every key must be one the writer writes (the model table's). */
 static int known_keys(const char *path, json_t *o, al_err *e)
 {
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        int i = 0;
-        while (config_keys[i] && strcmp(config_keys[i], k) != 0) i++;
-        if (!config_keys[i]) return cfg_err(e, path, "unknown key '%.60s'", k);
+        if (!al_config_model_json_has(k)) return cfg_err(e, path, "unknown key '%.60s'", k);
     }
     return 0;
 }

@@ -6,8 +6,8 @@
  * final RMSNorm, logits = h . tok_emb^T. MLP w2 . gelu_tanh(w1 . x). No biases.
  *
  * Memory: parameters, gradients and activations are each one allocation,
- * carved up by a tensor table (al_tensor). The model owns all of them;
- * al_model_free releases everything. Attention is the variant's.
+ * carved up by the config's tensor table (al_tensors.h). The model owns all
+ * of them; al_model_free releases everything. Attention is the variant's.
  */
 #ifndef AL_MODEL_H
 #define AL_MODEL_H
@@ -15,17 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "al_config.h"
-
-#define AL_TENSOR_NAME 64
-
-typedef struct al_tensor {
-    char name[AL_TENSOR_NAME];  /* safetensors name, e.g. blocks.0.attn.wq.weight */
-    int ndim;                   /* 1 or 2 */
-    int shape[2];
-    size_t offset, numel;       /* into params / grads, in floats */
-    int init;                   /* enum al_init */
-    int decay;                  /* 1 for 2-D weights (AdamW weight decay) */
-} al_tensor;
+#include "al_tensors.h"
 
 /* Per-layer views into the flat buffers. */
 typedef struct al_layer {
@@ -97,9 +87,5 @@ void al_model_zero_grad(al_model *m);
 /* Find a tensor by name, or NULL. */
 const al_tensor *al_model_tensor(const al_model *m, const char *name);
 void al_model_free(al_model *m);
-
-/* Parameter count and KV floats per token summed over layers. */
-size_t al_model_kv_elems_per_token(const al_model_config *c);
-size_t al_model_param_count(const al_model_config *c, al_err *e);
 
 #endif

@@ -12,13 +12,15 @@
  *
  * Order matters: model.attention.variant is looked up while a config is
  * decoded, so plugins are loaded first. Every command that reads an
- * experiment file goes through al_plugin_config_load (al_cli_load_config
- * does), or calls al_plugin_load_listed on its tree before decoding it.
+ * experiment file goes through al_plugin_config_load (al_config_io.h;
+ * al_cli_load_config does), or calls al_plugin_load_listed on its tree
+ * before decoding it.
  */
 #ifndef AL_PLUGIN_H
 #define AL_PLUGIN_H
 
 #include "al_config.h"
+#include "al_yaml.h"
 
 /* Load one plugin and register its variants. Loading a file that is
  * already loaded does nothing. Errors (one line, naming path): missing file,
@@ -40,11 +42,6 @@ int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_er
  * Entries of the wrong type are left for al_config_decode to report.
  * Errors: "file:line:col: error: ...". */
 int al_plugin_load_listed(al_node *root, al_err *e);
-
-/* al_config_load with the plugins loaded in between: YAML, --set
- * assignments, the `plugins:` list, then decoding. */
-int al_plugin_config_load(const char *path, const char *const *sets, int n_sets,
-                          al_config *c, al_err *e);
 
 /* Record a plugin loaded from the command line in c->plugins (as an
  * absolute path, once), so a config written out names every plugin its

@@ -6,100 +6,12 @@
  */
 #include "al_model.h"
 #include "al_parallel.h"
-#include "al_registry.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ tensor table */
-
-static int model_d_ff(const al_model_config *c)
-{
-    return al_config_d_ff(c);
-}
-
-static void add_tensor(al_model *m, size_t *off, const char *name, int rows,
-                       int cols, int init)
-{
-    al_tensor *t = &m->tensors[m->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = cols > 0 ? 2 : 1;
-    t->shape[0] = rows;
-    t->shape[1] = cols > 0 ? cols : 0;
-    t->numel = (size_t)rows * (cols > 0 ? cols : 1);
-    t->offset = *off;
-    t->init = init;
-    t->decay = t->ndim == 2;
-    *off += t->numel;
-}
-
-/* The variant's params() answer (a plugin's, perhaps): a count in range,
- * plain distinct names, sizes that fit, a known init. A mistake is an
- * error naming the variant, not a crash. */
-static int check_attn_params(const al_model *m, al_err *e)
-{
-    const char *v = m->cfg.attn->name;
-    int n = m->n_attn_params;
-    if (n < 1 || n > AL_MAX_ATTN_PARAMS)
-        return al_errf(e, "model.attention: variant '%s' declares %d parameter tensors, not "
-                       "1 to %d", v, n, AL_MAX_ATTN_PARAMS);
-    for (int i = 0; i < n; i++) {
-        const al_param_spec *p = &m->attn_spec[i];
-        if (!memchr(p->name, 0, sizeof p->name) || !al_variant_plain_name(p->name))
-            return al_errf(e, "model.attention: variant '%s': parameter tensor %d needs a "
-                           "name of 1 to %zu letters, digits, '_' or '-'", v, i + 1,
-                           sizeof p->name - 1);
-        for (int j = 0; j < i; j++)
-            if (strcmp(p->name, m->attn_spec[j].name) == 0)
-                return al_errf(e, "model.attention: variant '%s' declares parameter tensor "
-                               "'%s' twice", v, p->name);
-        if (p->rows < 1 || p->cols < 0 || (double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has shape [%d, %d]; "
-                           "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
-                           p->rows, p->cols, INT_MAX);
-        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has init %d, not "
-                           "one of enum al_init", v, p->name, p->init);
-    }
-    return 0;
-}
-
-/* Builds the table; returns 0 or -1 if the variant rejects the shape. */
-static int build_table(al_model *m, al_err *e)
-{
-    const al_model_config *c = &m->cfg;
-    char err[512] = "", name[AL_TENSOR_NAME];
-    if (c->attn->check && c->attn->check(&m->ashape, err, sizeof err) != 0) {
-        err[sizeof err - 1] = 0;   /* a plugin's message, perhaps unterminated */
-        return al_errf(e, "model.attention: %s", err);
-    }
-    m->n_attn_params = c->attn->params(&m->ashape, m->attn_spec);
-    if (check_attn_params(m, e)) return -1;
-    int D = c->d_model, F = m->d_ff;
-    m->tensors = al_calloc((size_t)c->n_layer * (4 + m->n_attn_params) + 2, sizeof(al_tensor));
-    size_t off = 0;
-    add_tensor(m, &off, "tok_emb.weight", c->vocab_size, D, AL_INIT_NORMAL);
-    for (int l = 0; l < c->n_layer; l++) {
-        snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
-        add_tensor(m, &off, name, D, 0, AL_INIT_ONES);
-        for (int i = 0; i < m->n_attn_params; i++) {
-            const al_param_spec *p = &m->attn_spec[i];
-            snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
-            add_tensor(m, &off, name, p->rows, p->cols, p->init);
-        }
-        snprintf(name, sizeof name, "blocks.%d.mlp_norm.weight", l);
-        add_tensor(m, &off, name, D, 0, AL_INIT_ONES);
-        snprintf(name, sizeof name, "blocks.%d.mlp.w1.weight", l);
-        add_tensor(m, &off, name, F, D, AL_INIT_NORMAL);
-        snprintf(name, sizeof name, "blocks.%d.mlp.w2.weight", l);
-        add_tensor(m, &off, name, D, F, AL_INIT_RESID);
-    }
-    add_tensor(m, &off, "final_norm.weight", D, 0, AL_INIT_ONES);
-    m->n_params = off;
-    return 0;
-}
+/* ------------------------------------------------------------ parameters */
 
 /* Points the per-layer views into params/grads, in table order. */
 static void bind_views(al_model *m)
@@ -128,19 +40,6 @@ static void bind_views(al_model *m)
     AL_ASSERT(k == m->n_tensors);
 }
 
-static void fill_shape(al_attn_shape *s, const al_model_config *c)
-{
-    memset(s, 0, sizeof *s);
-    s->d_model = c->d_model;
-    s->n_head = c->n_head;
-    s->d_head = c->d_head;
-    s->seq_len = c->seq_len;
-    s->causal = c->causal;
-    s->rope_base = (float)c->rope_base;
-    s->norm_eps = (float)c->norm_eps;
-    memcpy(s->set, c->attn_set, sizeof s->set);
-}
-
 int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
 {
     memset(m, 0, sizeof *m);
@@ -148,12 +47,18 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     AL_ASSERT(cfg->attn != NULL);
     if (cfg->vocab_size <= 0 || cfg->n_layer <= 0 || cfg->d_model <= 0)
         return al_errf(e, "model: vocab_size, n_layer and d_model must be positive");
-    fill_shape(&m->ashape, cfg);
-    m->d_ff = model_d_ff(cfg);
-    if (build_table(m, e) != 0) {
+    al_tensor_table t;
+    if (al_tensor_table_build(&t, cfg, e) != 0) {
         al_model_free(m);
         return -1;
     }
+    m->ashape = t.ashape;
+    m->d_ff = t.d_ff;
+    m->n_attn_params = t.n_attn_params;
+    memcpy(m->attn_spec, t.attn_spec, sizeof m->attn_spec);
+    m->n_tensors = t.n_tensors;
+    m->tensors = t.tensors;   /* the model owns it now */
+    m->n_params = t.n_params;
     m->params = al_calloc(m->n_params, sizeof(float));
     m->grads = al_calloc(m->n_params, sizeof(float));
     m->layers = al_calloc((size_t)cfg->n_layer, sizeof(al_layer));
@@ -439,24 +344,4 @@ void al_model_free(al_model *m)
     free(m->targets);
     free(m->inputs);
     memset(m, 0, sizeof *m);
-}
-
-size_t al_model_kv_elems_per_token(const al_model_config *c)
-{
-    al_attn_shape s;
-    fill_shape(&s, c);
-    return (size_t)c->n_layer * c->attn->kv_elems(&s);
-}
-
-size_t al_model_param_count(const al_model_config *c, al_err *e)
-{
-    al_model m;
-    memset(&m, 0, sizeof m);
-    m.cfg = *c;
-    fill_shape(&m.ashape, c);
-    m.d_ff = model_d_ff(c);
-    if (build_table(&m, e) != 0) return 0;
-    size_t n = m.n_params;
-    free(m.tensors);
-    return n;
 }

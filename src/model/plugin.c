@@ -162,20 +162,6 @@ int al_plugin_load_listed(al_node *root, al_err *e)
     return 0;
 }
 
-int al_plugin_config_load(const char *path, const char *const *sets, int n_sets,
-                          al_config *c, al_err *e)
-{
-    al_node *root;
-    if (al_yaml_load(path, &root, e)) return -1;
-    int rc = 0;
-    for (int i = 0; i < n_sets && rc == 0; i++) rc = al_node_apply_set(root, sets[i], e);
-    if (rc == 0) rc = al_plugin_load_listed(root, e);
-    if (rc == 0) rc = al_config_decode(root, c, e);
-    if (rc == 0) snprintf(c->file, sizeof c->file, "%s", path);
-    al_node_free(root);
-    return rc;
-}
-
 int al_plugin_note(al_config *c, const char *path, al_err *e)
 {
     char abs[PATH_MAX];

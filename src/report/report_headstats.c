@@ -9,6 +9,7 @@
 
 #include "al_attnmap.h"
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_report_headstats.h"
 #include "al_plugin.h"
 

@@ -73,6 +73,7 @@
 
 #include <stdint.h>
 #include "al_config.h"
+#include "al_yaml.h"
 
 #define AL_SWEEP_MAX_AXES 32
 /* At most this many trials: each holds a whole decoded config (~12 KB);

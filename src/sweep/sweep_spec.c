@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "al_config_io.h"
 #include "al_data.h"
 #include "al_model.h"
 #include "al_plugin.h"

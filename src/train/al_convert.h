@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "al_config.h"
+#include "al_yaml.h"
 #include "al_model.h"
 
 enum al_convert_method {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_config_io.h"
 #include "al_data.h"
 #include "al_registry.h"
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_convert.h"
 #include "al_data.h"
 #include "al_mpi.h"

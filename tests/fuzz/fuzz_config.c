@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "al_config.h"
+#include "al_config_io.h"
 #include "fuzz_common.h"
 
 static char *resolved_yaml(const al_config *c, size_t *n)

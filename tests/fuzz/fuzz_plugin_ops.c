@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "al_cli.h"
-#include "al_config.h"
+#include "al_config_io.h"
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_config_io.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "fuzz_common.h"

@@ -1,0 +1,188 @@
+/*
+ * config_keys.c - the key tables of a config file, one per mapping
+ * (config_keys.h), and the helpers every config file uses for key paths:
+ * joining them, finding their node, an error at it.
+ */
+#include "config_keys.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ key tables */
+
+#define FIELD(S, f, T, def, help) {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help}
+#define ONE_OF(S, f, vals, def, help) \
+    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help}
+#define NESTED(f, table, help) \
+    {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help}
+
+const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
+const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", NULL};
+const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
+
+#define D al_data_config
+static const key_spec data_keys[] = {
+    ONE_OF(D, source, al_cfg_data_sources, "kjv",
+           "data source: text, kjv, mqar or induction (text when only data.path is given)"),
+    FIELD(D, path, K_STRING, "", "text file for source 'text'"),
+    FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
+    FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run"),
+    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192"),
+    FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)"),
+    FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment"),
+    FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)"),
+    FIELD(D, curriculum_steps, K_INT, "0", "over the first curriculum_steps training steps the largest pair count (segment length) of training examples grows linearly from min_kv_pairs to num_kv_pairs (0 = no ramp)"),
+    FIELD(D, train_examples, K_INT, "20000", "synthetic training examples"),
+    FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)"),
+    FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
+    FIELD(D, seed, K_U64, "0", "seed of the synthetic data (0 = train.seed)"),
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef D
+
+#define M al_model_config
+const key_spec al_cfg_model_keys[] = {
+    FIELD(M, n_layer, K_INT, "4", "transformer blocks"),
+    FIELD(M, d_model, K_INT, "128", "residual stream width"),
+    FIELD(M, n_head, K_INT, "4", "query heads"),
+    FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)"),
+    FIELD(M, seq_len, K_INT, "64", "context length trained on"),
+    FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model"),
+    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching"),
+    FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)"),
+    FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon"),
+    FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency"),
+    FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
+    ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16 or f16"),
+    {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef M
+
+/* model.match_params: the input keys, then the values a run writes back
+ * (checked, when present, against the resolution). */
+static const char *const match_by_names[] = {"d_ff", "n_layer", NULL};
+const key_spec al_cfg_match_keys[] = {
+    {"to", K_ATTN, 0, 0, NULL, "-", "the attention whose model to match, a mapping like model.attention ({variant: mha})"},
+    {"by", K_STRING, 0, 16, match_by_names, "d_ff", "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)"},
+    {"n_layer", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched n_layer (model.n_layer is the one before matching)"},
+    {"d_ff", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched d_ff (model.d_ff is the one before matching)"},
+    {"params", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the matched model's parameter count"},
+    {"params_to", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the parameter count of the model matched to"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+#define T al_train_config
+static const key_spec train_keys[] = {
+    FIELD(T, steps, K_INT, "2000", "optimizer steps"),
+    FIELD(T, batch_size, K_INT, "12", "sequences per step"),
+    FIELD(T, lr, K_DOUBLE, "1e-3", "peak learning rate"),
+    FIELD(T, min_lr, K_DOUBLE, "1e-4", "learning rate at the end of the cosine decay"),
+    FIELD(T, warmup_steps, K_INT, "100", "steps of linear warmup, at most steps (default: min(100, steps))"),
+    FIELD(T, weight_decay, K_DOUBLE, "0.1", "AdamW weight decay"),
+    FIELD(T, beta1, K_DOUBLE, "0.9", "AdamW beta1, in [0, 1)"),
+    FIELD(T, beta2, K_DOUBLE, "0.99", "AdamW beta2, in [0, 1)"),
+    FIELD(T, grad_clip, K_DOUBLE, "1.0", "clip the global gradient norm to this (0 = off)"),
+    FIELD(T, eval_every, K_INT, "200", "steps between evaluations"),
+    FIELD(T, eval_batches, K_INT, "20", "batches per evaluation"),
+    FIELD(T, seed, K_U64, "1", "seed of the initialisation and the training batches"),
+    FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
+    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
+    FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
+    ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef T
+
+const key_spec al_cfg_top_keys[] = {
+    {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)"},
+    {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)"},
+    NESTED(data, data_keys, "the data source"),
+    NESTED(model, al_cfg_model_keys, "the model shape"),
+    NESTED(train, train_keys, "the optimizer and the schedule"),
+    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
+    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
+    {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+
+/* ------------------------------------------------------------ key paths */
+
+/* Copy s into a buffer of n bytes, zero-filling the rest (so configs can be
+ * compared with memcmp). s must fit. */
+void al_cfg_set_str(char *dst, size_t n, const char *s)
+{
+    size_t len = strlen(s);
+    AL_ASSERT(len < n);
+    memset(dst, 0, n);
+    memcpy(dst, s, len);
+}
+
+/* out = "path.key" (or "key" at the top), truncated to n - 1 bytes. */
+void al_cfg_join(char *out, size_t n, const char *path, const char *key)
+{
+    size_t len = 0;
+    for (const char *part[3] = {path, path[0] ? "." : "", key}, **p = part; p < part + 3; p++)
+        for (const char *q = *p; *q && len + 1 < n; q++) out[len++] = *q;
+    out[len] = 0;
+}
+
+/* The node at a dotted path, else its deepest existing ancestor; *exact
+ * (if non-NULL) tells which. */
+const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exact)
+{
+    const al_node *cur = root;
+    char key[256];
+    const char *k = path;
+    while (cur && *k) {
+        size_t len = strcspn(k, "."), n = len < sizeof key - 1 ? len : sizeof key - 1;
+        memcpy(key, k, n);   /* not "%.*s": GCC's -O3 + sanitizer flags a false null */
+        key[n] = '\0';
+        const al_node *next = al_node_get(cur, key);
+        if (!next) break;
+        cur = next;
+        k += len + (k[len] == '.');
+    }
+    if (exact) *exact = cur && !*k;
+    return cur;
+}
+
+/* An error about the key at path: at its node when a tree is given, else
+ * at the config's file without a position. */
+int al_cfg_verr(al_err *e, const al_config *c, const al_node *root, const char *path,
+                const char *fmt, ...)
+{
+    char msg[AL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const al_node *x = root ? al_cfg_find_path(root, path, NULL) : NULL;
+    if (x) return al_node_errf(e, x, "%s", msg);
+    return al_errf(e, "%s: error: %s", c->file[0] ? c->file : "config", msg);
+}
+
+/* ------------------------------------------------------------ numbers */
+
+/* The shortest %g that reads back to v; "1e-05" becomes "1.0e-05" so that
+ * YAML 1.1 readers (PyYAML) see a float too. */
+void al_cfg_fmt_double(char *out, size_t n, double v)
+{
+    if (isnan(v) || isinf(v)) {
+        snprintf(out, n, "%s", isnan(v) ? ".nan" : v > 0 ? ".inf" : "-.inf");
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, n, "%.*g", p, v);
+        if (strtod(out, NULL) == v) break;
+    }
+    char *ex = strchr(out, 'e');
+    if (ex && !strchr(out, '.') && strlen(out) + 3 <= n) {
+        memmove(ex + 2, ex, strlen(ex) + 1);
+        memcpy(ex, ".0", 2);
+    }
+}

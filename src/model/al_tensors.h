@@ -1,0 +1,52 @@
+/*
+ * al_tensors.h - the tensor table of a model config: every parameter tensor
+ * in order, its name, shape, offset into the flat buffer and init, and the
+ * counts that follow from it (parameters, KV-cache floats per token).
+ *
+ * The table is what a model config means in memory: the model carves its
+ * parameters and gradients by it (al_model_init), checkpoints name their
+ * tensors by it, and parameter matching counts with it without building a
+ * model. The variant supplies its own tensors through params() (a plugin's
+ * answer is checked: a mistake is an error naming the variant).
+ */
+#ifndef AL_TENSORS_H
+#define AL_TENSORS_H
+
+#include <stddef.h>
+#include "al_config.h"
+
+#define AL_TENSOR_NAME 64
+
+typedef struct al_tensor {
+    char name[AL_TENSOR_NAME];  /* safetensors name, e.g. blocks.0.attn.wq.weight */
+    int ndim;                   /* 1 or 2 */
+    int shape[2];
+    size_t offset, numel;       /* into params / grads, in floats */
+    int init;                   /* enum al_init */
+    int decay;                  /* 1 for 2-D weights (AdamW weight decay) */
+} al_tensor;
+
+/* Order: tok_emb; per block attn_norm, the variant's tensors, mlp_norm,
+ * mlp.w1, mlp.w2; final_norm. */
+typedef struct al_tensor_table {
+    al_attn_shape ashape;                         /* the config as the variant sees it */
+    int d_ff;                                     /* al_config_d_ff */
+    int n_attn_params;                            /* the variant's tensors per block */
+    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+    int n_tensors;
+    al_tensor *tensors;                           /* owned (n_tensors) */
+    size_t n_params;                              /* floats in all tensors */
+} al_tensor_table;
+
+/* Build the table of c (c->attn set). Errors ("model.attention: ...") when
+ * the variant rejects the shape or declares unusable tensors; t then owns
+ * nothing. Free with al_tensor_table_free. */
+int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e);
+void al_tensor_table_free(al_tensor_table *t);
+
+/* Parameter count (0 with e set when the table cannot be built) and KV
+ * floats per token summed over layers. */
+size_t al_model_param_count(const al_model_config *c, al_err *e);
+size_t al_model_kv_elems_per_token(const al_model_config *c);
+
+#endif
