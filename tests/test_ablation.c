@@ -1,5 +1,5 @@
 /*
- * test_ablation.c - the causal-mask section of a report (src/ablation.c),
+ * test_ablation.c - the causal-mask section of a report (src/report/report_ablation.c),
  * on two tiny models trained here on random letters, one with and one
  * without the mask: the masked model scores the same with the mask
  * applied, the unmasked one much worse (on random text only the future

@@ -1,6 +1,6 @@
 /*
  * test_attention.c - attention probabilities and head statistics
- * (src/attention.c): every variant's rows are distributions, masked
+ * (src/model/attention.c): every variant's rows are distributions, masked
  * entries are zero, swa with a window covering the sequence shows mha's
  * maps, and a hand-built model with a planted previous-token head and a
  * planted induction head scores above 0.9 on those statistics while its

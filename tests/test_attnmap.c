@@ -1,5 +1,5 @@
 /*
- * test_attnmap.c - the files of an attention map (src/attnmap.c): the CSV
+ * test_attnmap.c - the files of an attention map (src/model/attnmap.c): the CSV
  * holds exactly the model's probabilities for the selected layers and
  * heads, the gnuplot pictures are PNGs of the documented size with one
  * panel per head (counted in the SVG gnuplot drew: one embedded image per

@@ -1,5 +1,5 @@
 /*
- * test_bench.c - the benchmark (src/bench.c, scripts/bench) prints figures
+ * test_bench.c - the benchmark (src/cmd/bench.c, scripts/bench) prints figures
  * that add up: FLOPs per token against a count made here from the shape,
  * derived columns against the columns they come from, memory against its
  * count. Nothing here asserts a speed.

@@ -1,5 +1,5 @@
 /*
- * test_cmd_attention.c - `attnlab attention` (src/cmd_attention.c): a run
+ * test_cmd_attention.c - `attnlab attention` (src/cmd/cmd_attention.c): a run
  * writes the files and a table whose numbers are the library's statistics
  * for the same checkpoint and prompt; --file/--offset/--len pick the same
  * bytes as --prompt; bad input is one line and exit status 2.

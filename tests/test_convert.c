@@ -1,5 +1,5 @@
 /*
- * test_convert.c - src/convert.c and `attnlab convert`: identity
+ * test_convert.c - src/train/convert.c and `attnlab convert`: identity
  * conversions are exact, mean and first pooling equal a hand computation,
  * random is seeded, the MLA factorisation at full rank reproduces every
  * head's attention scores (before RoPE) and values, a converted checkpoint

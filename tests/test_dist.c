@@ -1,5 +1,5 @@
 /*
- * test_dist.c - ranks and data-parallel training (src/dist.c, src/dp.c).
+ * test_dist.c - ranks and data-parallel training (src/train/mpi.c, src/train/data_parallel.c).
  *
  * In-process: the loss share of a slice, and that slices weighted by their
  * shares give the whole batch's loss and gradient (the identity the

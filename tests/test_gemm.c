@@ -1,5 +1,5 @@
 /*
- * test_gemm.c - products over the pool (src/gemm.c): every split computes
+ * test_gemm.c - products over the pool (src/base/gemm.c): every split computes
  * the product; a plan only admits splits that give the reference split's
  * bits, and that holds on data its probe never saw, under the kernels the
  * tests run with and under the CPU's own (a child without

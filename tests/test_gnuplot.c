@@ -1,5 +1,5 @@
 /*
- * test_gnuplot.c - running gnuplot (src/gnuplot.c): a good script leaves
+ * test_gnuplot.c - running gnuplot (src/base/gnuplot.c): a good script leaves
  * both pictures, a failing one leaves neither (nor a temporary file) and
  * its message in gnuplot.log, a missing program is told apart from a
  * failure.

@@ -1,5 +1,5 @@
 /*
- * test_headstats.c - the report's head summary (src/headstats.c): over a
+ * test_headstats.c - the report's head summary (src/report/report_headstats.c): over a
  * sweep directory built by hand, the configuration of the planted model
  * (tests/test_attention.c) counts one previous-token and one induction
  * head per model, a uniform one none; heads.csv holds exactly the library's

@@ -1,5 +1,5 @@
 /*
- * test_plugin.c - variants loaded at run time (src/plugin.c): the
+ * test_plugin.c - variants loaded at run time (src/model/plugin.c): the
  * example plugin (variants/examples/swa, built by meson) is loaded, passes
  * the generic variant loop (decode parity included), matches an independent
  * banded attention, decodes over its window only, trains and generates; broken plugins (tests/plugins/broken.c) are refused with one-line

@@ -1,5 +1,5 @@
 /*
- * test_sweep_exec.c - the executors beyond one machine (src/sweep_exec.c,
+ * test_sweep_exec.c - the executors beyond one machine (src/sweep/sweep_exec.c,
  * sweep_slurm.c, sweep_mpi.c). A real Slurm is brought up by
  * tests/slurm/sweep-through-slurm.sh, its own meson test; here: executor
  * names and the errors that say what to install, the batch script run by

@@ -1,5 +1,5 @@
 /*
- * test_sweep_stage.c - chained stages (src/sweep_stage.c and the runner's
+ * test_sweep_stage.c - chained stages (src/sweep/sweep_stage.c and the runner's
  * ordering): expansion per upstream trial with inherited seeds and
  * percentages of the upstream's steps, identity (a changed base gives new
  * ids downstream, a changed later stage leaves the base alone), every stage

@@ -2,8 +2,9 @@
  * al_report.h - `attnlab report DIR`: a sweep's results as report.md and
  * plots, from DIR/summary.csv (and each trial's metrics.csv for curves).
  *
- * Trials are grouped by the summary's `config` column (the trial id
- * without its "_seedN" when there is none); each group's val loss and
+ * Trials are grouped by the summary's `group` column (a configuration
+ * with `sweep.select` folds its tuned values into one group; empty: the
+ * `config` column, the trial id without its "_seedN"); each group's val loss and
  * accuracy are the mean and sample standard deviation over its trials
  * with status ok. The quality measure is val accuracy when every group
  * has one (recall tasks), else val loss. A configuration is on the Pareto
