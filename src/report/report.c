@@ -13,6 +13,7 @@
 #include "al_report.h"
 #include "report_plot.h"
 #include "report_rows.h"
+#include "report_claims.h"
 #include "report_stages.h"
 
 #include "al_report_ablation.h"
@@ -296,24 +297,6 @@ static void group_stats(report *R)
     }
 }
 
-/* a's metric minus b's, paired by seed over the seeds both have. */
-static void paired(const report *R, const group *a, const group *b, al_stat *d)
-{
-    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
-    int n = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *u = &R->sm.rows[i];
-        if (!u->selected || strcmp(u->group, a->first->group) != 0 || isnan(u->seed)) continue;
-        for (int j = 0; j < R->sm.n; j++) {
-            const row *v = &R->sm.rows[j];
-            if (v->selected && v->seed == u->seed && strcmp(v->group, b->first->group) == 0)
-                x[n++] = u->q - v->q;
-        }
-    }
-    al_stat_of(x, n, d);
-    free(x);
-}
-
 /* The baseline: the configuration the summary marks, else the first. */
 static void baseline_deltas(report *R)
 {
@@ -327,7 +310,7 @@ static void baseline_deltas(report *R)
         group *g = &R->g[k];
         g->is_base = g == base;
         if (g == base) memset(&g->delta, 0, sizeof g->delta), g->delta.mean = NAN;
-        else paired(R, g, base, &g->delta);
+        else al_report_paired(R, g, base, &g->delta);
     }
 }
 
@@ -353,7 +336,7 @@ static void resolve_front_point(report *R, group *gi)
                                  : cj <= ci && better_eq(gj->q.mean, gi->q.mean, R->use_acc);
         if (!relevant) continue;
         al_stat d;
-        paired(R, gi, gj, &d);
+        al_report_paired(R, gi, gj, &d);
         if (al_stat_resolved(&d)) continue;
         gi->resolved = 0;
         snprintf(gi->against, sizeof gi->against, "%s", gj->first->group);
@@ -407,6 +390,7 @@ static void read_marker(report *R)
         if ((v = json_string_value(json_array_get(sets, i))))
             snprintf(R->sets + len, sizeof R->sets - len, " --set '%s'", v);
     }
+    al_report_claims_read(R, json_object_get(j, "claims"));
     json_decref(j);
 }
 
@@ -764,6 +748,7 @@ static void md_write(FILE *f, const report *R)
             ? " (the held-out test split, scored once at the end of each trial; validation "
               "only steered training and selection)"
             : " (these trials have no test split, so validation stands in for it)");
+    al_report_claims_md(f, R);
     md_configs(f, R);
     md_params(f, R);
     md_deltas(f, R);

@@ -24,6 +24,7 @@
 #include "al_csv.h"
 #include "al_report.h"
 #include "al_stats.h"
+#include "al_sweep_spec.h"
 
 #define DIR_LEN 4096
 #define AL_SOLVED_ACCURACY 0.9   /* a recall task counts as solved from here */
@@ -86,7 +87,12 @@ typedef struct report {
     char metric[64];          /* "test loss", "test accuracy", "val loss", ... */
     char name[256], file[DIR_LEN], description[512];
     char sets[2048];          /* " --set 'k=v'" for each, from sweep.json */
+    int n_claims;             /* sweep.claims, from sweep.json (report_claims.c) */
+    al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
 } report;
+
+/* report_rows.c: a's metric minus b's, paired by seed over the seeds both have. */
+void al_report_paired(const report *R, const group *a, const group *b, al_stat *d);
 
 static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
 

@@ -20,6 +20,9 @@
  *       by: val_loss               # with the best validation result
  *     baseline: {model.attention: {variant: mha}}   # paired differences against
  *                                  # this configuration (default: the first)
+ *     claims:                      # published claims the report checks (sweep_claims.c)
+ *       - {claim: "GTA: GQA's quality at half its cache", config: gta-kv4,
+ *          versus: gqa-kv4, expect: no_worse, margin: 0.01}
  *
  * Expansion order: seeds outermost (a sweep cut short has seen every
  * configuration once), then the grid axes in file order, then zip groups.
@@ -109,6 +112,23 @@ typedef struct al_sweep_trial {
 } al_sweep_trial;
 
 #define AL_SWEEP_MAX_STAGES 16
+#define AL_SWEEP_MAX_CLAIMS 32         /* comparisons, after expanding `versus` lists */
+
+/* What a claim says of `config` against `versus` (sweep_claims.c). */
+enum al_claim_expect {
+    AL_CLAIM_ANY = 0,                  /* no direction: the difference is reported */
+    AL_CLAIM_BETTER,                   /* config's quality is better */
+    AL_CLAIM_NO_WORSE,                 /* config is worse by less than `margin` */
+    AL_CLAIM_WORSE
+};
+
+typedef struct al_sweep_claim {
+    char text[256];                    /* the claim as the paper states it */
+    char config[AL_SWEEP_ID_LEN];      /* a configuration (the report's group) */
+    char versus[AL_SWEEP_ID_LEN];      /* the configuration it is compared with */
+    int expect;                        /* enum al_claim_expect */
+    double margin;                     /* AL_CLAIM_NO_WORSE: in the report's metric */
+} al_sweep_claim;
 
 typedef struct al_sweep_stage {
     char name[AL_NAME_LEN];
@@ -133,6 +153,8 @@ typedef struct al_sweep {
     al_sweep_trial *trials;            /* owned */
     int n_stages;                      /* 0: a plain sweep */
     al_sweep_stage stages[AL_SWEEP_MAX_STAGES];
+    int n_claims;
+    al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
 } al_sweep;
 
 /* sweep_load.c: load the --plugin files, then FILE, apply the --set
@@ -144,6 +166,14 @@ typedef struct al_sweep {
 int al_sweep_load(const char *path, const char *const *sets, int n_sets,
                   const char *const *plugins, int n_plugins, al_sweep *s, al_err *e);
 void al_sweep_free(al_sweep *s);
+
+/* sweep_claims.c: the `claims` list of the file's sweep mapping (or of each
+ * stage's), checked against the configurations s expanded to; called by
+ * al_sweep_load once the trials exist. The names of al_claim_expect as a
+ * file writes them, and back (-1: unknown). */
+int al_sweep_claims_load(al_sweep *s, al_err *e);
+const char *al_claim_expect_name(int expect);
+int al_claim_expect_parse(const char *name);
 
 /* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
  * the seeds left out) as 16 hex digits into out[17]. */

@@ -3,7 +3,8 @@
  * --plugin files, the file and its --set edits, the plugins it lists,
  * then its trials, from its `stages` (sweep_stage.c) or its `sweep`
  * mapping (sweep_spec.c). Above both: each expands trials without knowing
- * which kind of file it came from.
+ * which kind of file it came from. Last, the claims (sweep_claims.c), which
+ * name the configurations the trials turned out to be.
  */
 #include "al_sweep_spec.h"
 
@@ -27,6 +28,7 @@ int al_sweep_load(const char *path, const char *const *sets, int n_sets,
     if (!rc && al_node_get(s->root, "stages")) rc = al_sweep_stages_load(s, plugins, n_plugins, e);
     else if (!rc) rc = al_sweep_expand(s, al_node_get(s->root, "sweep"), NULL, 0, plugins,
                                        n_plugins, NULL, e);
+    if (!rc) rc = al_sweep_claims_load(s, e);
     if (rc) al_sweep_free(s);
     return rc;
 }

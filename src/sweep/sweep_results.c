@@ -149,6 +149,18 @@ int al_results_write_marker(const char *dir, const al_sweep *s, const char *cons
     json_t *a = json_array();
     for (int i = 0; i < n_sets; i++) json_array_append_new(a, json_string(sets[i]));
     json_object_set_new(j, "sets", a);
+    json_t *cl = json_array();
+    for (int i = 0; i < s->n_claims; i++) {
+        const al_sweep_claim *c = &s->claims[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "claim", json_string(c->text));
+        json_object_set_new(o, "config", json_string(c->config));
+        json_object_set_new(o, "versus", json_string(c->versus));
+        if (c->expect) json_object_set_new(o, "expect", json_string(al_claim_expect_name(c->expect)));
+        if (c->expect == AL_CLAIM_NO_WORSE) json_object_set_new(o, "margin", json_real(c->margin));
+        json_array_append_new(cl, o);
+    }
+    json_object_set_new(j, "claims", cl);
     return write_json(path, j, e);
 }
 

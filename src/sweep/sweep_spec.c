@@ -434,7 +434,7 @@ static int parse_baseline(spec_ctx *C, const al_node *x)
 }
 
 static const char *const sweep_keys[] = {"name", "description", "seeds", "grid", "zip",
-                                         "exclude", "select", "baseline", NULL};
+                                         "exclude", "select", "baseline", "claims", NULL};
 
 static int check_sweep_keys(spec_ctx *C, const al_node *sw)
 {
@@ -449,8 +449,8 @@ static int check_sweep_keys(spec_ctx *C, const al_node *sw)
         if (best <= 2)
             return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (did you mean '%s'?)",
                           sw->keys[i], sweep_keys[bi]);
-        return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (known: name, "
-                      "description, seeds, grid, zip, exclude, select, baseline)", sw->keys[i]);
+        return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (known: name, description, "
+                      "seeds, grid, zip, exclude, select, baseline, claims)", sw->keys[i]);
     }
     return 0;
 }

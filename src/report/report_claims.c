@@ -1,0 +1,127 @@
+/*
+ * report_claims.c - the "Claims under test" section: each claim of
+ * sweep.claims with the paired difference this run measured between its
+ * two configurations, and a verdict read off that difference's 95 %
+ * t-interval (the same interval as every other comparison in the report).
+ *
+ * Let w be how much worse `config` is than `versus` (config minus versus
+ * for a loss, versus minus config for an accuracy), [lo, hi] its interval:
+ *   better    supported when hi < 0, contradicted when lo > 0
+ *   worse     supported when lo > 0, contradicted when hi < 0
+ *   no_worse  supported when hi < margin (worse by less than the margin at
+ *             the interval's far end: a non-inferiority test), contradicted
+ *             when lo > margin
+ *   (none)    resolved when the interval excludes 0
+ * Anything else is "cannot tell". One bound of a two-sided 95 % interval is
+ * a one-sided test at 2.5 %; the verdicts are not adjusted for how many
+ * claims a sweep makes, and the section says so.
+ */
+#include "report_claims.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "al_util.h"
+
+void al_report_claims_read(report *R, const json_t *claims)
+{
+    R->n_claims = 0;
+    for (size_t i = 0; i < json_array_size(claims) && R->n_claims < AL_SWEEP_MAX_CLAIMS; i++) {
+        const json_t *o = json_array_get(claims, i);
+        const char *text = json_string_value(json_object_get(o, "claim"));
+        const char *cfg = json_string_value(json_object_get(o, "config"));
+        const char *vs = json_string_value(json_object_get(o, "versus"));
+        const char *ex = json_string_value(json_object_get(o, "expect"));
+        if (!text || !cfg || !vs) continue;
+        al_sweep_claim *c = &R->claims[R->n_claims];
+        memset(c, 0, sizeof *c);
+        snprintf(c->text, sizeof c->text, "%s", text);
+        snprintf(c->config, sizeof c->config, "%s", cfg);
+        snprintf(c->versus, sizeof c->versus, "%s", vs);
+        c->expect = ex ? al_claim_expect_parse(ex) : AL_CLAIM_ANY;
+        c->margin = json_number_value(json_object_get(o, "margin"));
+        if (c->expect < 0 || (c->expect == AL_CLAIM_NO_WORSE && !(c->margin > 0))) continue;
+        R->n_claims++;
+    }
+}
+
+const char *al_report_claim_verdict(const al_sweep_claim *c, const al_stat *d, int maximize,
+                                    char *why, size_t n)
+{
+    why[0] = 0;
+    if (d->n < 2 || isnan(d->ci95)) {
+        snprintf(why, n, "%d paired seed%s, no interval", d->n, d->n == 1 ? "" : "s");
+        return "cannot tell";
+    }
+    double w = maximize ? -d->mean : d->mean, lo = w - d->ci95, hi = w + d->ci95;
+    switch (c->expect) {
+    case AL_CLAIM_BETTER:
+        if (hi < 0) return snprintf(why, n, "resolved better"), "supported";
+        if (lo > 0) return snprintf(why, n, "resolved worse"), "contradicted";
+        return snprintf(why, n, "not resolved"), "cannot tell";
+    case AL_CLAIM_WORSE:
+        if (lo > 0) return snprintf(why, n, "resolved worse"), "supported";
+        if (hi < 0) return snprintf(why, n, "resolved better"), "contradicted";
+        return snprintf(why, n, "not resolved"), "cannot tell";
+    case AL_CLAIM_NO_WORSE:
+        if (hi < c->margin)
+            return snprintf(why, n, "worse by less than %g at the interval's end", c->margin),
+                   "supported";
+        if (lo > c->margin)
+            return snprintf(why, n, "worse by more than %g", c->margin), "contradicted";
+        return snprintf(why, n, "the interval straddles the margin %g", c->margin),
+               "cannot tell";
+    default:
+        if (hi < 0) return snprintf(why, n, "better"), "resolved";
+        if (lo > 0) return snprintf(why, n, "worse"), "resolved";
+        return "not resolved";
+    }
+}
+
+static const group *find_group(const report *R, const char *label)
+{
+    for (int k = 0; k < R->n_groups; k++)
+        if (strcmp(R->g[k].first->group, label) == 0) return &R->g[k];
+    return NULL;
+}
+
+static void claim_row(FILE *f, const report *R, const al_sweep_claim *c)
+{
+    const group *a = find_group(R, c->config), *b = find_group(R, c->versus);
+    const char *exp = c->expect ? al_claim_expect_name(c->expect) : "–";
+    fprintf(f, "| %s | %s | %s | %s", c->text, c->config, c->versus, exp);
+    if (c->expect == AL_CLAIM_NO_WORSE) fprintf(f, " (margin %g)", c->margin);
+    if (!a || !b) {
+        fprintf(f, " | – | – | – | cannot tell: no finished trials of %s |\n",
+                a ? c->versus : c->config);
+        return;
+    }
+    al_stat d;
+    char why[128];
+    al_report_paired(R, a, b, &d);
+    const char *v = al_report_claim_verdict(c, &d, R->use_acc, why, sizeof why);
+    fprintf(f, " | %.0f vs %.0f (%.2fx) | ", a->first->kv, b->first->kv,
+            b->first->kv > 0 ? a->first->kv / b->first->kv : NAN);
+    if (d.n >= 2) fprintf(f, "%+.4f [%+.4f, %+.4f]", d.mean, d.mean - d.ci95, d.mean + d.ci95);
+    else if (d.n == 1) fprintf(f, "%+.4f", d.mean);
+    else fprintf(f, "–");
+    fprintf(f, " | %d | **%s**%s%s |\n", d.n, v, why[0] ? ": " : "", why);
+}
+
+void al_report_claims_md(FILE *f, const report *R)
+{
+    if (!R->n_claims) return;
+    fprintf(f, "\n## Claims under test\n\nWhat the papers claim, beside what this run measured "
+            "(Δ: %s of the configuration minus that of the one it is compared with, paired by "
+            "seed, with its 95 %% t-interval; KV bytes per token, and the ratio of the two "
+            "caches).\n\n", R->metric);
+    fprintf(f, "| claim | configuration | versus | expect | KV bytes/token | Δ %s [95 %%] | "
+            "pairs | verdict |\n", R->metric);
+    fprintf(f, "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < R->n_claims; i++) claim_row(f, R, &R->claims[i]);
+    fprintf(f, "\n*supported* / *contradicted*: the interval lies wholly on the claim's side or "
+            "wholly against it (for no_worse: below the margin, or above it); *cannot tell*: "
+            "it straddles. A verdict holds at this run's scale (model, data, steps) only, each "
+            "at 95 %% on its own, not adjusted for the %d comparison%s made here.\n",
+            R->n_claims, R->n_claims == 1 ? "" : "s");
+}
