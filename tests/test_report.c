@@ -451,6 +451,42 @@ START_TEST(recall_reports_the_median_step_to_solve)
 }
 END_TEST
 
+/* Trials of one configuration on two OpenBLAS cores: the report says so,
+ * and configs.csv's same_machine is false for it only. */
+START_TEST(trials_on_different_machines_are_called_out)
+{
+    char body[4096] = "", text[8192] = "", *o = text;
+    add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 2.0, 2.0, NAN, "ok");
+    add_trial(body, sizeof body, "a", "", "", 1, 2, 1000, 2.1, 2.1, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 2.2, 2.2, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 2, 500, 2.3, 2.3, NAN, "ok");
+    static const char *const where[] = {"Xeon X,Haswell,2", "Xeon X,SkylakeX,2",
+                                        "Xeon X,Haswell,2", "Xeon X,Haswell,2"};
+    o += sprintf(o, "%.*s,cpu_model,blas_core,threads\n", (int)strlen(header2) - 1, header2);
+    int i = 0;
+    for (char *p = body, *nl; (nl = strchr(p, '\n')); p = nl + 1)
+        o += sprintf(o, "%.*s,%s\n", (int)(nl - p), p, where[i++]);
+    char *dir = al_test_tmpdir(), **head = NULL;
+    free(al_test_write(dir, "summary.csv", text));
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "a", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "same_machine"), "false");
+    free_fields(r, n);
+    r = configs_row(dir, "b", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "same_machine"), "true");
+    ck_assert_str_eq(field(head, r, n, "variant"), "mha");   /* not read as settings */
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "**Trials of one configuration ran on different machines**") &&
+                  strstr(md, "- a: Xeon X / Haswell / 2 threads ×1; Xeon X / SkylakeX / 2 "
+                             "threads ×1\n") && !strstr(md, "- b:"), "%s", md);
+    ck_assert_msg(!strstr(md, "| cpu_model |"), "%s", md);
+    free(md), free(dir);
+}
+END_TEST
+
 /* One seed: n = 1, a mean, and no interval (blank), never a zero width. */
 START_TEST(one_seed_reports_n_1_and_no_interval)
 {
@@ -705,6 +741,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, holm_adjusts_the_family_of_comparisons_with_the_baseline);
     tcase_add_test(tc, loss_slope_over_the_last_quarter_by_hand);
     tcase_add_test(tc, recall_reports_the_median_step_to_solve);
+    tcase_add_test(tc, trials_on_different_machines_are_called_out);
     tcase_add_test(tc, select_picks_the_argmin_per_seed);
     tcase_add_test(tc, accuracy_metric_counts_solved_seeds);
     tcase_add_test(tc, unmatched_parameter_counts_are_called_out);

@@ -492,6 +492,12 @@ static void read_marker(report *R)
     if ((v = json_string_value(json_object_get(j, "file")))) snprintf(R->file, sizeof R->file, "%s", v);
     if ((v = json_string_value(json_object_get(j, "description"))))
         snprintf(R->description, sizeof R->description, "%s", v);
+    const json_t *q = json_object_get(j, "seeds_until");
+    int mn = (int)json_integer_value(json_object_get(q, "min"));
+    int mx = (int)json_integer_value(json_object_get(q, "max"));
+    int st = (int)json_integer_value(json_object_get(q, "step"));
+    if (q && mn >= 2 && mx >= mn && mx <= 1000 && st >= 1)   /* else: not a plan, ignored */
+        R->seq_on = 1, R->seq = (al_seq_plan){mn, mx, st, 0.05};
     const json_t *sets = json_object_get(j, "sets");
     for (size_t i = 0; i < json_array_size(sets); i++) {
         size_t len = strlen(R->sets);
@@ -701,7 +707,9 @@ static void md_params(FILE *f, const report *R)
 static void fmt_verdict(char *buf, size_t n, const group *g)
 {
     if (g->resolved_holm) snprintf(buf, n, "**yes**");
-    else if (!g->seeds_needed) snprintf(buf, n, "no (too few pairs to size)");
+    else if (!g->seeds_needed)
+        snprintf(buf, n, g->delta.n < 2 ? "no (too few pairs to size)"
+                                        : "no (no difference to size)");
     else if (g->seeds_needed > AL_SEEDS_NEEDED_CAP)
         snprintf(buf, n, "not resolved; more than %d seeds would be needed for a difference "
                  "this size", AL_SEEDS_NEEDED_CAP);
@@ -837,9 +845,10 @@ static void md_front(FILE *f, const report *R)
         return;
     }
     fprintf(f, "On the means, no other configuration has both a smaller (or equal) cache and "
-            "a %s%s. A place is *resolved* when the paired 95 %% interval of every comparison "
-            "that decides it excludes 0: for a front configuration, against each cheaper "
-            "front configuration; for one off the front, against each that dominates it. "
+            "a %s%s. A place is *resolved* when every comparison that decides it is resolved "
+            "(paired t test, Holm-corrected over the family of all these comparisons at "
+            "5 %%): for a front configuration, against each cheaper front configuration; for "
+            "one off the front, against each that dominates it. "
             "From the smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy"
             : "lower (or equal) loss", any_unmasked(R) ? " (configurations without the causal "
             "mask are left out: their loss is not comparable)" : "");
@@ -1073,7 +1082,8 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
         if (!f) rc = -2;
         else md_write(f, &R), rc = al_commit_atomic(f, tmp, path, e) ? -2 : 0;
     }
-    *st = (al_report_stats){R.sm.n, R.n_ok, R.n_groups, R.n_front, R.plots};
+    *st = (al_report_stats){R.sm.n, R.n_ok, R.n_groups, R.n_front, R.plots, R.seq_on,
+                            R.seq_looks, R.seq_done};
     summary_free(&R.sm);
     free(R.g);
     return rc;
