@@ -350,8 +350,18 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
             ck_assert_double_eq_tol(num_field(head, r, n, "p_value"), want[i].p, 1e-6);
         free_fields(r, n);
     }
-    /* the old columns keep their places: resolved is still the 15th after
-     * the settings, the new ones come after seeds_open */
+    /* The front (kv, mean): c (250, 2.25), b (500, 2.10), a (1000, 2.05); d
+     * (750, 2.10) is dominated by b. The comparisons that decide places: a
+     * vs b (p 0.0494), a vs c (0.00083), b vs c (c - b = {0.17, 0.16, 0.12}:
+     * 0.0102), d vs b ({0.005, 0, -0.005}: 1). Holm, m = 4: 0.00083 <=
+     * 0.0125, 0.0102 <= 0.0167, 0.0494 > 0.025: a's edge over b is not
+     * resolved, though its own interval excludes 0. */
+    char **ra = configs_row(dir, "a", &head, &n), **rb = configs_row(dir, "b", &head, &n);
+    ck_assert_str_eq(field(head, ra, n, "front"), "true");
+    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "0");
+    ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
+    free_fields(ra, n), free_fields(rb, n);
+    /* the old columns keep their places; the new ones come after seeds_open */
     ck_assert_str_eq(head[n - 8], "seeds_open");
     ck_assert_str_eq(head[n - 7], "resolved_holm");
     free_fields(head, n);
@@ -361,6 +371,8 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
                              "size | 4 |"), "%s", md);
     ck_assert_ptr_nonnull(strstr(md, "| c | 250 | 3 | +0.2000"));
     ck_assert_ptr_nonnull(strstr(md, "Holm's correction over the family of the 3 comparisons"));
+    ck_assert_ptr_nonnull(strstr(md, "- **a**: 1,000 bytes/token, test loss 2.0500 ± "));
+    ck_assert_ptr_nonnull(strstr(md, "*not resolved from b*"));
     char *row = table_row(md, "b");   /* the main table's verdict is the adjusted one */
     ck_assert_msg(strstr(row, "| no |"), "%s", row);
     free(row), free(md), free(dir);
