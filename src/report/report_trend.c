@@ -33,7 +33,7 @@ static int read_evals(const report *R, const row *w, double **step, double **los
         (*loss)[r] = l[0] ? atof(l) : NAN;
         (*acc)[r] = a[0] ? atof(a) : NAN;
     }
-    al_csv_free(&m);
+    al_csv_free(&m);   /* also after a failed read: it may hold part of the file */
     return n;
 }
 
