@@ -43,6 +43,11 @@ typedef struct al_trial_result {
     double test_loss, test_accuracy;   /* the held-out test split, at the end (NAN: none) */
     double init_val_loss;        /* val loss at step 0: a stage's converted start (NAN: none) */
     double tokens_per_s, wall_s;
+    /* where it ran (the worker fills them; "" and 0 in older results): what
+     * its bits depend on besides binary, seed and threads (README,
+     * "Reproducibility") */
+    char cpu_model[128], blas_core[64];
+    int threads;
 } al_trial_result;
 
 /* A result with every number NAN and status NONE. */
@@ -90,7 +95,9 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * upstream_steps,init_val_loss: the stage's name, the trial whose
  * checkpoint this one started from, how it was converted, that trial's
  * train.steps (the uptraining cost is steps / upstream_steps), and the val
- * loss at step 0 (the converted model before any update). */
+ * loss at step 0 (the converted model before any update). Last,
+ * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
+ * count the trial ran with (blank when its result does not say). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

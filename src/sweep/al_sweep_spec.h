@@ -5,6 +5,10 @@
  *   sweep:
  *     name: kv_tradeoff            # results/<name>/ (default: the file's name)
  *     seeds: [1, 2, 3]             # or a count (3 = seeds 1, 2, 3); sets train.seed
+ *                                  # or {min: 3, max: 10, until: resolved}: seeds
+ *                                  # 1..10 trained in rounds (step: 1 seed a round)
+ *                                  # until the report resolves every comparison
+ *                                  # with the baseline (al_sweep_seq_trials)
  *     grid:                        # Cartesian product, first axis outermost
  *       model.attention:           # a mapping value replaces the whole subtree
  *         - {variant: mha}
@@ -76,6 +80,7 @@
 
 #include <stdint.h>
 #include "al_config.h"
+#include "al_stats.h"
 #include "al_yaml.h"
 
 #define AL_SWEEP_MAX_AXES 32
@@ -144,6 +149,8 @@ typedef struct al_sweep {
     int n_axes;
     al_sweep_axis axes[AL_SWEEP_MAX_AXES];
     int n_seeds;                       /* 0: no seeds axis (train.seed as given) */
+    int seq_on;                        /* seeds: {min, max, until: resolved} */
+    al_seq_plan seq;                   /* its rounds (n_seeds = seq.max, seeds 1..max) */
     uint64_t *seeds;                   /* owned */
     int n_excluded;                    /* trials dropped by exclude */
     int n_select;                      /* select.best_of: axes tuned per configuration */
@@ -174,6 +181,11 @@ void al_sweep_free(al_sweep *s);
 int al_sweep_claims_load(al_sweep *s, al_err *e);
 const char *al_claim_expect_name(int expect);
 int al_claim_expect_parse(const char *name);
+/* A sweep in rounds: how many of its trials (a prefix: seeds are the
+ * outermost axis) have a seed <= n. The runner trains one round by
+ * running the sweep with n_trials cut to this; indices and ids stay
+ * those of the whole sweep, so a later round or a resume finds them. */
+int al_sweep_seq_trials(const al_sweep *s, int n);
 
 /* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
  * the seeds left out) as 16 hex digits into out[17]. */

@@ -161,6 +161,10 @@ int al_results_write_marker(const char *dir, const al_sweep *s, const char *cons
         json_array_append_new(cl, o);
     }
     json_object_set_new(j, "claims", cl);
+    if (s->seq_on)   /* the report decides the rounds by the same plan */
+        json_object_set_new(j, "seeds_until", json_pack("{s:i, s:i, s:i, s:s}", "min",
+                            s->seq.min, "max", s->seq.max, "step", s->seq.step, "until",
+                            "resolved"));
     return write_json(path, j, e);
 }
 
@@ -237,6 +241,9 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
                                                     : json_null());
     json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
     json_object_set_new(j, "wall_s", json_num(r->wall_s));
+    json_object_set_new(j, "cpu_model", json_string(r->cpu_model));
+    json_object_set_new(j, "blas_core", json_string(r->blas_core));
+    json_object_set_new(j, "threads", json_integer(r->threads));
     return write_json(path, j, e);
 }
 
@@ -265,6 +272,9 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
     r->init_val_loss = num_of(j, "init_val_loss");
     r->tokens_per_s = num_of(j, "tokens_per_s");
     r->wall_s = num_of(j, "wall_s");
+    snprintf(r->cpu_model, sizeof r->cpu_model, "%s", str_of(j, "cpu_model"));
+    snprintf(r->blas_core, sizeof r->blas_core, "%s", str_of(j, "blas_core"));
+    r->threads = (int)json_integer_value(json_object_get(j, "threads"));
     json_decref(j);
     return 0;
 }
@@ -414,6 +424,12 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     fprintf(f, "%s,", al_trial_status_name(r->status));
     put_text(f, r->reason);
     stage_cells(f, s, t, r);
+    fputc(',', f);
+    put_text(f, r->cpu_model);
+    fputc(',', f);
+    put_text(f, r->blas_core);
+    fputc(',', f);
+    if (r->threads > 0) fprintf(f, "%d", r->threads);
     fputc('\n', f);
 }
 
@@ -430,7 +446,7 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

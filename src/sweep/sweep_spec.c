@@ -255,12 +255,61 @@ static int parse_u64_node(const al_node *x, uint64_t *v)
     return 0;
 }
 
-/* seeds: [1, 2, 3] or a count N (seeds 1..N). */
+/* One count of seeds.rounds: an integer in [lo, 1000]. */
+static int seq_count(spec_ctx *C, const al_node *m, const char *key, int lo, int *out)
+{
+    const al_node *x = al_node_get(m, key);
+    uint64_t v;
+    if (!x) return al_node_errf(C->e, m, "'sweep.seeds' in rounds needs '%s' (min: N, max: M, "
+                                "until: resolved)", key);
+    if (parse_u64_node(x, &v) || v < (uint64_t)lo || v > 1000)
+        return al_node_errf(C->e, x, "'sweep.seeds.%s' must be an integer in [%d, 1000], got "
+                            "'%.80s'", key, lo, x->kind == AL_NODE_SCALAR ? x->value : "...");
+    *out = (int)v;
+    return 0;
+}
+
+/* seeds: {min: N, max: M, until: resolved[, step: K]}: seeds 1..M,
+ * trained in rounds (al_stats.h, "the sequential seeds rule"). */
+static int parse_seed_rounds(spec_ctx *C, const al_node *x)
+{
+    static const char *const keys[] = {"min", "max", "until", "step", NULL};
+    al_sweep *s = C->s;
+    s->seq = (al_seq_plan){.step = 1, .alpha = 0.05};
+    for (int i = 0; i < x->n; i++) {
+        int k = 0;
+        while (keys[k] && strcmp(keys[k], x->keys[i]) != 0) k++;
+        if (!keys[k])
+            return at_key(C->e, x, i, "unknown key '%.80s' in 'sweep.seeds' (known: min, max, "
+                          "until, step)", x->keys[i]);
+    }
+    const al_node *u = al_node_get(x, "until");
+    if (!u || u->kind != AL_NODE_SCALAR || strcmp(u->value, "resolved") != 0)
+        return al_node_errf(C->e, u ? u : x, "'sweep.seeds' as a mapping needs 'until: "
+                            "resolved' (or give a count or a list)");
+    if (seq_count(C, x, "min", 2, &s->seq.min) || seq_count(C, x, "max", 2, &s->seq.max) ||
+        (al_node_get(x, "step") && seq_count(C, x, "step", 1, &s->seq.step)))
+        return -1;
+    if (s->seq.max < s->seq.min)
+        return al_node_errf(C->e, al_node_get(x, "max"), "'sweep.seeds.max' (%d) is below "
+                            "'min' (%d)", s->seq.max, s->seq.min);
+    if ((s->seq.max - s->seq.min + s->seq.step - 1) / s->seq.step + 1 > AL_SEQ_MAX_LOOKS)
+        return al_node_errf(C->e, x, "'sweep.seeds': more than %d rounds; raise 'step'",
+                            AL_SEQ_MAX_LOOKS);
+    s->seq_on = 1;
+    s->n_seeds = s->seq.max;
+    s->seeds = al_malloc((size_t)s->n_seeds * sizeof *s->seeds);
+    for (int i = 0; i < s->n_seeds; i++) s->seeds[i] = (uint64_t)i + 1;
+    return 0;
+}
+
+/* seeds: [1, 2, 3], a count N (seeds 1..N), or rounds (above). */
 static int parse_seeds(spec_ctx *C, const al_node *x)
 {
     al_sweep *s = C->s;
     uint64_t v;
     C->seeds = x;
+    if (x->kind == AL_NODE_MAP) return parse_seed_rounds(C, x);
     if (x->kind == AL_NODE_SCALAR) {
         if (parse_u64_node(x, &v) || v < 1 || v > 1000)
             return al_node_errf(C->e, x, "'sweep.seeds' must be a list of seeds or a count in [1, 1000], "
@@ -702,7 +751,8 @@ static int check_data(const al_node *tree, const al_config *c, al_err *e)
 static al_node *seed_node(const spec_ctx *C, int i)
 {
     if (C->seeds->kind == AL_NODE_SEQ) return al_node_clone(C->seeds->items[i]);
-    al_node *x = al_node_clone(C->seeds);
+    al_node *x = al_node_clone(C->seeds->kind == AL_NODE_MAP ? al_node_get(C->seeds, "max")
+                                                             : C->seeds);
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)C->s->seeds[i]);
     free(x->value);
@@ -998,6 +1048,13 @@ int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extr
 int al_sweep_tree_matches(const al_node *tree, const al_node *map)
 {
     return node_matches_all(tree, map);
+}
+
+int al_sweep_seq_trials(const al_sweep *s, int n)
+{
+    int k = 0;
+    while (k < s->n_trials && s->trials[k].seed <= (uint64_t)n) k++;
+    return k;
 }
 
 void al_sweep_free(al_sweep *s)

@@ -121,6 +121,10 @@ static int check_stage_sweep(stage_ctx *C, const stage_spec *sp, int k)
             return al_node_errf(C->e, sw->items[i], "a stage with 'from' keeps each upstream "
                                 "trial's seed: give the seeds to stage '%s'",
                                 C->st[sp->from_i].name->value);
+        if (strcmp(sw->keys[i], "seeds") == 0 && sw->items[i]->kind == AL_NODE_MAP)
+            return al_node_errf(C->e, sw->items[i], "seeds in rounds ({min, max, until: "
+                                "resolved}) are for a plain 'sweep', not stages: give a count "
+                                "or a list");
         if (k > 0 && strcmp(sw->keys[i], "baseline") == 0)
             return al_node_errf(C->e, sw->items[i], "'baseline' belongs to the first stage");
     }
