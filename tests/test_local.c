@@ -423,6 +423,72 @@ START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
 }
 END_TEST
 
+/* `attnlab kv --context N`: 4 layers of local (window 64, 4 sinks, 2 K/V
+ * heads of 32): a row is 2 * 2 * 32 floats = 512 bytes in f32, a layer
+ * holds min(N, 68) rows. By hand: N = 10 -> 10 rows, 5120 bytes a layer,
+ * 20480 in all; N = 1000 and the default (seq_len 256) -> 68 rows, 34816
+ * a layer, 139264 in all, beside 2048 bytes per token. */
+START_TEST(kv_prints_the_cache_at_a_context_per_layer_and_summed)
+{
+    char *dir = al_test_tmpdir();
+    char *cfg = al_test_write(dir, "local.yaml",
+                              "data: {path: /nonexistent}\n"
+                              "model:\n  n_layer: 4\n  d_model: 128\n  n_head: 4\n  d_head: 32\n"
+                              "  seq_len: 256\n"
+                              "  attention: {variant: local, window: 64, n_kv_head: 2, sinks: 4}\n");
+    static const struct {
+        const char *flag, *layer, *sum;
+    } cases[] = {
+        {"--context 10", "rows=10 f32=5120 bf16=2560 f16=2560", "_10: f32=20480 bf16=10240"},
+        {"--context 1000", "rows=68 f32=34816 bf16=17408", "_1000: f32=139264 bf16=69632"},
+        {"", "rows=68 f32=34816 bf16=17408", "_256: f32=139264 bf16=69632"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char args[4200], *out, want[128];
+        snprintf(args, sizeof args, "kv %s %s", cfg, cases[i].flag);
+        ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+        ck_assert_msg(strstr(out, "kv_bytes_per_token: f32=2048 bf16=1024 f16=1024"), "%s", out);
+        for (int l = 0; l < 4; l++) {
+            snprintf(want, sizeof want, "kv_layer_%d: variant=local %s", l, cases[i].layer);
+            ck_assert_msg(strstr(out, want), "%s: no '%s' in\n%s", args, want, out);
+        }
+        snprintf(want, sizeof want, "kv_bytes_at_context%s", cases[i].sum);
+        ck_assert_msg(strstr(out, want), "%s: no '%s' in\n%s", args, want, out);
+        free(out);
+    }
+    free(cfg), free(dir);
+}
+END_TEST
+
+/* `generate --stats` at a context of 4096 measures the bounded cache: the
+ * allocator's bytes equal the ring's, 2 layers x 8 rows x 16 floats. */
+START_TEST(generate_stats_measure_the_bounded_cache_at_4096)
+{
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, al_variant_find("local"), 2, D, H, DH, SEQ, 256),
+                     0);
+    c.attn_set[SET_WINDOW] = 5, c.attn_set[SET_N_KV_HEAD] = 2, c.attn_set[SET_SINKS] = 3;
+    al_model m;
+    al_err e;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    al_model_init_weights(&m, 5);
+    char *out, *err;
+    size_t no, ne;
+    FILE *fo = open_memstream(&out, &no), *fe = open_memstream(&err, &ne);
+    al_generate_opts o = {.prompt = (const unsigned char *)"abc", .prompt_len = 3,
+                          .tokens = 20, .seed = 1, .context = 4096, .dtype = -1, .stats = 1};
+    al_generate_stats st;
+    ck_assert_msg(al_generate(&m, &o, fo, fe, &st, &e) == 0, "%s", e.msg);
+    fclose(fo), fclose(fe);
+    ck_assert_uint_eq(st.cache_bytes, 2 * 8 * 16 * 4);
+    ck_assert_uint_eq(st.cache_bytes, al_model_kv_bytes_at(&m.cfg, AL_KV_F32, 4096));
+    ck_assert_uint_eq(st.kv_bytes_per_token, 2 * 16 * 4);
+    ck_assert_msg(strstr(err, "kv_cache_bytes=1024 kv_bytes_per_token=128"), "%s", err);
+    free(out), free(err);
+    al_model_free(&m);
+}
+END_TEST
+
 Suite *local_suite(void)
 {
     Suite *s = suite_create("local");
@@ -436,6 +502,8 @@ Suite *local_suite(void)
     tcase_add_test(tc, local_batched_decode_equals_single_decodes);
     tcase_add_test(tc, local_measured_cache_bytes_equal_the_ring_formula);
     tcase_add_test(tc, version_3_tables_register_without_kv_rows_and_keep_a_row_per_token);
+    tcase_add_test(tc, kv_prints_the_cache_at_a_context_per_layer_and_summed);
+    tcase_add_test(tc, generate_stats_measure_the_bounded_cache_at_4096);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -53,9 +53,10 @@ size_t al_model_kv_elems_per_token(const al_model_config *c);
  * tokens: its kv_rows (interface version 4) or, without one, `context`.
  * The one place the core asks; the decoder allocates this many rows. */
 int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context);
-/* Cache bytes of layer l at `context` tokens stored as dtype, and the
- * whole model's (the sum over layers): what a decoder of that context
- * allocates per sequence. */
+/* Rows and bytes of layer l's cache at `context` tokens stored as dtype,
+ * and the whole model's bytes (the sum over layers): what a decoder of
+ * that context allocates per sequence. */
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
 

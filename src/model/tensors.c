@@ -135,12 +135,19 @@ int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context
     return rows;
 }
 
-size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
 {
     AL_ASSERT(l >= 0 && l < c->n_layer);
     al_attn_shape s;
     fill_shape(&s, c);   /* every layer runs c->attn */
-    return (size_t)al_attn_kv_rows(c->attn, &s, context) * c->attn->kv_elems(&s) *
+    return al_attn_kv_rows(c->attn, &s, context);
+}
+
+size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
+{
+    al_attn_shape s;
+    fill_shape(&s, c);
+    return (size_t)al_model_layer_kv_rows(c, l, context) * c->attn->kv_elems(&s) *
            al_kv_dtype_size(dtype);
 }
 
