@@ -489,6 +489,86 @@ START_TEST(generate_stats_measure_the_bounded_cache_at_4096)
 }
 END_TEST
 
+/* The cell of column `col` in the summary row starting with `trial,`. */
+static void summary_cell(const char *csv, const char *trial, const char *col, char *out,
+                         size_t n)
+{
+    const char *nl = strchr(csv, '\n');
+    int want = -1, i = 0;
+    for (const char *p = csv; p < nl; i++) {
+        size_t len = strcspn(p, ",\n");
+        if (len == strlen(col) && !strncmp(p, col, len)) want = i;
+        p += len + 1;
+    }
+    ck_assert_int_ge(want, 0);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s,", trial);
+    const char *p = strstr(csv, key);
+    ck_assert_msg(p, "no row %s", trial);
+    for (p++, i = 0; i < want; i++) p += strcspn(p, ",") + 1;
+    snprintf(out, n, "%.*s", (int)strcspn(p, ",\n"), p);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char *buf = calloc(1 << 20, 1);
+    fread(buf, 1, (1 << 20) - 1, f);
+    fclose(f);
+    return buf;
+}
+
+/* A sweep of mha and local (window 4, 2 sinks), 2 layers of 2 heads of 8:
+ * 128 bytes a layer a token. At report.context's default (seq_len 16)
+ * mha's cache is 16 x 256 = 4096 bytes and local's 2 x 6 rows x 128 =
+ * 1536; report.context 1000 on the finished sweep retrains nothing (the
+ * trials keep their ids) and re-reports: mha 256000, local still 1536. */
+START_TEST(report_context_re_reports_without_changing_a_trial)
+{
+    char *dir = al_test_tmpdir(), text[4096], args[8192], *out;
+    for (int i = 0; i < 4000; i++) text[i] = "the cat sat on the mat. "[i % 24];
+    text[4000] = 0;
+    char *data = al_test_write(dir, "data.txt", text);
+    snprintf(text, sizeof text,
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 2, d_model: 16, n_head: 2, seq_len: 16}\n"
+             "train: {steps: 4, eval_every: 2, batch_size: 4, eval_batches: 2, threads: 1,\n"
+             "        warmup_steps: 2}\n"
+             "sweep:\n  grid:\n    model.attention: [{variant: mha}, "
+             "{variant: local, window: 4, sinks: 2}]\n", data);
+    char *exp = al_test_write(dir, "exp.yaml", text);
+    static const struct {
+        const char *set, *ctx, *mha, *local, *cell, *done;
+    } runs[] = {
+        {"", "16", "4096", "1536", "| 1,536 (16) |", "2 ok, 0 diverged, 0 failed, 0 kept"},
+        {"--set report.context=1000", "1000", "256000", "1536", "| 256,000 (1,000) |",
+         "0 ok, 0 diverged, 0 failed, 2 kept from before"},
+    };
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "sweep %s --out %s/r %s", exp, dir, runs[k].set);
+        ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+        ck_assert_msg(strstr(out, runs[k].done), "%s", out);
+        free(out);
+        snprintf(args, sizeof args, "%s/r/summary.csv", dir);
+        char *csv = read_all(args), cell[64];
+        summary_cell(csv, "mha_seed1", "kv_context", cell, sizeof cell);
+        ck_assert_str_eq(cell, runs[k].ctx);
+        summary_cell(csv, "mha_seed1", "kv_bytes_at_context", cell, sizeof cell);
+        ck_assert_str_eq(cell, runs[k].mha);
+        summary_cell(csv, "local-window4-sinks2_seed1", "kv_bytes_at_context", cell,
+                     sizeof cell);
+        ck_assert_str_eq(cell, runs[k].local);
+        free(csv);
+        snprintf(args, sizeof args, "%s/r/report.md", dir);
+        char *md = read_all(args);
+        ck_assert_msg(strstr(md, runs[k].cell), "no '%s' in\n%s", runs[k].cell, md);
+        free(md);
+    }
+    free(exp), free(data), free(dir);
+}
+END_TEST
+
 Suite *local_suite(void)
 {
     Suite *s = suite_create("local");
@@ -504,6 +584,7 @@ Suite *local_suite(void)
     tcase_add_test(tc, version_3_tables_register_without_kv_rows_and_keep_a_row_per_token);
     tcase_add_test(tc, kv_prints_the_cache_at_a_context_per_layer_and_summed);
     tcase_add_test(tc, generate_stats_measure_the_bounded_cache_at_4096);
+    tcase_add_test(tc, report_context_re_reports_without_changing_a_trial);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,6 +32,7 @@ typedef struct row {
     const char *trial, *variant, *status, *reason, *tuned, *select_by;
     char config[256], group[256];
     double kv, params, params_to, n_layer, d_ff, seed;
+    double kv_context, kv_at;   /* the whole cache at kv_context tokens (NaN: older summary) */
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s;
     int causal;        /* 1, 0, or -1 when not given */
