@@ -135,7 +135,7 @@ typedef struct al_variant_ops {
                    const float *x, float *const *p, al_kv_cache *cache,
                    int pos);
 
-    /* ---- since version 3; every member below may be NULL ---- */
+    /* ---- since version 3; every member down to flags may be NULL ---- */
 
     /* Attention pictures: after forward() on a batch of one sequence of T
      * tokens, write every query head's attention probabilities, computed
