@@ -289,8 +289,9 @@ static double decode_diff(al_model *m, const int *tok, const float *full, int P,
 }
 
 /* Windows of 5 (the ring wraps within the trained seq_len) and 300 (more
- * than one AL_KV_TILE of rows in the ring), with and without sinks, over
- * 2 tiles and more: every position from the prompt on equals the full
+ * than one AL_KV_TILE of rows in the ring, cut between 2 threads for two
+ * of the prompts), with and without sinks, over 2 tiles and more: every
+ * position from the prompt on equals the full
  * forward to 1e-4 in f32; bf16 and f16 within 2 % and 0.5 % of the
  * largest logit, as test_decode.c states them. */
 START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
@@ -303,8 +304,10 @@ START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
         al_model m;
         make_model(&m, cases[c][0], cases[c][1], cases[c][2]);
         float *full = full_logits(&m, tok, N);
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < 4; p++) {   /* prompts 1 and SEQ at 2 threads: rows split */
+            al_parallel_set_threads(p % 2 ? 1 : 2);
             double amax = 0, diff = decode_diff(&m, tok, full, prompts[p], N, AL_KV_F32, &amax);
+            al_parallel_set_threads(1);
             ck_assert_msg(diff < 1e-4, "window %d sinks %d prompt %d: |decode - full| = %g",
                           cases[c][0], cases[c][2], prompts[p], diff);
             ck_assert_msg(amax > 1.0, "logits too small (%g) for the test to bite", amax);
@@ -435,7 +438,8 @@ START_TEST(kv_prints_the_cache_at_a_context_per_layer_and_summed)
                               "data: {path: /nonexistent}\n"
                               "model:\n  n_layer: 4\n  d_model: 128\n  n_head: 4\n  d_head: 32\n"
                               "  seq_len: 256\n"
-                              "  attention: {variant: local, window: 64, n_kv_head: 2, sinks: 4}\n");
+                              "  attention: {variant: local, window: 64, n_kv_head: 2, "
+                              "sinks: 4}\n");
     static const struct {
         const char *flag, *layer, *sum;
     } cases[] = {

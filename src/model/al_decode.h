@@ -87,8 +87,9 @@ const float *al_decoder_step(al_decoder *d, int token);
 const float *al_decoder_step_batch(al_decoder *d, const int *tokens);
 
 /* Benchmark support: fill rows [0, n) of every layer of every sequence
- * (all of a bounded cache's rows when it has fewer) with random rows (decode speed does not depend on what the
- * rows hold) and set every pos to n. */
+ * (all of a bounded cache's rows when it has fewer) with random rows
+ * (decode speed does not depend on what the rows hold) and set every pos
+ * to n. */
 void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed);
 
 /* Next token from logits (V): argmax (lowest index on ties) when

@@ -30,6 +30,10 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
                        "sees the future and cannot generate");
     if (context < 1) return al_errf(e, "context (%d) must be at least 1", context);
     if (dtype < 0 || dtype >= AL_KV_NDTYPES) return al_errf(e, "unknown kv dtype %d", dtype);
+    int rows = v->kv_rows ? v->kv_rows(&m->ashape, context) : context;   /* a plugin's answer */
+    if (rows < 1 || rows > context)
+        return al_errf(e, "variant '%s': kv_rows at context %d is %d, not 1 to %d", v->name,
+                       context, rows, context);
     return 0;
 }
 

@@ -34,8 +34,9 @@
  * Identity. A trial's label is built from the values that vary, e.g.
  * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
  * written as YAML, with train.threads and train.checkpoint_every left out
- * (how a trial is run, not what it is), and report.* (how it is shown). Its id is the label, or "label-HASH" where
- * the label alone would be ambiguous: two trials of the sweep share it, or
+ * (how a trial is run, not what it is), and report.* (how it is shown).
+ * Its id is the label, or "label-HASH" where the label alone would be
+ * ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
  * hash (al_sweep_assign_ids, al_sweep_results.h). So an edited file never
  * reuses a result.
