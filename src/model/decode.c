@@ -65,9 +65,10 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     size_t elems = c->attn->kv_elems(&m->ashape);
-    int rows = al_attn_kv_rows(c->attn, &m->ashape, context);   /* bounded: fewer */
-    for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
-        d->cache[i] = al_kv_cache_new(elems, rows, dtype);
+    for (int l = 0; l < c->n_layer; l++) {   /* a bounded layer holds fewer rows */
+        int rows = al_model_layer_kv_rows(c, l, context);
+        for (size_t b = 0; b < B; b++) d->cache[l * B + b] = al_kv_cache_new(elems, rows, dtype);
+    }
     size_t wide = D > F ? D : F;
     wide = wide > V ? wide : V;
     d->pos = al_calloc(B, sizeof *d->pos);
