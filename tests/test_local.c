@@ -460,6 +460,23 @@ START_TEST(kv_prints_the_cache_at_a_context_per_layer_and_summed)
         ck_assert_msg(strstr(out, want), "%s: no '%s' in\n%s", args, want, out);
         free(out);
     }
+    /* bad input: one line naming the key, exit 2 */
+    static const struct {
+        const char *set, *want;
+    } bad[] = {
+        {"'model.attention={variant: local}'", "'model.attention.window' is required"},
+        {"'model.attention={variant: local, window: 0}'", "'window' (0) must be at least 1"},
+        {"'model.attention={variant: local, window: 4, sinks: -2}'", "'sinks' (-2) must be"},
+        {"report.context=-1", "report.context"},
+    };
+    for (int i = 0; i < 4; i++) {
+        char args[4200], *out;
+        snprintf(args, sizeof args, "kv %s --set %s", cfg, bad[i].set);
+        ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+        ck_assert_msg(strstr(out, bad[i].want) && strchr(out, '\n') == out + strlen(out) - 1,
+                      "%s: %s", args, out);
+        free(out);
+    }
     free(cfg), free(dir);
 }
 END_TEST
