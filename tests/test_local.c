@@ -590,6 +590,31 @@ START_TEST(report_context_re_reports_without_changing_a_trial)
 }
 END_TEST
 
+/* A variant (a plugin's, say) whose kv_rows answers more rows than tokens
+ * is refused by the decoder with one line naming it, not a crash. */
+static int too_many_rows(const al_attn_shape *s, int context)
+{
+    (void)s;
+    return context + 1;
+}
+
+START_TEST(decoder_refuses_a_kv_rows_answer_outside_the_context)
+{
+    static al_variant_ops bad;
+    bad = *al_variant_find("local");
+    bad.kv_rows = too_many_rows;
+    al_model m;
+    make_model(&m, 5, 0, 0);
+    m.cfg.attn = &bad;
+    al_decoder d;
+    al_err e;
+    ck_assert_int_ne(al_decoder_init(&d, &m, 10, AL_KV_F32, &e), 0);
+    ck_assert_str_eq(e.msg, "variant 'local': kv_rows at context 10 is 11, not 1 to 10");
+    m.cfg.attn = al_variant_find("local");
+    al_model_free(&m);
+}
+END_TEST
+
 Suite *local_suite(void)
 {
     Suite *s = suite_create("local");
@@ -606,6 +631,7 @@ Suite *local_suite(void)
     tcase_add_test(tc, kv_prints_the_cache_at_a_context_per_layer_and_summed);
     tcase_add_test(tc, generate_stats_measure_the_bounded_cache_at_4096);
     tcase_add_test(tc, report_context_re_reports_without_changing_a_trial);
+    tcase_add_test(tc, decoder_refuses_a_kv_rows_answer_outside_the_context);
     suite_add_tcase(s, tc);
     return s;
 }
