@@ -590,6 +590,34 @@ START_TEST(report_context_re_reports_without_changing_a_trial)
 }
 END_TEST
 
+/* report.* is not part of what a run computes: a run stopped, then resumed
+ * with another report.context, resumes (its saved state's config leaves
+ * report.* out, as a state saved before report.context existed did). */
+START_TEST(a_run_resumes_under_another_report_context)
+{
+    char *dir = al_test_tmpdir(), text[4096], args[8192], *out;
+    for (int i = 0; i < 3000; i++) text[i] = "a local window. "[i % 16];
+    text[3000] = 0;
+    char *data = al_test_write(dir, "data.txt", text);
+    snprintf(text, sizeof text,
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16,\n"
+             "        attention: {variant: local, window: 3, sinks: 1}}\n"
+             "train: {steps: 8, batch_size: 2, eval_every: 4, eval_batches: 1, threads: 1,\n"
+             "        warmup_steps: 2}\n", data);
+    char *cfg = al_test_write(dir, "c.yaml", text);
+    snprintf(args, sizeof args, "train %s --out %s/run --stop-after 3", cfg, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "status=stopped steps=3"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "train --resume %s/run --set report.context=500", dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "val_loss="), "%s", out);
+    free(out);
+    free(cfg), free(data), free(dir);
+}
+END_TEST
+
 /* A variant (a plugin's, say) whose kv_rows answers more rows than tokens
  * is refused by the decoder with one line naming it, not a crash. */
 static int too_many_rows(const al_attn_shape *s, int context)
@@ -632,6 +660,7 @@ Suite *local_suite(void)
     tcase_add_test(tc, generate_stats_measure_the_bounded_cache_at_4096);
     tcase_add_test(tc, report_context_re_reports_without_changing_a_trial);
     tcase_add_test(tc, decoder_refuses_a_kv_rows_answer_outside_the_context);
+    tcase_add_test(tc, a_run_resumes_under_another_report_context);
     suite_add_tcase(s, tc);
     return s;
 }
