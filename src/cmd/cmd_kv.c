@@ -18,7 +18,8 @@ static const al_opt kv_opts[] = {
     AL_ARG("CONFIG.yaml", kv_args, o.file, AL_OPT_REQUIRED, "the experiment file"),
     AL_CLI_SET(kv_args, 0),
     AL_CLI_PLUGIN(kv_args, 0),
-    AL_CLI_CONTEXT(kv_args, 0, "also print the cache bytes for N tokens"),
+    AL_CLI_CONTEXT(kv_args, 0, "the cache at N tokens, per layer and summed (default: "
+                   "model.seq_len)"),
     {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(kv_args, o.out),
      .flags = AL_OPT_IGNORED, .help = "unused by kv"},
     {0},
@@ -29,9 +30,28 @@ static const al_cli_spec kv_spec = {
     "Print the model's shape (after model.match_params), its parameter count\n"
     "(and the count it was matched to), and the KV-cache size per token, summed\n"
     "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
-    "with --context N also for N tokens. `attnlab generate --stats` measures\n"
-    "the same figure from the caches it allocates.\n",
+    "then the whole cache at a context of N tokens (--context, default the\n"
+    "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
+    "holds fewer rows than tokens) and summed. `attnlab generate --stats`\n"
+    "measures the same figures from the caches it allocates.\n",
 };
+
+/* The cache at `context` tokens: each layer's rows and bytes, then the
+ * sum, at each dtype. */
+static void print_kv_at(const al_model_config *m, int context)
+{
+    printf("kv_context: %d\n", context);
+    for (int l = 0; l < m->n_layer; l++)
+        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu\n", l, m->variant,
+               al_model_layer_kv_rows(m, l, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_F32, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_BF16, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
+    printf("kv_bytes_at_context_%d: f32=%zu bf16=%zu f16=%zu\n", context,
+           al_model_kv_bytes_at(m, AL_KV_F32, context),
+           al_model_kv_bytes_at(m, AL_KV_BF16, context),
+           al_model_kv_bytes_at(m, AL_KV_F16, context));
+}
 
 static void print_kv(const al_config *c, size_t params, long context)
 {
@@ -52,9 +72,7 @@ static void print_kv(const al_config *c, size_t params, long context)
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
-    if (context)
-        printf("kv_bytes_at_context_%ld: f32=%zu bf16=%zu f16=%zu\n", context,
-               b[AL_KV_F32] * context, b[AL_KV_BF16] * context, b[AL_KV_F16] * context);
+    print_kv_at(m, (int)(context ? context : m->seq_len));
 }
 
 int al_cmd_kv(int argc, char **argv)

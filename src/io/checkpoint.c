@@ -429,7 +429,7 @@ static char *config_yaml(const al_config *c)
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     AL_ASSERT(f != NULL);
-    al_config_write_yaml(c, f);
+    al_config_write_yaml_identity(c, f);   /* report.* is not the run */
     AL_ASSERT(fclose(f) == 0);
     return buf;
 }

@@ -509,6 +509,7 @@ static const num_rule num_rules[] = {
     IRULE(data.min_kv_pairs, R_NONNEG), IRULE(data.curriculum_steps, R_NONNEG),
     IRULE(data.train_examples, R_POS), IRULE(data.test_examples, R_POS),
     DRULE(data.power_a, R_NONNEG),
+    IRULE(report.context, R_NONNEG),
     {NULL, 0, 0, 0},
 };
 

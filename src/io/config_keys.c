@@ -98,12 +98,20 @@ static const key_spec train_keys[] = {
 };
 #undef T
 
+#define R al_report_config
+const key_spec al_cfg_report_keys[] = {
+    FIELD(R, context, K_INT, "0", "context (tokens) at which the report gives each model's whole KV cache, beside bytes per token (0 = model.seq_len); not part of a trial's identity, so changing it on a finished sweep only re-reports"),
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef R
+
 const key_spec al_cfg_top_keys[] = {
     {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)"},
     {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)"},
     NESTED(data, data_keys, "the data source"),
     NESTED(model, al_cfg_model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
+    NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},

@@ -44,6 +44,7 @@ typedef struct key_spec {
 extern const key_spec al_cfg_top_keys[];
 extern const key_spec al_cfg_model_keys[];
 extern const key_spec al_cfg_match_keys[];
+extern const key_spec al_cfg_report_keys[];   /* report.*: not a trial's identity */
 /* The allowed values of data.source, model.kv_dtype, train.init_convert. */
 extern const char *const al_cfg_data_sources[];
 extern const char *const al_cfg_kv_dtypes[];

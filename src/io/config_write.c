@@ -170,6 +170,21 @@ void al_config_write_yaml(const al_config *c, FILE *f)
     free(tmp);
 }
 
+void al_config_write_yaml_identity(const al_config *c, FILE *f)
+{
+    enum { MAX_TOP = 16 };
+    key_spec top[MAX_TOP];
+    int n = 0;
+    for (const key_spec *t = al_cfg_top_keys; t->key; t++) {
+        AL_ASSERT(n + 1 < MAX_TOP);
+        if (t->sub != al_cfg_report_keys) top[n++] = *t;
+    }
+    top[n] = (key_spec){0};
+    al_config *tmp = al_malloc(sizeof *tmp);
+    write_table(f, top, with_init_convert(c, tmp), 0);
+    free(tmp);
+}
+
 /* ------------------------------------------------------------ JSON */
 
 /* A string in valid UTF-8 (jansson refuses anything else): a path that is

@@ -73,11 +73,18 @@ typedef struct al_train_config {
     char init_convert[8];                /* none | mean | first | random | svd */
 } al_train_config;
 
+/* How results are shown, not what a run computes: report.* never enters a
+ * sweep trial's identity (al_config_write_yaml_identity). */
+typedef struct al_report_config {
+    int context;                         /* tokens the cache is sized for; 0 = model.seq_len */
+} al_report_config;
+
 typedef struct al_config {
     char file[AL_PATH_LEN];              /* where it came from */
     al_data_config data;
     al_model_config model;
     al_train_config train;
+    al_report_config report;
     int n_plugins;
     char plugins[AL_MAX_PLUGINS][AL_PATH_LEN];
 } al_config;

@@ -38,7 +38,8 @@ size_t al_kv_bytes_per_token(const al_model_config *c, int dtype);
 
 typedef struct al_decoder {
     al_model *m;          /* borrowed: outlives the decoder */
-    int context, dtype;   /* rows per cache, enum al_kv_dtype */
+    int context, dtype;   /* tokens per sequence (a cache holds al_attn_kv_rows of
+                             them), enum al_kv_dtype */
     int batch;            /* sequences */
     int *pos;             /* owned, (batch): tokens in each sequence's caches */
     al_kv_cache **cache;  /* owned, n_layer x batch: layer l of sequence b at l * batch + b */
@@ -61,6 +62,11 @@ void al_decoder_free(al_decoder *d);
 void al_decoder_reset(al_decoder *d);
 /* Storage held by the decoder's caches, as counted by their allocator. */
 size_t al_decoder_cache_bytes(const al_decoder *d);
+/* Bytes of one token's rows summed over layers, measured from sequence
+ * 0's caches (their bytes over their rows): a bounded cache (kv_rows)
+ * holds fewer rows than its context, so this is not cache bytes over
+ * the context. */
+size_t al_decoder_row_bytes(const al_decoder *d);
 
 /* Run tokens[0..n) through one forward pass of the model (B = 1, which may
  * allocate the model's activations for T = n) and fill the caches from
@@ -80,9 +86,10 @@ const float *al_decoder_step(al_decoder *d, int token);
  * al_decoder_step gives that sequence alone, up to rounding. */
 const float *al_decoder_step_batch(al_decoder *d, const int *tokens);
 
-/* Benchmark support: fill positions [0, n) of every layer of every
- * sequence with random rows (decode speed does not depend on what the
- * rows hold) and set every pos to n. */
+/* Benchmark support: fill rows [0, n) of every layer of every sequence
+ * (all of a bounded cache's rows when it has fewer) with random rows
+ * (decode speed does not depend on what the rows hold) and set every pos
+ * to n. */
 void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed);
 
 /* Next token from logits (V): argmax (lowest index on ties) when

@@ -49,4 +49,15 @@ void al_tensor_table_free(al_tensor_table *t);
 size_t al_model_param_count(const al_model_config *c, al_err *e);
 size_t al_model_kv_elems_per_token(const al_model_config *c);
 
+/* Rows a cache of variant v (shape s) holds at a context of `context`
+ * tokens: its kv_rows (interface version 4) or, without one, `context`.
+ * The one place the core asks; the decoder allocates this many rows. */
+int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context);
+/* Rows and bytes of layer l's cache at `context` tokens stored as dtype,
+ * and the whole model's bytes (the sum over layers): what a decoder of
+ * that context allocates per sequence. */
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
+size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
+size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
+
 #endif

@@ -30,6 +30,10 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
                        "sees the future and cannot generate");
     if (context < 1) return al_errf(e, "context (%d) must be at least 1", context);
     if (dtype < 0 || dtype >= AL_KV_NDTYPES) return al_errf(e, "unknown kv dtype %d", dtype);
+    int rows = v->kv_rows ? v->kv_rows(&m->ashape, context) : context;   /* a plugin's answer */
+    if (rows < 1 || rows > context)
+        return al_errf(e, "variant '%s': kv_rows at context %d is %d, not 1 to %d", v->name,
+                       context, rows, context);
     return 0;
 }
 
@@ -61,8 +65,10 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     size_t elems = c->attn->kv_elems(&m->ashape);
-    for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
-        d->cache[i] = al_kv_cache_new(elems, context, dtype);
+    for (int l = 0; l < c->n_layer; l++) {   /* a bounded layer holds fewer rows */
+        int rows = al_model_layer_kv_rows(c, l, context);
+        for (size_t b = 0; b < B; b++) d->cache[l * B + b] = al_kv_cache_new(elems, rows, dtype);
+    }
     size_t wide = D > F ? D : F;
     wide = wide > V ? wide : V;
     d->pos = al_calloc(B, sizeof *d->pos);
@@ -103,6 +109,16 @@ size_t al_decoder_cache_bytes(const al_decoder *d)
 {
     size_t n = 0;
     for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++) n += al_kv_cache_bytes(d->cache[i]);
+    return n;
+}
+
+size_t al_decoder_row_bytes(const al_decoder *d)
+{
+    size_t n = 0;
+    for (int l = 0; l < d->m->cfg.n_layer; l++) {
+        const al_kv_cache *c = d->cache[(size_t)l * d->batch];
+        n += al_kv_cache_bytes(c) / (size_t)al_kv_cache_context(c);
+    }
     return n;
 }
 
@@ -225,7 +241,7 @@ void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
     size_t elems = al_kv_cache_elems(d->cache[0]);
     float *row = al_malloc(elems * sizeof(float));   /* set-up, not a decode step */
     for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
-        for (int t = 0; t < n; t++) {
+        for (int t = 0; t < n && t < al_kv_cache_context(d->cache[i]); t++) {
             for (size_t j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
             al_kv_row_put(d->cache[i], t, row);
         }

@@ -4,6 +4,7 @@
  */
 #include "al_tensors.h"
 #include "al_registry.h"
+#include "al_kvcache.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -124,6 +125,37 @@ size_t al_model_kv_elems_per_token(const al_model_config *c)
     al_attn_shape s;
     fill_shape(&s, c);
     return (size_t)c->n_layer * c->attn->kv_elems(&s);
+}
+
+int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context)
+{
+    AL_ASSERT(context >= 1);
+    int rows = v->kv_rows ? v->kv_rows(s, context) : context;
+    AL_ASSERT(rows >= 1 && rows <= context);   /* a cache never holds more than its tokens */
+    return rows;
+}
+
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
+{
+    AL_ASSERT(l >= 0 && l < c->n_layer);
+    al_attn_shape s;
+    fill_shape(&s, c);   /* every layer runs c->attn */
+    return al_attn_kv_rows(c->attn, &s, context);
+}
+
+size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
+{
+    al_attn_shape s;
+    fill_shape(&s, c);
+    return (size_t)al_model_layer_kv_rows(c, l, context) * c->attn->kv_elems(&s) *
+           al_kv_dtype_size(dtype);
+}
+
+size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
+{
+    size_t n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_bytes(c, l, dtype, context);
+    return n;
 }
 
 size_t al_model_param_count(const al_model_config *c, al_err *e)

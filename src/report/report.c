@@ -80,10 +80,11 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
         "n_layer", "d_ff", "seed", "tokens_per_step", "final_train_loss", "val_loss",
         "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s",
-        "wall_s", "baseline", "steps", NULL};
+        "wall_s", "baseline", "steps", "kv_context", "kv_bytes_at_context", NULL};
     double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
         &w->seed, &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->best_val_loss,
-        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base, &w->steps};
+        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base, &w->steps,
+        &w->kv_context, &w->kv_at};
     for (int i = 0; cols[i]; i++)
         if (num_cell(t, r, cols[i], path, dst[i], e)) return -1;
     w->trial = al_csv_cell(t, r, "trial");
@@ -111,7 +112,8 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
  * whether or not this file reads them: every other column is a setting. */
 static const char *const own_cols[] = {"trial", "config", "group", "tuned", "select_by",
     "baseline", "variant", "causal", "seed", "n_layer", "d_ff", "params", "params_to",
-    "kv_bytes_per_token", "steps", "tokens_per_step", "final_train_loss", "val_loss",
+    "kv_bytes_per_token", "kv_context", "kv_bytes_at_context", "steps", "tokens_per_step",
+    "final_train_loss", "val_loss",
     "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s", "wall_s",
     "status", "reason", "stage", "upstream", "init_convert", "upstream_steps",
     "init_val_loss", "cpu_model", "blas_core", "threads", NULL};
@@ -596,12 +598,13 @@ static const group *base_group(const report *R)
 /* ------------------------------------------------------------ report.md */
 
 typedef struct cols {
-    int unmasked, matched, acc;
+    int unmasked, matched, acc, kv_at;
 } cols;
 
 static cols which_cols(const report *R)
 {
-    return (cols){any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc};
+    return (cols){any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc,
+                  any_col(R, offsetof(row, kv_at))};
 }
 
 static void md_table_head(FILE *f, const report *R)
@@ -614,7 +617,9 @@ static void md_table_head(FILE *f, const report *R)
     if (c.unmasked) fputs(" causal |", f), n++;
     fputs(" n_layer | d_ff | params |", f);
     if (c.matched) fputs(" matched to |", f), n++;
-    fprintf(f, " KV bytes/token | seeds | %s (mean ± 95 %%) | sd |", R->metric);
+    fputs(" KV bytes/token |", f);
+    if (c.kv_at) fputs(" KV cache at context (tokens) |", f), n++;
+    fprintf(f, " seeds | %s (mean ± 95 %%) | sd |", R->metric);
     if (c.acc) fputs(" solved |", f), n++;
     fprintf(f, " Δ vs baseline [95 %%] | resolved (Holm) | val loss | slope/100 steps |"
             " tokens/s | Pareto |\n|");
@@ -640,10 +645,16 @@ static void md_table_row(FILE *f, const report *R, const group *g)
     fprintf(f, " %s | %s | %s |", a, b, d);
     if (c.matched) fmt_int(a, sizeof a, w->params_to), fprintf(f, " %s |", a);
     fmt_int(a, sizeof a, w->kv);
+    fprintf(f, " %s |", a);
+    if (c.kv_at) {   /* "139,264 (256)": the whole cache at report.context */
+        fmt_int(a, sizeof a, w->kv_at);
+        fmt_int(b, sizeof b, w->kv_context);
+        fprintf(f, isnan(w->kv_at) ? " %s |" : " %s (%s) |", a, b);
+    }
     fmt_ci(b, sizeof b, &g->q);
     if (!g->q.n) snprintf(b, sizeof b, "– (%s)", g->n_ok ? "pending" : w->status);
     fmt_sd(d, sizeof d, &g->q);
-    fprintf(f, " %s | %d%s | %s | %s |", a, g->q.n, g->n_open ? "+" : "", b, d);
+    fprintf(f, " %d%s | %s | %s |", g->q.n, g->n_open ? "+" : "", b, d);
     if (c.acc && g->solved_step_n)
         fprintf(f, " %d/%d (median step %.0f) |", g->solved, g->q.n, g->solved_step);
     else if (c.acc) fprintf(f, " %d/%d |", g->solved, g->q.n);

@@ -38,6 +38,7 @@ typedef struct row {
     const char *trial, *variant, *status, *reason, *tuned, *select_by;
     char config[256], group[256];
     double kv, params, params_to, n_layer, d_ff, seed;
+    double kv_context, kv_at;   /* the whole cache at kv_context tokens (NaN: older summary) */
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s, steps;
     const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */

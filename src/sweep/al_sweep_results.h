@@ -77,10 +77,13 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
 
 /* DIR/summary.csv from the spec and every trial's result.json. Columns:
  * trial,config,group,tuned,select_by,baseline,variant, then the settings,
- * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
- * tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,
- * test_loss,test_accuracy,tokens_per_s,wall_s,status,reason
- * (blank where not applicable; kv bytes are f32 over all layers). The
+ * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,kv_context,
+ * kv_bytes_at_context,steps,tokens_per_step,final_train_loss,val_loss,
+ * best_val_loss,val_accuracy,test_loss,test_accuracy,tokens_per_s,wall_s,
+ * status,reason (blank where not applicable; kv bytes are f32 over all
+ * layers; kv_bytes_at_context is the whole cache at kv_context tokens,
+ * report.context or model.seq_len, which a bounded layer such as local
+ * makes less than kv_context x kv_bytes_per_token). The
  * settings are one column per setting name any variant of the sweep
  * declares (model.attention's keys, e.g. n_kv_head), in the registry's
  * order of the variants (`attnlab variants`), each variant's in the order

@@ -41,8 +41,9 @@
  * Identity. A trial's label is built from the values that vary, e.g.
  * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
  * written as YAML, with train.threads and train.checkpoint_every left out
- * (how a trial is run, not what it is). Its id is the label, or "label-HASH" where
- * the label alone would be ambiguous: two trials of the sweep share it, or
+ * (how a trial is run, not what it is), and report.* (how it is shown).
+ * Its id is the label, or "label-HASH" where the label alone would be
+ * ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
  * hash (al_sweep_assign_ids, al_sweep_results.h). So an edited file never
  * reuses a result.
@@ -114,6 +115,8 @@ typedef struct al_sweep_trial {
     char hash[17];                     /* 16 hex digits of the resolved config */
     al_config cfg;                     /* decoded */
     size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
+    int kv_context;                    /* report.context, or model.seq_len */
+    size_t kv_bytes_at_context;        /* f32, every layer's cache at kv_context */
 } al_sweep_trial;
 
 #define AL_SWEEP_MAX_STAGES 16

@@ -411,6 +411,8 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_int(f, (long)t->params);
     put_int(f, m->match.by ? (long)m->match.params_to : -1);
     put_int(f, (long)(4 * t->kv_elems_per_token));
+    put_int(f, t->kv_context);
+    put_int(f, (long)t->kv_bytes_at_context);
     put_int(f, t->cfg.train.steps);
     put_int(f, (long)t->cfg.train.batch_size * m->seq_len);
     put_num(f, r->final_train_loss, "%.9g");
@@ -443,7 +445,8 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     setting_columns(s, &c);
     fputs("trial,config,group,tuned,select_by,baseline,variant,", f);
     for (int k = 0; k < c.n; k++) fprintf(f, "%s,", c.name[k]);
-    fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
+    fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,kv_context,"
+          "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
           "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);

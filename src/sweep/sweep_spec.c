@@ -14,6 +14,7 @@
 
 #include "al_config_io.h"
 #include "al_data.h"
+#include "al_kvcache.h"
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"
@@ -827,6 +828,8 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     t->params = al_model_param_count(&t->cfg.model, e);
     if (!t->params) goto fail;
     t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
+    t->kv_context = t->cfg.report.context ? t->cfg.report.context : t->cfg.model.seq_len;
+    t->kv_bytes_at_context = al_model_kv_bytes_at(&t->cfg.model, AL_KV_F32, t->kv_context);
     al_sweep_config_hash(&t->cfg, 0, t->hash);
     return 0;
 fail:
@@ -1078,7 +1081,7 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     AL_ASSERT(f != NULL);
-    al_config_write_yaml(&c, f);
+    al_config_write_yaml_identity(&c, f);   /* report.* left out */
     fclose(f);
     uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
