@@ -58,9 +58,14 @@ int al_score_open(const char *ckpt, const char *file, long seq_len, al_score_in 
 static size_t window_floats(const al_model *m, int T)
 {
     const al_model_config *c = &m->cfg;
-    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T;
-    return c->n_layer * (4 * t * D + 2 * t + 2 * t * F + c->attn->act_floats(&m->ashape, 1, T)) +
-           t * (5 * D + 2 + V + 2 * F) + c->attn->scratch_floats(&m->ashape, 1, T);
+    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T, n = 0, scratch = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const al_layer *L = &m->layers[l];
+        size_t s = L->attn->scratch_floats(&L->ashape, 1, T);
+        n += 4 * t * D + 2 * t + 2 * t * F + L->attn->act_floats(&L->ashape, 1, T);
+        scratch = s > scratch ? s : scratch;
+    }
+    return n + t * (5 * D + 2 + V + 2 * F) + scratch;
 }
 
 static long batch_for(const al_model *m, int T, long windows, long want)

@@ -27,7 +27,7 @@ static void add_tensor(al_tensor_table *t, size_t *off, const char *name, int ro
 /* The variant's params() answer (a plugin's, perhaps): a count in range,
  * plain distinct names, sizes that fit, a known init. A mistake is an
  * error naming the variant, not a crash. */
-static int check_attn_params(const al_tensor_table *t, const char *v, al_err *e)
+static int check_attn_params(const al_attn_item *t, const char *v, al_err *e)
 {
     int n = t->n_attn_params;
     if (n < 1 || n > AL_MAX_ATTN_PARAMS)
@@ -54,8 +54,9 @@ static int check_attn_params(const al_tensor_table *t, const char *v, al_err *e)
     return 0;
 }
 
-/* The variant's view of c: d_head as given (decoding resolved it). */
-static void fill_shape(al_attn_shape *s, const al_model_config *c)
+/* The variant's view of c: d_head as given (decoding resolved it), item
+ * k's settings. */
+static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
 {
     memset(s, 0, sizeof *s);
     s->d_model = c->d_model;
@@ -65,37 +66,58 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c)
     s->causal = c->causal;
     s->rope_base = (float)c->rope_base;
     s->norm_eps = (float)c->norm_eps;
-    memcpy(s->set, c->attn_set, sizeof s->set);
+    al_attn_config a = al_config_attn_item(c, k);
+    memcpy(s->set, a.set, sizeof s->set);
 }
 
-/* The variant's check and tensors; 0 or -1 if it rejects the shape. */
-static int attn_tensors(al_tensor_table *t, const al_model_config *c, al_err *e)
+/* Item k's variant, check and tensors; 0 or -1 if it rejects the shape. */
+static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err *e)
 {
-    char err[512] = "";
-    if (c->attn->check && c->attn->check(&t->ashape, err, sizeof err) != 0) {
+    char err[512] = "", where[64] = "model.attention";
+    if (c->n_layer_attn > 0) snprintf(where, sizeof where, "model.layer_attention[%d]", k);
+    fill_shape(&t->ashape, c, k);
+    t->ops = al_config_attn_item(c, k).attn;
+    AL_ASSERT(t->ops != NULL);
+    if (t->ops->check && t->ops->check(&t->ashape, err, sizeof err) != 0) {
         err[sizeof err - 1] = 0;   /* a plugin's message, perhaps unterminated */
-        return al_errf(e, "model.attention: %s", err);
+        return al_errf(e, "%s: %s", where, err);
     }
-    t->n_attn_params = c->attn->params(&t->ashape, t->attn_spec);
-    return check_attn_params(t, c->attn->name, e);
+    t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
+    if (check_attn_params(t, t->ops->name, e) == 0) return 0;
+    if (c->n_layer_attn > 0) {   /* the item, not model.attention */
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s", e->msg + strlen("model.attention: "));
+        return al_errf(e, "%s: %s", where, msg);
+    }
+    return -1;
+}
+
+static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
+{
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += t->item[l % t->n_items].n_attn_params;
+    return n;
 }
 
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
     char name[AL_TENSOR_NAME];
     memset(t, 0, sizeof *t);
-    fill_shape(&t->ashape, c);
     t->d_ff = al_config_d_ff(c);
-    if (attn_tensors(t, c, e)) return -1;
+    t->n_items = al_config_n_attn(c);
+    for (int k = 0; k < t->n_items; k++)
+        if (attn_tensors(&t->item[k], c, k, e)) return -1;
     int D = c->d_model, F = t->d_ff;
-    t->tensors = al_calloc((size_t)c->n_layer * (4 + t->n_attn_params) + 2, sizeof(al_tensor));
+    t->tensors = al_calloc((size_t)c->n_layer * 4 + per_layer_tensors(t, c) + 2,
+                           sizeof(al_tensor));
     size_t off = 0;
     add_tensor(t, &off, "tok_emb.weight", c->vocab_size, D, AL_INIT_NORMAL);
     for (int l = 0; l < c->n_layer; l++) {
         snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
         add_tensor(t, &off, name, D, 0, AL_INIT_ONES);
-        for (int i = 0; i < t->n_attn_params; i++) {
-            const al_param_spec *p = &t->attn_spec[i];
+        const al_attn_item *it = &t->item[l % t->n_items];
+        for (int i = 0; i < it->n_attn_params; i++) {
+            const al_param_spec *p = &it->attn_spec[i];
             snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
             add_tensor(t, &off, name, p->rows, p->cols, p->init);
         }
@@ -119,11 +141,19 @@ void al_tensor_table_free(al_tensor_table *t)
 
 /* ------------------------------------------------------------ counts */
 
-size_t al_model_kv_elems_per_token(const al_model_config *c)
+size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
 {
     al_attn_shape s;
-    fill_shape(&s, c);
-    return (size_t)c->n_layer * c->attn->kv_elems(&s);
+    int k = layer % al_config_n_attn(c);
+    fill_shape(&s, c, k);
+    return al_config_attn_item(c, k).attn->kv_elems(&s);
+}
+
+size_t al_model_kv_elems_per_token(const al_model_config *c)
+{
+    size_t n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_elems(c, l);
+    return n;
 }
 
 size_t al_model_param_count(const al_model_config *c, al_err *e)
