@@ -19,6 +19,7 @@
 #include "al_cli.h"
 #include "al_parallel.h"
 #include "al_score_in.h"
+#include "al_sweep_spec.h"
 
 /* Activation floats a batch may take before it is split further (~256 MB). */
 #define SCORE_BUDGET_FLOATS (64L << 20)
@@ -185,8 +186,10 @@ int al_cmd_score(int argc, char **argv)
     if (o.json) {
         print_json(&o, &s, loss);
     } else {
+        char variant[256];
+        al_sweep_stack_label(variant, sizeof variant, &s.m.cfg, "/");
         printf("checkpoint=%s step=%ld variant=%s seq_len=%d windows=%ld\n", o.ckpt, s.step,
-               s.m.cfg.variant, s.T, s.windows);
+               variant, s.T, s.windows);
         printf("loss=%.6f tokens=%ld%s\n", loss, s.windows * s.T,
                s.m.cfg.causal ? "" : " causal=false");
     }
