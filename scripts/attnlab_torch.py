@@ -3,7 +3,10 @@
 
 An independent implementation of the model spec in the README (and of MLA as
 issue 3 writes it), for Debian's /usr/bin/python3 with python3-torch and
-nothing else: the safetensors file is read by hand (struct + json).
+nothing else: the safetensors file is read by hand (struct + json). Each
+layer's attention comes from the checkpoint's config: "layer_attention" (a
+model.layer_attention stack, its items repeated over the layers), else
+"attention" for every layer.
 
 Command line:
   attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
