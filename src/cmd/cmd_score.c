@@ -153,8 +153,10 @@ static double score_all(al_score_in *s, int B)
 
 static void print_json(const score_args *o, const al_score_in *s, double loss)
 {
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, &s->m.cfg, "/");
     json_t *j = json_pack("{s:s, s:s, s:s, s:b, s:I, s:i, s:I, s:I, s:f}", "checkpoint",
-                          o->ckpt, "file", o->file, "variant", s->m.cfg.variant, "causal",
+                          o->ckpt, "file", o->file, "variant", variant, "causal",
                           s->m.cfg.causal, "step", (json_int_t)s->step, "seq_len", s->T,
                           "windows", (json_int_t)s->windows, "tokens",
                           (json_int_t)s->windows * s->T, "loss", loss);
