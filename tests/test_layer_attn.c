@@ -172,6 +172,12 @@ START_TEST(layer_attention_refusals_name_the_key_and_the_place)
     expect_error("model:\n  layer_attention:\n    - {variant: gqa, n_kv_head: 3}\n",
                  "%F:3:33: error: model.layer_attention[0]: 'n_kv_head' (3) must divide "
                  "'n_head' (4)");
+    /* matching by n_layer may not drop layers the list names either */
+    expect_error("model:\n  n_layer: 3\n  d_model: 32\n  n_head: 4\n  d_ff: 8\n  vocab_size: 256\n"
+                 "  layer_attention: [{variant: mha}, {variant: mha}, {variant: mha}]\n"
+                 "  match_params: {to: {variant: mqa}, by: n_layer}\n",
+                 "%F:8:17: error: 'model.match_params': matching by n_layer gives 2 blocks, fewer "
+                 "than the 3 attentions of 'model.layer_attention'");
     expect_error("model:\n  layer_attention: [{variant: mha}, {variant: mqb}]\n",
                  "%F:2:47: error: unknown variant 'mqb' in 'model.layer_attention[1].variant' "
                  "(did you mean 'mqa'?; a plugin's variant needs --plugin PATH or "

@@ -117,6 +117,10 @@ static int resolve_match(al_config *c, const al_node *root, al_err *e)
                              e);
     }
     AL_ASSERT(m->d_ff > 0 && m->n_layer > 0 && P > 0);
+    if (m->n_layer_attn > m->n_layer)   /* as validation refuses it before matching */
+        return al_cfg_verr(e, c, root, "model.match_params", "'model.match_params': matching by "
+                           "n_layer gives %d blocks, fewer than the %d attentions of "
+                           "'model.layer_attention'", m->n_layer, m->n_layer_attn);
     mt->n_layer = m->n_layer;
     mt->d_ff = m->d_ff;
     /* the counts with the real vocabulary (the same gap either way) */
