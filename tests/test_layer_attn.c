@@ -588,6 +588,44 @@ START_TEST(a_sweep_axis_over_the_list)
 }
 END_TEST
 
+/* A stage's convert.to replaces an upstream stack with one attention, the
+ * conversion going layer by layer. */
+START_TEST(a_stage_converts_a_stack_to_one_attention)
+{
+    const char *data = al_test_shakespeare();
+    if (!data) {
+        fprintf(stderr, "layer_attn: skipped the stages: no tinyshakespeare.txt\n");
+        return;
+    }
+    char *dir = al_test_tmpdir(), text[2048];
+    snprintf(text, sizeof text,
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 2, d_model: 16, n_head: 2, seq_len: 16,\n"
+             "        layer_attention: [{variant: mha}, {variant: gqa, n_kv_head: 1}]}\n"
+             "train: {steps: 4, batch_size: 2, eval_every: 4, eval_batches: 1, threads: 1}\n"
+             "stages:\n  - name: base\n    sweep: {seeds: 1}\n"
+             "  - name: up\n    from: base\n    convert: {to: [mqa], method: [mean]}\n"
+             "    steps: [2]\n", data);
+    char *path = al_test_write(dir, "st.yaml", text), args[8400], *out;
+    snprintf(args, sizeof args, "sweep %s --out %s/res --jobs 1", path, dir);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    free(out);
+    char sum[4300], *csv;
+    size_t n;
+    al_err e;
+    snprintf(sum, sizeof sum, "%s/res/summary.csv", dir);
+    ck_assert_msg(al_read_file(sum, &csv, &n, &e) == 0, "%s", e.msg);
+    ck_assert_msg(strstr(csv, "\nbase_seed1,base,base,,,1,mha/gqa-kv1,-/1,"), "%s", csv);
+    ck_assert_msg(strstr(csv, "\nup_seed1,") && strstr(strstr(csv, "\nup_seed1,"), ",mqa,"),
+                  "%s", csv);
+    ck_assert_msg(strstr(csv, ",ok,,up,base_seed1,mean,"), "%s", csv);
+    free(csv);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    ck_assert_int_eq(al_test_run(args, &out), 0);
+    free(out), free(path), free(dir);
+}
+END_TEST
+
 Suite *layer_attn_suite(void)
 {
     Suite *s = suite_create("layer_attn");
@@ -605,6 +643,7 @@ Suite *layer_attn_suite(void)
     tcase_add_test(tc, kv_prints_each_layer_and_the_sum);
     tcase_add_test(tc, convert_goes_layer_by_layer);
     tcase_add_test(tc, a_sweep_axis_over_the_list);
+    tcase_add_test(tc, a_stage_converts_a_stack_to_one_attention);
     suite_add_tcase(s, tc);
     return s;
 }

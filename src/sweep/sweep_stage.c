@@ -235,6 +235,9 @@ static al_node *upstream_root(stage_ctx *C, const stage_spec *sp, const al_sweep
             snprintf(path, sizeof path, "%s.%s", edit_keys[i], sp->edits[i]->keys[j]);
             if (al_node_set_path(root, path, sp->edits[i]->items[j], 1, C->e)) goto fail;
         }
+    /* convert.to is the attention of every layer: it replaces a
+     * model.layer_attention stack (which converts layer by layer) */
+    if (sp->to) al_node_remove(al_node_get(root, "model"), "layer_attention");
     const al_node *init = al_node_get(al_node_get(root, "train"), "init_from");
     if (init && init->kind == AL_NODE_SCALAR && init->value[0]) {
         al_node_errf(C->e, init, "a stage with 'from' sets train.init_from itself (to the "
