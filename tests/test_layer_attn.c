@@ -588,8 +588,8 @@ START_TEST(a_sweep_axis_over_the_list)
 }
 END_TEST
 
-/* A stage's convert.to replaces an upstream stack with one attention, the
- * conversion going layer by layer. */
+/* A stage's convert.to, or its edit of model.attention, replaces an
+ * upstream stack with one attention, the conversion going layer by layer. */
 START_TEST(a_stage_converts_a_stack_to_one_attention)
 {
     const char *data = al_test_shakespeare();
@@ -605,7 +605,9 @@ START_TEST(a_stage_converts_a_stack_to_one_attention)
              "train: {steps: 4, batch_size: 2, eval_every: 4, eval_batches: 1, threads: 1}\n"
              "stages:\n  - name: base\n    sweep: {seeds: 1}\n"
              "  - name: up\n    from: base\n    convert: {to: [mqa], method: [mean]}\n"
-             "    steps: [2]\n", data);
+             "    steps: [2]\n"
+             "  - name: edit\n    from: base\n    model: {attention: {variant: mqa}}\n"
+             "    train: {init_convert: first}\n    steps: [2]\n", data);
     char *path = al_test_write(dir, "st.yaml", text), args[8400], *out;
     snprintf(args, sizeof args, "sweep %s --out %s/res --jobs 1", path, dir);
     ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
@@ -619,6 +621,10 @@ START_TEST(a_stage_converts_a_stack_to_one_attention)
     ck_assert_msg(strstr(csv, "\nup_seed1,") && strstr(strstr(csv, "\nup_seed1,"), ",mqa,"),
                   "%s", csv);
     ck_assert_msg(strstr(csv, ",ok,,up,base_seed1,mean,"), "%s", csv);
+    /* an edit of the attention replaces the stack as well */
+    ck_assert_msg(strstr(csv, "\nedit_seed1,") && strstr(strstr(csv, "\nedit_seed1,"), ",mqa,"),
+                  "%s", csv);
+    ck_assert_msg(strstr(csv, ",ok,,edit,base_seed1,first,"), "%s", csv);
     free(csv);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     ck_assert_int_eq(al_test_run(args, &out), 0);
