@@ -26,29 +26,30 @@ static void add_tensor(al_tensor_table *t, size_t *off, const char *name, int ro
 
 /* The variant's params() answer (a plugin's, perhaps): a count in range,
  * plain distinct names, sizes that fit, a known init. A mistake is an
- * error naming the variant, not a crash. */
+ * error naming the variant, not a crash; v names it with its key
+ * ("model.attention: variant 'gqa'"). */
 static int check_attn_params(const al_attn_item *t, const char *v, al_err *e)
 {
     int n = t->n_attn_params;
     if (n < 1 || n > AL_MAX_ATTN_PARAMS)
-        return al_errf(e, "model.attention: variant '%s' declares %d parameter tensors, not "
+        return al_errf(e, "%s declares %d parameter tensors, not "
                        "1 to %d", v, n, AL_MAX_ATTN_PARAMS);
     for (int i = 0; i < n; i++) {
         const al_param_spec *p = &t->attn_spec[i];
         if (!memchr(p->name, 0, sizeof p->name) || !al_variant_plain_name(p->name))
-            return al_errf(e, "model.attention: variant '%s': parameter tensor %d needs a "
+            return al_errf(e, "%s: parameter tensor %d needs a "
                            "name of 1 to %zu letters, digits, '_' or '-'", v, i + 1,
                            sizeof p->name - 1);
         for (int j = 0; j < i; j++)
             if (strcmp(p->name, t->attn_spec[j].name) == 0)
-                return al_errf(e, "model.attention: variant '%s' declares parameter tensor "
+                return al_errf(e, "%s declares parameter tensor "
                                "'%s' twice", v, p->name);
         if (p->rows < 1 || p->cols < 0 || (double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has shape [%d, %d]; "
+            return al_errf(e, "%s: tensor '%s' has shape [%d, %d]; "
                            "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
                            p->rows, p->cols, INT_MAX);
         if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has init %d, not "
+            return al_errf(e, "%s: tensor '%s' has init %d, not "
                            "one of enum al_init", v, p->name, p->init);
     }
     return 0;
@@ -83,13 +84,9 @@ static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err
         return al_errf(e, "%s: %s", where, err);
     }
     t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
-    if (check_attn_params(t, t->ops->name, e) == 0) return 0;
-    if (c->n_layer_attn > 0) {   /* the item, not model.attention */
-        char msg[sizeof e->msg];
-        snprintf(msg, sizeof msg, "%s", e->msg + strlen("model.attention: "));
-        return al_errf(e, "%s: %s", where, msg);
-    }
-    return -1;
+    char who[160];
+    snprintf(who, sizeof who, "%s: variant '%s'", where, t->ops->name);
+    return check_attn_params(t, who, e);
 }
 
 static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
