@@ -116,9 +116,9 @@ void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s
 int al_config_mixed_attn(const al_model_config *m);
 /* Set every layer to the one attention a (drops a layer_attention list). */
 void al_config_set_attn(al_model_config *m, const al_attn_config *a);
-/* The stack's label: "gqa-kv2/mha" (sep "/") or "gqa-kv2+mha" (sep "+"),
- * each item named by label(item) (the report's and trial ids' short
- * variant names); the item's own name for one attention. */
+/* The items' labels joined by sep: "gqa-kv2/mha" (sep "/") or
+ * "gqa-kv2+mha" (sep "+"), each item named by label(item) (the sweep's
+ * short names, al_sweep_attn_label); one attention is its label alone. */
 void al_config_attn_label(char *out, size_t n, const al_model_config *m, const char *sep,
                           void (*label)(char *out, size_t n, const al_attn_config *a));
 

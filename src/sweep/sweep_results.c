@@ -332,7 +332,7 @@ static void add_settings(set_cols *c, const al_variant_ops *v)
     }
 }
 
-/* Does trial i have variant v in any layer? */
+/* Does trial t have variant v in any layer? */
 static int uses_variant(const al_sweep_trial *t, const al_variant_ops *v)
 {
     for (int k = 0; k < al_config_n_attn(&t->cfg.model); k++)
