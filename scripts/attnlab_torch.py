@@ -3,7 +3,10 @@
 
 An independent implementation of the model spec in the README (and of MLA as
 issue 3 writes it), for Debian's /usr/bin/python3 with python3-torch and
-nothing else: the safetensors file is read by hand (struct + json).
+nothing else: the safetensors file is read by hand (struct + json). Each
+layer's attention comes from the checkpoint's config: "layer_attention" (a
+model.layer_attention stack, its items repeated over the layers), else
+"attention" for every layer.
 
 Command line:
   attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
@@ -354,10 +357,24 @@ class MLP(nn.Module):
         return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
 
+def layer_attention(cfg, layer):
+    """Layer `layer`'s attention mapping: the items of "layer_attention"
+    (model.layer_attention) repeat over the layers; without it every layer
+    has "attention"."""
+    items = cfg.get("layer_attention")
+    return items[layer % len(items)] if items else cfg["attention"]
+
+
+def variant_label(cfg):
+    """The variant, or a stack's variants joined by '/' ("gqa/mha")."""
+    items = cfg.get("layer_attention") or [cfg["attention"]]
+    return "/".join(a["variant"] for a in items)
+
+
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, a):
         super().__init__()
-        D, eps, a = cfg["d_model"], cfg["norm_eps"], cfg["attention"]
+        D, eps = cfg["d_model"], cfg["norm_eps"]
         if a["variant"] not in VARIANTS:
             raise ValueError(f"variant '{a['variant']}' is not implemented here "
                              f"(known: {', '.join(VARIANTS)})")
@@ -378,7 +395,8 @@ class AttnlabModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layer"]))
+        self.blocks = nn.ModuleList(Block(cfg, layer_attention(cfg, l))
+                                    for l in range(cfg["n_layer"]))
         self.final_norm = RMSNorm(cfg["d_model"], cfg["norm_eps"])
 
     def forward(self, idx):
@@ -432,7 +450,7 @@ def cmd_score(args):
             logits = model(x[i:i + args.batch])
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                      y[i:i + args.batch].reshape(-1), reduction="sum").item()
-    print(f"variant={model.cfg['attention']['variant']} seq_len={T} windows={x.shape[0]}")
+    print(f"variant={variant_label(model.cfg)} seq_len={T} windows={x.shape[0]}")
     print(f"loss={total / y.numel():.6f} tokens={y.numel()}")
     return 0
 

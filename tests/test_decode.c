@@ -293,7 +293,7 @@ static void check_bytes(const al_variant_ops *v, int opt)
     al_model m;
     make_model(&m, v, opt, 29);
     size_t hand = elems_by_hand(&m.cfg);
-    if (!hand) hand = v->kv_elems(&m.ashape);   /* a plugin: at least the allocator is checked */
+    if (!hand) hand = v->kv_elems(&m.layers[0].ashape);   /* a plugin: at least the allocator is checked */
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
         size_t live0 = al_kv_bytes_live(), want = hand * m.cfg.n_layer * al_kv_dtype_size(dt);
         al_decoder d;

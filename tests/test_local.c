@@ -453,7 +453,8 @@ START_TEST(kv_prints_the_cache_at_a_context_per_layer_and_summed)
         ck_assert_int_eq(al_test_attnlab(args, &out), 0);
         ck_assert_msg(strstr(out, "kv_bytes_per_token: f32=2048 bf16=1024 f16=1024"), "%s", out);
         for (int l = 0; l < 4; l++) {
-            snprintf(want, sizeof want, "kv_layer_%d: variant=local %s", l, cases[i].layer);
+            snprintf(want, sizeof want, "kv_layer_%d: variant=local-window64-kv2-sinks4 %s", l,
+                     cases[i].layer);
             ck_assert_msg(strstr(out, want), "%s: no '%s' in\n%s", args, want, out);
         }
         snprintf(want, sizeof want, "kv_bytes_at_context%s", cases[i].sum);
@@ -633,12 +634,14 @@ START_TEST(decoder_refuses_a_kv_rows_answer_outside_the_context)
     bad.kv_rows = too_many_rows;
     al_model m;
     make_model(&m, 5, 0, 0);
-    m.cfg.attn = &bad;
+    m.cfg.attn = &bad;   /* the config's and every layer's view of the variant */
+    for (int l = 0; l < m.cfg.n_layer; l++) m.layers[l].attn = &bad;
     al_decoder d;
     al_err e;
     ck_assert_int_ne(al_decoder_init(&d, &m, 10, AL_KV_F32, &e), 0);
     ck_assert_str_eq(e.msg, "variant 'local': kv_rows at context 10 is 11, not 1 to 10");
     m.cfg.attn = al_variant_find("local");
+    for (int l = 0; l < m.cfg.n_layer; l++) m.layers[l].attn = m.cfg.attn;
     al_model_free(&m);
 }
 END_TEST

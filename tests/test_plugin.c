@@ -203,7 +203,7 @@ START_TEST(swa_decode_reads_only_the_window)
     static const int tok[9] = {1, 7, 3, 9, 2, 5, 10, 4, 6};
     float ref[11], junk[64];
     for (int i = 0; i < 64; i++) junk[i] = (float)(i % 7) - 3.0f;
-    ck_assert_uint_le(v->kv_elems(&m.ashape), 64);
+    ck_assert_uint_le(v->kv_elems(&m.layers[0].ashape), 64);
     for (int pass = 0; pass < 3; pass++) {   /* clean, junk outside, junk inside the window */
         al_decoder d;
         ck_assert_int_eq(al_decoder_init(&d, &m, 12, AL_KV_F32, &e), 0);

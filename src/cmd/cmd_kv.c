@@ -8,6 +8,7 @@
 #include "al_data.h"
 #include "al_decode.h"
 #include "al_model.h"
+#include "al_sweep_spec.h"
 #include "al_train.h"
 
 typedef struct kv_args {
@@ -32,21 +33,42 @@ static const al_cli_spec kv_spec = {
     "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
     "then the whole cache at a context of N tokens (--context, default the\n"
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
-    "holds fewer rows than tokens) and summed. `attnlab generate --stats`\n"
-    "measures the same figures from the caches it allocates.\n",
+    "holds fewer rows than tokens) and summed. A model.layer_attention stack\n"
+    "also gets a line per layer (its attention and its share per token) before\n"
+    "the sums. `attnlab generate --stats` measures the same figures from the\n"
+    "caches it allocates.\n",
 };
+
+/* model.layer_attention: each layer's attention and cache bytes per token
+ * (the sums below add these up). */
+static void print_layers(const al_model_config *m)
+{
+    for (int l = 0; m->n_layer_attn > 0 && l < m->n_layer; l++) {
+        al_attn_config a = al_config_layer_attn(m, l);
+        char label[128];
+        al_sweep_attn_label(label, sizeof label, &a);
+        size_t el = al_model_layer_kv_elems(m, l);
+        printf("layer %d: %s kv_elements_per_token=%zu kv_bytes_per_token: f32=%zu bf16=%zu "
+               "f16=%zu\n", l, label, el, el * al_kv_dtype_size(AL_KV_F32),
+               el * al_kv_dtype_size(AL_KV_BF16), el * al_kv_dtype_size(AL_KV_F16));
+    }
+}
 
 /* The cache at `context` tokens: each layer's rows and bytes, then the
  * sum, at each dtype. */
 static void print_kv_at(const al_model_config *m, int context)
 {
     printf("kv_context: %d\n", context);
-    for (int l = 0; l < m->n_layer; l++)
-        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu\n", l, m->variant,
+    for (int l = 0; l < m->n_layer; l++) {
+        al_attn_config a = al_config_layer_attn(m, l);
+        char label[128];
+        al_sweep_attn_label(label, sizeof label, &a);
+        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu\n", l, label,
                al_model_layer_kv_rows(m, l, context),
                al_model_layer_kv_bytes(m, l, AL_KV_F32, context),
                al_model_layer_kv_bytes(m, l, AL_KV_BF16, context),
                al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
+    }
     printf("kv_bytes_at_context_%d: f32=%zu bf16=%zu f16=%zu\n", context,
            al_model_kv_bytes_at(m, AL_KV_F32, context),
            al_model_kv_bytes_at(m, AL_KV_BF16, context),
@@ -60,7 +82,9 @@ static void print_kv(const al_config *c, size_t params, long context)
     int dt = al_kv_dtype_parse(c->model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     const al_model_config *m = &c->model;
-    printf("variant: %s\n", m->variant);
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, m, "/");
+    printf("variant: %s\n", variant);
     printf("shape: n_layer=%d d_model=%d n_head=%d d_head=%d d_ff=%d vocab_size=%d\n",
            m->n_layer, m->d_model, m->n_head, m->d_head, m->d_ff, m->vocab_size);
     printf("parameters: %zu\n", params);
@@ -68,6 +92,7 @@ static void print_kv(const al_config *c, size_t params, long context)
         printf("match_params: to=%s by=%s params_to=%zu (from n_layer=%d d_ff=%d)\n",
                m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
                m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
+    print_layers(m);
     printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);

@@ -18,6 +18,7 @@
 #include "al_report.h"
 #include "al_sweep_exec.h"
 #include "al_sweep_run.h"
+#include "al_sweep_spec.h"
 
 enum { EXIT_INTERRUPTED = 130 };   /* 128 + SIGINT, as shells report it */
 
@@ -147,13 +148,14 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
         const al_sweep_trial *t = &s->trials[i];
         const al_model_config *m = &t->cfg.model;
         al_trial_result r;
-        char to[32] = "-";
+        char to[32] = "-", variant[256];
+        al_sweep_stack_label(variant, sizeof variant, m, "/");
         al_results_trial_dir(tdir, sizeof tdir, a->out, t);
         al_results_read_result(tdir, t->hash, &r);
         todo += !al_trial_status_final(r.status);
         if (m->match.by) snprintf(to, sizeof to, "%zu", m->match.params_to);
         printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s", t->index, t->id,
-               m->variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
+               variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
                al_trial_status_name(r.status), al_trial_status_final(r.status) ? " (kept)" : "");
         if (t->upstream >= 0)
             printf("  <- %s (%s)", s->trials[t->upstream].id, t->cfg.train.init_convert);

@@ -57,6 +57,7 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16 or f16"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
+    {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
     {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
@@ -141,6 +142,17 @@ void al_cfg_join(char *out, size_t n, const char *path, const char *key)
 
 /* The node at a dotted path, else its deepest existing ancestor; *exact
  * (if non-NULL) tells which. */
+/* cur's key, or "key[i]": item i of the sequence under key. */
+static const al_node *item_get(const al_node *cur, char *key)
+{
+    char *br = strchr(key, '[');
+    if (!br) return al_node_get(cur, key);
+    int i = atoi(br + 1);
+    *br = 0;
+    const al_node *s = al_node_get(cur, key);
+    return s && s->kind == AL_NODE_SEQ && i >= 0 && i < s->n ? s->items[i] : NULL;
+}
+
 const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exact)
 {
     const al_node *cur = root;
@@ -150,7 +162,7 @@ const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exac
         size_t len = strcspn(k, "."), n = len < sizeof key - 1 ? len : sizeof key - 1;
         memcpy(key, k, n);   /* not "%.*s": GCC's -O3 + sanitizer flags a false null */
         key[n] = '\0';
-        const al_node *next = al_node_get(cur, key);
+        const al_node *next = item_get(cur, key);
         if (!next) break;
         cur = next;
         k += len + (k[len] == '.');

@@ -194,4 +194,12 @@ int al_sweep_seq_trials(const al_sweep *s, int n);
  * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
 
+/* One attention as trial ids name it: the variant, then each setting that
+ * differs from its default, abbreviated as in labels ("gqa-kv2", "mha"). */
+void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a);
+/* The model's attention: its variant name for model.attention, else the
+ * items of model.layer_attention by al_sweep_attn_label joined by sep
+ * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids). */
+void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep);
+
 #endif

@@ -354,17 +354,26 @@ static void add_settings(set_cols *c, const al_variant_ops *v)
     }
 }
 
+/* Does trial t have variant v in any layer? */
+static int uses_variant(const al_sweep_trial *t, const al_variant_ops *v)
+{
+    for (int k = 0; k < al_config_n_attn(&t->cfg.model); k++)
+        if (al_config_attn_item(&t->cfg.model, k).attn == v) return 1;
+    return 0;
+}
+
 static void setting_columns(const al_sweep *s, set_cols *c)
 {
     memset(c, 0, sizeof *c);
     for (int v = 0; v < al_variant_count(); v++)
         for (int i = 0; i < s->n_trials; i++)
-            if (s->trials[i].cfg.model.attn == al_variant_at(v)) {
+            if (uses_variant(&s->trials[i], al_variant_at(v))) {
                 add_settings(c, al_variant_at(v));
                 break;
             }
     for (int i = 0; i < s->n_trials; i++)   /* a variant no longer registered: last */
-        add_settings(c, s->trials[i].cfg.model.attn);
+        for (int k = 0; k < al_config_n_attn(&s->trials[i].cfg.model); k++)
+            add_settings(c, al_config_attn_item(&s->trials[i].cfg.model, k).attn);
 }
 
 /* The shortest %g that reads back as v: "2" for a whole number, "0.1"
@@ -380,12 +389,25 @@ static void put_setting(FILE *f, double v)
 }
 
 /* One cell per setting column: the trial's value, blank when its variant
- * has no such setting. */
+ * has no such setting. A model.layer_attention stack gives each item's
+ * value in the list's order, joined by '/' as the variant column joins the
+ * items ("2/-" under n_kv_head for gqa-kv2/mha: '-' where an item's variant
+ * has no such setting), and blank when no item has it. */
 static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
 {
     for (int k = 0; k < c->n; k++) {
-        int j = m->attn ? al_variant_setting_index(m->attn, c->name[k]) : -1;
-        if (j >= 0) put_setting(f, m->attn_set[j]);
+        int any = 0;
+        for (int i = 0; i < al_config_n_attn(m); i++) {
+            al_attn_config a = al_config_attn_item(m, i);
+            any |= a.attn && al_variant_setting_index(a.attn, c->name[k]) >= 0;
+        }
+        for (int i = 0; any && i < al_config_n_attn(m); i++) {
+            al_attn_config a = al_config_attn_item(m, i);
+            int j = a.attn ? al_variant_setting_index(a.attn, c->name[k]) : -1;
+            if (i) fputc('/', f);
+            if (j >= 0) put_setting(f, a.set[j]);
+            else fputc('-', f);
+        }
         fputc(',', f);
     }
 }
@@ -403,7 +425,11 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, t->group);
     fputc(',', f);
     put_text(f, t->tuned);
-    fprintf(f, ",%s,%d,%s,", t->tuned[0] ? s->select_by : "", t->baseline, m->variant);
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, m, "/");
+    fprintf(f, ",%s,%d,", t->tuned[0] ? s->select_by : "", t->baseline);
+    put_text(f, variant);
+    fputc(',', f);
     setting_cells(f, c, m);
     fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
     put_int(f, m->n_layer);

@@ -585,9 +585,9 @@ static void key_label(char *out, size_t n, const char *key)
  * value, and a path keeps only its last component. */
 static void value_label(char *out, size_t n, const char *key, const al_node *v)
 {
-    if (v->kind != AL_NODE_SCALAR) {
+    if (v->kind != AL_NODE_SCALAR) {   /* a list's items (model.layer_attention) by '+' */
         for (int i = 0; i < v->n; i++) {
-            if (i) append(out, n, "-");
+            if (i) append(out, n, v->keys ? "-" : "+");
             value_label(out, n, v->keys ? v->keys[i] : key, v->items[i]);
         }
         return;
@@ -598,6 +598,30 @@ static void value_label(char *out, size_t n, const char *key, const al_node *v)
         if (!strchr("0123456789.+-", val[0]) || !val[0]) append(out, n, "-");
     }
     append(out, n, val[0] ? val : "empty");
+}
+
+void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a)
+{
+    char num[64];
+    out[0] = 0;
+    append(out, n, a->variant);
+    for (int j = 0; a->attn && j < al_variant_n_settings(a->attn); j++) {
+        const al_setting *s = &a->attn->settings[j];
+        if (!s->required && a->set[j] == s->def) continue;
+        append(out, n, "-");
+        key_label(out, n, s->name);
+        snprintf(num, sizeof num, "%.6g", a->set[j]);
+        append(out, n, num);
+    }
+}
+
+void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep)
+{
+    if (m->n_layer_attn == 0) {
+        snprintf(out, n, "%s", m->variant);
+        return;
+    }
+    al_config_attn_label(out, n, m, sep, al_sweep_attn_label);
 }
 
 /* ------------------------------------------------------------ expansion */
