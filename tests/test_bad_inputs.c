@@ -222,7 +222,7 @@ static const bad_row rows[] = {
     {"results: a read-only directory (sweep)", "mkdir ro && chmod 555 ro", "sweep sweep.yaml --out ro",
      "^attnlab: ro/sweep\\.json: cannot write: Permission denied$", 1},
     {"results: a read-only directory (train)", "mkdir ro && chmod 555 ro", "train good.yaml --out ro",
-     "^ro/config\\.yaml: cannot write: Permission denied$", 1},
+     "^ro/\\.lock: cannot write: Permission denied$", 1},
     {"results: report of a directory without results", "mkdir empty", "report empty",
      "^attnlab: empty/summary\\.csv: cannot open: No such file or directory$", 0},
 };

@@ -33,7 +33,7 @@ static const al_cli_spec kv_spec = {
     "the same figure from the caches it allocates.\n",
 };
 
-static void print_kv(const al_config *c, size_t params, long context)
+static void print_kv(const al_config *c, size_t params, size_t kv, long context)
 {
     size_t b[AL_KV_NDTYPES];
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
@@ -48,7 +48,7 @@ static void print_kv(const al_config *c, size_t params, long context)
         printf("match_params: to=%s by=%s params_to=%zu (from n_layer=%d d_ff=%d)\n",
                m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
                m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
-    printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
+    printf("kv_elements_per_token: %zu\n", kv);
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
@@ -67,8 +67,13 @@ int al_cmd_kv(int argc, char **argv)
     al_err e;
     if (al_train_resolve(&c, al_data_vocab(&c.data), &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    size_t params = al_model_param_count(&c.model, &e);
-    if (!params) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    print_kv(&c, params, a.o.context);
+    size_t params, kv;   /* counted in checked arithmetic, nothing allocated */
+    if (al_model_counts(&c.model, &params, &kv, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if (a.o.context && kv * sizeof(float) > SIZE_MAX / (size_t)a.o.context) {
+        snprintf(e.msg, sizeof e.msg, "kv: --context %ld: %zu KV-cache bytes per token times %ld "
+                 "tokens overflow %zu", a.o.context, kv * sizeof(float), a.o.context, SIZE_MAX);
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    }
+    print_kv(&c, params, kv, a.o.context);
     return 0;
 }

@@ -13,6 +13,7 @@
 #define AL_TENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "al_config.h"
 
 #define AL_TENSOR_NAME 64
@@ -48,5 +49,19 @@ void al_tensor_table_free(al_tensor_table *t);
  * floats per token summed over layers. */
 size_t al_model_param_count(const al_model_config *c, al_err *e);
 size_t al_model_kv_elems_per_token(const al_model_config *c);
+
+/* Limits on sizes before anything is allocated: parameters (16 bytes each
+ * in training: weights, gradients, AdamW's two moments) and any float
+ * count a variant reports (a plugin's act/scratch/KV floats). */
+#define AL_MAX_PARAMS (SIZE_MAX / 16)
+#define AL_MAX_REPORTED_FLOATS (1ULL << 40)
+
+/* The parameter count and KV floats per token (summed over layers; may be
+ * NULL) of c, in checked arithmetic and without building the table: what
+ * `attnlab kv` prints. -1 with e naming the keys or the variant when a
+ * count passes its limit or the variant rejects the shape. */
+/* The config as the variant sees it. */
+void al_attn_shape_of(al_attn_shape *s, const al_model_config *c);
+int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e);
 
 #endif

@@ -5,6 +5,7 @@
  * attention parameters and buffer sizes, and calls forward/backward.
  */
 #include "al_model.h"
+#include "al_memory.h"
 #include "al_parallel.h"
 
 #include <math.h>
@@ -123,12 +124,14 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     free(m->inputs);
     const al_model_config *c = &m->cfg;
     const al_variant_ops *v = c->attn;
-    size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    size_t attn = v->act_floats(&m->ashape, B, T);
-    size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + attn;
-    size_t total = c->n_layer * per_layer + 2 * BT * D + BT + BT * V +
-                   2 * BT * D + BT * F + v->scratch_floats(&m->ashape, B, T) + BT;
-    float *p = m->acts = al_calloc(total, sizeof(float));
+    size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size, attn, total;
+    m->acts = NULL, m->targets = NULL, m->inputs = NULL, m->B = m->T = 0;
+    /* checked (a plugin's sizes too), and refused rather than aborted */
+    if (al_model_act_floats(c, &m->ashape, m->d_ff, B, T, &attn, &total, e) != 0) return -1;
+    float *p = m->acts = calloc(total, sizeof(float));
+    if (!p)
+        return al_errf(e, "model: out of memory: the activations of a batch of %d x %d tokens "
+                       "need %zu bytes", B, T, total * sizeof(float));
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
         L->x_in = p; p += BT * D;

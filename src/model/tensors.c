@@ -68,6 +68,8 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c)
     memcpy(s->set, c->attn_set, sizeof s->set);
 }
 
+void al_attn_shape_of(al_attn_shape *s, const al_model_config *c) { fill_shape(s, c); }
+
 /* The variant's check and tensors; 0 or -1 if it rejects the shape. */
 static int attn_tensors(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
@@ -83,6 +85,8 @@ static int attn_tensors(al_tensor_table *t, const al_model_config *c, al_err *e)
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
     char name[AL_TENSOR_NAME];
+    size_t checked;
+    if (al_model_counts(c, &checked, NULL, e) != 0) return -1;   /* before the table's calloc */
     memset(t, 0, sizeof *t);
     fill_shape(&t->ashape, c);
     t->d_ff = al_config_d_ff(c);
@@ -108,6 +112,7 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     }
     add_tensor(t, &off, "final_norm.weight", D, 0, AL_INIT_ONES);
     t->n_params = off;
+    AL_ASSERT(off == checked);
     return 0;
 }
 
@@ -128,9 +133,62 @@ size_t al_model_kv_elems_per_token(const al_model_config *c)
 
 size_t al_model_param_count(const al_model_config *c, al_err *e)
 {
-    al_tensor_table t;
-    if (al_tensor_table_build(&t, c, e) != 0) return 0;
-    size_t n = t.n_params;
-    al_tensor_table_free(&t);
-    return n;
+    size_t n;
+    return al_model_counts(c, &n, NULL, e) == 0 ? n : 0;
+}
+
+/* ------------------------------------------------------------ checked counts */
+
+/* The variant's KV floats per token of one layer, checked (a plugin's
+ * answer is not trusted). */
+static int kv_per_layer(const al_model_config *c, const al_attn_shape *s, size_t *kv, al_err *e)
+{
+    *kv = c->attn->kv_elems(s);
+    if (*kv > AL_MAX_REPORTED_FLOATS)
+        return al_errf(e, "model.attention: variant '%s' reports %zu KV-cache floats per token "
+                       "per layer, more than the limit of %llu", c->attn->name, *kv,
+                       (unsigned long long)AL_MAX_REPORTED_FLOATS);
+    return 0;
+}
+
+/* One layer's parameters: the norms, the variant's tensors (each at most
+ * INT_MAX elements, checked), the MLP. */
+static int layer_params(const al_tensor_table *t, size_t D, size_t F, size_t *out)
+{
+    size_t n = 2 * D, mlp;
+    for (int i = 0; i < t->n_attn_params; i++) {
+        const al_param_spec *p = &t->attn_spec[i];
+        n += (size_t)p->rows * (size_t)(p->cols ? p->cols : 1);
+    }
+    if (__builtin_mul_overflow(2 * D, F, &mlp) || __builtin_add_overflow(n, mlp, out))
+        return -1;
+    return 0;
+}
+
+int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e)
+{
+    al_tensor_table t;   /* the shape and the variant's specs only: no tensors */
+    memset(&t, 0, sizeof t);
+    fill_shape(&t.ashape, c);
+    t.d_ff = al_config_d_ff(c);
+    if (c->n_layer < 1 || c->d_model < 1 || c->vocab_size < 0 || t.d_ff < 1)
+        return al_errf(e, "model: n_layer, d_model and the MLP width must be positive");
+    if (attn_tensors(&t, c, e)) return -1;
+    size_t D = (size_t)c->d_model, one, fixed = (size_t)c->vocab_size * D + D;
+    if (layer_params(&t, D, (size_t)t.d_ff, &one) != 0 ||
+        (size_t)c->n_layer > AL_MAX_PARAMS / (one ? one : 1) ||
+        fixed > AL_MAX_PARAMS - (size_t)c->n_layer * one)
+        return al_errf(e, "model: 'model.n_layer' (%d) blocks of 'model.d_model' (%d) with an MLP "
+                       "of %d have more than %llu parameters (the limit: 16 bytes each must be "
+                       "addressable)", c->n_layer, c->d_model, t.d_ff,
+                       (unsigned long long)AL_MAX_PARAMS);
+    *n_params = fixed + (size_t)c->n_layer * one;
+    if (!kv_per_token) return 0;
+    size_t kv;
+    if (kv_per_layer(c, &t.ashape, &kv, e) != 0) return -1;
+    if (__builtin_mul_overflow(kv, (size_t)c->n_layer, kv_per_token) ||
+        *kv_per_token > SIZE_MAX / sizeof(float))
+        return al_errf(e, "model: 'model.n_layer' (%d) x %zu KV-cache floats per layer: the "
+                       "bytes per token overflow %zu", c->n_layer, kv, SIZE_MAX);
+    return 0;
 }

@@ -1,0 +1,106 @@
+/*
+ * memory.c - memory estimates in checked arithmetic, and the memory a
+ * process may use (al_memory.h).
+ */
+#include "al_memory.h"
+
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "al_tensors.h"
+
+/* A variant's reported float count, checked against the limit every
+ * reported size has. */
+static int reported(const al_model_config *c, const char *what, size_t n, int B, int T, al_err *e)
+{
+    if (n <= AL_MAX_REPORTED_FLOATS) return 0;
+    return al_errf(e, "model.attention: variant '%s' reports %zu %s floats for a batch of %d x "
+                   "%d tokens, more than the limit of %llu", c->attn->name, n, what, B, T,
+                   (unsigned long long)AL_MAX_REPORTED_FLOATS);
+}
+
+/* a * b + c, or -1 on overflow */
+static int mad(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t p;
+    return __builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(p, c, out) ? -1 : 0;
+}
+
+/* The same layout as al_model_reserve: per layer 4 (B,T,D) + 2 (B,T) +
+ * 2 (B,T,F) + the variant's; then 4 (B,T,D) + 2 (B,T) + (B,T,V) + (B,T,F) +
+ * the variant's scratch. */
+int al_model_act_floats(const al_model_config *c, const al_attn_shape *s, int d_ff, int B, int T,
+                        size_t *attn, size_t *total, al_err *e)
+{
+    size_t BT = (size_t)B * (size_t)T, D = (size_t)c->d_model, F = (size_t)d_ff;
+    size_t V = (size_t)c->vocab_size, scratch, layer, tail;
+    *attn = c->attn->act_floats(s, B, T);
+    scratch = c->attn->scratch_floats(s, B, T);
+    if (reported(c, "activation", *attn, B, T, e) || reported(c, "scratch", scratch, B, T, e))
+        return -1;
+    size_t width_layer = 4 * D + 2 + 2 * F, width_tail = 4 * D + 2 + V + F;   /* < 2^35 */
+    if (mad(BT, width_layer, *attn, &layer) || mad(BT, width_tail, scratch, &tail) ||
+        mad((size_t)c->n_layer, layer, tail, total) || *total > SIZE_MAX / sizeof(float))
+        return al_errf(e, "'train.batch_size' x 'model.seq_len' (%d x %d): the activations of "
+                       "%d layers overflow %zu bytes", B, T, c->n_layer, SIZE_MAX);
+    return 0;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+uint64_t al_batch_bytes_lower(const al_model_config *c, int B, int T)
+{
+    uint64_t BT = (uint64_t)B * (uint64_t)T, D = (uint64_t)c->d_model;
+    uint64_t F = (uint64_t)al_config_d_ff(c), V = (uint64_t)c->vocab_size;
+    uint64_t layer = sat_mul(BT, 4 * D + 2 + 2 * F), tail = sat_mul(BT, 4 * D + 2 + V + F);
+    return sat_mul(sat_add(sat_mul((uint64_t)c->n_layer, layer), tail), sizeof(float));
+}
+
+int al_train_estimate(const al_model_config *c, int B, int T, al_mem_estimate *m, al_err *e)
+{
+    size_t kv, attn, acts;
+    al_attn_shape s;
+    al_attn_shape_of(&s, c);
+    if (al_model_counts(c, &m->n_params, &kv, e) != 0) return -1;
+    if (al_model_act_floats(c, &s, al_config_d_ff(c), B, T, &attn, &acts, e) != 0) return -1;
+    m->params = (uint64_t)m->n_params * 16 +   /* weights, gradients, AdamW m and v */
+                ((uint64_t)c->n_layer * (4 + AL_MAX_ATTN_PARAMS) + 2) * sizeof(al_tensor);
+    /* the activations, the model's token buffers and the loop's (in, tgt, w) */
+    m->acts = (uint64_t)acts * sizeof(float) + (uint64_t)B * T * (2 * sizeof(int) + 12);
+    m->total = m->params + m->acts;   /* each < 2^62: no overflow */
+    return 0;
+}
+
+/* Bytes of address space in use (/proc/self/statm's first field). */
+static uint64_t in_use(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%lu", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t al_memory_available(uint64_t max_memory, char *what, size_t n)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    uint64_t have = max_memory ? max_memory : pages > 0 && size > 0
+                                              ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+    snprintf(what, n, "%s", max_memory ? "train.max_memory" : "the machine's memory");
+    struct rlimit r;
+    if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+        uint64_t used = in_use(), left = r.rlim_cur > used ? r.rlim_cur - used : 0;
+        if (left < have) {
+            have = left;
+            snprintf(what, n, "what ulimit -v (%llu bytes) leaves", (unsigned long long)r.rlim_cur);
+        }
+    }
+    return have;
+}
