@@ -202,9 +202,8 @@ static int run_sweep(al_sweep *s, sweep_args *a)
      * bad --out (exit 2): nothing has been trained */
     int code = AL_EXIT_INPUT;
     bad = al_mpi_rank() == 0 &&
-          (al_mkdirs(a->out, &e) ||
-           al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
-           al_lock_dir(a->out, "sweep", &lock, &e));
+          (al_mkdirs(a->out, &e) || al_lock_dir(a->out, "sweep", &lock, &e) ||
+           al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e));
     if (al_mpi_rank() == 0 && !bad) al_remove_stale_temps(a->out, NULL);   /* a killed runner's */
     if (!bad && self_exe(exe, sizeof exe, &e)) bad = 1, code = AL_EXIT_RUNTIME;
     if (al_mpi_agree(bad, &e)) {

@@ -32,10 +32,16 @@ int al_train_estimate(const al_model_config *c, int B, int T, al_mem_estimate *m
  * the estimate that no variant's answer can make smaller. */
 uint64_t al_batch_bytes_lower(const al_model_config *c, int B, int T);
 
+/* OpenBLAS (Debian's build) maps a work buffer of this size for each
+ * thread on its first call, and waits forever when it cannot: address
+ * space that `ulimit -v` must leave it. */
+#define AL_BLAS_BUFFER_BYTES (128ull << 20)
+
 /* Bytes this process may still allocate: max_memory when non-zero, else
- * the machine's physical memory; lowered to what `ulimit -v` leaves.
+ * the machine's physical memory; lowered to what `ulimit -v` leaves beside
+ * the OpenBLAS buffers of `threads` threads.
  * what says which limit it is ("train.max_memory", "the machine's memory",
  * "ulimit -v"), for messages. */
-uint64_t al_memory_available(uint64_t max_memory, char *what, size_t n);
+uint64_t al_memory_available(uint64_t max_memory, int threads, char *what, size_t n);
 
 #endif

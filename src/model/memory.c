@@ -88,7 +88,7 @@ static uint64_t in_use(void)
     return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-uint64_t al_memory_available(uint64_t max_memory, char *what, size_t n)
+uint64_t al_memory_available(uint64_t max_memory, int threads, char *what, size_t n)
 {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
     uint64_t have = max_memory ? max_memory : pages > 0 && size > 0
@@ -96,10 +96,12 @@ uint64_t al_memory_available(uint64_t max_memory, char *what, size_t n)
     snprintf(what, n, "%s", max_memory ? "train.max_memory" : "the machine's memory");
     struct rlimit r;
     if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
-        uint64_t used = in_use(), left = r.rlim_cur > used ? r.rlim_cur - used : 0;
+        uint64_t used = in_use() + (uint64_t)(threads > 0 ? threads : 1) * AL_BLAS_BUFFER_BYTES;
+        uint64_t left = r.rlim_cur > used ? r.rlim_cur - used : 0;
         if (left < have) {
             have = left;
-            snprintf(what, n, "what ulimit -v (%llu bytes) leaves", (unsigned long long)r.rlim_cur);
+            snprintf(what, n, "what ulimit -v (%llu bytes) leaves beside OpenBLAS's buffers",
+                     (unsigned long long)r.rlim_cur);
         }
     }
     return have;

@@ -85,8 +85,8 @@ static int attn_tensors(al_tensor_table *t, const al_model_config *c, al_err *e)
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
     char name[AL_TENSOR_NAME];
-    size_t checked;
-    if (al_model_counts(c, &checked, NULL, e) != 0) return -1;   /* before the table's calloc */
+    size_t checked, kv;   /* the KV count too: a decoder trusts it */
+    if (al_model_counts(c, &checked, &kv, e) != 0) return -1;   /* before the table's calloc */
     memset(t, 0, sizeof *t);
     fill_shape(&t->ashape, c);
     t->d_ff = al_config_d_ff(c);

@@ -192,7 +192,8 @@ int al_train_check_memory(const al_config *c, al_err *e)
     const al_model_config *m = &c->model;
     int B = c->train.batch_size, T = m->seq_len;
     char limit[128], keys[160], what[160], sub[AL_ERR_LEN];
-    uint64_t avail = al_memory_available(c->train.max_memory, limit, sizeof limit);
+    uint64_t avail = al_memory_available(c->train.max_memory, al_parallel_threads(), limit,
+                                         sizeof limit);
     size_t n_params;
     al_mem_estimate est;
     if (al_model_counts(m, &n_params, NULL, e) == 0) {
