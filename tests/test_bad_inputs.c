@@ -388,6 +388,11 @@ static const bad_row rows[] = {
      "train good.yaml --out out --plugin $B/libbroken_huge_sizes.so "
      "--set model.attention.variant=tp_first",
      "^good\\.yaml: model\\.attention: variant 'tp_first' reports 9223372036854775807 ", 0},
+    {"plugin: bench-decode loads the config's plugins:",
+     "(printf 'plugins: [%s]\\n' \"$B/libbroken_data_entry.so\"; cat good.yaml) >bp.yaml",
+     "bench-decode bp.yaml --variants mha --contexts 64 --tokens 2 --out b.csv",
+     "^attnlab: bp\\.yaml:1:11: error: /.*/libbroken_data_entry\\.so: entry point 'attnlab_plugin_variants' "
+     "is a data symbol", 0},
     {"plugin: bench-decode of a plugin variant with lying sizes", NULL,
      "bench-decode good.yaml --plugin $B/libbroken_huge_sizes.so --variants tp_first "
      "--contexts 64 --tokens 2 --out b.csv",

@@ -7,6 +7,7 @@
 # the file's plugins: list). The old results stay where they were, named
 # by no row of summary.csv (which the report reads), so no configuration
 # mixes seeds of the old build with the new. Unchanged, nothing runs again.
+# bench-decode loads the file's plugins: and measures their variants.
 set -euo pipefail
 A=${1:?usage: plugin_changed.sh ATTNLAB PLUGIN}
 P=${2:?usage: plugin_changed.sh ATTNLAB PLUGIN}
@@ -61,4 +62,8 @@ done
 grep -q "$(echo "$before" | head -1)" S/report.md && fail "report.md names an old trial"
 sweep log.4
 grep -q "0 ok, 0 diverged, 0 failed, 4 kept from before" log.4 || fail "again: $(tail -1 log.4)"
+# bench-decode measures the variants of the file's plugins: too
+"$A" bench-decode exp.yaml --variants "swa window=4; mha" --contexts 32 --tokens 2 --out b.csv \
+    >bench.log 2>&1 || fail "bench-decode of the plugin's variant: $(tail -1 bench.log)"
+grep -q '^"swa window=4",32,' b.csv || fail "bench-decode measured no swa: $(cat b.csv)"
 echo "plugin_changed: 4 stale trials ran again beside their old results; the report has the new ones only"
