@@ -21,6 +21,9 @@ int al_lock_dir(const char *dir, const char *what, int *fd, al_err *e);
  * process left. Call with DIR's lock held, when no writer is alive.
  * Returns how many were removed. */
 int al_remove_stale_temps(const char *dir, const char *const *names);
+/* Whether a file name is NAME.tmp.DIGITS for one of names (any NAME when
+ * names is NULL). */
+int al_is_stale_temp(const char *file, const char *const *names);
 
 /* SIGINT and SIGTERM end the process with status 130 and 143 after
  * removing the temp file of any atomic write in progress (its target is

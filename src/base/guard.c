@@ -57,8 +57,7 @@ int al_lock_dir(const char *dir, const char *what, int *fd, al_err *e)
 
 /* ------------------------------------------------------------ stale temps */
 
-/* NAME.tmp.DIGITS, for one of names (any NAME when names is NULL). */
-static int is_stale_temp(const char *file, const char *const *names)
+int al_is_stale_temp(const char *file, const char *const *names)
 {
     const char *t = strstr(file, ".tmp.");
     if (!t || !t[5]) return 0;
@@ -77,7 +76,7 @@ int al_remove_stale_temps(const char *dir, const char *const *names)
     int n = 0;
     while (d && (de = readdir(d))) {
         char path[AL_ERR_LEN];
-        if (!is_stale_temp(de->d_name, names)) continue;
+        if (!al_is_stale_temp(de->d_name, names)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         n += unlink(path) == 0;
     }

@@ -100,9 +100,9 @@ static int first_entry(const char *dir, char *first, size_t n, int *has_sweep, i
     first[0] = 0;
     if (!d) return -1;
     while ((de = readdir(d))) {
-        const char *f = de->d_name, *t = strstr(f, ".tmp.");
+        const char *f = de->d_name;
         if (!strcmp(f, ".") || !strcmp(f, "..") || !strcmp(f, AL_LOCK_FILE)) continue;
-        if (t && strspn(t + 5, "0123456789") == strlen(t + 5) && t[5]) continue;
+        if (al_is_stale_temp(f, NULL)) continue;
         *has_sweep |= !strcmp(f, "sweep.json");
         *has_run |= !strcmp(f, "train_state.safetensors");
         if (!first[0]) snprintf(first, n, "%s", f);
