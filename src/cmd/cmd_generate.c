@@ -169,7 +169,9 @@ int al_cmd_generate(int argc, char **argv)
     const unsigned char **prompts = NULL;
     size_t *lens = NULL;
     const char *path = a.prompt_file ? a.prompt_file : a.prompts_file;
-    if (path && al_read_file(path, &file, &n, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if ((a.out && al_check_out_dir(a.out, &e) != 0) ||
+        (path && al_read_file(path, &file, &n, &e) != 0))
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
     if (a.prompts_file) {
         a.g.n_prompts = split_prompts(a.prompts_file, file, n, &prompts, &lens, &e);
         a.g.prompts = prompts;

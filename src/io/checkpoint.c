@@ -531,7 +531,7 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
  * resume may change. Returns the line count; lines are malloc'ed. */
 static int flatten_yaml(const char *yaml, char ***out)
 {
-    static const char *const may_change[] = {"train.checkpoint_every", NULL};
+    static const char *const may_change[] = {"train.checkpoint_every", "train.max_memory", NULL};
     char stack[8][128], line[4400];
     int n = 0, cap = 64, item[9] = {0};   /* "- " items seen at each level */
     char **lines = al_malloc(cap * sizeof *lines);

@@ -93,6 +93,7 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},

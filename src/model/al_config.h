@@ -83,6 +83,7 @@ typedef struct al_train_config {
     int eval_every, eval_batches;
     uint64_t seed, eval_seed;
     int threads;                         /* 0 = all cores */
+    uint64_t max_memory;                 /* bytes a run may use; 0 = the machine's */
     int checkpoint_every;                /* 0 = only at the end */
     char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
     char init_convert[8];                /* none | mean | first | random | svd */
