@@ -29,14 +29,17 @@ static const al_cli_spec kv_spec = {
     "Print the model's shape (after model.match_params), its parameter count\n"
     "(and the count it was matched to), and the KV-cache size per token, summed\n"
     "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
-    "with --context N also for N tokens. `attnlab generate --stats` measures\n"
+    "with --context N also for N tokens. int8 and int4 caches (KIVI-style) are\n"
+    "counted with their scales, zero-points and the f32 window of recent tokens,\n"
+    "which does not grow with the context: their per-token figure is the bytes\n"
+    "at the trained seq_len over seq_len. `attnlab generate --stats` measures\n"
     "the same figure from the caches it allocates.\n",
 };
 
 static void print_kv(const al_config *c, size_t params, long context)
 {
-    size_t b[AL_KV_NDTYPES];
-    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
+    size_t b[AL_KV_NALL];
+    for (int dt = 0; dt < AL_KV_NALL; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
     int dt = al_kv_dtype_parse(c->model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     const al_model_config *m = &c->model;
@@ -51,10 +54,16 @@ static void print_kv(const al_config *c, size_t params, long context)
     printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
+    printf("kv_bytes_per_token_quantized: int8=%zu int4=%zu kv_quant_group=%d "
+           "kv_quant_residual=%d\n", b[AL_KV_INT8], b[AL_KV_INT4], m->kv_quant_group,
+           m->kv_quant_residual);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
-    if (context)
+    if (context) {
         printf("kv_bytes_at_context_%ld: f32=%zu bf16=%zu f16=%zu\n", context,
                b[AL_KV_F32] * context, b[AL_KV_BF16] * context, b[AL_KV_F16] * context);
+        printf("kv_bytes_at_context_%ld_quantized: int8=%zu int4=%zu\n", context,
+               al_kv_bytes_at(m, AL_KV_INT8, context), al_kv_bytes_at(m, AL_KV_INT4, context));
+    }
 }
 
 int al_cmd_kv(int argc, char **argv)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "al_kvcache.h"
 #include "al_registry.h"
 
 /* ------------------------------------------------------------ YAML */
@@ -309,6 +310,8 @@ char *al_config_model_json(const al_model_config *m)
 {
     al_model_config built = *m;
     built.d_ff = al_config_d_ff(m);   /* a config built by hand may leave it 0 */
+    if (!built.kv_quant_group)       /* ... and these (al_config.h) */
+        built.kv_quant_group = AL_KV_QUANT_GROUP, built.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     return dump(table_json(al_cfg_model_keys, &built, 1));
 }
 

@@ -33,8 +33,18 @@
 #include "al_model.h"
 
 /* Cache bytes per token, summed over layers, for a storage dtype: the one
- * formula `attnlab kv` prints and a decoder's allocation follows. */
+ * formula `attnlab kv` prints and a decoder's allocation follows. An
+ * int8/int4 cache's bytes are not proportional to its context (the f32
+ * ring of recent tokens is a fixed cost, al_kvcache.h): its figure is the
+ * bytes at the trained seq_len over seq_len, rounded down. */
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype);
+/* Cache bytes of one sequence at `context` tokens, summed over layers:
+ * what a decoder of that context allocates, for any dtype. */
+size_t al_kv_bytes_at(const al_model_config *c, int dtype, long context);
+/* Elements of a kv_elems row quantized per channel (the rest per token) in
+ * an int8/int4 cache: elems / 2 for mha, mqa and gqa (rows [K | V]), the
+ * whole row for every other variant (al_kvcache.h says why). */
+size_t al_kv_key_elems(const al_model_config *c, size_t elems);
 
 typedef struct al_decoder {
     al_model *m;          /* borrowed: outlives the decoder */

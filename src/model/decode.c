@@ -13,9 +13,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The int8/int4 settings of a config (al_config.h: a group of 0 means
+ * both defaults). */
+static void quant_of(const al_model_config *c, int *group, int *residual)
+{
+    *group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
+    *residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
+}
+
+/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
+ * variant interface does not say which elements of a row are values, so
+ * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
+ * whose row is K then V of equal size. */
+size_t al_kv_key_elems(const al_model_config *c, size_t elems)
+{
+    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
+    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
+        if (!strcmp(c->attn->name, kv_split[i])) return elems / 2;
+    return elems;
+}
+
+size_t al_kv_bytes_at(const al_model_config *c, int dtype, long context)
+{
+    int group, residual;
+    quant_of(c, &group, &residual);
+    size_t elems = al_model_kv_elems_per_token(c) / (size_t)c->n_layer;
+    return (size_t)c->n_layer * al_kv_cache_bytes_for(elems, al_kv_key_elems(c, elems),
+                                                      (int)context, dtype, group, residual);
+}
+
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype)
 {
-    return al_model_kv_elems_per_token(c) * al_kv_dtype_size(dtype);
+    if (dtype < AL_KV_NDTYPES) return al_model_kv_elems_per_token(c) * al_kv_dtype_size(dtype);
+    return al_kv_bytes_at(c, dtype, c->seq_len) / (size_t)c->seq_len;
 }
 
 /* ------------------------------------------------------------ decoder */
@@ -29,7 +59,7 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
         return al_errf(e, "model.causal is false: a model trained without the causal mask "
                        "sees the future and cannot generate");
     if (context < 1) return al_errf(e, "context (%d) must be at least 1", context);
-    if (dtype < 0 || dtype >= AL_KV_NDTYPES) return al_errf(e, "unknown kv dtype %d", dtype);
+    if (dtype < 0 || dtype >= AL_KV_NALL) return al_errf(e, "unknown kv dtype %d", dtype);
     return 0;
 }
 
@@ -61,8 +91,11 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     size_t elems = c->attn->kv_elems(&m->ashape);
+    int group, residual;
+    quant_of(c, &group, &residual);
     for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
-        d->cache[i] = al_kv_cache_new(elems, context, dtype);
+        d->cache[i] = al_kv_cache_new_quant(elems, al_kv_key_elems(c, elems), context, dtype,
+                                            group, residual);
     size_t wide = D > F ? D : F;
     wide = wide > V ? wide : V;
     d->pos = al_calloc(B, sizeof *d->pos);
