@@ -132,6 +132,22 @@ START_TEST(int8_through_the_cache_stays_close_to_f32_on_a_trained_model)
     ck_assert_msg(fabs(loss[2] - loss[1]) < 0.01, "int8 %.6f, f32 %.6f", loss[2], loss[1]);
     ck_assert_msg(loss[2] != loss[1], "int8 identical to f32: nothing quantized?");
     ck_assert_msg(fabs(loss[3] - loss[1]) < 0.2, "int4 %.6f, f32 %.6f", loss[3], loss[1]);
+    /* bytes by hand, per layer: rows of 64 (K 32 | V 32); context 64, group 8,
+     * residual 8: 48 rows quantized; int8 codes 48 x 64 = 3072, key scales and
+     * zeros 6 groups x 32 x 8 = 1536, value ones 48 x 4 x 8 = 1536, the f32
+     * ring 16 x 64 x 4 = 4096: 10240, two layers 20480 (int4: codes 1536,
+     * 17408), over 64 tokens 320 (272) */
+    snprintf(args, sizeof args, "kv %s --context 64", cfg);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "kv_bytes_per_token_quantized: int8=320 int4=272 "), "%s", out);
+    ck_assert_msg(strstr(out, "kv_bytes_at_context_64_quantized: int8=20480 int4=17408\n"), "%s",
+                  out);
+    free(out);
+    snprintf(args, sizeof args, "generate %s/run/model.safetensors --prompt ROMEO --tokens 40 "
+             "--kv-dtype int8 --stats --seed 1", dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "kv_cache_bytes=20480 kv_bytes_per_token=320\n"), "%s", out);
+    free(out);
     fprintf(stderr, "tokloss: score %.6f, through the cache f32 %.6f int8 %.6f int4 %.6f\n",
             loss[0], loss[1], loss[2], loss[3]);
     free(cfg), free(dir);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "al_cli.h"
+#include "al_decode.h"
 #include "al_mpi.h"
 #include "al_report.h"
 #include "al_sweep_exec.h"
@@ -143,7 +144,8 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
         todo += !al_trial_status_final(r.status);
         if (m->match.by) snprintf(to, sizeof to, "%zu", m->match.params_to);
         printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s", t->index, t->id,
-               m->variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
+               m->variant, m->n_layer, m->d_ff, t->params, to,
+               al_kv_bytes_per_token(m, al_kv_dtype_parse(m->kv_dtype)),
                al_trial_status_name(r.status), al_trial_status_final(r.status) ? " (kept)" : "");
         if (t->upstream >= 0)
             printf("  <- %s (%s)", s->trials[t->upstream].id, t->cfg.train.init_convert);

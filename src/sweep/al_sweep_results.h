@@ -75,7 +75,8 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
  * tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,
  * test_loss,test_accuracy,tokens_per_s,wall_s,status,reason
- * (blank where not applicable; kv bytes are f32 over all layers). The
+ * (blank where not applicable; kv bytes are over all layers at the trial's
+ * model.kv_dtype, f32 unless set, al_kv_bytes_per_token). The
  * settings are one column per setting name any variant of the sweep
  * declares (model.attention's keys, e.g. n_kv_head), in the registry's
  * order of the variants (`attnlab variants`), each variant's in the order

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "al_decode.h"
 #include "al_registry.h"
 
 static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
@@ -382,6 +383,15 @@ static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
 
 /* ------------------------------------------------------------ summary */
 
+/* Cache bytes per token at the trial's model.kv_dtype (f32 unless the
+ * experiment sets it): int8/int4 with their scales, zero-points and f32
+ * window (al_decode.h). */
+static size_t trial_kv_bytes(const al_model_config *m)
+{
+    int dt = al_kv_dtype_parse(m->kv_dtype);
+    return al_kv_bytes_per_token(m, dt >= 0 ? dt : AL_KV_F32);
+}
+
 static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_sweep_trial *t,
                         const al_trial_result *r)
 {
@@ -400,7 +410,7 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_int(f, m->d_ff);
     put_int(f, (long)t->params);
     put_int(f, m->match.by ? (long)m->match.params_to : -1);
-    put_int(f, (long)(4 * t->kv_elems_per_token));
+    put_int(f, (long)trial_kv_bytes(m));
     put_int(f, t->cfg.train.steps);
     put_int(f, (long)t->cfg.train.batch_size * m->seq_len);
     put_num(f, r->final_train_loss, "%.9g");
