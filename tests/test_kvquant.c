@@ -226,6 +226,35 @@ START_TEST(int_dtypes_parse_and_name)
 }
 END_TEST
 
+/* model.kv_dtype takes int8/int4 and the two keys are checked like any. */
+START_TEST(config_files_take_the_int_dtypes_and_check_the_keys)
+{
+    char *dir = al_test_tmpdir(), *out;
+    char *ok = al_test_write(dir, "ok.yaml",
+                             "model: {n_layer: 1, d_model: 32, n_head: 4, seq_len: 64,\n"
+                             "        kv_dtype: int4, kv_quant_group: 8, kv_quant_residual: 0}\n");
+    char *bad = al_test_write(dir, "bad.yaml", "model: {kv_dtype: int8, kv_quant_group: 0}\n");
+    char *neg = al_test_write(dir, "neg.yaml", "model: {kv_quant_residual: -1}\n");
+    char args[4400];
+    snprintf(args, sizeof args, "kv %s", ok);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    /* rows of 64 (K 32 | V 32), context 64, group 8, residual 0: 56 rows
+     * quantized; codes 56 x 32, key scales 7 x 32 x 8, value ones 56 x 4 x
+     * 8, ring 8 x 64 x 4: 1792 + 1792 + 1792 + 2048 = 7424, over 64: 116 */
+    ck_assert_msg(strstr(out, "kv_dtype: int4 kv_bytes_per_token=116\n"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "kv %s", bad);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_msg(strstr(out, "'model.kv_quant_group' (0) must be positive"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "kv %s", neg);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_msg(strstr(out, "kv_quant_residual"), "%s", out);
+    free(out);
+    free(ok), free(bad), free(neg), free(dir);
+}
+END_TEST
+
 Suite *kvquant_suite(void)
 {
     Suite *s = suite_create("kvquant");
@@ -235,6 +264,7 @@ Suite *kvquant_suite(void)
     tcase_add_test(tc, bytes_equal_the_formula_with_scales_and_residual);
     tcase_add_test(tc, every_variant_decodes_from_int8_and_int4_caches);
     tcase_add_test(tc, int_dtypes_parse_and_name);
+    tcase_add_test(tc, config_files_take_the_int_dtypes_and_check_the_keys);
     suite_add_tcase(s, tc);
     return s;
 }

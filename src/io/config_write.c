@@ -111,6 +111,8 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 static al_model_config as_given(const al_model_config *m)
 {
     al_model_config given = *m;
+    if (!given.kv_quant_group)   /* built in code: the defaults of both (al_config.h) */
+        given.kv_quant_group = AL_KV_QUANT_GROUP, given.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     if (m->match.by != AL_MATCH_NONE) {
         given.n_layer = m->match.base_n_layer;
         given.d_ff = m->match.base_d_ff;
