@@ -3,7 +3,10 @@
 
 An independent implementation of the model spec in the README (and of MLA as
 issue 3 writes it), for Debian's /usr/bin/python3 with python3-torch and
-nothing else: the safetensors file is read by hand (struct + json).
+nothing else: the safetensors file is read by hand (struct + json). Each
+layer's attention comes from the checkpoint's config: "layer_attention" (a
+model.layer_attention stack, its items repeated over the layers), else
+"attention" for every layer.
 
 Command line:
   attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
@@ -102,16 +105,31 @@ def rope(x, base):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def attend(q, k, v, scale, causal):
+def attend(q, k, v, scale, causal, visible=None):
     """q, k (B, H, T, dqk), v (B, H, T, dv) -> (B, H, T, dv), and the
-    probabilities (B, H, T, T)."""
+    probabilities (B, H, T, T). visible (T, T), if given, is the mask
+    itself (True: query i sees key j) and replaces the causal one."""
     s = (q @ k.transpose(-1, -2)) * scale
-    if causal:
+    if visible is not None:
+        s = s.masked_fill(~visible, float("-inf"))
+    elif causal:
         T = q.shape[-2]
         mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
     return p @ v, p
+
+
+def band(T, window, sinks, causal):
+    """The local variant's mask, written out pair by pair: query i sees key
+    j when j < sinks or j is among the last `window` positions up to i
+    (|i - j| < window without the causal mask); never j > i when causal."""
+    m = torch.zeros(T, T, dtype=torch.bool)
+    for i in range(T):
+        for j in range(T):
+            near = (i - window < j <= i) if causal else abs(i - j) < window
+            m[i, j] = (j < sinks or near) and (j <= i or not causal)
+    return m
 
 
 def linear(i, o):
@@ -139,6 +157,27 @@ class GQA(nn.Module):
         k = k.repeat_interleave(H // G, dim=1)
         v = v.repeat_interleave(H // G, dim=1)
         y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+
+
+class Local(GQA):
+    """local: gqa (n_kv_head, 0 for n_head) over a sliding window of
+    `window` positions plus the first `sinks` positions (StreamingLLM)."""
+
+    def __init__(self, cfg, a):
+        super().__init__(cfg, int(a.get("n_kv_head", 0)) or cfg["n_head"])
+        self.window, self.sinks = int(a["window"]), int(a.get("sinks", 0))
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, G, dh = self.H, self.G, self.dh
+        q = rope(self.wq(x).view(B, T, H, dh).transpose(1, 2), self.base)
+        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
+        v = self.wv(x).view(B, T, G, dh).transpose(1, 2)
+        k = k.repeat_interleave(H // G, dim=1)
+        v = v.repeat_interleave(H // G, dim=1)
+        visible = band(T, self.window, self.sinks, self.causal)
+        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal, visible)
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
@@ -305,6 +344,7 @@ VARIANTS = {
     "gta": GTA,
     "tpa": TPA,
     "gla": GLA,
+    "local": Local,
 }
 
 
@@ -317,10 +357,24 @@ class MLP(nn.Module):
         return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
 
+def layer_attention(cfg, layer):
+    """Layer `layer`'s attention mapping: the items of "layer_attention"
+    (model.layer_attention) repeat over the layers; without it every layer
+    has "attention"."""
+    items = cfg.get("layer_attention")
+    return items[layer % len(items)] if items else cfg["attention"]
+
+
+def variant_label(cfg):
+    """The variant, or a stack's variants joined by '/' ("gqa/mha")."""
+    items = cfg.get("layer_attention") or [cfg["attention"]]
+    return "/".join(a["variant"] for a in items)
+
+
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, a):
         super().__init__()
-        D, eps, a = cfg["d_model"], cfg["norm_eps"], cfg["attention"]
+        D, eps = cfg["d_model"], cfg["norm_eps"]
         if a["variant"] not in VARIANTS:
             raise ValueError(f"variant '{a['variant']}' is not implemented here "
                              f"(known: {', '.join(VARIANTS)})")
@@ -341,7 +395,8 @@ class AttnlabModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layer"]))
+        self.blocks = nn.ModuleList(Block(cfg, layer_attention(cfg, l))
+                                    for l in range(cfg["n_layer"]))
         self.final_norm = RMSNorm(cfg["d_model"], cfg["norm_eps"])
 
     def forward(self, idx):
@@ -395,7 +450,7 @@ def cmd_score(args):
             logits = model(x[i:i + args.batch])
             total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                      y[i:i + args.batch].reshape(-1), reduction="sum").item()
-    print(f"variant={model.cfg['attention']['variant']} seq_len={T} windows={x.shape[0]}")
+    print(f"variant={variant_label(model.cfg)} seq_len={T} windows={x.shape[0]}")
     print(f"loss={total / y.numel():.6f} tokens={y.numel()}")
     return 0
 

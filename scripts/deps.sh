@@ -23,7 +23,7 @@ AL_BUILD_PACKAGES=(gcc pkg-config meson ninja-build libopenblas-dev libyaml-dev
 # Run-time: plots and the default corpus.
 AL_RUN_PACKAGES=(gnuplot-nox bible-kjv)
 # Tests only: the PyTorch reference implementation.
-AL_TEST_PACKAGES=(python3-torch python3-numpy)
+AL_TEST_PACKAGES=(python3-torch python3-numpy python3-scipy)
 # Optional, for running beyond one machine: MPI (data-parallel training,
 # the mpi sweep executor; the build picks it up when present). Tests that
 # need it skip with a message where it is missing.

@@ -153,7 +153,7 @@ START_TEST(swa_with_a_covering_window_shows_mhas_maps)
     al_err e;
     peaked_model(&a, al_variant_find("mha"), 1, -1);
     peaked_model(&b, swa, 1, -1);   /* window 2, set below */
-    b.ashape.set[0] = T_SEQ;
+    for (int l = 0; l < b.cfg.n_layer; l++) b.layers[l].ashape.set[0] = T_SEQ;
     ck_assert_uint_eq(a.n_params, b.n_params);
     memcpy(b.params, a.params, a.n_params * sizeof(float));
     int H = a.cfg.n_head, T = T_SEQ;
@@ -167,7 +167,7 @@ START_TEST(swa_with_a_covering_window_shows_mhas_maps)
             ck_assert_msg(fabsf(A[k] - B[k]) < 1e-5f, "layer %d entry %zu: mha %g swa %g", l, k,
                           A[k], B[k]);
     }
-    b.ashape.set[0] = 3;
+    for (int l = 0; l < b.cfg.n_layer; l++) b.layers[l].ashape.set[0] = 3;
     ck_assert_int_eq(al_attention_forward(&b, tokens12(), T, &e), 0);
     al_attention_layer(&b, 1, T, B);
     check_rows("swa window 3", B, H, T, 1);

@@ -91,6 +91,18 @@ static const bad_row rows[] = {
     {"yaml: plugin setting of the wrong type",
      "printf 'plugins: [libswa.so]\\nmodel: {attention: {variant: swa, window: 2.5}}\\n' >bad.yaml",
      "train bad.yaml --out out", "^bad\\.yaml:2:[0-9]+: error: 'model\\.attention\\.window' must be an integer", 0},
+    {"yaml: attention and layer_attention both given",
+     "printf 'model: {attention: {variant: mha}, layer_attention: [{variant: mqa}]}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'model\\.attention' and "
+     "'model\\.layer_attention' are both given", 0},
+    {"yaml: unknown key in a layer_attention item",
+     "printf 'model: {layer_attention: [{variant: mha}, {variant: gqa, n_kv_heads: 2}]}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:58: error: unknown key "
+     "'model\\.layer_attention\\[1\\]\\.n_kv_heads' for variant 'gqa'", 0},
+    {"yaml: layer_attention longer than n_layer",
+     "printf 'model: {n_layer: 1, layer_attention: [{variant: mqa}, {variant: mha}]}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'model\\.layer_attention' lists "
+     "2 attentions, more than 'model\\.n_layer' \\(1\\)", 0},
     {"yaml: a list at the top", "printf -- '- model\\n' >bad.yaml", "train bad.yaml --out out",
      "^bad\\.yaml:1:1: error: the top level must be a mapping, got a sequence", 0},
     {"yaml: two documents", "printf 'model: {}\\n---\\ntrain: {}\\n' >bad.yaml",

@@ -189,6 +189,14 @@ START_TEST(decode_matches_the_full_forward_across_cache_blocks)
 }
 END_TEST
 
+/* The cache row of position pos: local's ring (al_kv_ring_row), or row
+ * pos. */
+static int row_of(const al_model_config *c, int pos)
+{
+    if (strcmp(c->attn->name, "local") != 0) return pos;
+    return al_kv_ring_row(pos, (int)c->attn_set[0], (int)c->attn_set[2]);
+}
+
 /* The comparison bites: a cache row overwritten after the prefill makes
  * the next logits differ from the full forward. The row is the one just
  * before the step, which every causal variant reads (a sliding window of
@@ -207,8 +215,9 @@ static void check_sensitivity(const al_variant_ops *v, int opt)
     ck_assert_int_eq(al_decoder_prefill(&d, tok, 5, &e), 0);
     float row[512];
     ck_assert_uint_le(al_kv_cache_elems(d.cache[0]), 512);
-    al_kv_row_get(d.cache[0], 1, row);
-    al_kv_row_put(d.cache[0], 4, row);   /* position 4 now holds position 1's row */
+    int r4 = row_of(&m.cfg, 4), r1 = r4 == 1 ? 0 : 1;
+    al_kv_row_get(d.cache[0], r1, row);
+    al_kv_row_put(d.cache[0], r4, row);   /* position 4 now holds another's row */
     double diff = max_abs_diff(al_decoder_step(&d, tok[5]), full + 5 * VOCAB, VOCAB, NULL);
     ck_assert_msg(diff > 1e-3, "%s opt=%d: a corrupted cache went unnoticed (%g)", v->name,
                   opt, diff);
@@ -264,7 +273,19 @@ static size_t elems_by_hand(const al_model_config *c)
         return (size_t)(c->attn_set[1] + c->attn_set[2]) * (c->n_head + c->d_head);
     if (!strcmp(n, "gla")) return (size_t)(c->attn_set[2] * c->attn_set[0] + c->attn_set[1]);
     if (!strcmp(n, "swa")) return 2 * (size_t)c->n_head * c->d_head;   /* the example plugin */
+    if (!strcmp(n, "local"))   /* gqa's row; n_kv_head 0 is n_head */
+        return 2 * (size_t)(c->attn_set[1] ? c->attn_set[1] : c->n_head) * c->d_head;
     return 0;
+}
+
+/* Rows a layer's cache holds at `context` tokens, by hand: local keeps its
+ * sinks and a ring of `window` rows (never more than the tokens), every
+ * other variant one row per token. */
+static size_t rows_by_hand(const al_model_config *c, int context)
+{
+    if (strcmp(c->attn->name, "local") != 0) return (size_t)context;
+    int bound = (int)(c->attn_set[2] + c->attn_set[0]);   /* sinks + window */
+    return (size_t)(context < bound ? context : bound);
 }
 
 static void check_bytes(const al_variant_ops *v, int opt)
@@ -272,14 +293,16 @@ static void check_bytes(const al_variant_ops *v, int opt)
     al_model m;
     make_model(&m, v, opt, 29);
     size_t hand = elems_by_hand(&m.cfg);
-    if (!hand) hand = v->kv_elems(&m.ashape);   /* a plugin: at least the allocator is checked */
+    if (!hand) hand = v->kv_elems(&m.layers[0].ashape);   /* a plugin: at least the allocator is checked */
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
         size_t live0 = al_kv_bytes_live(), want = hand * m.cfg.n_layer * al_kv_dtype_size(dt);
         al_decoder d;
         al_err e;
+        size_t rows = rows_by_hand(&m.cfg, 37);
         ck_assert_int_eq(al_decoder_init(&d, &m, 37, dt, &e), 0);
-        ck_assert_uint_eq(al_kv_bytes_live() - live0, 37 * want);
-        ck_assert_uint_eq(al_decoder_cache_bytes(&d), 37 * want);
+        ck_assert_uint_eq(al_kv_bytes_live() - live0, rows * want);
+        ck_assert_uint_eq(al_decoder_cache_bytes(&d), rows * want);
+        ck_assert_uint_eq(al_model_kv_bytes_at(&m.cfg, dt, 37), rows * want);
         ck_assert_uint_eq(al_kv_bytes_per_token(&m.cfg, dt), want);
         al_decoder_free(&d);
         ck_assert_uint_eq(al_kv_bytes_live(), live0);

@@ -313,6 +313,192 @@ START_TEST(paired_interval_equals_a_hand_computation)
 }
 END_TEST
 
+/* Holm against a hand-worked family. Differences from the baseline a over
+ * seeds 1..3: c {0.20, 0.21, 0.19}, p = 0.00083; d {0.035, 0.05, 0.065},
+ * p = 0.0287; b {0.03, 0.05, 0.07}, p = 0.0494 (scipy.stats.ttest_1samp).
+ * Each alone is below 0.05 (unadjusted: resolved). Holm, m = 3: 0.00083 <=
+ * 0.05/3 resolves c; 0.0287 > 0.05/2 stops, so d and b are not resolved.
+ * Seeds for 80 % power (scipy's nct): b (mean 0.05, sd 0.02) 4, d (sd
+ * 0.015) 3. */
+START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
+{
+    char body[8192] = "";
+    double a[] = {2.00, 2.10, 2.05}, db[] = {0.03, 0.05, 0.07}, dc[] = {0.20, 0.21, 0.19};
+    double dd[] = {0.035, 0.05, 0.065};
+    for (int s = 0; s < 3; s++) {
+        add_trial(body, sizeof body, "a", "", "", 1, s + 1, 1000, 1, a[s], NAN, "ok");
+        add_trial(body, sizeof body, "b", "", "", 0, s + 1, 500, 1, a[s] + db[s], NAN, "ok");
+        add_trial(body, sizeof body, "c", "", "", 0, s + 1, 250, 1, a[s] + dc[s], NAN, "ok");
+        add_trial(body, sizeof body, "d", "", "", 0, s + 1, 750, 1, a[s] + dd[s], NAN, "ok");
+    }
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    static const struct { const char *g, *raw, *holm, *need; double p; } want[] = {
+        {"b", "true", "false", "4", 0.04941362421328313},
+        {"c", "true", "true", "2", 0.0008322931113192272},
+        {"d", "true", "false", "3", 0.0287141376427358},
+        {"a", "", "", "", NAN},
+    };
+    for (int i = 0; i < 4; i++) {
+        char **r = configs_row(dir, want[i].g, &head, &n);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(field(head, r, n, "resolved"), want[i].raw);
+        ck_assert_str_eq(field(head, r, n, "resolved_holm"), want[i].holm);
+        ck_assert_str_eq(field(head, r, n, "seeds_needed"), want[i].need);
+        if (!isnan(want[i].p))
+            ck_assert_double_eq_tol(num_field(head, r, n, "p_value"), want[i].p, 1e-6);
+        free_fields(r, n);
+    }
+    /* The front (kv, mean): c (250, 2.25), b (500, 2.10), a (1000, 2.05); d
+     * (750, 2.10) is dominated by b. The comparisons that decide places: a
+     * vs b (p 0.0494), a vs c (0.00083), b vs c (c - b = {0.17, 0.16, 0.12}:
+     * 0.0102), d vs b ({0.005, 0, -0.005}: 1). Holm, m = 4: 0.00083 <=
+     * 0.0125, 0.0102 <= 0.0167, 0.0494 > 0.025: a's edge over b is not
+     * resolved, though its own interval excludes 0. */
+    char **ra = configs_row(dir, "a", &head, &n), **rb = configs_row(dir, "b", &head, &n);
+    ck_assert_str_eq(field(head, ra, n, "front"), "true");
+    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "0");
+    ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
+    free_fields(ra, n), free_fields(rb, n);
+    /* the old columns keep their places; the new ones come after seeds_open */
+    ck_assert_str_eq(head[n - 8], "seeds_open");
+    ck_assert_str_eq(head[n - 7], "resolved_holm");
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "| b | 500 | 3 | +0.0500 | [+0.0003, +0.0997] | 0.049 | yes | "
+                             "not resolved; about 4 seeds would resolve a difference this "
+                             "size | 4 |"), "%s", md);
+    ck_assert_ptr_nonnull(strstr(md, "| c | 250 | 3 | +0.2000"));
+    ck_assert_ptr_nonnull(strstr(md, "Holm's correction over the family of the 3 comparisons"));
+    ck_assert_ptr_nonnull(strstr(md, "- **a**: 1,000 bytes/token, test loss 2.0500 ± "));
+    ck_assert_ptr_nonnull(strstr(md, "*not resolved from b*"));
+    char *row = table_row(md, "b");   /* the main table's verdict is the adjusted one */
+    ck_assert_msg(strstr(row, "| no |"), "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
+/* metrics.csv for trial dir/<trial>: val_loss at steps 0..10 (11 values). */
+static void write_metrics(const char *dir, const char *trial, const double *loss,
+                          const double *acc)
+{
+    char path[4200], text[2048] = "step,train_loss,val_loss,val_accuracy,lr,tokens_per_s,"
+                                  "elapsed_s\n";
+    snprintf(path, sizeof path, "%s/%s", dir, trial);
+    mkdir(path, 0777);
+    for (int s = 0; s <= 10; s++) {
+        size_t len = strlen(text);
+        char a[32] = "";
+        if (acc) snprintf(a, sizeof a, "%.4f", acc[s]);
+        snprintf(text + len, sizeof text - len, "%d,2.0,%.6f,%s,0.001,100,1\n", s, loss[s], a);
+    }
+    free(al_test_write(path, "metrics.csv", text));
+}
+
+/* The slope over the last quarter by hand: steps = 10, so the points at
+ * steps 8, 9, 10. Seed 1: 2.30, 2.28, 2.20, mean step 9, slope
+ * ((-1)(0.04) + 0 + (1)(-0.06)) / 2 = -0.05 per step, -5 per 100 steps;
+ * seed 2 flat: 0. The mean, -2.5, is still improving (below -0.01). The
+ * earlier points (wild here) do not count. b is flat: not improving. */
+START_TEST(loss_slope_over_the_last_quarter_by_hand)
+{
+    char body[4096] = "";
+    add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 2.2, 2.2, NAN, "ok");
+    add_trial(body, sizeof body, "a", "", "", 1, 2, 1000, 2.1, 2.1, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 2.0, 2.0, NAN, "ok");
+    char *dir = summary2_dir(body), **head = NULL;
+    double a1[] = {9, 1, 7, 3, 5, 5, 4, 8, 2.30, 2.28, 2.20}, a2[] = {9, 1, 7, 3, 5, 5, 4, 8,
+                                                                     2.1, 2.1, 2.1};
+    double b1[] = {3, 3, 3, 3, 3, 3, 3, 3, 2.0, 2.0, 2.0};
+    write_metrics(dir, "a_seed1", a1, NULL);
+    write_metrics(dir, "a_seed2", a2, NULL);
+    write_metrics(dir, "b_seed1", b1, NULL);
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "a", &head, &n);
+    ck_assert_double_eq_tol(num_field(head, r, n, "val_loss_slope"), -2.5, 1e-9);
+    ck_assert_str_eq(field(head, r, n, "still_improving"), "true");
+    free_fields(r, n);
+    r = configs_row(dir, "b", &head, &n);
+    ck_assert_double_eq_tol(num_field(head, r, n, "val_loss_slope"), 0, 1e-9);
+    ck_assert_str_eq(field(head, r, n, "still_improving"), "false");
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "**Still improving:** the validation loss of 1 of 2 "
+                             "configurations") && strstr(md, ": a (-2.5000)."), "%s", md);
+    free(md), free(dir);
+}
+END_TEST
+
+/* On a recall task: the median over seeds of the first eval step with
+ * val_accuracy >= 0.9 (seeds 4 and 8 -> 6; seed 3 never reached it). */
+START_TEST(recall_reports_the_median_step_to_solve)
+{
+    char body[4096] = "";
+    for (int s = 1; s <= 3; s++)
+        add_trial(body, sizeof body, "a", "", "", 1, s, 1000, 2.0, 2.0, s < 3 ? 0.95 : 0.3, "ok");
+    char *dir = summary2_dir(body), **head = NULL;
+    double loss[11] = {0}, acc1[11] = {0}, acc2[11] = {0}, acc3[11] = {0};
+    for (int i = 0; i <= 10; i++) {
+        loss[i] = 3 - 0.1 * i;
+        acc1[i] = i >= 4 ? 0.91 : 0.2;
+        acc2[i] = i >= 8 ? 0.95 : 0.5;
+        acc3[i] = 0.3;
+    }
+    write_metrics(dir, "a_seed1", loss, acc1);
+    write_metrics(dir, "a_seed2", loss, acc2);
+    write_metrics(dir, "a_seed3", loss, acc3);
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "a", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "solved"), "2");
+    ck_assert_str_eq(field(head, r, n, "solved_step_median"), "6");
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md"), *row = table_row(md, "a (baseline)");
+    ck_assert_msg(strstr(row, "| 2/3 (median step 6) |"), "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
+/* Trials of one configuration on two OpenBLAS cores: the report says so,
+ * and configs.csv's same_machine is false for it only. */
+START_TEST(trials_on_different_machines_are_called_out)
+{
+    char body[4096] = "", text[8192] = "", *o = text;
+    add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 2.0, 2.0, NAN, "ok");
+    add_trial(body, sizeof body, "a", "", "", 1, 2, 1000, 2.1, 2.1, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 2.2, 2.2, NAN, "ok");
+    add_trial(body, sizeof body, "b", "", "", 0, 2, 500, 2.3, 2.3, NAN, "ok");
+    static const char *const where[] = {"Xeon X,Haswell,2", "Xeon X,SkylakeX,2",
+                                        "Xeon X,Haswell,2", "Xeon X,Haswell,2"};
+    o += sprintf(o, "%.*s,cpu_model,blas_core,threads\n", (int)strlen(header2) - 1, header2);
+    int i = 0;
+    for (char *p = body, *nl; (nl = strchr(p, '\n')); p = nl + 1)
+        o += sprintf(o, "%.*s,%s\n", (int)(nl - p), p, where[i++]);
+    char *dir = al_test_tmpdir(), **head = NULL;
+    free(al_test_write(dir, "summary.csv", text));
+    write_report(dir);
+    int n = 0;
+    char **r = configs_row(dir, "a", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "same_machine"), "false");
+    free_fields(r, n);
+    r = configs_row(dir, "b", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "same_machine"), "true");
+    ck_assert_str_eq(field(head, r, n, "variant"), "mha");   /* not read as settings */
+    free_fields(r, n);
+    free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "**Trials of one configuration ran on different machines**") &&
+                  strstr(md, "- a: Xeon X / Haswell / 2 threads ×1; Xeon X / SkylakeX / 2 "
+                             "threads ×1\n") && !strstr(md, "- b:"), "%s", md);
+    ck_assert_msg(!strstr(md, "| cpu_model |"), "%s", md);
+    free(md), free(dir);
+}
+END_TEST
+
 /* One seed: n = 1, a mean, and no interval (blank), never a zero width. */
 START_TEST(one_seed_reports_n_1_and_no_interval)
 {
@@ -564,6 +750,10 @@ Suite *report_suite(void)
     tcase_add_test(tc, report_aggregates_seeds_and_marks_the_front);
     tcase_add_test(tc, paired_interval_equals_a_hand_computation);
     tcase_add_test(tc, one_seed_reports_n_1_and_no_interval);
+    tcase_add_test(tc, holm_adjusts_the_family_of_comparisons_with_the_baseline);
+    tcase_add_test(tc, loss_slope_over_the_last_quarter_by_hand);
+    tcase_add_test(tc, recall_reports_the_median_step_to_solve);
+    tcase_add_test(tc, trials_on_different_machines_are_called_out);
     tcase_add_test(tc, select_picks_the_argmin_per_seed);
     tcase_add_test(tc, accuracy_metric_counts_solved_seeds);
     tcase_add_test(tc, unmatched_parameter_counts_are_called_out);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "al_gemm.h"
 #include "al_registry.h"
 #include "al_report.h"
 #include "al_sweep_run.h"
@@ -341,7 +342,15 @@ static const bad_case bad[] = {
      "8:49: error: 'n_kv_head' (3) must divide 'n_head' (2) (in trial 'gqa-kv3')"},
     {"sweep:\n  seeds: [1, one]\n", "7:14: error: a seed must be a non-negative integer, got 'one'"},
     {"sweep:\n  seeds: [1, 1]\n", "7:14: error: seed 1 is listed twice"},
-    {"sweep:\n  seeds: {n: 2}\n", "7:10: error: 'sweep.seeds' must be a list of seeds or a count, got a mapping"},
+    {"sweep:\n  seeds: {n: 2}\n", "7:11: error: unknown key 'n' in 'sweep.seeds' (known: min, max, until, step)"},
+    {"sweep:\n  seeds: {min: 1, max: 3, until: resolved}\n",
+     "7:16: error: 'sweep.seeds.min' must be an integer in [2, 1000], got '1'"},
+    {"sweep:\n  seeds: {min: 2, max: 3, until: forever}\n",
+     "7:34: error: 'sweep.seeds' as a mapping needs 'until: resolved' (or give a count or a list)"},
+    {"sweep:\n  seeds: {min: 4, max: 3, until: resolved}\n",
+     "7:24: error: 'sweep.seeds.max' (3) is below 'min' (4)"},
+    {"sweep:\n  seeds: {min: 2, until: resolved}\n",
+     "7:10: error: 'sweep.seeds' in rounds needs 'max' (min: N, max: M, until: resolved)"},
     {"sweep:\n  grid: {model.n_head: [1, 2]}\n  exclude: [{train.lr: 1}]\n",
      "8:14: error: exclude key 'train.lr' is not a sweep axis (nor under one)"},
     {"sweep:\n  grid: {model.n_head: [1, 2]}\n  exclude: [{model.n_head: 1}, {model.n_head: 2}]\n",
@@ -582,6 +591,12 @@ START_TEST(sweep_resume_skips_finished_trials)
     ck_assert_msg(strstr(s1, "\nmqa_seed1,mqa,mqa,,,0,mqa,,,,true,1,") &&
                   strstr(s1, "\nmla-latent8-rope4_seed1,mla-latent8-rope4,mla-latent8-rope4,,,0,"
                              "mla,8,4,0,true,1,"), "%s", s1);
+    /* where each trial ran: the CPU model, OpenBLAS core and threads, last */
+    char cpu[128], where[300];
+    al_cpu_model(cpu, sizeof cpu);
+    snprintf(where, sizeof where, ",%s,%s,1\n", cpu, al_blas_core());
+    ck_assert_msg(strstr(s1, ",init_val_loss,cpu_model,blas_core,threads\n") &&
+                  strstr(strstr(s1, "\nmqa_seed1,"), where), "%s", s1);
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r);
     struct stat st1, st2;
     ck_assert_int_eq(stat(res, &st1), 0);
@@ -593,6 +608,85 @@ START_TEST(sweep_resume_skips_finished_trials)
     char *s2 = summary_without_timing(r);
     ck_assert_str_eq(s1, s2);
     free(s1), free(s2), free(path), free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ rounds */
+
+static int count_lines(const char *path)
+{
+    char *t = read_text(path);
+    int n = 0;
+    for (char *p = t; *p; p++) n += *p == '\n';
+    free(t);
+    return n;
+}
+
+/* seeds: {min: 2, max: 4, until: resolved} with a difference the first
+ * round resolves (lr 1e-5 against 1e-2: the paired differences agree to
+ * a few percent): two seeds are trained, the third never; a second run
+ * keeps all four trials and trains nothing. */
+START_TEST(seed_rounds_stop_once_every_comparison_is_resolved)
+{
+    char *dir = al_test_tmpdir(), *out, r[4200], p[4400];
+    char *path = write_exp(dir, "rounds", "steps: 20, eval_every: 5",
+                           "sweep:\n  seeds: {min: 2, max: 4, until: resolved}\n"
+                           "  grid: {train.lr: [1.0e-5, 1.0e-2]}\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s --dry-run", path, r), 0);
+    ck_assert_msg(strstr(out, "rounds at 2, 3, 4 seeds") && strstr(out, "lr1.0e-2_seed4"), "%s",
+                  out);
+    free(out);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_msg(strstr(out, "round 1 of at most 3: seeds 1-2 (4 trials)") &&
+                  strstr(out, "rounds over at 2 seeds: every comparison with the baseline is "
+                              "resolved") && !strstr(out, "round 2"), "%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/lr1.0e-2_seed3", r);
+    ck_assert(!exists(p));
+    snprintf(p, sizeof p, "%s/summary.csv", r);
+    ck_assert_int_eq(count_lines(p), 5);   /* the header and the round's four trials */
+    snprintf(p, sizeof p, "%s/configs.csv", r);
+    char *csv = read_text(p);
+    ck_assert_msg(strstr(csv, "\nlr1.0e-2,") && strstr(strstr(csv, "\nlr1.0e-2,"), ",0,true,"),
+                  "%s", csv);   /* seeds_open 0, resolved_holm true */
+    free(csv);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 4 kept from before"), "%s", out);
+    free(out);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s --executor slurm --no-wait", path, r), 2);
+    ck_assert_msg(strstr(out, "seeds in rounds"), "%s", out);
+    free(out), free(path), free(dir);
+}
+END_TEST
+
+/* No difference at all (eval_every does not change training: the test
+ * losses agree to the bit): every round is taken, up to max. The trials
+ * are those of `seeds: 3`: the same ids and hashes, so that file finds
+ * all six finished. */
+START_TEST(seed_rounds_run_to_the_maximum_and_keep_their_ids)
+{
+    char *dir = al_test_tmpdir(), *out, r[4200], p[4400];
+    char *path = write_exp(dir, "rounds", "steps: 20",
+                           "sweep:\n  seeds: {min: 2, max: 3, until: resolved}\n"
+                           "  grid: {train.eval_every: [5, 10]}\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_msg(strstr(out, "round 2 of at most 2: seeds 1-3 (6 trials)") &&
+                  strstr(out, "rounds over at 3 seeds: the maximum") &&
+                  strstr(out, "6 ok, 0 diverged, 0 failed, 0 kept"), "%s", out);
+    free(out);
+    snprintf(p, sizeof p, "%s/report.md", r);
+    char *md = read_text(p);
+    ck_assert_msg(strstr(md, "looks at 2, 3 seeds; 2 taken") &&
+                  strstr(md, "| 3 | +0.0000 | [+0.0000, +0.0000] | 1 | no | no (no difference to "
+                             "size) |"), "%.3000s", md);
+    free(md), free(path);
+    path = write_exp(dir, "rounds", "steps: 20",
+                     "sweep:\n  seeds: 3\n  grid: {train.eval_every: [5, 10]}\n");
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 6 kept from before"), "%s", out);
+    free(out), free(path), free(dir);
 }
 END_TEST
 
@@ -901,6 +995,8 @@ Suite *sweep_suite(void)
     tcase_add_test(run_tc, plugin_variants_can_be_swept);
     tcase_add_test(run_tc, summary_has_a_column_per_setting_of_the_sweeps_variants);
     tcase_add_test(run_tc, sweep_resume_skips_finished_trials);
+    tcase_add_test(run_tc, seed_rounds_stop_once_every_comparison_is_resolved);
+    tcase_add_test(run_tc, seed_rounds_run_to_the_maximum_and_keep_their_ids);
     tcase_add_test(run_tc, sigkilled_sweep_resumes_to_the_uninterrupted_summary);
     tcase_add_test(run_tc, diverging_trial_is_recorded_while_the_others_finish);
     tcase_add_test(run_tc, causal_ablation_report_shows_the_collapse_and_samples);

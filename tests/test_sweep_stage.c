@@ -214,6 +214,9 @@ START_TEST(stage_errors_name_file_line_and_column)
          "step counts or percentages"},
         {"  - name: up\n    from: base\n    sweep: {seeds: 2}\n", "e.yaml:12:20: error: a stage "
          "with 'from' keeps each upstream trial's seed"},
+        {"  - name: up\n    sweep: {seeds: {min: 2, max: 3, until: resolved}}\n",
+         "e.yaml:11:20: error: seeds in rounds ({min, max, until: resolved}) are for a plain "
+         "'sweep', not stages"},
         {"  - name: up\n    from: base\n    where: {model.attention.variant: mla}\n",
          "e.yaml:12:12: error: stage 'up' has no trials: 'where' matches none"},
         {"  - name: up\n    from: base\n    train: {init_from: /x.safetensors}\n",

@@ -7,7 +7,9 @@
  * every optional setting a variant has (mla with d_q_latent); and
  * `attnlab attention`'s probabilities equal the script's to 1e-5 for the
  * same variants (weights scaled up so the maps are far from uniform) and
- * for mha without the causal mask. Skipped, with
+ * for mha without the causal mask; the same for two model.layer_attention
+ * stacks, [gqa n_kv_head 2, mha] and [mla, mqa] (the script reads each
+ * layer's attention from the checkpoint). Skipped, with
  * a message, where torch is absent (AL_TORCH_PYTHON names another interpreter).
  *
  * torch takes seconds to import, so one unchecked fixture prepares every
@@ -32,6 +34,7 @@
 typedef struct pcase {
     char name[64];
     const al_variant_ops *v;
+    const char *stack[2];   /* a two-item model.layer_attention, or NULL */
     char trained[4200], init[4200], grads[4200], peaked[4200], maps[4200];
     double score;       /* attnlab score of the trained checkpoint */
     long tokens;
@@ -65,6 +68,11 @@ static int setup_fail(const char *fmt, ...)
 static al_model_config case_config(const pcase *c)
 {
     al_model_config mc;
+    if (c->stack[0]) {
+        const al_variant_ops *vs[2] = {al_variant_find(c->stack[0]), al_variant_find(c->stack[1])};
+        al_test_stack_config(&mc, vs, 2, 2, 16, 4, 4, 8, 256);
+        return mc;
+    }
     al_test_tiny_config(&mc, c->v, 2, 16, 4, 4, 8, 256);
     const char *plus = strchr(c->name, '+');
     if (plus) mc.attn_set[al_variant_setting_index(c->v, plus + 1)] = 4;
@@ -94,6 +102,15 @@ static void list_cases(void)
             al_model_free(&m);
             P.n++;
         }
+    }
+    static const char *const stacks[][2] = {{"gqa", "mha"}, {"mla", "mqa"}};
+    for (int s = 0; s < 2; s++) {   /* alternating stacks: every layer its own variant */
+        ck_assert_msg(P.n < MAX_CASES, "more PyTorch cases than MAX_CASES (%d)", MAX_CASES);
+        pcase *c = &P.c[P.n++];
+        memset(c, 0, sizeof *c);
+        snprintf(c->name, sizeof c->name, "stack %s/%s", stacks[s][0], stacks[s][1]);
+        c->stack[0] = stacks[s][0], c->stack[1] = stacks[s][1];
+        c->v = al_variant_find(stacks[s][0]);
     }
 }
 
@@ -314,7 +331,8 @@ static int check_grads(const char *const *names)
     for (int k = 0; k < P.n; k++) {
         const pcase *c = &P.c[k];
         int in = !names;
-        for (int i = 0; names && names[i]; i++) in |= strcmp(names[i], c->v->name) == 0;
+        for (int i = 0; names && names[i] && !c->stack[0]; i++)
+            in |= strcmp(names[i], c->v->name) == 0;
         if (!in) continue;
         char *s = section("grads %s %s %s", c->init, P.data, c->grads);
         ck_assert_msg(strstr(s, "\ngrads ok tensors="), "%s:\n%s", c->name, s);
@@ -360,6 +378,40 @@ START_TEST(torch_attention_maps_equal_attnlab_attention_for_every_builtin_varian
 }
 END_TEST
 
+/* Per-layer attention: the script builds each layer's own variant from the
+ * checkpoint's layer_attention, and agrees on the score (1e-4), every
+ * gradient and every layer's attention map. */
+START_TEST(torch_agrees_on_alternating_layer_attention_stacks)
+{
+    if (!ready()) return;
+    int stacks = 0;
+    for (int k = 0; k < P.n; k++) {
+        const pcase *c = &P.c[k];
+        if (!c->stack[0]) continue;
+        stacks++;
+        char *s = section("score %s %s", c->trained, P.data, "");
+        const char *l = strstr(s, "loss=");
+        double loss;
+        long tokens;
+        ck_assert_msg(l && sscanf(l, "loss=%lf tokens=%ld", &loss, &tokens) == 2, "%s: %s",
+                      c->name, s);
+        char want[128];
+        snprintf(want, sizeof want, "variant=%s/%s ", c->stack[0], c->stack[1]);
+        ck_assert_msg(strstr(s, want), "%s: the script did not build the stack: %s", c->name, s);
+        ck_assert_msg(fabs(loss - c->score) <= 1e-4, "%s: torch %.6f, attnlab %.6f", c->name,
+                      loss, c->score);
+        free(s);
+        s = section("grads %s %s %s", c->init, P.data, c->grads);
+        ck_assert_msg(strstr(s, "\ngrads ok tensors="), "%s:\n%s", c->name, s);
+        free(s);
+        s = section("attention %s %s", c->peaked, c->maps, "");
+        ck_assert_msg(strstr(s, "attention ok"), "%s:\n%s", c->name, s);
+        free(s);
+    }
+    ck_assert_int_eq(stacks, 2);
+}
+END_TEST
+
 START_TEST(torch_grads_check_catches_a_perturbed_gradient)
 {
     if (!ready()) return;
@@ -380,6 +432,7 @@ Suite *torch_suite(void)
     tcase_add_test(tc, torch_grads_match_at_init_for_mla_with_and_without_query_compression);
     tcase_add_test(tc, torch_grads_match_at_init_for_every_builtin_variant);
     tcase_add_test(tc, torch_grads_check_catches_a_perturbed_gradient);
+    tcase_add_test(tc, torch_agrees_on_alternating_layer_attention_stacks);
     tcase_add_test(tc, torch_attention_maps_equal_attnlab_attention_for_every_builtin_variant);
     suite_add_tcase(s, tc);
     return s;

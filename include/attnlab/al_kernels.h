@@ -149,6 +149,24 @@ void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
 void al_attn_probs(float *P, const float *stat, const float *q, const float *k, int T,
                    int H, int G, int dqk, float scale, int causal);
 
+/* The same attention restricted to a band (sliding-window attention with
+ * attention sinks, StreamingLLM): query i sees key j when j < sinks, or
+ * when causal and i - window < j <= i, or when not causal and
+ * |i - j| < window. window 0: no band (exactly al_attn_forward /
+ * _backward / _probs, the same bits). Masked scores weigh 0; the
+ * arithmetic is that of the full block (the band changes what a query
+ * sees, not the cost). */
+void al_attn_forward_band(float *out, float *stat, const float *q, const float *k,
+                          const float *v, int B, int T, int H, int G, int dqk, int dv,
+                          float scale, int causal, int window, int sinks);
+/* OVERWRITES dq, dk, dv. */
+void al_attn_backward_band(float *dq, float *dk, float *dv, const float *dout,
+                           const float *stat, const float *q, const float *k, const float *v,
+                           int B, int T, int H, int G, int dqk, int dvd, float scale,
+                           int causal, int window, int sinks);
+void al_attn_probs_band(float *P, const float *stat, const float *q, const float *k, int T,
+                        int H, int G, int dqk, float scale, int causal, int window, int sinks);
+
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);
 /* One block of a row whose softmax is computed block by block (online, as

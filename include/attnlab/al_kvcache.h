@@ -149,13 +149,39 @@ void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv
                   int n, int H, int G, int dqk, int dv, int koff, int voff, float scale);
 
 /* The same for B sequences at once, one new token each: token b, at
- * position pos[b], queries q[b] (H, dqk) over rows 0..pos[b] of its own
- * cache caches[b] (its own row written first), out (B, H, dv); the layout
+ * position pos[b], queries q[b] (H, dqk) over rows 0..min(pos[b], rows - 1)
+ * of its own cache caches[b] (its own row written first; rows the cache's
+ * al_kv_cache_context, so a ring of al_kv_ring_row is read whole once it
+ * is full), out (B, H, dv); the layout
  * arguments are shared. Sequences are spread
  * over the pool's threads, each computed as al_kv_attend computes it at
  * one thread; a single sequence has its rows split as above. Scratch is
  * the pool's. (For variants' decode_batch.) */
 void al_kv_attend_batch(float *out, const float *q, al_kv_cache *const *caches, const int *pos,
                         int B, int H, int G, int dqk, int dv, int koff, int voff, float scale);
+
+/* ---- a bounded cache for sliding-window attention with sinks (local):
+ * positions 0..sinks-1 keep rows 0..sinks-1, later positions share a ring
+ * of `window` rows after them. At position pos the rows filled are
+ * 0..al_kv_ring_len(pos)-1, and they hold exactly the keys a query at pos
+ * sees under the band (j < sinks or pos - window < j <= pos), so
+ * al_kv_attend over n = al_kv_ring_len rows is the windowed attention:
+ * softmax does not care in which order the rows lie, and RoPE'd keys carry
+ * their positions with them. */
+/* Rows such a cache needs for `context` tokens. */
+static inline int al_kv_ring_rows(int window, int sinks, int context)
+{
+    return context < sinks + window ? context : sinks + window;
+}
+/* The row of position pos. */
+static inline int al_kv_ring_row(int pos, int window, int sinks)
+{
+    return pos < sinks ? pos : sinks + (pos - sinks) % window;
+}
+/* Rows a query at position pos reads (filled rows 0..n-1). */
+static inline int al_kv_ring_len(int pos, int window, int sinks)
+{
+    return al_kv_ring_rows(window, sinks, pos + 1);
+}
 
 #endif

@@ -30,7 +30,11 @@
  *    `flags` (AL_VARIANT_WRITES_GRADS). The table grew, so the version says
  *    whether a table has them; a version-2 table is still accepted, with
  *    those members NULL or 0. */
-#define AL_VARIANT_API_VERSION 3
+/* 4: appends the optional member `kv_rows` (rows a layer's cache holds at
+ *    a context), so a variant may bound its cache (local's ring of
+ *    `window` rows plus its sinks). A version-2 or 3 table is still
+ *    accepted, kv_rows NULL: its cache holds one row per token. */
+#define AL_VARIANT_API_VERSION 4
 #define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
 #define AL_MAX_ATTN_PARAMS 16  /* parameter tensors one variant may own */
@@ -131,7 +135,7 @@ typedef struct al_variant_ops {
                    const float *x, float *const *p, al_kv_cache *cache,
                    int pos);
 
-    /* ---- since version 3; every member below may be NULL ---- */
+    /* ---- since version 3; every member down to flags may be NULL ---- */
 
     /* Attention pictures: after forward() on a batch of one sequence of T
      * tokens, write every query head's attention probabilities, computed
@@ -160,6 +164,15 @@ typedef struct al_variant_ops {
     /* What the core may assume of this variant: AL_VARIANT_* bits, 0 for
      * none. */
     unsigned flags;
+
+    /* ---- since version 4; may be NULL ---- */
+
+    /* Rows one layer's cache holds for a context of `context` tokens
+     * (1 .. context): the core allocates that many rows of kv_elems, and
+     * prefill / decode map positions to rows themselves (a ring, say:
+     * al_kv_ring_row in al_kvcache.h). NULL: `context` rows, row pos for
+     * position pos, as before version 4. */
+    int (*kv_rows)(const al_attn_shape *s, int context);
 } al_variant_ops;
 
 /* flags: backward() OVERWRITES dx and every dp[i] instead of adding to
@@ -173,7 +186,8 @@ typedef struct al_variant_ops {
 static inline size_t al_variant_ops_size(int v)
 {
     if (v == 2) return offsetof(al_variant_ops, probs);
-    if (v == 3) return sizeof(al_variant_ops);
+    if (v == 3) return offsetof(al_variant_ops, kv_rows);
+    if (v == 4) return sizeof(al_variant_ops);
     return 0;
 }
 

@@ -78,4 +78,11 @@ void al_gemm_force_split(int split);
  * never choose OpenBLAS's threads. */
 int al_blas_threads_stop(void);
 
+/* What the bits of a run depend on besides the binary, the seed and the
+ * thread count (README, "Reproducibility"): the CPU model, as
+ * /proc/cpuinfo's first "model name" ("unknown" without one), and the
+ * kernel set OpenBLAS chose for it at start-up (openblas_get_corename). */
+void al_cpu_model(char *out, size_t n);
+const char *al_blas_core(void);
+
 #endif

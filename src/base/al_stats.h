@@ -1,6 +1,8 @@
 /*
  * al_stats.h - the statistics a report prints about seeds: mean, sample
- * standard deviation, Student-t 95 % intervals, paired differences.
+ * standard deviation, Student-t 95 % intervals, paired differences, their
+ * p-values corrected for many comparisons (Holm), the seeds a difference
+ * would need, and the rule that adds seeds in rounds.
  *
  * The t quantile comes from GSL (gsl_cdf_tdist_Pinv), a well-kept library,
  * not a hand-written table. One value has a mean and nothing else: its sd
@@ -25,5 +27,53 @@ double al_t975(int dof);
 /* 1 when the 95 % interval of a difference excludes 0 (n >= 2 and
  * |mean| > ci95); 0 otherwise, including too few pairs. */
 int al_stat_resolved(const al_stat *d);
+
+/* Least-squares slope of y on x over the n points with finite y (NAN
+ * when fewer than 2, or all x equal). */
+double al_ls_slope(const double *x, const double *y, int n);
+
+/* Two-sided p-value of the one-sample (paired) t test of mean 0 on d:
+ * NAN when n < 2; 0 when sd is 0 and the mean is not. p < 0.05 exactly
+ * when al_stat_resolved. */
+double al_stat_p(const al_stat *d);
+/* Holm-Bonferroni over a family of m tests at family-wise level alpha:
+ * reject[i] = 1 for the rejected ("resolved") ones; returns their number.
+ * A NAN p-value (too few pairs) stays in the family, never rejected. */
+int al_holm(int m, const double *p, double alpha, int *reject);
+
+/* Power of the two-sided paired t test at level alpha with n pairs when
+ * the true mean difference is `effect` standard deviations of the pairs
+ * (Cohen's d_z): the noncentral t tail, integrated numerically (stats.c;
+ * GSL has no noncentral t). NAN when n < 2. */
+double al_paired_power(double effect, int n, double alpha);
+/* Seeds (pairs) for `power` (0.8) at level 0.05 when the difference and
+ * the sd of the paired differences are the observed mean and sd: the
+ * smallest n >= 2 that reaches it; cap + 1 when even cap does not; 0 when
+ * there is nothing to size (mean 0, no sd). */
+int al_seeds_needed(double mean, double sd, double power, int cap);
+
+/* The sequential seeds rule (sweep.seeds: {min, max, until: resolved}).
+ * Looks at n = min, min + step, ..., max seeds. At look k, the paired t
+ * test of every comparison not yet resolved is Holm-corrected at level
+ * alpha_k = a(t_k) - a(t_{k-1}), where a(t) = alpha ln(1 + (e - 1) t) is
+ * the Lan-DeMets Pocock-type spending function and t_k = n_k / max; a
+ * comparison once resolved stays resolved. The levels sum to alpha(1) =
+ * alpha, so by the union bound over looks (Holm at each look) the chance
+ * of any false "resolved" over the whole run is at most alpha, whatever
+ * the correlation between looks (conservative: exact group-sequential
+ * boundaries would spend a little more). */
+#define AL_SEQ_MAX_LOOKS 64
+typedef struct al_seq_plan {
+    int min, max, step;   /* 2 <= min <= max; step >= 1 */
+    double alpha;         /* 0.05 */
+} al_seq_plan;
+/* The looks: n_at[k] seeds and level alpha_at[k] (either may be NULL);
+ * returns how many (at most AL_SEQ_MAX_LOOKS). */
+int al_seq_looks(const al_seq_plan *p, int *n_at, double *alpha_at);
+/* Decide m comparisons whose paired differences by seed are
+ * x[i * n_seeds + s] (seed s + 1; NAN: missing) with n_seeds columns
+ * available: resolved[i] as the rule above over the looks the data
+ * reaches (n_k <= n_seeds). Returns the number of looks taken. */
+int al_seq_decide(const al_seq_plan *p, int m, const double *x, int n_seeds, int *resolved);
 
 #endif

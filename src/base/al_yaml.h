@@ -44,6 +44,8 @@ al_node *al_node_new(int kind, const al_node *at);
 void al_node_append(al_node *x, const char *key, al_node *child);
 /* Child of a mapping by key, or NULL. */
 al_node *al_node_get(const al_node *map, const char *key);
+/* Remove (and free) the child under key of a mapping; 1 if there was one. */
+int al_node_remove(al_node *map, const char *key);
 /* "a mapping", "a sequence" or "a scalar" (for messages). */
 const char *al_node_kind_name(int kind);
 /* A plain null scalar: empty, "~" or "null" (any case). */

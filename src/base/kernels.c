@@ -485,6 +485,7 @@ float al_softmax_block(float *x, int n, float *mx, float *sum)
  * dimension (ldq = H*dqk, ldk = G*dqk, ldv = G*dv, ldo = H*dv). */
 typedef struct sdpa_dims {
     int B, T, H, G, dqk, dv, ldq, ldk, ldv, ldo, causal;
+    int window, sinks;   /* the band (al_attn_*_band); window 0: none */
     float scale;
 } sdpa_dims;
 
@@ -636,6 +637,19 @@ void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* ---- Probabilities recomputed: al_attn_* (stat holds max and 1/sum) */
 
+/* Scores of row i outside the band set to -inf, so that they weigh 0
+ * (fexp(-inf) is 0) in the softmax and in its rebuilt probabilities; the
+ * diagonal is always in the band, so the row max stays finite. n: the
+ * row's unmasked keys under the causal mask. */
+static void band_mask(float *row, const sdpa_dims *d, int i, int n)
+{
+    if (d->window <= 0) return;
+    for (int j = d->sinks; j < i - d->window + 1 && j < n; j++) row[j] = -INFINITY;
+    if (d->causal) return;
+    int hi = i + d->window > d->sinks ? i + d->window : d->sinks;   /* |i - j| < window */
+    for (int j = hi; j < n; j++) row[j] = -INFINITY;
+}
+
 /* Scores of block [i0, i1) turned into probabilities in place, rebuilt
  * exactly as the forward pass made them from the saved row statistics
  * (st: (T, 2) max and 1/sum), or made and saved when save != 0. */
@@ -645,6 +659,7 @@ static void block_probs(float *S, float *st, const sdpa_dims *d, int i0, int i1,
     for (int i = i0; i < i1; i++) {
         float *row = S + (size_t)(i - i0) * nk;
         int n = row_keys(d, i);
+        band_mask(row, d, i, n);
         if (save) {
             st[2 * i + 1] = softmax_row_stats(row, n, &st[2 * i]);
         } else {
@@ -673,13 +688,30 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
     }
 }
 
+static sdpa_dims band_dims(int B, int T, int H, int G, int dqk, int dv, float scale,
+                           int causal, int window, int sinks)
+{
+    AL_ASSERT(window >= 0 && sinks >= 0);
+    sdpa_dims d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal);
+    d.window = window;
+    d.sinks = sinks;
+    return d;
+}
+
+void al_attn_forward_band(float *out, float *stat, const float *q, const float *k,
+                          const float *v, int B, int T, int H, int G, int dqk, int dv,
+                          float scale, int causal, int window, int sinks)
+{
+    sdpa_job j = {.d = band_dims(B, T, H, G, dqk, dv, scale, causal, window, sinks),
+                  .out = out, .stat = stat, .q = q, .k = k, .v = v};
+    al_parallel_for((long)B * H, 1, attn_fwd_heads, &j);
+}
+
 void al_attn_forward(float *out, float *stat, const float *q, const float *k,
                      const float *v, int B, int T, int H, int G, int dqk,
                      int dv, float scale, int causal)
 {
-    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal),
-                  .out = out, .stat = stat, .q = q, .k = k, .v = v};
-    al_parallel_for((long)B * H, 1, attn_fwd_heads, &j);
+    al_attn_forward_band(out, stat, q, k, v, B, T, H, G, dqk, dv, scale, causal, 0, 0);
 }
 
 /* One head's probabilities in place: each query block's scores are made
@@ -708,12 +740,18 @@ static void attn_probs_heads(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+void al_attn_probs_band(float *P, const float *stat, const float *q, const float *k, int T,
+                        int H, int G, int dqk, float scale, int causal, int window, int sinks)
+{
+    sdpa_job j = {.d = band_dims(1, T, H, G, dqk, 0, scale, causal, window, sinks),
+                  .att = P, .stat = (float *)stat, .q = q, .k = k};
+    al_parallel_for(H, 1, attn_probs_heads, &j);
+}
+
 void al_attn_probs(float *P, const float *stat, const float *q, const float *k, int T,
                    int H, int G, int dqk, float scale, int causal)
 {
-    sdpa_job j = {.d = sdpa_dims_make(1, T, H, G, dqk, 0, scale, causal),
-                  .att = P, .stat = (float *)stat, .q = q, .k = k};
-    al_parallel_for(H, 1, attn_probs_heads, &j);
+    al_attn_probs_band(P, stat, q, k, T, H, G, dqk, scale, causal, 0, 0);
 }
 
 /* Zeroes rows [0, T) of width w at stride ld. */
@@ -752,15 +790,24 @@ static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
     }
 }
 
+void al_attn_backward_band(float *dq, float *dk, float *dv, const float *dout,
+                           const float *stat, const float *q, const float *k, const float *v,
+                           int B, int T, int H, int G, int dqk, int dvd, float scale,
+                           int causal, int window, int sinks)
+{
+    sdpa_job j = {.d = band_dims(B, T, H, G, dqk, dvd, scale, causal, window, sinks),
+                  .dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v,
+                  .dout = dout, .stat = (float *)stat};
+    al_parallel_for((long)B * G, 1, attn_bwd_groups, &j);
+}
+
 void al_attn_backward(float *dq, float *dk, float *dv, const float *dout,
                       const float *stat, const float *q, const float *k,
                       const float *v, int B, int T, int H, int G, int dqk,
                       int dvd, float scale, int causal)
 {
-    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dvd, scale, causal),
-                  .dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v,
-                  .dout = dout, .stat = (float *)stat};
-    al_parallel_for((long)B * G, 1, attn_bwd_groups, &j);
+    al_attn_backward_band(dq, dk, dv, dout, stat, q, k, v, B, T, H, G, dqk, dvd, scale,
+                          causal, 0, 0);
 }
 
 /* ------------------------------------------------------- cross-entropy */

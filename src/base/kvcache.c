@@ -473,6 +473,13 @@ void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv
 
 /* ---- batched: one token of each of B sequences */
 
+/* Rows a token at pos attends to: 0..pos, or the whole cache once pos is
+ * past its rows (a bounded ring, al_kv_ring_row, is then full). */
+static int rows_at(const al_kv_cache *c, int pos)
+{
+    return pos + 1 < c->context ? pos + 1 : c->context;
+}
+
 typedef struct batch_job {
     float *out;
     const float *q;
@@ -487,8 +494,9 @@ static void attend_seqs(void *ctx, long lo, long hi, int tid)
 {
     const batch_job *j = ctx;
     for (long b = lo; b < hi; b++) {
-        attend_args a = {j->q + b * j->H * j->dqk, j->caches[b], j->pos[b] + 1, j->H, j->G,
-                         j->dqk, j->dv, j->koff, j->voff, j->scale};
+        attend_args a = {j->q + b * j->H * j->dqk, j->caches[b],
+                         rows_at(j->caches[b], j->pos[b]), j->H, j->G, j->dqk, j->dv,
+                         j->koff, j->voff, j->scale};
         check_args(&a);
         float *S = al_parallel_scratch(tid, chunk_floats(&a) + 2 * (size_t)a.H);
         float *tile = S + (a.H / a.G) * AL_KV_TILE, *mx = tile + (size_t)AL_KV_TILE * a.c->elems;
@@ -502,9 +510,10 @@ void al_kv_attend_batch(float *out, const float *q, al_kv_cache *const *caches, 
                         int B, int H, int G, int dqk, int dv, int koff, int voff, float scale)
 {
     batch_job j = {out, q, caches, pos, H, G, dqk, dv, koff, voff, scale};
-    int chunks = B == 1 ? al_parallel_chunks(pos[0] + 1, AL_KV_TILE) : 1;
+    int chunks = B == 1 ? al_parallel_chunks(rows_at(caches[0], pos[0]), AL_KV_TILE) : 1;
     if (chunks > 1) {   /* one sequence: its rows over the threads */
-        attend_args a = {q, caches[0], pos[0] + 1, H, G, dqk, dv, koff, voff, scale};
+        attend_args a = {q, caches[0], rows_at(caches[0], pos[0]), H, G, dqk, dv, koff, voff,
+                         scale};
         check_args(&a);
         attend_split(out, &a, chunks);
         return;

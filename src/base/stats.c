@@ -1,10 +1,13 @@
 /*
- * stats.c - mean, sd and t-intervals (al_stats.h).
+ * stats.c - mean, sd and t-intervals; p-values, Holm's correction, the
+ * power of the paired t test and the sequential seeds rule (al_stats.h).
  */
 #include "al_stats.h"
 
 #include <gsl/gsl_cdf.h>
+#include <gsl/gsl_randist.h>
 #include <math.h>
+#include <stdlib.h>
 
 double al_t975(int dof)
 {
@@ -32,4 +35,148 @@ void al_stat_of(const double *x, int n, al_stat *s)
 int al_stat_resolved(const al_stat *d)
 {
     return d->n >= 2 && isfinite(d->ci95) && fabs(d->mean) > d->ci95;
+}
+
+/* sum (x - mx)(y - my) / sum (x - mx)^2, means first (as al_stat_of). */
+double al_ls_slope(const double *x, const double *y, int n)
+{
+    double mx = 0, my = 0, sxy = 0, sxx = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(y[i])) mx += x[i], my += y[i], k++;
+    if (k < 2) return NAN;
+    mx /= k, my /= k;
+    for (int i = 0; i < n; i++)
+        if (isfinite(y[i])) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
+/* ------------------------------------------------------------ p and Holm */
+
+double al_stat_p(const al_stat *d)
+{
+    if (d->n < 2 || !isfinite(d->mean) || !isfinite(d->sd)) return NAN;
+    if (d->sd == 0) return d->mean == 0 ? 1.0 : 0.0;
+    double t = fabs(d->mean) / (d->sd / sqrt((double)d->n));
+    return 2 * gsl_cdf_tdist_Q(t, (double)(d->n - 1));
+}
+
+typedef struct ranked { double p; int i; } ranked;
+
+static int by_p(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? -1 : 1;
+    return x->i - y->i;   /* ties in a fixed order: the result does not depend on qsort */
+}
+
+/* Holm (1979): with the p-values sorted, p(1) <= ... <= p(m), reject
+ * H(1..j) for the largest j with p(i) <= alpha / (m - i + 1) for every
+ * i <= j. Controls the family-wise error at alpha under any dependence. */
+int al_holm(int m, const double *p, double alpha, int *reject)
+{
+    ranked *r = malloc((size_t)(m + 1) * sizeof *r);
+    int count = 0;
+    for (int i = 0; i < m; i++) {
+        r[i] = (ranked){isnan(p[i]) ? 1.0 : p[i], i};
+        reject[i] = 0;
+    }
+    qsort(r, (size_t)m, sizeof *r, by_p);
+    for (int k = 0; k < m && r[k].p <= alpha / (m - k); k++) reject[r[k].i] = 1, count++;
+    free(r);
+    return count;
+}
+
+/* ------------------------------------------------------------ power */
+
+/* P(|T| > c) for T noncentral t with nu degrees of freedom and
+ * noncentrality lambda. T = (Z + lambda) / S with S = sqrt(V / nu), V
+ * chi-square(nu) independent of Z, so conditioning on S = s:
+ *   P(|T| > c) = E[ Phi(lambda - c s) + Phi(-lambda - c s) ].
+ * The expectation is integrated over s by composite Simpson on the range
+ * holding all but 2e-12 of S's mass (S has density 2 nu s f_chi2(nu s^2)).
+ * 4000 panels give about 1e-9 (checked against scipy's nct). */
+static double nct_two_sided_tail(double c, int nu, double lambda)
+{
+    const int n = 4000;
+    double lo = sqrt(gsl_cdf_chisq_Pinv(1e-12, nu) / nu);
+    double hi = sqrt(gsl_cdf_chisq_Qinv(1e-12, nu) / nu), h = (hi - lo) / n, sum = 0;
+    for (int i = 0; i <= n; i++) {
+        double s = lo + i * h, w = i == 0 || i == n ? 1 : i % 2 ? 4 : 2;
+        double dens = 2 * nu * s * gsl_ran_chisq_pdf(nu * s * s, nu);
+        sum += w * dens * (gsl_cdf_ugaussian_P(lambda - c * s) +
+                           gsl_cdf_ugaussian_P(-lambda - c * s));
+    }
+    return sum * h / 3;
+}
+
+double al_paired_power(double effect, int n, double alpha)
+{
+    if (n < 2 || !isfinite(effect)) return NAN;
+    double c = gsl_cdf_tdist_Qinv(alpha / 2, n - 1);
+    return nct_two_sided_tail(c, n - 1, fabs(effect) * sqrt((double)n));
+}
+
+/* Power grows with n for a fixed effect: bisect on [2, cap]. */
+int al_seeds_needed(double mean, double sd, double power, int cap)
+{
+    if (!isfinite(mean) || !isfinite(sd) || !(sd > 0) || mean == 0) return 0;
+    double effect = fabs(mean) / sd;
+    if (al_paired_power(effect, cap, 0.05) < power) return cap + 1;
+    int lo = 2, hi = cap;   /* power(hi) >= power */
+    if (al_paired_power(effect, lo, 0.05) >= power) return lo;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (al_paired_power(effect, mid, 0.05) >= power) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+/* ------------------------------------------------------------ sequential */
+
+/* Lan-DeMets alpha spending with Pocock's spending function,
+ * alpha(t) = alpha ln(1 + (e - 1) t), t the fraction of the maximum seeds. */
+static double pocock_spent(double t, double alpha)
+{
+    return alpha * log(1 + (exp(1.0) - 1) * (t < 1 ? t : 1));
+}
+
+int al_seq_looks(const al_seq_plan *p, int *n_at, double *alpha_at)
+{
+    int k = 0;
+    double spent = 0;
+    for (int n = p->min;; n += p->step) {
+        n = n < p->max ? n : p->max;
+        double now = pocock_spent((double)n / p->max, p->alpha);
+        if (n_at) n_at[k] = n;
+        if (alpha_at) alpha_at[k] = now - spent;
+        spent = now;
+        k++;
+        if (n == p->max || k == AL_SEQ_MAX_LOOKS) return k;
+    }
+}
+
+int al_seq_decide(const al_seq_plan *p, int m, const double *x, int n_seeds, int *resolved)
+{
+    int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(p, n_at, NULL), done = 0;
+    double alpha_at[AL_SEQ_MAX_LOOKS];
+    double *pv = malloc((size_t)(m + 1) * sizeof *pv);
+    int *open = malloc((size_t)(m + 1) * sizeof *open), *rej = malloc((size_t)(m + 1) * sizeof *rej);
+    al_seq_looks(p, NULL, alpha_at);
+    for (int i = 0; i < m; i++) resolved[i] = 0;
+    for (int k = 0; k < looks && n_at[k] <= n_seeds; k++, done++) {
+        int n_open = 0;
+        for (int i = 0; i < m; i++) {
+            if (resolved[i]) continue;
+            al_stat d;
+            al_stat_of(x + (size_t)i * n_seeds, n_at[k], &d);
+            pv[n_open] = al_stat_p(&d);
+            open[n_open++] = i;
+        }
+        al_holm(n_open, pv, alpha_at[k], rej);
+        for (int j = 0; j < n_open; j++) resolved[open[j]] |= rej[j];
+    }
+    free(pv), free(open), free(rej);
+    return done;
 }

@@ -75,6 +75,23 @@ void al_node_append(al_node *x, const char *key, al_node *child)
     node_add(x, key, child->line, child->col, child);
 }
 
+int al_node_remove(al_node *map, const char *key)
+{
+    for (int i = 0; map && map->kind == AL_NODE_MAP && i < map->n; i++) {
+        if (strcmp(map->keys[i], key) != 0) continue;
+        al_node_free(map->items[i]);
+        free(map->keys[i]);
+        int rest = map->n - i - 1;
+        memmove(&map->items[i], &map->items[i + 1], (size_t)rest * sizeof *map->items);
+        memmove(&map->keys[i], &map->keys[i + 1], (size_t)rest * sizeof *map->keys);
+        memmove(&map->key_line[i], &map->key_line[i + 1], (size_t)rest * sizeof *map->key_line);
+        memmove(&map->key_col[i], &map->key_col[i + 1], (size_t)rest * sizeof *map->key_col);
+        map->n--;
+        return 1;
+    }
+    return 0;
+}
+
 void al_node_free(al_node *x)
 {
     if (!x) return;

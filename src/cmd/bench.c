@@ -130,11 +130,12 @@ static double flops_per_token(const al_model *m, const bvariant *bv)
 static double need_bytes(const al_model *m, int B, int T)
 {
     const al_model_config *c = &m->cfg;
-    const al_variant_ops *v = c->attn;
+    const al_variant_ops *v = c->attn;   /* bench models have one variant */
+    const al_attn_shape *s = &m->layers[0].ashape;
     double BT = (double)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    double per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + v->act_floats(&m->ashape, B, T);
+    double per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + v->act_floats(s, B, T);
     double acts = c->n_layer * per_layer + 4 * BT * D + 2 * BT + BT * V + BT * F +
-                  v->scratch_floats(&m->ashape, B, T);
+                  v->scratch_floats(s, B, T);
     return 4.0 * (4.0 * m->n_params + acts) + 2 * 4.0 * BT;   /* + inputs, targets */
 }
 
@@ -236,8 +237,9 @@ static double attn_flops_per_token(const al_model *m, const bvariant *bv)
 {
     const al_model_config *c = &m->cfg;
     double T = c->seq_len, Tk = c->causal ? (T + 1) / 2 : T, w = 0;
-    for (int i = 0; i < m->n_attn_params; i++)
-        if (m->attn_spec[i].cols > 0) w += (double)m->attn_spec[i].rows * m->attn_spec[i].cols;
+    const al_layer *L = &m->layers[0];   /* bench models have one variant */
+    for (int i = 0; i < L->n_attn_params; i++)
+        if (L->attn_spec[i].cols > 0) w += (double)L->attn_spec[i].rows * L->attn_spec[i].cols;
     return 6.0 * c->n_layer * w +
            6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
 }

@@ -9,6 +9,7 @@
 #include "al_attnmap.h"
 #include "al_checkpoint.h"
 #include "al_cli.h"
+#include "al_sweep_spec.h"
 #include "al_parallel.h"
 
 typedef struct att_args {
@@ -221,7 +222,9 @@ int al_cmd_attention(int argc, char **argv)
         run_free(&r);
         return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
     }
-    printf("%s: %d tokens, %s attention%s\n", a.ckpt, r.T, r.m.cfg.variant,
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, &r.m.cfg, "/");
+    printf("%s: %d tokens, %s attention%s\n", a.ckpt, r.T, variant,
            r.m.cfg.causal ? "" : " WITHOUT the causal mask (causal: false)");
     al_heads_print(stdout, &r.m, &r.map, r.stats);
     int plots = al_attnmap_plot(&r.map);

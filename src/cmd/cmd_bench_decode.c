@@ -130,7 +130,7 @@ static void bench_one(al_model *m, int context, int dtype, int tokens, int batch
     cell->batch = batch;
     cell->tokens_per_s = dt > 0 ? (double)tokens * batch / dt : 0;
     cell->cache_bytes = al_decoder_cache_bytes(&d) / (size_t)batch;   /* one sequence's */
-    cell->bytes_per_token = cell->cache_bytes / (size_t)context;
+    cell->bytes_per_token = al_decoder_row_bytes(&d);   /* a bounded cache: not bytes / context */
     cell->weight_bytes = m->n_params * sizeof(float);
     al_decoder_free(&d);
 }

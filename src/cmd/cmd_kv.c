@@ -8,6 +8,7 @@
 #include "al_data.h"
 #include "al_decode.h"
 #include "al_model.h"
+#include "al_sweep_spec.h"
 #include "al_train.h"
 
 typedef struct kv_args {
@@ -18,7 +19,8 @@ static const al_opt kv_opts[] = {
     AL_ARG("CONFIG.yaml", kv_args, o.file, AL_OPT_REQUIRED, "the experiment file"),
     AL_CLI_SET(kv_args, 0),
     AL_CLI_PLUGIN(kv_args, 0),
-    AL_CLI_CONTEXT(kv_args, 0, "also print the cache bytes for N tokens"),
+    AL_CLI_CONTEXT(kv_args, 0, "the cache at N tokens, per layer and summed (default: "
+                   "model.seq_len)"),
     {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(kv_args, o.out),
      .flags = AL_OPT_IGNORED, .help = "unused by kv"},
     {0},
@@ -29,12 +31,55 @@ static const al_cli_spec kv_spec = {
     "Print the model's shape (after model.match_params), its parameter count\n"
     "(and the count it was matched to), and the KV-cache size per token, summed\n"
     "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
-    "with --context N also for N tokens. int8 and int4 caches (KIVI-style) are\n"
-    "counted with their scales, zero-points and the f32 window of recent tokens,\n"
-    "which does not grow with the context: their per-token figure is the bytes\n"
-    "at the trained seq_len over seq_len. `attnlab generate --stats` measures\n"
-    "the same figure from the caches it allocates.\n",
+    "then the whole cache at a context of N tokens (--context, default the\n"
+    "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
+    "holds fewer rows than tokens) and summed. A model.layer_attention stack\n"
+    "also gets a line per layer (its attention and its share per token) before\n"
+    "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
+    "zero-points and the f32 window of recent tokens, which does not grow with\n"
+    "the context: their per-token figure is the bytes at the trained seq_len over\n"
+    "seq_len. `attnlab generate --stats` measures the same figures from the\n"
+    "caches it allocates.\n",
 };
+
+/* model.layer_attention: each layer's attention and cache bytes per token
+ * (the sums below add these up). */
+static void print_layers(const al_model_config *m)
+{
+    for (int l = 0; m->n_layer_attn > 0 && l < m->n_layer; l++) {
+        al_attn_config a = al_config_layer_attn(m, l);
+        char label[128];
+        al_sweep_attn_label(label, sizeof label, &a);
+        size_t el = al_model_layer_kv_elems(m, l);
+        printf("layer %d: %s kv_elements_per_token=%zu kv_bytes_per_token: f32=%zu bf16=%zu "
+               "f16=%zu\n", l, label, el, el * al_kv_dtype_size(AL_KV_F32),
+               el * al_kv_dtype_size(AL_KV_BF16), el * al_kv_dtype_size(AL_KV_F16));
+    }
+}
+
+/* The cache at `context` tokens: each layer's rows and bytes, then the
+ * sum, at each dtype. */
+static void print_kv_at(const al_model_config *m, int context)
+{
+    printf("kv_context: %d\n", context);
+    for (int l = 0; l < m->n_layer; l++) {
+        al_attn_config a = al_config_layer_attn(m, l);
+        char label[128];
+        al_sweep_attn_label(label, sizeof label, &a);
+        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu\n", l, label,
+               al_model_layer_kv_rows(m, l, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_F32, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_BF16, context),
+               al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
+    }
+    printf("kv_bytes_at_context_%d: f32=%zu bf16=%zu f16=%zu\n", context,
+           al_model_kv_bytes_at(m, AL_KV_F32, context),
+           al_model_kv_bytes_at(m, AL_KV_BF16, context),
+           al_model_kv_bytes_at(m, AL_KV_F16, context));
+    printf("kv_bytes_at_context_%d_quantized: int8=%zu int4=%zu\n", context,
+           al_model_kv_bytes_at(m, AL_KV_INT8, context),
+           al_model_kv_bytes_at(m, AL_KV_INT4, context));
+}
 
 static void print_kv(const al_config *c, size_t params, long context)
 {
@@ -43,7 +88,9 @@ static void print_kv(const al_config *c, size_t params, long context)
     int dt = al_kv_dtype_parse(c->model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     const al_model_config *m = &c->model;
-    printf("variant: %s\n", m->variant);
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, m, "/");
+    printf("variant: %s\n", variant);
     printf("shape: n_layer=%d d_model=%d n_head=%d d_head=%d d_ff=%d vocab_size=%d\n",
            m->n_layer, m->d_model, m->n_head, m->d_head, m->d_ff, m->vocab_size);
     printf("parameters: %zu\n", params);
@@ -51,6 +98,7 @@ static void print_kv(const al_config *c, size_t params, long context)
         printf("match_params: to=%s by=%s params_to=%zu (from n_layer=%d d_ff=%d)\n",
                m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
                m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
+    print_layers(m);
     printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
@@ -58,12 +106,7 @@ static void print_kv(const al_config *c, size_t params, long context)
            "kv_quant_residual=%d\n", b[AL_KV_INT8], b[AL_KV_INT4], m->kv_quant_group,
            m->kv_quant_residual);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
-    if (context) {
-        printf("kv_bytes_at_context_%ld: f32=%zu bf16=%zu f16=%zu\n", context,
-               b[AL_KV_F32] * context, b[AL_KV_BF16] * context, b[AL_KV_F16] * context);
-        printf("kv_bytes_at_context_%ld_quantized: int8=%zu int4=%zu\n", context,
-               al_kv_bytes_at(m, AL_KV_INT8, context), al_kv_bytes_at(m, AL_KV_INT4, context));
-    }
+    print_kv_at(m, (int)(context ? context : m->seq_len));
 }
 
 int al_cmd_kv(int argc, char **argv)

@@ -20,6 +20,7 @@
 #include "al_decode.h"
 #include "al_parallel.h"
 #include "al_score_in.h"
+#include "al_sweep_spec.h"
 #include "al_tokloss.h"
 
 /* Activation floats a batch may take before it is split further (~256 MB). */
@@ -60,9 +61,14 @@ int al_score_open(const char *ckpt, const char *file, long seq_len, al_score_in 
 static size_t window_floats(const al_model *m, int T)
 {
     const al_model_config *c = &m->cfg;
-    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T;
-    return c->n_layer * (4 * t * D + 2 * t + 2 * t * F + c->attn->act_floats(&m->ashape, 1, T)) +
-           t * (5 * D + 2 + V + 2 * F) + c->attn->scratch_floats(&m->ashape, 1, T);
+    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T, n = 0, scratch = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const al_layer *L = &m->layers[l];
+        size_t s = L->attn->scratch_floats(&L->ashape, 1, T);
+        n += 4 * t * D + 2 * t + 2 * t * F + L->attn->act_floats(&L->ashape, 1, T);
+        scratch = s > scratch ? s : scratch;
+    }
+    return n + t * (5 * D + 2 + V + 2 * F) + scratch;
 }
 
 static long batch_for(const al_model *m, int T, long windows, long want)
@@ -234,8 +240,10 @@ static int check_args(const score_args *o, const al_score_in *s, al_err *e)
 static void print_json(const score_args *o, const al_score_in *s, double loss,
                        const tok_result *r)
 {
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, &s->m.cfg, "/");
     json_t *j = json_pack("{s:s, s:s, s:s, s:b, s:I, s:i, s:I, s:I, s:f}", "checkpoint",
-                          o->ckpt, "file", o->file, "variant", s->m.cfg.variant, "causal",
+                          o->ckpt, "file", o->file, "variant", variant, "causal",
                           s->m.cfg.causal, "step", (json_int_t)s->step, "seq_len", s->T,
                           "windows", (json_int_t)s->windows, "tokens",
                           (json_int_t)s->windows * s->T, "loss", loss);
@@ -291,8 +299,10 @@ int al_cmd_score(int argc, char **argv)
     if (o.json) {
         print_json(&o, &s, loss, &r);
     } else {
+        char variant[256];
+        al_sweep_stack_label(variant, sizeof variant, &s.m.cfg, "/");
         printf("checkpoint=%s step=%ld variant=%s seq_len=%d windows=%ld", o.ckpt, s.step,
-               s.m.cfg.variant, s.T, s.windows);
+               variant, s.T, s.windows);
         if (r.dtype >= 0)
             printf(" through_cache=1 kv_dtype=%s kv_cache_bytes=%zu", al_kv_dtype_name(r.dtype),
                    r.cache_bytes);

@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "al_cli.h"
-#include "al_decode.h"
 #include "al_mpi.h"
 #include "al_report.h"
 #include "al_sweep_exec.h"
 #include "al_sweep_run.h"
+#include "al_sweep_spec.h"
 
 enum { EXIT_INTERRUPTED = 130 };   /* 128 + SIGINT, as shells report it */
 
@@ -79,6 +79,9 @@ static const al_cli_spec sweep_spec = {
     "With `stages` instead of `sweep` (README \"Converting and uptraining\"), a\n"
     "later stage's trials start from an earlier stage's checkpoints, converted,\n"
     "each once its upstream trial has ended ok.\n"
+    "With `sweep.seeds: {min: N, max: M, until: resolved}`, seeds are trained in\n"
+    "rounds (seeds 1..N, then `step` more, default 1) until the report resolves every\n"
+    "comparison with the baseline (Holm, with a group-sequential rule) or M is reached.\n"
     "Exit status: 0 every trial finished (ok or diverged), 1 some failed or the\n"
     "runner could not go on, 2 bad input (nothing trained), 130 interrupted.\n"
     "\n"
@@ -127,6 +130,13 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
         if (g->from >= 0) printf(", each from a checkpoint of stage %s", s->stages[g->from].name);
         putchar('\n');
     }
+    if (s->seq_on) {
+        int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&s->seq, n_at, NULL);
+        printf("seeds in rounds, until every comparison with the baseline is resolved: "
+               "rounds at");
+        for (int k = 0; k < looks; k++) printf("%s %d", k ? "," : "", n_at[k]);
+        printf(" seeds (the trials below are the most it may train)\n");
+    }
     if (s->n_select) {
         printf("tuned per configuration and seed by %s:", s->select_by);
         for (int i = 0; i < s->n_select; i++) printf(" %s", s->axes[s->select_axis[i]].path);
@@ -138,14 +148,14 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
         const al_sweep_trial *t = &s->trials[i];
         const al_model_config *m = &t->cfg.model;
         al_trial_result r;
-        char to[32] = "-";
+        char to[32] = "-", variant[256];
+        al_sweep_stack_label(variant, sizeof variant, m, "/");
         al_results_trial_dir(tdir, sizeof tdir, a->out, t);
         al_results_read_result(tdir, t->hash, &r);
         todo += !al_trial_status_final(r.status);
         if (m->match.by) snprintf(to, sizeof to, "%zu", m->match.params_to);
         printf("%5d  %-36s %-8s %7d %6d %12zu %12s %15zu  %s%s", t->index, t->id,
-               m->variant, m->n_layer, m->d_ff, t->params, to,
-               al_kv_bytes_per_token(m, al_kv_dtype_parse(m->kv_dtype)),
+               variant, m->n_layer, m->d_ff, t->params, to, 4 * t->kv_elems_per_token,
                al_trial_status_name(r.status), al_trial_status_final(r.status) ? " (kept)" : "");
         if (t->upstream >= 0)
             printf("  <- %s (%s)", s->trials[t->upstream].id, t->cfg.train.init_convert);
@@ -192,11 +202,12 @@ static int self_exe(char *buf, size_t n, al_err *e)
     return 0;
 }
 
-static int report_after(const char *dir)
+static int report_after(const char *dir, al_report_stats *rs_out)
 {
     al_report_stats rs;
     al_err e;
     int rc = al_report_write(dir, &rs, &e);
+    if (rs_out) *rs_out = rs;
     if (rc) {
         fprintf(stderr, "attnlab: report: %s\n", e.msg);
         return AL_EXIT_RUNTIME;
@@ -218,6 +229,44 @@ static int execute(al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
     }
     if (a->executor == AL_EXEC_MPI) return al_sweep_mpi(s, ro, st, e);
     return al_sweep_run(s, ro, st, e);
+}
+
+/* seeds: {min, max, until: resolved}: one round per look of the plan
+ * (al_stats.h), each the trials of seeds 1..n (a prefix of the sweep),
+ * then the report, which decides by the same plan whether every
+ * comparison with the baseline is resolved. A resume walks the rounds
+ * again: finished trials are kept, so it reaches the same decisions. Stops
+ * early on a failure or an interrupt (the decision needs every seed). */
+static int run_rounds(al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
+                      al_sweep_run_stats *st, long *job, int *rrc, al_err *e)
+{
+    int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&s->seq, n_at, NULL), full = s->n_trials;
+    int rc = 0, ran_before = 0;
+    memset(st, 0, sizeof *st);
+    *rrc = -1;
+    for (int k = 0; k < looks && !rc; k++) {
+        al_sweep_run_stats r;
+        al_report_stats rs;
+        s->n_trials = full;   /* the round's prefix of the whole sweep */
+        s->n_trials = al_sweep_seq_trials(s, n_at[k]);
+        printf("round %d of at most %d: seeds 1-%d (%d trials)\n", k + 1, looks, n_at[k],
+               s->n_trials);
+        fflush(stdout);
+        rc = execute(s, a, ro, &r, job, e);
+        st->ok += r.ok, st->diverged += r.diverged, st->failed += r.failed;
+        st->ran += r.ran, st->wall_s += r.wall_s, st->interrupted |= r.interrupted;
+        st->skipped = r.skipped - ran_before;   /* kept from before this run */
+        ran_before += r.ok + r.diverged;
+        *rrc = report_after(a->out, &rs);
+        if (rc || *rrc || r.interrupted || r.failed || rs.seq_done) {
+            if (rs.seq_done) printf("rounds over at %d seeds: %s\n", n_at[k], k + 1 < looks
+                                    ? "every comparison with the baseline is resolved"
+                                    : "the maximum");
+            break;
+        }
+    }
+    s->n_trials = full;
+    return rc;
 }
 
 /* Under mpi every rank comes here: rank 0 owns the directory and runs the
@@ -246,9 +295,11 @@ static int run_sweep(al_sweep *s, sweep_args *a)
         return al_sweep_mpi_serve(s, &ro, &e) ? al_cli_fail(AL_EXIT_RUNTIME, e.msg) : 0;
     al_sweep_run_stats st;
     long job;
-    int rc = execute(s, a, &ro, &st, &job, &e);
+    int rc, rrc;
+    if (s->seq_on) rc = run_rounds(s, a, &ro, &st, &job, &rrc, &e);
+    else rc = execute(s, a, &ro, &st, &job, &e), rrc = -1;
     if (rc) fprintf(stderr, "attnlab: sweep: %s\n", e.msg);
-    int rrc = report_after(a->out);
+    if (rrc < 0) rrc = report_after(a->out, NULL);
     close(lock);
     printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s%s\n",
            s->name, st.ok, st.diverged, st.failed, st.skipped, st.wall_s,
@@ -261,7 +312,7 @@ static int run_sweep(al_sweep *s, sweep_args *a)
 
 /* No --executor: a directory submitted to Slurm before stays with Slurm.
  * Then whether the executor can run here at all. */
-static int pick_executor(sweep_args *a, al_err *e)
+static int pick_executor(const al_sweep *s, sweep_args *a, al_err *e)
 {
     int recorded = al_sweep_slurm_recorded(a->out, e);
     if (recorded < 0) return -1;
@@ -271,6 +322,10 @@ static int pick_executor(sweep_args *a, al_err *e)
                 "(--executor local to run here)\n", a->out);
     }
     if (a->executor < 0) a->executor = AL_EXEC_LOCAL;
+    if (s->seq_on && (a->executor == AL_EXEC_MPI || a->no_wait))
+        return al_errf(e, "sweep: seeds in rounds (sweep.seeds: {until: resolved}) need the "
+                       "runner to wait for each round: use --executor local, or slurm "
+                       "without --no-wait");
     if (a->executor == AL_EXEC_MPI && a->jobs)
         return al_errf(e, "sweep: --jobs does not apply to --executor mpi: each rank runs one "
                        "trial at a time (choose the ranks with mpirun -np)");
@@ -305,7 +360,7 @@ static int sweep_ranked(sweep_args *a)
     if (a->o.out) snprintf(a->out, sizeof a->out, "%s", a->o.out);
     else snprintf(a->out, sizeof a->out, "results/%s", s.name);
     bad = al_mpi_rank() == 0 && (al_results_check_owner(a->out, &s, &e) ||
-                                  pick_executor(a, &e));
+                                  pick_executor(&s, a, &e));
     int rc = al_mpi_agree(bad, &e) ? AL_EXIT_INPUT : 0;
     if (rc && e.msg[0]) al_cli_fail(rc, e.msg);
     if (!rc) {

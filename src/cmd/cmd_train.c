@@ -10,6 +10,7 @@
 #include "al_cli.h"
 #include "al_config_io.h"
 #include "al_mpi.h"
+#include "al_sweep_spec.h"
 #include "al_train.h"
 
 typedef struct train_args {
@@ -116,8 +117,10 @@ static int print_result(const al_config *c, const al_train_opts *to, const al_tr
     if (!isnan(r->val_accuracy)) printf(" val_accuracy=%.4f", r->val_accuracy);
     if (!isnan(r->test_loss)) printf(" test_loss=%.4f", r->test_loss);
     if (!isnan(r->test_accuracy)) printf(" test_accuracy=%.4f", r->test_accuracy);
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, &c->model, "/");
     printf(" params=%zu tokens_per_s=%.0f wall_s=%.1f variant=%s%s", r->params,
-           r->tokens_per_s, r->wall_s, c->model.variant, mask);
+           r->tokens_per_s, r->wall_s, variant, mask);
     if (al_mpi_size() > 1) printf(" ranks=%d", al_mpi_size());
     putchar('\n');
     return 0;

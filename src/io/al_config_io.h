@@ -43,6 +43,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e);
 
 /* Emit the resolved config as YAML (every key, defaults included). */
 void al_config_write_yaml(const al_config *c, FILE *f);
+/* The same without report.* (how results are shown): what a run computes,
+ * the text a sweep trial's hash is taken over, so that a report setting
+ * never makes a finished trial new. */
+void al_config_write_yaml_identity(const al_config *c, FILE *f);
 /* The same config as one JSON object (malloc'ed, compact): the same keys
  * and values as the YAML, plugins always listed, match_params false when
  * off. JSON is YAML, so the text decodes back to the same config. A

@@ -38,6 +38,17 @@ static const char *variant_origin(const al_variant_ops *ops)
     return "built-in";
 }
 
+/* The stack's origin: the first layer variant that came from a plugin (the
+ * one loading would need), else "built-in". */
+static const char *stack_origin(const al_model_config *c)
+{
+    for (int k = 0; k < al_config_n_attn(c); k++) {
+        const char *o = variant_origin(al_config_attn_item(c, k).attn);
+        if (strcmp(o, "built-in") != 0) return o;
+    }
+    return "built-in";
+}
+
 /* The model mapping as built (the model's d_ff), from the config's key
  * tables: the same keys as a config file's model mapping. */
 char *al_checkpoint_config_json(const al_model *m)
@@ -144,6 +155,32 @@ static int decode_attention(const char *path, json_t *a, const char *origin,
     return 0;
 }
 
+/* "layer_attention": [attention, ...], each item as "attention" is; the
+ * first mirrored into the model's one-attention fields (al_config.h). */
+static int decode_layer_attention(const char *path, json_t *a, const char *origin,
+                                  al_model_config *c, al_err *e)
+{
+    int n = json_is_array(a) ? (int)json_array_size(a) : 0;
+    if (n < 1 || n > AL_MAX_LAYER_ATTN)
+        return cfg_err(e, path, "'layer_attention' must be a list of 1 to %d attentions",
+                       AL_MAX_LAYER_ATTN);
+    al_model_config tmp = *c;
+    for (int k = 0; k < n; k++) {
+        memset(tmp.attn_set, 0, sizeof tmp.attn_set);   /* no setting of the item before */
+        if (decode_attention(path, json_array_get(a, k), origin, &tmp, e)) return -1;
+        al_attn_config *x = &c->layer_attn[k];
+        memset(x, 0, sizeof *x);
+        snprintf(x->variant, sizeof x->variant, "%s", tmp.variant);
+        x->attn = tmp.attn;
+        memcpy(x->set, tmp.attn_set, sizeof x->set);
+    }
+    snprintf(c->variant, sizeof c->variant, "%s", c->layer_attn[0].variant);
+    c->attn = c->layer_attn[0].attn;
+    memcpy(c->attn_set, c->layer_attn[0].set, sizeof c->attn_set);
+    c->n_layer_attn = n;
+    return 0;
+}
+
 /* Every key must be one the writer writes (the model table's). */
 static int known_keys(const char *path, json_t *o, al_err *e)
 {
@@ -206,7 +243,13 @@ static int config_from_json(const char *path, const char *text, const char *orig
     snprintf(full.file, sizeof full.file, "%s", path);
     al_model_config *c = &full.model;
     int d_ff = 0, rc = decode_fields(path, o, c, &d_ff, e);
-    if (rc == 0) rc = decode_attention(path, json_object_get(o, "attention"), origin, c, e);
+    json_t *list = json_object_get(o, "layer_attention");
+    if (rc == 0 && list && json_object_get(o, "attention"))
+        rc = cfg_err(e, path, "both 'attention' and 'layer_attention' are given");
+    else if (rc == 0 && list)
+        rc = decode_layer_attention(path, list, origin, c, e);
+    else if (rc == 0)   /* one attention for every layer (every checkpoint before the list) */
+        rc = decode_attention(path, json_object_get(o, "attention"), origin, c, e);
     json_decref(o);
     if (rc == 0) rc = al_config_validate(&full, NULL, e);
     c->d_ff = d_ff;   /* free: a parameter-matched model widens its MLP */
@@ -237,7 +280,7 @@ int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
     snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
     const char *meta[2 * (BASE_META + MAX_EXTRA)] = {
         "format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
-        "attnlab.interface_version", ver, "attnlab.variant_origin", variant_origin(m->cfg.attn)};
+        "attnlab.interface_version", ver, "attnlab.variant_origin", stack_origin(&m->cfg)};
     for (int i = 0; i < 2 * n_extra; i++) meta[2 * BASE_META + i] = extra[i];
     int rc = al_st_write(path, t, m->n_tensors, meta, BASE_META + n_extra, e);
     free(cfg);
@@ -439,7 +482,7 @@ static char *config_yaml(const al_config *c)
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     AL_ASSERT(f != NULL);
-    al_config_write_yaml(c, f);
+    al_config_write_yaml_identity(c, f);   /* report.* is not the run */
     AL_ASSERT(fclose(f) == 0);
     return buf;
 }
@@ -500,7 +543,7 @@ static int flatten_yaml(const char *yaml, char ***out)
 {
     static const char *const may_change[] = {"train.checkpoint_every", NULL};
     char stack[8][128], line[4400];
-    int n = 0, cap = 64;
+    int n = 0, cap = 64, item[9] = {0};   /* "- " items seen at each level */
     char **lines = al_malloc(cap * sizeof *lines);
     for (const char *p = yaml; *p;) {
         size_t len = strcspn(p, "\n");
@@ -508,15 +551,18 @@ static int flatten_yaml(const char *yaml, char ***out)
         p += len + (p[len] == '\n');
         len = strlen(line);
         int ind = (int)strspn(line, " "), lev = ind / 2 < 8 ? ind / 2 : 7;
-        char *key = line + ind, *colon = strstr(key, ": "), path[1200] = "";
+        char *key = line + ind, *colon = key[0] == '-' ? NULL : strstr(key, ": "), path[1200] = "";
         int opens = !colon && len > 0 && line[len - 1] == ':';
         if (opens) line[len - 1] = 0;
         if (colon) *colon = 0;
         for (int i = 0; i < lev; i++)
             snprintf(path + strlen(path), sizeof path - strlen(path), "%s.", stack[i]);
-        snprintf(path + strlen(path), sizeof path - strlen(path), "%s",
-                 key[0] == '-' ? "[]" : key);
-        if (opens) snprintf(stack[lev], sizeof stack[lev], "%s", key);
+        if (key[0] == '-' && path[0])   /* item i of a list: "plugins[1]" */
+            snprintf(path + strlen(path) - 1, sizeof path - strlen(path) + 1, "[%d]",
+                     item[lev]++);
+        else
+            snprintf(path + strlen(path), sizeof path - strlen(path), "%s", key);
+        if (opens) snprintf(stack[lev], sizeof stack[lev], "%s", key), item[lev + 1] = 0;
         if (opens || !key[0]) continue;
         int skip = 0;
         for (int i = 0; may_change[i]; i++) skip |= strcmp(path, may_change[i]) == 0;
@@ -526,7 +572,7 @@ static int flatten_yaml(const char *yaml, char ***out)
         size_t need = strlen(path) + 4400;
         lines[n] = al_malloc(need);
         snprintf(lines[n++], need, "%s=%s", path,
-                 colon ? colon + 2 : key[0] == '-' ? key + 2 : "");
+                 colon ? colon + 2 : key[0] == '-' && key[1] ? key + 2 : "");
     }
     *out = lines;
     return n;

@@ -193,6 +193,8 @@ static int decode_map(const al_node *m, const key_spec *t, void *base,
 static int decode_attention(const al_node *m, al_model_config *mc,
                             const char *path, al_err *e);
 static int decode_match(const al_node *v, al_model_config *mc, const char *path, al_err *e);
+static int decode_layer_attention(const al_node *v, al_model_config *mc, const char *path,
+                                  al_err *e);
 
 /* Where key i of m is: a key names the same file as its value. */
 static int key_err(al_err *e, const al_node *m, int i, const char *msg)
@@ -248,6 +250,8 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
         return decode_plugins(v, base, path, e);
     case K_ATTN:
         return decode_attention(v, base, path, e);
+    case K_LATTN:
+        return decode_layer_attention(v, base, path, e);
     case K_MATCH:
         return decode_match(v, base, path, e);
     case K_MAP:
@@ -302,7 +306,8 @@ static int unknown_variant(al_err *e, const al_node *at, const char *name, const
                     known, hint);
 }
 
-static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_ops *ops)
+static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_ops *ops,
+                           const char *path)
 {
     const char *names[AL_MAX_SETTINGS + 1] = {"variant"};
     int n = 1 + al_variant_n_settings(ops);
@@ -310,8 +315,12 @@ static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_
     for (int j = 1; j < n; j++) names[j] = ops->settings[j - 1].name;
     did_you_mean(dym, sizeof dym, m->keys[i], names, n);
     if (!dym[0] && n == 1) snprintf(dym, sizeof dym, " (it has no settings)");
-    snprintf(msg, sizeof msg, "unknown key '%.80s' for variant '%s'%s", m->keys[i],
-             ops->name, dym);
+    if (strchr(path, '['))   /* an item of a list: the key with its index */
+        snprintf(msg, sizeof msg, "unknown key '%.80s.%.80s' for variant '%s'%s", path,
+                 m->keys[i], ops->name, dym);
+    else
+        snprintf(msg, sizeof msg, "unknown key '%.80s' for variant '%s'%s", m->keys[i],
+                 ops->name, dym);
     return key_err(e, m, i, msg);
 }
 
@@ -365,7 +374,7 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     for (int i = 0; i < m->n; i++) {
         if (strcmp(m->keys[i], "variant") == 0) continue;
         int j = al_variant_setting_index(ops, m->keys[i]);
-        if (j < 0) return unknown_setting(e, m, i, ops);
+        if (j < 0) return unknown_setting(e, m, i, ops, path);
         char sub[256];
         al_cfg_join(sub, sizeof sub, path, m->keys[i]);
         if (decode_setting(&ops->settings[j], m->items[i], &set[j], sub, e)) return -1;
@@ -381,6 +390,43 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     mc->attn = ops;
     al_cfg_set_str(mc->variant, sizeof mc->variant, ops->name);
     memcpy(mc->attn_set, set, sizeof set);
+    return 0;
+}
+
+/* ---- model.layer_attention: [{variant: NAME, ...}, ...], cyclic over layers */
+
+static int decode_layer_attention(const al_node *v, al_model_config *mc, const char *path,
+                                  al_err *e)
+{
+    if (v->kind != AL_NODE_SEQ)
+        return al_node_errf(e, v, "'%s' must be a list of attention mappings such as "
+                            "[{variant: gqa, n_kv_head: 2}, {variant: mha}], got %s", path,
+                            al_node_kind_name(v->kind));
+    if (v->n == 0)
+        return al_node_errf(e, v, "'%s' is empty: list at least one attention (or use "
+                            "model.attention)", path);
+    if (v->n > AL_MAX_LAYER_ATTN)
+        return al_node_errf(e, v, "'%s' lists %d attentions, at most %d", path, v->n,
+                            AL_MAX_LAYER_ATTN);
+    al_model_config tmp;
+    for (int i = 0; i < v->n; i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%.200s[%d]", path, i);
+        memset(&tmp, 0, sizeof tmp);
+        if (decode_attention(v->items[i], &tmp, sub, e)) return -1;
+        al_attn_config *a = &mc->layer_attn[i];
+        memset(a, 0, sizeof *a);
+        memcpy(a->variant, tmp.variant, sizeof a->variant);
+        a->attn = tmp.attn;
+        memcpy(a->set, tmp.attn_set, sizeof a->set);
+    }
+    /* model.attention's fields mirror the first item */
+    memcpy(mc->variant, mc->layer_attn[0].variant, sizeof mc->variant);
+    mc->attn = mc->layer_attn[0].attn;
+    memcpy(mc->attn_set, mc->layer_attn[0].set, sizeof mc->attn_set);
+    for (int i = v->n; i < AL_MAX_LAYER_ATTN; i++)   /* configs compare with memcmp */
+        memset(&mc->layer_attn[i], 0, sizeof mc->layer_attn[i]);
+    mc->n_layer_attn = v->n;
     return 0;
 }
 
@@ -510,6 +556,7 @@ static const num_rule num_rules[] = {
     IRULE(data.min_kv_pairs, R_NONNEG), IRULE(data.curriculum_steps, R_NONNEG),
     IRULE(data.train_examples, R_POS), IRULE(data.test_examples, R_POS),
     DRULE(data.power_a, R_NONNEG),
+    IRULE(report.context, R_NONNEG),
     {NULL, 0, 0, 0},
 };
 
@@ -539,24 +586,46 @@ static int check_one_of(const al_config *c, const al_node *root, const char *pat
     return al_cfg_verr(e, c, root, path, "'%s' ('%s') is not a known value", path, v);
 }
 
-/* The variant's own check(), pointed at the setting its message names. */
-static int check_variant(const al_config *c, const al_node *root, al_err *e)
+/* Item k's variant check(), pointed at the setting its message names (the
+ * item's path in a model.layer_attention list). */
+static int check_variant_item(const al_config *c, const al_node *root, int k, al_err *e)
 {
-    const al_variant_ops *ops = c->model.attn;
-    char msg[512] = "", path[256] = "model.attention";
-    if (!ops) return al_cfg_verr(e, c, root, path, "'model.attention.variant' is not resolved");
+    al_attn_config a = al_config_attn_item(&c->model, k);
+    const al_variant_ops *ops = a.attn;
+    char msg[512] = "", base[64] = "model.attention", path[256];
+    if (c->model.n_layer_attn > 0)
+        snprintf(base, sizeof base, "model.layer_attention[%d]", k);
+    snprintf(path, sizeof path, "%s", base);
+    if (!ops) return al_cfg_verr(e, c, root, path, "'%s.variant' is not resolved", base);
     if (!ops->check) return 0;
     al_attn_shape s;
-    al_config_attn_shape(c, &s);
+    al_config_layer_shape(&c->model, k, &s);
     if (ops->check(&s, msg, sizeof msg) == 0) return 0;
     msg[sizeof msg - 1] = 0;   /* a plugin's message, perhaps unterminated */
     for (int j = 0; j < al_variant_n_settings(ops); j++) {
         size_t n = strlen(ops->settings[j].name);
         if (msg[0] == '\'' && strncmp(msg + 1, ops->settings[j].name, n) == 0 &&
             msg[n + 1] == '\'')
-            al_cfg_join(path, sizeof path, "model.attention", ops->settings[j].name);
+            al_cfg_join(path, sizeof path, base, ops->settings[j].name);
     }
+    if (c->model.n_layer_attn > 0)
+        return al_cfg_verr(e, c, root, path, "%s: %s", base,
+                           msg[0] ? msg : "rejected by the variant's check");
     return al_cfg_verr(e, c, root, path, "%s", msg[0] ? msg : "rejected by the variant's check");
+}
+
+/* Every attention of the stack: a list no longer than the stack, each
+ * item's variant check. */
+static int check_variant(const al_config *c, const al_node *root, al_err *e)
+{
+    const al_model_config *m = &c->model;
+    if (m->n_layer_attn > m->n_layer)
+        return al_cfg_verr(e, c, root, "model.layer_attention", "'model.layer_attention' "
+                           "lists %d attentions, more than 'model.n_layer' (%d): items past "
+                           "the last layer would never be used", m->n_layer_attn, m->n_layer);
+    for (int k = 0; k < al_config_n_attn(m); k++)
+        if (check_variant_item(c, root, k, e)) return -1;
+    return 0;
 }
 
 int al_config_validate(const al_config *c, const al_node *root, al_err *e)
@@ -602,7 +671,13 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
         m->d_head = m->d_model / m->n_head;
     }
     if (c->data.seed == 0) c->data.seed = c->train.seed;
-    int given;
+    int given, given_list;
+    al_cfg_find_path(root, "model.attention", &given);
+    al_cfg_find_path(root, "model.layer_attention", &given_list);
+    if (given && given_list)
+        return al_cfg_verr(e, c, root, "model.layer_attention", "'model.attention' and "
+                           "'model.layer_attention' are both given: use one (model.attention "
+                           "for every layer, or the per-layer list)");
     /* The built-in corpus is the default data set; a file given alone
      * (data.path without data.source) means that file, as text. */
     al_cfg_find_path(root, "data.source", &given);

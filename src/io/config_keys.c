@@ -59,6 +59,7 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
     FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
+    {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
     {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
@@ -100,12 +101,20 @@ static const key_spec train_keys[] = {
 };
 #undef T
 
+#define R al_report_config
+const key_spec al_cfg_report_keys[] = {
+    FIELD(R, context, K_INT, "0", "context (tokens) at which the report gives each model's whole KV cache, beside bytes per token (0 = model.seq_len); not part of a trial's identity, so changing it on a finished sweep only re-reports"),
+    {NULL, 0, 0, 0, NULL, NULL, NULL},
+};
+#undef R
+
 const key_spec al_cfg_top_keys[] = {
     {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)"},
     {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)"},
     NESTED(data, data_keys, "the data source"),
     NESTED(model, al_cfg_model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
+    NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
@@ -135,6 +144,17 @@ void al_cfg_join(char *out, size_t n, const char *path, const char *key)
 
 /* The node at a dotted path, else its deepest existing ancestor; *exact
  * (if non-NULL) tells which. */
+/* cur's key, or "key[i]": item i of the sequence under key. */
+static const al_node *item_get(const al_node *cur, char *key)
+{
+    char *br = strchr(key, '[');
+    if (!br) return al_node_get(cur, key);
+    int i = atoi(br + 1);
+    *br = 0;
+    const al_node *s = al_node_get(cur, key);
+    return s && s->kind == AL_NODE_SEQ && i >= 0 && i < s->n ? s->items[i] : NULL;
+}
+
 const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exact)
 {
     const al_node *cur = root;
@@ -144,7 +164,7 @@ const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exac
         size_t len = strcspn(k, "."), n = len < sizeof key - 1 ? len : sizeof key - 1;
         memcpy(key, k, n);   /* not "%.*s": GCC's -O3 + sanitizer flags a false null */
         key[n] = '\0';
-        const al_node *next = al_node_get(cur, key);
+        const al_node *next = item_get(cur, key);
         if (!next) break;
         cur = next;
         k += len + (k[len] == '.');

@@ -26,6 +26,7 @@ enum key_type {
     K_PLUGINS,  /* sequence of paths into al_config.plugins */
     K_MATCH,    /* model.match_params: {to: attention, by: d_ff | n_layer} */
     K_IGNORE,   /* read by others (the sweep runner) or informational */
+    K_LATTN,    /* model.layer_attention: a list of K_ATTN mappings */
 };
 
 typedef struct key_spec {
@@ -44,6 +45,7 @@ typedef struct key_spec {
 extern const key_spec al_cfg_top_keys[];
 extern const key_spec al_cfg_model_keys[];
 extern const key_spec al_cfg_match_keys[];
+extern const key_spec al_cfg_report_keys[];   /* report.*: not a trial's identity */
 /* The allowed values of data.source, model.kv_dtype, train.init_convert. */
 extern const char *const al_cfg_data_sources[];
 extern const char *const al_cfg_kv_dtypes[];
@@ -54,7 +56,8 @@ extern const char *const al_cfg_init_converts[];
 void al_cfg_set_str(char *dst, size_t n, const char *s);
 /* out = "path.key" (or "key" at the top), truncated to n - 1 bytes. */
 void al_cfg_join(char *out, size_t n, const char *path, const char *key);
-/* The node at a dotted path, else its deepest existing ancestor; *exact
+/* The node at a dotted path ("model.layer_attention[1].n_kv_head": an
+ * index picks a sequence's item), else its deepest existing ancestor; *exact
  * (if non-NULL) tells which. */
 const al_node *al_cfg_find_path(const al_node *root, const char *path, int *exact);
 /* An error about the key at path: at its node when a tree is given, else

@@ -20,15 +20,23 @@
 #define AL_MATCH_MAX_D_FF (1 << 24)
 #define AL_MATCH_MAX_N_LAYER 4096
 
-/* Parameters of m with n_layer L, d_ff F and attention (ops, set). */
+/* Parameters of m with n_layer L, d_ff F and attention (ops, set) on every
+ * layer, or with ops NULL m's own stack (a model.layer_attention list goes
+ * on repeating over the L layers). */
 static size_t count_with(const al_model_config *m, int L, int F, const al_variant_ops *ops,
                          const double *set, al_err *e)
 {
     al_model_config x = *m;
     x.n_layer = L;
     x.d_ff = F;
-    x.attn = ops;
-    memcpy(x.attn_set, set, sizeof x.attn_set);
+    if (ops) {
+        al_attn_config a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.variant, sizeof a.variant, "%s", ops->name);
+        a.attn = ops;
+        memcpy(a.set, set, sizeof a.set);
+        al_config_set_attn(&x, &a);
+    }
     return al_model_param_count(&x, e);
 }
 
@@ -42,7 +50,7 @@ static int closest(const al_model_config *m, int by, int lo, int step, int min, 
     for (int x = lo; x <= lo + step; x += step) {
         if (x < min) continue;
         int L = by == AL_MATCH_N_LAYER ? x : m->n_layer, F = by == AL_MATCH_D_FF ? x : m->d_ff;
-        size_t n = count_with(m, L, F, m->attn, m->attn_set, e);
+        size_t n = count_with(m, L, F, NULL, NULL, e);
         double d = fabs((double)n - (double)P_to), db = fabs((double)*P - (double)P_to);
         if (n && (!best || d < db)) best = x, *P = n;
     }
@@ -89,7 +97,7 @@ static int resolve_match(al_config *c, const al_node *root, al_err *e)
         return al_cfg_verr(e, c, root, "model.match_params.to", "'model.match_params.to': %s",
                            strncmp(sub.msg, "model.attention: ", 17) == 0 ? sub.msg + 17
                                                                           : sub.msg);
-    size_t P0 = count_with(&me, m->n_layer, m->d_ff, m->attn, m->attn_set, e), P = P0;
+    size_t P0 = count_with(&me, m->n_layer, m->d_ff, NULL, NULL, e), P = P0;
     double gap = (double)P_to - (double)P0;
     if (mt->by == AL_MATCH_D_FF && gap != 0) {
         double F = m->d_ff + gap / (2.0 * m->d_model * m->n_layer);   /* w1 and w2 per layer */
@@ -99,7 +107,7 @@ static int resolve_match(al_config *c, const al_node *root, al_err *e)
                                "[8, %d]", P_to, F, AL_MATCH_MAX_D_FF);
         m->d_ff = closest(&me, AL_MATCH_D_FF, 8 * (int)floor(F / 8), 8, 8, P_to, &P, e);
     } else if (mt->by == AL_MATCH_N_LAYER && gap != 0) {
-        size_t P1 = count_with(&me, m->n_layer + 1, m->d_ff, m->attn, m->attn_set, e);
+        size_t P1 = count_with(&me, m->n_layer + 1, m->d_ff, NULL, NULL, e);
         double L = m->n_layer + gap / ((double)P1 - (double)P0);
         if (L > AL_MATCH_MAX_N_LAYER)
             return al_cfg_verr(e, c, root, "model.match_params", "'model.match_params': "
@@ -109,6 +117,10 @@ static int resolve_match(al_config *c, const al_node *root, al_err *e)
                              e);
     }
     AL_ASSERT(m->d_ff > 0 && m->n_layer > 0 && P > 0);
+    if (m->n_layer_attn > m->n_layer)   /* as validation refuses it before matching */
+        return al_cfg_verr(e, c, root, "model.match_params", "'model.match_params': matching by "
+                           "n_layer gives %d blocks, fewer than the %d attentions of "
+                           "'model.layer_attention'", m->n_layer, m->n_layer_attn);
     mt->n_layer = m->n_layer;
     mt->d_ff = m->d_ff;
     /* the counts with the real vocabulary (the same gap either way) */

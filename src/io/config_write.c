@@ -80,10 +80,33 @@ static void write_variant(FILE *f, const char *variant, const al_variant_ops *op
     }
 }
 
+/* model.attention, or (with a list) nothing: model.layer_attention has it. */
 static void write_attention(FILE *f, const al_model_config *m, int indent)
 {
+    if (m->n_layer_attn > 0) return;
     fprintf(f, "%*sattention:\n", indent, "");
     write_variant(f, m->variant, m->attn, m->attn_set, indent + 2);
+}
+
+static void write_layer_attention(FILE *f, const al_model_config *m, int indent)
+{
+    if (m->n_layer_attn == 0) return;
+    fprintf(f, "%*slayer_attention:\n", indent, "");
+    for (int k = 0; k < m->n_layer_attn; k++) {
+        const al_attn_config *a = &m->layer_attn[k];
+        /* one item a line, in flow style: a resume's line-by-line
+         * comparison then names the item that changed */
+        fprintf(f, "%*s- {variant: ", indent + 2, "");
+        write_string(f, a->variant);
+        for (int j = 0; a->attn && j < al_variant_n_settings(a->attn); j++) {
+            char buf[64];
+            if (a->attn->settings[j].kind == AL_SET_INT)
+                snprintf(buf, sizeof buf, "%lld", (long long)a->set[j]);
+            else al_cfg_fmt_double(buf, sizeof buf, a->set[j]);
+            fprintf(f, ", %s: %s", a->attn->settings[j].name, buf);
+        }
+        fputs("}\n", f);
+    }
 }
 
 static void write_match(FILE *f, const al_match_config *mt, int indent)
@@ -134,6 +157,8 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {
             write_attention(f, base, indent);
+        } else if (t->type == K_LATTN) {
+            write_layer_attention(f, base, indent);
         } else if (t->type == K_PLUGINS) {
             const al_config *c = base;
             if (c->n_plugins) fprintf(f, "%*s%s:\n", indent, "", t->key);
@@ -170,6 +195,21 @@ void al_config_write_yaml(const al_config *c, FILE *f)
 {
     al_config *tmp = al_malloc(sizeof *tmp);
     write_table(f, al_cfg_top_keys, with_init_convert(c, tmp), 0);
+    free(tmp);
+}
+
+void al_config_write_yaml_identity(const al_config *c, FILE *f)
+{
+    enum { MAX_TOP = 16 };
+    key_spec top[MAX_TOP];
+    int n = 0;
+    for (const key_spec *t = al_cfg_top_keys; t->key; t++) {
+        AL_ASSERT(n + 1 < MAX_TOP);
+        if (t->sub != al_cfg_report_keys) top[n++] = *t;
+    }
+    top[n] = (key_spec){0};
+    al_config *tmp = al_malloc(sizeof *tmp);
+    write_table(f, top, with_init_convert(c, tmp), 0);
     free(tmp);
 }
 
@@ -272,7 +312,18 @@ static json_t *table_json(const key_spec *t, const void *base, int built)
         const char *field = (const char *)base + t->offset;
         json_t *v;
         if (!in_json(t, built)) continue;
-        if (t->type == K_MATCH) {
+        if (t->type == K_ATTN || t->type == K_LATTN) {   /* the one the model has */
+            const al_model_config *m = base;
+            if ((m->n_layer_attn > 0) != (t->type == K_LATTN)) continue;
+        }
+        if (t->type == K_LATTN) {
+            const al_model_config *m = base;
+            v = json_array();
+            for (int k = 0; k < m->n_layer_attn; k++)
+                json_array_append_new(v, variant_json(m->layer_attn[k].variant,
+                                                      m->layer_attn[k].attn,
+                                                      m->layer_attn[k].set));
+        } else if (t->type == K_MATCH) {
             v = match_json(&((const al_model_config *)base)->match);
         } else if (t->type == K_ATTN) {
             const al_model_config *m = base;

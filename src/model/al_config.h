@@ -19,6 +19,15 @@
 #define AL_PATH_LEN 1024
 #define AL_NAME_LEN 64
 #define AL_MAX_PLUGINS 8
+#define AL_MAX_LAYER_ATTN 32   /* items of model.layer_attention */
+
+/* One attention: a variant and its settings (model.attention, or one item
+ * of model.layer_attention). */
+typedef struct al_attn_config {
+    char variant[AL_NAME_LEN];
+    const al_variant_ops *attn;          /* resolved from the registry */
+    double set[AL_MAX_SETTINGS];         /* in the order of attn->settings */
+} al_attn_config;
 
 typedef struct al_data_config {
     char source[AL_NAME_LEN];   /* text | kjv | mqar | induction */
@@ -54,9 +63,15 @@ typedef struct al_model_config {
     al_match_config match;               /* n_layer and d_ff above are the matched ones */
     double norm_eps, rope_base;
     int causal;
+    /* The attention of every layer (model.attention); with a
+     * model.layer_attention list, its first item's. */
     char variant[AL_NAME_LEN];
     const al_variant_ops *attn;          /* resolved from the registry */
     double attn_set[AL_MAX_SETTINGS];    /* in the order of attn->settings */
+    /* model.layer_attention: n_layer_attn items, layer l uses item
+     * l % n_layer_attn; 0 = the one attention above for every layer. */
+    int n_layer_attn;
+    al_attn_config layer_attn[AL_MAX_LAYER_ATTN];
     char kv_dtype[8];                    /* f32 | bf16 | f16 | int8 | int4 (decode cache) */
     /* int8/int4 caches (al_kvcache.h). A config built in code that leaves
      * kv_quant_group 0 means the defaults of both (32, 32); a config file
@@ -77,11 +92,18 @@ typedef struct al_train_config {
     char init_convert[8];                /* none | mean | first | random | svd */
 } al_train_config;
 
+/* How results are shown, not what a run computes: report.* never enters a
+ * sweep trial's identity (al_config_write_yaml_identity). */
+typedef struct al_report_config {
+    int context;                         /* tokens the cache is sized for; 0 = model.seq_len */
+} al_report_config;
+
 typedef struct al_config {
     char file[AL_PATH_LEN];              /* where it came from */
     al_data_config data;
     al_model_config model;
     al_train_config train;
+    al_report_config report;
     int n_plugins;
     char plugins[AL_MAX_PLUGINS][AL_PATH_LEN];
 } al_config;
@@ -89,7 +111,26 @@ typedef struct al_config {
 /* The d_ff a model config stands for: d_ff when set, else
  * round(mlp_ratio * d_model) (configs built by hand leave it 0). */
 int al_config_d_ff(const al_model_config *m);
-/* The resolved attention shape for the variant interface. */
+/* The resolved attention shape for the variant interface (layer 0's). */
 void al_config_attn_shape(const al_config *c, al_attn_shape *s);
+
+/* ---- per-layer attention (model.layer_attention) */
+/* Distinct items in the cycle: n_layer_attn, or 1 for model.attention. */
+int al_config_n_attn(const al_model_config *m);
+/* Item k (0 <= k < al_config_n_attn) of the cycle; layer l's is item
+ * l % al_config_n_attn(m). */
+al_attn_config al_config_attn_item(const al_model_config *m, int k);
+al_attn_config al_config_layer_attn(const al_model_config *m, int layer);
+/* The shape layer l's variant sees (its own settings). */
+void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s);
+/* 1 when the layers do not all have one variant with the same settings. */
+int al_config_mixed_attn(const al_model_config *m);
+/* Set every layer to the one attention a (drops a layer_attention list). */
+void al_config_set_attn(al_model_config *m, const al_attn_config *a);
+/* The items' labels joined by sep: "gqa-kv2/mha" (sep "/") or
+ * "gqa-kv2+mha" (sep "+"), each item named by label(item) (the sweep's
+ * short names, al_sweep_attn_label); one attention is its label alone. */
+void al_config_attn_label(char *out, size_t n, const al_model_config *m, const char *sep,
+                          void (*label)(char *out, size_t n, const al_attn_config *a));
 
 #endif

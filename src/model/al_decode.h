@@ -38,17 +38,12 @@
  * ring of recent tokens is a fixed cost, al_kvcache.h): its figure is the
  * bytes at the trained seq_len over seq_len, rounded down. */
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype);
-/* Cache bytes of one sequence at `context` tokens, summed over layers:
- * what a decoder of that context allocates, for any dtype. */
-size_t al_kv_bytes_at(const al_model_config *c, int dtype, long context);
-/* Elements of a kv_elems row quantized per channel (the rest per token) in
- * an int8/int4 cache: elems / 2 for mha, mqa and gqa (rows [K | V]), the
- * whole row for every other variant (al_kvcache.h says why). */
-size_t al_kv_key_elems(const al_model_config *c, size_t elems);
+/* (The bytes at a context, any dtype: al_model_kv_bytes_at, al_tensors.h.) */
 
 typedef struct al_decoder {
     al_model *m;          /* borrowed: outlives the decoder */
-    int context, dtype;   /* rows per cache, enum al_kv_dtype */
+    int context, dtype;   /* tokens per sequence (a cache holds al_attn_kv_rows of
+                             them), enum al_kv_dtype */
     int batch;            /* sequences */
     int *pos;             /* owned, (batch): tokens in each sequence's caches */
     al_kv_cache **cache;  /* owned, n_layer x batch: layer l of sequence b at l * batch + b */
@@ -71,6 +66,11 @@ void al_decoder_free(al_decoder *d);
 void al_decoder_reset(al_decoder *d);
 /* Storage held by the decoder's caches, as counted by their allocator. */
 size_t al_decoder_cache_bytes(const al_decoder *d);
+/* Bytes of one token's rows summed over layers, measured from sequence
+ * 0's caches (their bytes over their rows): a bounded cache (kv_rows)
+ * holds fewer rows than its context, so this is not cache bytes over
+ * the context. */
+size_t al_decoder_row_bytes(const al_decoder *d);
 
 /* Run tokens[0..n) through one forward pass of the model (B = 1, which may
  * allocate the model's activations for T = n) and fill the caches from
@@ -90,9 +90,10 @@ const float *al_decoder_step(al_decoder *d, int token);
  * al_decoder_step gives that sequence alone, up to rounding. */
 const float *al_decoder_step_batch(al_decoder *d, const int *tokens);
 
-/* Benchmark support: fill positions [0, n) of every layer of every
- * sequence with random rows (decode speed does not depend on what the
- * rows hold) and set every pos to n. */
+/* Benchmark support: fill rows [0, n) of every layer of every sequence
+ * (all of a bounded cache's rows when it has fewer) with random rows
+ * (decode speed does not depend on what the rows hold) and set every pos
+ * to n. */
 void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed);
 
 /* Next token from logits (V): argmax (lowest index on ties) when

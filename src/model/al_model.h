@@ -7,7 +7,8 @@
  *
  * Memory: parameters, gradients and activations are each one allocation,
  * carved up by the config's tensor table (al_tensors.h). The model owns all
- * of them; al_model_free releases everything. Attention is the variant's.
+ * of them; al_model_free releases everything. Attention is the variant's:
+ * each layer's own (al_layer.attn), so a stack may mix variants.
  */
 #ifndef AL_MODEL_H
 #define AL_MODEL_H
@@ -17,8 +18,13 @@
 #include "al_config.h"
 #include "al_tensors.h"
 
-/* Per-layer views into the flat buffers. */
+/* Per-layer views into the flat buffers, and the layer's attention (its
+ * item of model.layer_attention; every layer the same without one). */
 typedef struct al_layer {
+    const al_variant_ops *attn;
+    al_attn_shape ashape;                           /* as the variant sees it */
+    int n_attn_params;
+    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
     float *attn_norm, *mlp_norm, *w1, *w2;          /* (D) (D) (F,D) (D,F) */
     float *d_attn_norm, *d_mlp_norm, *d_w1, *d_w2;
     float *attn_p[AL_MAX_ATTN_PARAMS];              /* variant tensors */
@@ -37,9 +43,7 @@ typedef struct al_layer {
 
 typedef struct al_model {
     al_model_config cfg;
-    al_attn_shape ashape;
-    int d_ff, n_attn_params;
-    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+    int d_ff;
 
     int n_tensors;
     al_tensor *tensors;          /* owned */

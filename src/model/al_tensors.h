@@ -26,27 +26,60 @@ typedef struct al_tensor {
     int decay;                  /* 1 for 2-D weights (AdamW weight decay) */
 } al_tensor;
 
+/* The attention of one item of the layer cycle (al_config_n_attn). */
+typedef struct al_attn_item {
+    const al_variant_ops *ops;
+    al_attn_shape ashape;                         /* the config as the variant sees it */
+    int n_attn_params;                            /* the variant's tensors per block */
+    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+} al_attn_item;
+
 /* Order: tok_emb; per block attn_norm, the variant's tensors, mlp_norm,
  * mlp.w1, mlp.w2; final_norm. */
 typedef struct al_tensor_table {
-    al_attn_shape ashape;                         /* the config as the variant sees it */
     int d_ff;                                     /* al_config_d_ff */
-    int n_attn_params;                            /* the variant's tensors per block */
-    al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+    int n_items;                                  /* al_config_n_attn */
+    al_attn_item item[AL_MAX_LAYER_ATTN];         /* layer l has item[l % n_items] */
     int n_tensors;
     al_tensor *tensors;                           /* owned (n_tensors) */
     size_t n_params;                              /* floats in all tensors */
 } al_tensor_table;
 
-/* Build the table of c (c->attn set). Errors ("model.attention: ...") when
+/* Build the table of c (c->attn set). Errors ("model.attention: ...", or
+ * "model.layer_attention[k]: ..." for an item of a list) when
  * the variant rejects the shape or declares unusable tensors; t then owns
  * nothing. Free with al_tensor_table_free. */
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e);
 void al_tensor_table_free(al_tensor_table *t);
 
 /* Parameter count (0 with e set when the table cannot be built) and KV
- * floats per token summed over layers. */
+ * floats per token summed over layers, and layer l's alone. */
 size_t al_model_param_count(const al_model_config *c, al_err *e);
 size_t al_model_kv_elems_per_token(const al_model_config *c);
+size_t al_model_layer_kv_elems(const al_model_config *c, int layer);
+
+/* Rows a cache of variant v (shape s) holds at a context of `context`
+ * tokens: its kv_rows (interface version 4) or, without one, `context`.
+ * The one place the core asks; the decoder allocates this many rows. */
+int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context);
+/* Rows and bytes of layer l's cache at `context` tokens stored as dtype,
+ * and the whole model's bytes (the sum over layers): what a decoder of
+ * that context allocates per sequence. */
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
+/* What layer l's cache of `context` tokens is made of (al_kvcache.h's
+ * al_kv_cache_new_quant arguments): its rows, floats per row, the first
+ * key_elems of them quantized per channel in an int8/int4 cache (elems / 2
+ * for mha, mqa and gqa, rows [K | V]; the whole row for every other
+ * variant, whose elements serve as key and value), group and residual
+ * from model.kv_quant_* (a bounded ring layer keeps every row f32). */
+typedef struct al_kv_layout {
+    size_t elems, key_elems;
+    int rows, group, residual;
+} al_kv_layout;
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context);
+/* Layer l's cache bytes at `context` tokens, any dtype (int8/int4 with
+ * their scales, zero-points and f32 rows). */
+size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
+size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
 
 #endif

@@ -12,10 +12,12 @@
 
 int al_attention_supported(const al_model *m, al_err *e)
 {
-    const al_variant_ops *v = m->cfg.attn;
-    if (!v->probs)
-        return al_errf(e, "variant '%s' cannot show its attention: its ops table has no "
-                       "'probs' member (attnlab_variant.h, interface version 3)", v->name);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const al_variant_ops *v = m->layers[l].attn;
+        if (!v->probs)
+            return al_errf(e, "variant '%s' cannot show its attention: its ops table has no "
+                           "'probs' member (attnlab_variant.h, interface version 3)", v->name);
+    }
     return 0;
 }
 
@@ -36,7 +38,7 @@ void al_attention_layer(const al_model *m, int layer, int T, float *P)
 {
     AL_ASSERT(m->fwd_B == 1 && m->fwd_T == T && layer >= 0 && layer < m->cfg.n_layer);
     const al_layer *L = &m->layers[layer];
-    m->cfg.attn->probs(&m->ashape, P, L->attn_act, L->attn_p, T);
+    L->attn->probs(&L->ashape, P, L->attn_act, L->attn_p, T);
 }
 
 /* ------------------------------------------------------------ statistics */

@@ -94,7 +94,7 @@ static int write_tokens(const al_model *m, const al_attnmap *a, al_err *e)
 static void write_layer_data(const al_model *m, const al_attnmap *a, int l, const float *P,
                              FILE *csv, FILE *dat)
 {
-    int T = a->T, causal = m->ashape.causal;
+    int T = a->T, causal = m->cfg.causal;
     for (int k = 0; k < a->n_heads; k++) {
         const float *Ph = P + (size_t)a->heads[k] * T * T;
         fprintf(dat, "%s# layer %d head %d\n", k ? "\n\n" : "", l, a->heads[k]);
@@ -150,7 +150,7 @@ static void gp_head_title(FILE *f, const al_model *m, const al_attnmap *a, int l
 {
     char t[192];
     int k = snprintf(t, sizeof t, "head %d", h);
-    if (!m->ashape.causal) {
+    if (!m->cfg.causal) {
         double s = 0;
         for (int i = 0; i + 1 < a->T; i++) s += Ph[(size_t)i * a->T + i + 1];
         k += snprintf(t + k, sizeof t - k, ": next %.2f", a->T > 1 ? s / (a->T - 1) : 0.0);
@@ -158,7 +158,7 @@ static void gp_head_title(FILE *f, const al_model *m, const al_attnmap *a, int l
     if (a->stats) {
         const al_head_stats *s = &a->stats[l * m->cfg.n_head + h];
         snprintf(t + k, sizeof t - k, "%s prev %.2f, induction %.2f, entropy %.2f",
-                 m->ashape.causal ? ":" : ",", s->prev, s->induction, s->entropy);
+                 m->cfg.causal ? ":" : ",", s->prev, s->induction, s->entropy);
     }
     fprintf(f, "  set title \"%s\"\n", t);
 }
@@ -192,7 +192,7 @@ static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, const 
             "  set object 1 rectangle from graph 0,0 to graph 1,1 behind "
             "fillcolor rgb \"#d9d9d9\" fillstyle solid noborder\n", T - 1, T - 1);
     gp_tics(f, m, a);
-    if (!m->ashape.causal)   /* unmasked: the diagonal, so that the next token shows */
+    if (!m->cfg.causal)   /* unmasked: the diagonal, so that the next token shows */
         fprintf(f, "  set arrow 1 from -0.5,-0.5 to %d.5,%d.5 nohead front dt 2 lw 0.8 "
                 "lc rgb \"#60c03030\"\n", T - 1, T - 1);
     for (int k = 0; k < a->n_heads; k++) {

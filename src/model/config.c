@@ -13,9 +13,8 @@ int al_config_d_ff(const al_model_config *m)
     return m->d_ff > 0 ? m->d_ff : (int)lround(m->mlp_ratio * m->d_model);
 }
 
-void al_config_attn_shape(const al_config *c, al_attn_shape *s)
+static void model_shape(const al_model_config *m, al_attn_shape *s)
 {
-    const al_model_config *m = &c->model;
     memset(s, 0, sizeof *s);
     s->d_model = m->d_model;
     s->n_head = m->n_head;
@@ -25,4 +24,84 @@ void al_config_attn_shape(const al_config *c, al_attn_shape *s)
     s->rope_base = (float)m->rope_base;
     s->norm_eps = (float)m->norm_eps;
     memcpy(s->set, m->attn_set, sizeof s->set);
+}
+
+void al_config_attn_shape(const al_config *c, al_attn_shape *s)
+{
+    model_shape(&c->model, s);
+}
+
+/* ------------------------------------------------------------ per layer */
+
+int al_config_n_attn(const al_model_config *m)
+{
+    return m->n_layer_attn > 0 ? m->n_layer_attn : 1;
+}
+
+al_attn_config al_config_attn_item(const al_model_config *m, int k)
+{
+    AL_ASSERT(k >= 0 && k < al_config_n_attn(m));
+    if (m->n_layer_attn > 0) return m->layer_attn[k];
+    al_attn_config a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.variant, m->variant, sizeof a.variant);
+    a.attn = m->attn;
+    memcpy(a.set, m->attn_set, sizeof a.set);
+    return a;
+}
+
+al_attn_config al_config_layer_attn(const al_model_config *m, int layer)
+{
+    AL_ASSERT(layer >= 0);
+    return al_config_attn_item(m, layer % al_config_n_attn(m));
+}
+
+void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s)
+{
+    model_shape(m, s);
+    al_attn_config a = al_config_layer_attn(m, layer);
+    memcpy(s->set, a.set, sizeof s->set);
+}
+
+static int same_attn(const al_attn_config *a, const al_attn_config *b)
+{
+    if (a->attn != b->attn || strcmp(a->variant, b->variant) != 0) return 0;
+    int n = 0;
+    if (a->attn && a->attn->settings)
+        while (a->attn->settings[n].name) n++;
+    for (int j = 0; j < n; j++)
+        if (a->set[j] != b->set[j]) return 0;
+    return 1;
+}
+
+int al_config_mixed_attn(const al_model_config *m)
+{
+    al_attn_config a0 = al_config_attn_item(m, 0);
+    for (int k = 1; k < al_config_n_attn(m); k++) {
+        al_attn_config a = al_config_attn_item(m, k);
+        if (!same_attn(&a0, &a)) return 1;
+    }
+    return 0;
+}
+
+void al_config_set_attn(al_model_config *m, const al_attn_config *a)
+{
+    memcpy(m->variant, a->variant, sizeof m->variant);
+    m->attn = a->attn;
+    memcpy(m->attn_set, a->set, sizeof m->attn_set);
+    m->n_layer_attn = 0;
+    memset(m->layer_attn, 0, sizeof m->layer_attn);
+}
+
+void al_config_attn_label(char *out, size_t n, const al_model_config *m, const char *sep,
+                          void (*label)(char *out, size_t n, const al_attn_config *a))
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int k = 0; k < al_config_n_attn(m) && len < n; k++) {
+        char one[128];
+        al_attn_config a = al_config_attn_item(m, k);
+        label(one, sizeof one, &a);
+        len += (size_t)snprintf(out + len, n - len, "%s%s", k ? sep : "", one);
+    }
 }

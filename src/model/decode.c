@@ -13,65 +13,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The int8/int4 settings of a config (al_config.h: a group of 0 means
- * both defaults). */
-static void quant_of(const al_model_config *c, int *group, int *residual)
-{
-    *group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
-    *residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
-}
-
-/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
- * variant interface does not say which elements of a row are values, so
- * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
- * whose row is K then V of equal size. */
-size_t al_kv_key_elems(const al_model_config *c, size_t elems)
-{
-    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
-    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
-        if (!strcmp(c->attn->name, kv_split[i])) return elems / 2;
-    return elems;
-}
-
-size_t al_kv_bytes_at(const al_model_config *c, int dtype, long context)
-{
-    int group, residual;
-    quant_of(c, &group, &residual);
-    size_t elems = al_model_kv_elems_per_token(c) / (size_t)c->n_layer;
-    return (size_t)c->n_layer * al_kv_cache_bytes_for(elems, al_kv_key_elems(c, elems),
-                                                      (int)context, dtype, group, residual);
-}
-
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype)
 {
     if (dtype < AL_KV_NDTYPES) return al_model_kv_elems_per_token(c) * al_kv_dtype_size(dtype);
-    return al_kv_bytes_at(c, dtype, c->seq_len) / (size_t)c->seq_len;
+    return al_model_kv_bytes_at(c, dtype, c->seq_len) / (size_t)c->seq_len;
 }
 
 /* ------------------------------------------------------------ decoder */
 
 static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
 {
-    const al_variant_ops *v = m->cfg.attn;
-    if (!v->prefill || !v->decode || !v->decode_scratch_floats)
-        return al_errf(e, "variant '%s' has no decode hooks: it cannot generate", v->name);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const al_variant_ops *v = m->layers[l].attn;
+        if (!v->prefill || !v->decode || !v->decode_scratch_floats)
+            return al_errf(e, "variant '%s' has no decode hooks: it cannot generate", v->name);
+    }
     if (!m->cfg.causal)
         return al_errf(e, "model.causal is false: a model trained without the causal mask "
                        "sees the future and cannot generate");
     if (context < 1) return al_errf(e, "context (%d) must be at least 1", context);
     if (dtype < 0 || dtype >= AL_KV_NALL) return al_errf(e, "unknown kv dtype %d", dtype);
+    for (int l = 0; l < m->cfg.n_layer; l++) {   /* a plugin's answer, before it is trusted */
+        const al_layer *L = &m->layers[l];
+        int rows = L->attn->kv_rows ? L->attn->kv_rows(&L->ashape, context) : context;
+        if (rows < 1 || rows > context)
+            return al_errf(e, "variant '%s': kv_rows at context %d is %d, not 1 to %d",
+                           L->attn->name, context, rows, context);
+    }
     return 0;
 }
 
 /* Scratch floats for one step of up to `batch` sequences: decode's, or
- * decode_batch's when the variant has it and there is a batch. */
+ * decode_batch's when the variant has it and there is a batch; the widest
+ * layer's (the layers share it). */
 static size_t scratch_floats(const al_model *m, int batch, int context)
 {
-    const al_variant_ops *v = m->cfg.attn;
-    size_t n = v->decode_scratch_floats(&m->ashape, context);
-    if (batch > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
-        size_t nb = v->decode_batch_scratch_floats(&m->ashape, context, batch);
-        n = nb > n ? nb : n;
+    size_t n = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const al_variant_ops *v = m->layers[l].attn;
+        const al_attn_shape *s = &m->layers[l].ashape;
+        size_t n1 = v->decode_scratch_floats(s, context);
+        if (batch > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
+            size_t nb = v->decode_batch_scratch_floats(s, context, batch);
+            n1 = nb > n1 ? nb : n1;
+        }
+        n = n1 > n ? n1 : n;
     }
     return n;
 }
@@ -90,12 +76,11 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->dtype = dtype;
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
-    size_t elems = c->attn->kv_elems(&m->ashape);
-    int group, residual;
-    quant_of(c, &group, &residual);
-    for (size_t i = 0; i < (size_t)c->n_layer * B; i++)
-        d->cache[i] = al_kv_cache_new_quant(elems, al_kv_key_elems(c, elems), context, dtype,
-                                            group, residual);
+    for (size_t i = 0; i < (size_t)c->n_layer * B; i++) {   /* each layer its own rows; */
+        al_kv_layout o = al_model_layer_kv_layout(c, (int)(i / B), context);   /* a bounded one fewer */
+        d->cache[i] = al_kv_cache_new_quant(o.elems, o.key_elems, o.rows, dtype, o.group,
+                                            o.residual);
+    }
     size_t wide = D > F ? D : F;
     wide = wide > V ? wide : V;
     d->pos = al_calloc(B, sizeof *d->pos);
@@ -139,6 +124,16 @@ size_t al_decoder_cache_bytes(const al_decoder *d)
     return n;
 }
 
+size_t al_decoder_row_bytes(const al_decoder *d)
+{
+    size_t n = 0;
+    for (int l = 0; l < d->m->cfg.n_layer; l++) {
+        const al_kv_cache *c = d->cache[(size_t)l * d->batch];
+        n += al_kv_cache_bytes(c) / (size_t)al_kv_cache_context(c);
+    }
+    return n;
+}
+
 static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens);
 
 int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e)
@@ -160,8 +155,8 @@ int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_er
     if (al_model_reserve(m, 1, nb, e) != 0) return -1;
     al_model_forward(m, tokens, NULL, NULL, 1, nb);
     for (int l = 0; l < c->n_layer; l++)
-        c->attn->prefill(&m->ashape, d->cache[l * d->batch + b], m->layers[l].attn_act,
-                         m->layers[l].attn_p, nb);
+        m->layers[l].attn->prefill(&m->layers[l].ashape, d->cache[l * d->batch + b],
+                                   m->layers[l].attn_act, m->layers[l].attn_p, nb);
     memcpy(d->logits + (size_t)b * c->vocab_size,
            m->logits + (size_t)(nb - 1) * c->vocab_size, c->vocab_size * sizeof(float));
     d->pos[b] = nb;
@@ -188,17 +183,18 @@ static void linear(al_decoder *d, float *out, const float *x, const float *w, in
 static void attention(al_decoder *d, int l, int b0, int n)
 {
     const al_model *m = d->m;
-    const al_variant_ops *v = m->cfg.attn;
+    const al_variant_ops *v = m->layers[l].attn;
+    const al_attn_shape *s = &m->layers[l].ashape;
     int D = m->cfg.d_model;
     float *const *p = m->layers[l].attn_p;
     al_kv_cache **c = d->cache + (size_t)l * d->batch + b0;
     float *h = d->h + (size_t)b0 * D, *a = d->a + (size_t)b0 * D;
     if (n > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
-        v->decode_batch(&m->ashape, a, d->scratch, h, p, c, d->pos + b0, n);
+        v->decode_batch(s, a, d->scratch, h, p, c, d->pos + b0, n);
         return;
     }
     for (int i = 0; i < n; i++)
-        v->decode(&m->ashape, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
+        v->decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
                   d->pos[b0 + i]);
 }
 
@@ -255,10 +251,13 @@ void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
     AL_ASSERT(n >= 0 && n <= d->context);
     al_rng r;
     al_rng_seed(&r, seed);
-    size_t elems = al_kv_cache_elems(d->cache[0]);
-    float *row = al_malloc(elems * sizeof(float));   /* set-up, not a decode step */
+    size_t wide = 0;
     for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
-        for (int t = 0; t < n; t++) {
+        wide = al_kv_cache_elems(d->cache[i]) > wide ? al_kv_cache_elems(d->cache[i]) : wide;
+    float *row = al_malloc(wide * sizeof(float));   /* set-up, not a decode step */
+    for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
+        for (int t = 0; t < n && t < al_kv_cache_context(d->cache[i]); t++) {
+            size_t elems = al_kv_cache_elems(d->cache[i]);
             for (size_t j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
             al_kv_row_put(d->cache[i], t, row);
         }

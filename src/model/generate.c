@@ -182,7 +182,7 @@ static int generate(al_model *m, const al_generate_opts *o, sink *k, int progres
     if (rc == 0) {
         stream(&d, o, tokens, k, progress, &s);
         s.cache_bytes = al_decoder_cache_bytes(&d) / (size_t)B;
-        s.kv_bytes_per_token = s.cache_bytes / (size_t)context;
+        s.kv_bytes_per_token = al_decoder_row_bytes(&d);
         if (o->stats) print_stats(err, &s);
         if (st) *st = s;
     } else if (!k->out) {

@@ -24,7 +24,7 @@ static void bind_views(al_model *m)
         al_layer *L = &m->layers[l];
         L->attn_norm = m->params + t[k].offset;
         L->d_attn_norm = m->grads + t[k++].offset;
-        for (int i = 0; i < m->n_attn_params; i++) {
+        for (int i = 0; i < L->n_attn_params; i++) {
             L->attn_p[i] = m->params + t[k].offset;
             L->attn_dp[i] = m->grads + t[k++].offset;
         }
@@ -52,16 +52,21 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
         al_model_free(m);
         return -1;
     }
-    m->ashape = t.ashape;
     m->d_ff = t.d_ff;
-    m->n_attn_params = t.n_attn_params;
-    memcpy(m->attn_spec, t.attn_spec, sizeof m->attn_spec);
+    m->layers = al_calloc((size_t)cfg->n_layer, sizeof(al_layer));
+    for (int l = 0; l < cfg->n_layer; l++) {
+        const al_attn_item *it = &t.item[l % t.n_items];
+        al_layer *L = &m->layers[l];
+        L->attn = it->ops;
+        L->ashape = it->ashape;
+        L->n_attn_params = it->n_attn_params;
+        memcpy(L->attn_spec, it->attn_spec, sizeof L->attn_spec);
+    }
     m->n_tensors = t.n_tensors;
     m->tensors = t.tensors;   /* the model owns it now */
     m->n_params = t.n_params;
     m->params = al_calloc(m->n_params, sizeof(float));
     m->grads = al_calloc(m->n_params, sizeof(float));
-    m->layers = al_calloc((size_t)cfg->n_layer, sizeof(al_layer));
     bind_views(m);
     return 0;
 }
@@ -122,15 +127,20 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     free(m->targets);
     free(m->inputs);
     const al_model_config *c = &m->cfg;
-    const al_variant_ops *v = c->attn;
     size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    size_t attn = v->act_floats(&m->ashape, B, T);
-    size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + attn;
-    size_t total = c->n_layer * per_layer + 2 * BT * D + BT + BT * V +
-                   2 * BT * D + BT * F + v->scratch_floats(&m->ashape, B, T) + BT;
+    size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F, scratch = 0, attn_all = 0;
+    for (int l = 0; l < c->n_layer; l++) {   /* scratch is shared: the widest layer's */
+        const al_layer *L = &m->layers[l];
+        size_t s = L->attn->scratch_floats(&L->ashape, B, T);
+        scratch = s > scratch ? s : scratch;
+        attn_all += L->attn->act_floats(&L->ashape, B, T);
+    }
+    size_t total = c->n_layer * per_layer + attn_all + 2 * BT * D + BT + BT * V +
+                   2 * BT * D + BT * F + scratch + BT;
     float *p = m->acts = al_calloc(total, sizeof(float));
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
+        size_t attn = L->attn->act_floats(&L->ashape, B, T);
         L->x_in = p; p += BT * D;
         L->h1 = p; p += BT * D;
         L->rstd1 = p; p += BT;
@@ -149,7 +159,7 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     m->dtmp = p; p += BT * D;
     m->dff = p; p += BT * F;
     m->weights = p; p += BT;
-    m->scratch = p; p += v->scratch_floats(&m->ashape, B, T);
+    m->scratch = p; p += scratch;
     AL_ASSERT((size_t)(p - m->acts) == total);
     m->targets = al_calloc(BT, sizeof(int));
     m->inputs = al_calloc(BT, sizeof(int));
@@ -219,7 +229,6 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
 {
     AL_ASSERT(B <= m->B && T <= m->T);
     const al_model_config *c = &m->cfg;
-    const al_variant_ops *v = c->attn;
     int D = c->d_model, F = m->d_ff, V = c->vocab_size, BT = B * T;
     float eps = (float)c->norm_eps;
     for (int i = 0; i < BT; i++) AL_ASSERT(inputs[i] >= 0 && inputs[i] < V);
@@ -230,7 +239,7 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
     float *tmp = m->dtmp; /* (BT, D) branch output; free during forward */
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l], *next = l + 1 < c->n_layer ? &m->layers[l + 1] : NULL;
-        v->forward(&m->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
+        L->attn->forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
         /* x_mid = x_in + attn, h2 = rmsnorm(x_mid): one pass */
         al_residual_rmsnorm_forward(L->x_mid, L->h2, L->rstd2, L->x_in, tmp, L->mlp_norm, BT, D,
                                     eps);
@@ -274,16 +283,15 @@ void al_model_zero_grad(al_model *m)
 static void attention_backward(al_model *m, al_layer *L, float *dh, const float *dx, int B,
                                int T)
 {
-    const al_variant_ops *v = m->cfg.attn;
+    const al_variant_ops *v = L->attn;
     if (!(v->flags & AL_VARIANT_WRITES_GRADS)) {
         zero_floats(dh, (size_t)B * T * m->cfg.d_model);
-        const float *first = L->attn_dp[0], *last = L->attn_dp[m->n_attn_params - 1];
-        size_t n = (size_t)(last - first) + m->attn_spec[m->n_attn_params - 1].rows *
-                   (size_t)(m->attn_spec[m->n_attn_params - 1].cols ?
-                            m->attn_spec[m->n_attn_params - 1].cols : 1);
+        const al_param_spec *ls = &L->attn_spec[L->n_attn_params - 1];
+        const float *first = L->attn_dp[0], *last = L->attn_dp[L->n_attn_params - 1];
+        size_t n = (size_t)(last - first) + ls->rows * (size_t)(ls->cols ? ls->cols : 1);
         zero_floats(L->attn_dp[0], n);
     }
-    v->backward(&m->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p, B, T);
+    v->backward(&L->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p, B, T);
 }
 
 /* One block, given dx = d(block output); leaves d(block input) in dx and

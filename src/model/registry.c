@@ -16,6 +16,7 @@ extern const al_variant_ops al_variant_mla;
 extern const al_variant_ops al_variant_gta;
 extern const al_variant_ops al_variant_gla;
 extern const al_variant_ops al_variant_tpa;
+extern const al_variant_ops al_variant_local;
 
 static const al_variant_ops *const builtins[] = {
     &al_variant_mha,
@@ -25,6 +26,7 @@ static const al_variant_ops *const builtins[] = {
     &al_variant_gta,
     &al_variant_gla,
     &al_variant_tpa,
+    &al_variant_local,
     NULL,
 };
 

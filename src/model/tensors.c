@@ -4,6 +4,7 @@
  */
 #include "al_tensors.h"
 #include "al_registry.h"
+#include "al_kvcache.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -26,36 +27,38 @@ static void add_tensor(al_tensor_table *t, size_t *off, const char *name, int ro
 
 /* The variant's params() answer (a plugin's, perhaps): a count in range,
  * plain distinct names, sizes that fit, a known init. A mistake is an
- * error naming the variant, not a crash. */
-static int check_attn_params(const al_tensor_table *t, const char *v, al_err *e)
+ * error naming the variant, not a crash; v names it with its key
+ * ("model.attention: variant 'gqa'"). */
+static int check_attn_params(const al_attn_item *t, const char *v, al_err *e)
 {
     int n = t->n_attn_params;
     if (n < 1 || n > AL_MAX_ATTN_PARAMS)
-        return al_errf(e, "model.attention: variant '%s' declares %d parameter tensors, not "
+        return al_errf(e, "%s declares %d parameter tensors, not "
                        "1 to %d", v, n, AL_MAX_ATTN_PARAMS);
     for (int i = 0; i < n; i++) {
         const al_param_spec *p = &t->attn_spec[i];
         if (!memchr(p->name, 0, sizeof p->name) || !al_variant_plain_name(p->name))
-            return al_errf(e, "model.attention: variant '%s': parameter tensor %d needs a "
+            return al_errf(e, "%s: parameter tensor %d needs a "
                            "name of 1 to %zu letters, digits, '_' or '-'", v, i + 1,
                            sizeof p->name - 1);
         for (int j = 0; j < i; j++)
             if (strcmp(p->name, t->attn_spec[j].name) == 0)
-                return al_errf(e, "model.attention: variant '%s' declares parameter tensor "
+                return al_errf(e, "%s declares parameter tensor "
                                "'%s' twice", v, p->name);
         if (p->rows < 1 || p->cols < 0 || (double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has shape [%d, %d]; "
+            return al_errf(e, "%s: tensor '%s' has shape [%d, %d]; "
                            "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
                            p->rows, p->cols, INT_MAX);
         if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
-            return al_errf(e, "model.attention: variant '%s': tensor '%s' has init %d, not "
+            return al_errf(e, "%s: tensor '%s' has init %d, not "
                            "one of enum al_init", v, p->name, p->init);
     }
     return 0;
 }
 
-/* The variant's view of c: d_head as given (decoding resolved it). */
-static void fill_shape(al_attn_shape *s, const al_model_config *c)
+/* The variant's view of c: d_head as given (decoding resolved it), item
+ * k's settings. */
+static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
 {
     memset(s, 0, sizeof *s);
     s->d_model = c->d_model;
@@ -65,37 +68,54 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c)
     s->causal = c->causal;
     s->rope_base = (float)c->rope_base;
     s->norm_eps = (float)c->norm_eps;
-    memcpy(s->set, c->attn_set, sizeof s->set);
+    al_attn_config a = al_config_attn_item(c, k);
+    memcpy(s->set, a.set, sizeof s->set);
 }
 
-/* The variant's check and tensors; 0 or -1 if it rejects the shape. */
-static int attn_tensors(al_tensor_table *t, const al_model_config *c, al_err *e)
+/* Item k's variant, check and tensors; 0 or -1 if it rejects the shape. */
+static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err *e)
 {
-    char err[512] = "";
-    if (c->attn->check && c->attn->check(&t->ashape, err, sizeof err) != 0) {
+    char err[512] = "", where[64] = "model.attention";
+    if (c->n_layer_attn > 0) snprintf(where, sizeof where, "model.layer_attention[%d]", k);
+    fill_shape(&t->ashape, c, k);
+    t->ops = al_config_attn_item(c, k).attn;
+    AL_ASSERT(t->ops != NULL);
+    if (t->ops->check && t->ops->check(&t->ashape, err, sizeof err) != 0) {
         err[sizeof err - 1] = 0;   /* a plugin's message, perhaps unterminated */
-        return al_errf(e, "model.attention: %s", err);
+        return al_errf(e, "%s: %s", where, err);
     }
-    t->n_attn_params = c->attn->params(&t->ashape, t->attn_spec);
-    return check_attn_params(t, c->attn->name, e);
+    t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
+    char who[160];
+    snprintf(who, sizeof who, "%s: variant '%s'", where, t->ops->name);
+    return check_attn_params(t, who, e);
+}
+
+static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
+{
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += t->item[l % t->n_items].n_attn_params;
+    return n;
 }
 
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
     char name[AL_TENSOR_NAME];
     memset(t, 0, sizeof *t);
-    fill_shape(&t->ashape, c);
     t->d_ff = al_config_d_ff(c);
-    if (attn_tensors(t, c, e)) return -1;
+    t->n_items = al_config_n_attn(c);
+    for (int k = 0; k < t->n_items; k++)
+        if (attn_tensors(&t->item[k], c, k, e)) return -1;
     int D = c->d_model, F = t->d_ff;
-    t->tensors = al_calloc((size_t)c->n_layer * (4 + t->n_attn_params) + 2, sizeof(al_tensor));
+    t->tensors = al_calloc((size_t)c->n_layer * 4 + per_layer_tensors(t, c) + 2,
+                           sizeof(al_tensor));
     size_t off = 0;
     add_tensor(t, &off, "tok_emb.weight", c->vocab_size, D, AL_INIT_NORMAL);
     for (int l = 0; l < c->n_layer; l++) {
         snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
         add_tensor(t, &off, name, D, 0, AL_INIT_ONES);
-        for (int i = 0; i < t->n_attn_params; i++) {
-            const al_param_spec *p = &t->attn_spec[i];
+        const al_attn_item *it = &t->item[l % t->n_items];
+        for (int i = 0; i < it->n_attn_params; i++) {
+            const al_param_spec *p = &it->attn_spec[i];
             snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
             add_tensor(t, &off, name, p->rows, p->cols, p->init);
         }
@@ -119,11 +139,76 @@ void al_tensor_table_free(al_tensor_table *t)
 
 /* ------------------------------------------------------------ counts */
 
-size_t al_model_kv_elems_per_token(const al_model_config *c)
+size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
 {
     al_attn_shape s;
-    fill_shape(&s, c);
-    return (size_t)c->n_layer * c->attn->kv_elems(&s);
+    int k = layer % al_config_n_attn(c);
+    fill_shape(&s, c, k);
+    return al_config_attn_item(c, k).attn->kv_elems(&s);
+}
+
+size_t al_model_kv_elems_per_token(const al_model_config *c)
+{
+    size_t n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_elems(c, l);
+    return n;
+}
+
+int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context)
+{
+    AL_ASSERT(context >= 1);
+    int rows = v->kv_rows ? v->kv_rows(s, context) : context;
+    AL_ASSERT(rows >= 1 && rows <= context);   /* a cache never holds more than its tokens */
+    return rows;
+}
+
+int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
+{
+    AL_ASSERT(l >= 0 && l < c->n_layer);
+    al_attn_shape s;
+    int k = l % al_config_n_attn(c);   /* the layer's own attention */
+    fill_shape(&s, c, k);
+    return al_attn_kv_rows(al_config_attn_item(c, k).attn, &s, context);
+}
+
+/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
+ * variant interface does not say which elements of a row are values, so
+ * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
+ * whose row is K then V of equal size. */
+static size_t key_elems(const al_variant_ops *v, size_t elems)
+{
+    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
+    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
+        if (!strcmp(v->name, kv_split[i])) return elems / 2;
+    return elems;
+}
+
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context)
+{
+    int k = l % al_config_n_attn(c);
+    al_kv_layout o;
+    o.elems = al_model_layer_kv_elems(c, l);
+    o.key_elems = key_elems(al_config_attn_item(c, k).attn, o.elems);
+    o.rows = al_model_layer_kv_rows(c, l, context);
+    o.group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
+    o.residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
+    /* a bounded ring rewrites its rows out of order, which groups of
+     * tokens cannot follow: its whole ring stays f32 */
+    if (o.rows < context) o.residual = o.rows;
+    return o;
+}
+
+size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
+{
+    al_kv_layout o = al_model_layer_kv_layout(c, l, context);
+    return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, dtype, o.group, o.residual);
+}
+
+size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
+{
+    size_t n = 0;
+    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_bytes(c, l, dtype, context);
+    return n;
 }
 
 size_t al_model_param_count(const al_model_config *c, al_err *e)

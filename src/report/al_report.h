@@ -33,6 +33,10 @@ enum al_plot_state { AL_PLOTS_DRAWN = 0, AL_PLOTS_NO_GNUPLOT = 1, AL_PLOTS_FAILE
 typedef struct al_report_stats {
     int n_trials, n_ok, n_configs, n_front;
     int plots;                   /* enum al_plot_state */
+    int seq_on;                  /* the sweep adds seeds in rounds (sweep.json) */
+    int seq_looks;               /* rounds its finished seeds reach */
+    int seq_done;                /* every comparison with the baseline resolved (Holm,
+                                    by the rounds' rule), or the last round taken */
 } al_report_stats;
 
 /* Read DIR/summary.csv, write the report. Returns 0; -1 when the summary

@@ -15,6 +15,7 @@
 #include "report_rows.h"
 #include "report_claims.h"
 #include "report_stages.h"
+#include "report_trend.h"
 
 #include "al_report_ablation.h"
 #include "al_report_headstats.h"
@@ -79,10 +80,11 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
         "n_layer", "d_ff", "seed", "tokens_per_step", "final_train_loss", "val_loss",
         "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s",
-        "wall_s", "baseline", NULL};
+        "wall_s", "baseline", "steps", "kv_context", "kv_bytes_at_context", NULL};
     double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
         &w->seed, &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->best_val_loss,
-        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base};
+        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base, &w->steps,
+        &w->kv_context, &w->kv_at};
     for (int i = 0; cols[i]; i++)
         if (num_cell(t, r, cols[i], path, dst[i], e)) return -1;
     w->trial = al_csv_cell(t, r, "trial");
@@ -91,6 +93,9 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     w->reason = al_csv_cell(t, r, "reason");
     w->tuned = al_csv_cell(t, r, "tuned");
     w->select_by = al_csv_cell(t, r, "select_by");
+    w->cpu = al_csv_cell(t, r, "cpu_model");
+    w->blas_core = al_csv_cell(t, r, "blas_core");
+    w->threads = al_csv_cell(t, r, "threads");
     if (!w->trial[0]) return al_errf(e, "%s:%d: error: empty 'trial'", path, t->line[r]);
     const char *cfg = al_csv_cell(t, r, "config"), *grp = al_csv_cell(t, r, "group");
     const char *causal = al_csv_cell(t, r, "causal");
@@ -107,10 +112,11 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
  * whether or not this file reads them: every other column is a setting. */
 static const char *const own_cols[] = {"trial", "config", "group", "tuned", "select_by",
     "baseline", "variant", "causal", "seed", "n_layer", "d_ff", "params", "params_to",
-    "kv_bytes_per_token", "steps", "tokens_per_step", "final_train_loss", "val_loss",
+    "kv_bytes_per_token", "kv_context", "kv_bytes_at_context", "steps", "tokens_per_step",
+    "final_train_loss", "val_loss",
     "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s", "wall_s",
     "status", "reason", "stage", "upstream", "init_convert", "upstream_steps",
-    "init_val_loss", NULL};
+    "init_val_loss", "cpu_model", "blas_core", "threads", NULL};
 
 static void find_settings(summary *s)
 {
@@ -272,6 +278,34 @@ static void tuned_counts(const report *R, group *g)
     }
 }
 
+/* Where a group's trials ran: "" when all on one CPU model, OpenBLAS core
+ * and thread count (or none recorded: older summaries), else each distinct
+ * "cpu / core / N threads" and how many trials ran so. */
+static void machines(const report *R, group *g)
+{
+    int kinds = 0;
+    g->machine[0] = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i], *v = NULL;
+        if (!w->selected || strcmp(w->group, g->first->group) != 0 || !w->cpu[0]) continue;
+        int count = 0, seen = 0;
+        for (int j = 0; j < R->sm.n; j++) {
+            v = &R->sm.rows[j];
+            if (!v->selected || strcmp(v->group, w->group) || strcmp(v->cpu, w->cpu) ||
+                strcmp(v->blas_core, w->blas_core) || strcmp(v->threads, w->threads))
+                continue;
+            seen |= j < i;
+            count++;
+        }
+        if (seen) continue;
+        size_t len = strlen(g->machine);
+        snprintf(g->machine + len, sizeof g->machine - len, "%s%s / %s / %s threads ×%d",
+                 len ? "; " : "", w->cpu, w->blas_core, w->threads, count);
+        kinds++;
+    }
+    if (kinds < 2) g->machine[0] = 0;
+}
+
 static void group_stats(report *R)
 {
     for (int k = 0; k < R->n_groups; k++) {
@@ -294,7 +328,56 @@ static void group_stats(report *R)
                          acc >= AL_SOLVED_ACCURACY;
         }
         tuned_counts(R, g);
+        machines(R, g);
     }
+}
+
+/* The family: every comparison with the baseline, Holm-corrected at 5 %. */
+static void holm_verdicts(report *R)
+{
+    double *p = al_calloc((size_t)R->n_groups + 1, sizeof *p);
+    int *rej = al_calloc((size_t)R->n_groups + 1, sizeof *rej), m = 0;
+    for (int k = 0; k < R->n_groups; k++)
+        if (!R->g[k].is_base) p[m++] = R->g[k].p;
+    al_holm(m, p, 0.05, rej);
+    for (int k = 0, i = 0; k < R->n_groups; k++)
+        if (!R->g[k].is_base) R->g[k].resolved_holm = rej[i++];
+    free(p), free(rej);
+}
+
+/* Selected metric of group g at seed value s (NAN: none). */
+static double seed_q(const report *R, const group *g, double s)
+{
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        if (w->selected && w->seed == s && strcmp(w->group, g->first->group) == 0) return w->q;
+    }
+    return NAN;
+}
+
+/* A sweep run in rounds (seeds 1..max): the rule of al_seq_decide over
+ * the looks the finished seeds reach. A look counts once every
+ * configuration has ended each of its seeds (none is open). */
+static void sequential_verdicts(report *R, const group *base)
+{
+    int m = 0, open = 0, reached = 0;
+    for (int k = 0; k < R->n_groups; k++) open |= R->g[k].n_open;
+    for (int s = 1; s <= R->seq.max; s++)
+        if (!isnan(seed_q(R, base, s))) reached = s;
+    double *x = al_calloc((size_t)(R->n_groups * reached) + 1, sizeof *x);
+    int *res = al_calloc((size_t)R->n_groups + 1, sizeof *res);
+    for (int k = 0; k < R->n_groups; k++) {
+        if (R->g[k].is_base) continue;
+        for (int s = 0; s < reached; s++)
+            x[m * reached + s] = seed_q(R, &R->g[k], s + 1) - seed_q(R, base, s + 1);
+        m++;
+    }
+    R->seq_looks = open ? 0 : al_seq_decide(&R->seq, m, x, reached, res);
+    int all = 1;
+    for (int k = 0, i = 0; k < R->n_groups; k++)
+        if (!R->g[k].is_base) all &= R->g[k].resolved_holm = res[i++];
+    R->seq_done = !open && (all || reached >= R->seq.max);
+    free(x), free(res);
 }
 
 /* The baseline: the configuration the summary marks, else the first. */
@@ -311,7 +394,12 @@ static void baseline_deltas(report *R)
         g->is_base = g == base;
         if (g == base) memset(&g->delta, 0, sizeof g->delta), g->delta.mean = NAN;
         else al_report_paired(R, g, base, &g->delta);
+        g->p = g->is_base ? NAN : al_stat_p(&g->delta);
+        g->seeds_needed = g->is_base ? 0 : al_seeds_needed(g->delta.mean, g->delta.sd, 0.8,
+                                                           AL_SEEDS_NEEDED_CAP);
     }
+    if (base && R->seq_on) sequential_verdicts(R, base);
+    else holm_verdicts(R);
 }
 
 /* ------------------------------------------------------------ the front */
@@ -321,14 +409,14 @@ static int drawable(const group *g)
     return g->first->causal != 0 && !isnan(g->q.mean);   /* unmasked loss is not comparable */
 }
 
-/* Is i's place on or off the front beyond seed noise? On the front: its
- * edge over every cheaper front configuration is resolved. Off it: its
- * deficit to every front configuration that dominates it is resolved.
- * Otherwise `against` names the first one it is not resolved from. */
-static void resolve_front_point(report *R, group *gi)
+/* The comparisons that decide a place on or off the front: for a front
+ * configuration, against each cheaper front configuration; for one off
+ * it, against each front configuration that dominates it. Appends the
+ * pairs (i, j) to cmp and their p-values to p; returns the new count. */
+static int front_comparisons(report *R, int i, int m, int (*cmp)[2], double *p)
 {
-    gi->resolved = 1;
-    for (int j = 0; j < R->n_groups && gi->resolved; j++) {
+    group *gi = &R->g[i];
+    for (int j = 0; j < R->n_groups; j++) {
         group *gj = &R->g[j];
         if (gj == gi || !gj->front || !drawable(gj)) continue;
         double ci = gi->first->kv, cj = gj->first->kv;
@@ -337,10 +425,33 @@ static void resolve_front_point(report *R, group *gi)
         if (!relevant) continue;
         al_stat d;
         al_report_paired(R, gi, gj, &d);
-        if (al_stat_resolved(&d)) continue;
-        gi->resolved = 0;
-        snprintf(gi->against, sizeof gi->against, "%s", gj->first->group);
+        cmp[m][0] = i, cmp[m][1] = j;
+        p[m++] = al_stat_p(&d);
     }
+    return m;
+}
+
+/* Is each place on or off the front beyond seed noise? Resolved when
+ * every comparison that decides it is, after Holm over the family of all
+ * those comparisons (of every configuration) at 5 %; otherwise `against`
+ * names the first one it is not resolved from. */
+static void resolve_front(report *R)
+{
+    int n = R->n_groups, m = 0, (*cmp)[2] = al_calloc((size_t)(n * n) + 1, sizeof *cmp);
+    double *p = al_calloc((size_t)(n * n) + 1, sizeof *p);
+    int *rej = al_calloc((size_t)(n * n) + 1, sizeof *rej);
+    for (int i = 0; i < n; i++) {
+        R->g[i].resolved = drawable(&R->g[i]);
+        if (drawable(&R->g[i])) m = front_comparisons(R, i, m, cmp, p);
+    }
+    al_holm(m, p, 0.05, rej);
+    for (int c = 0; c < m; c++) {
+        group *gi = &R->g[cmp[c][0]];
+        if (rej[c] || !gi->resolved) continue;
+        gi->resolved = 0;
+        snprintf(gi->against, sizeof gi->against, "%s", R->g[cmp[c][1]].first->group);
+    }
+    free(cmp), free(p), free(rej);
 }
 
 static void mark_front(report *R)
@@ -354,8 +465,7 @@ static void mark_front(report *R)
     }
     R->n_front = al_pareto_front(n, cost, q, R->use_acc, on);
     for (int k = 0; k < n; k++) R->g[k].front = on[k];
-    for (int k = 0; k < n; k++)
-        if (drawable(&R->g[k])) resolve_front_point(R, &R->g[k]);
+    resolve_front(R);
     free(on), free(cost), free(q);
 }
 
@@ -384,6 +494,12 @@ static void read_marker(report *R)
     if ((v = json_string_value(json_object_get(j, "file")))) snprintf(R->file, sizeof R->file, "%s", v);
     if ((v = json_string_value(json_object_get(j, "description"))))
         snprintf(R->description, sizeof R->description, "%s", v);
+    const json_t *q = json_object_get(j, "seeds_until");
+    int mn = (int)json_integer_value(json_object_get(q, "min"));
+    int mx = (int)json_integer_value(json_object_get(q, "max"));
+    int st = (int)json_integer_value(json_object_get(q, "step"));
+    if (q && mn >= 2 && mx >= mn && mx <= 1000 && st >= 1)   /* else: not a plan, ignored */
+        R->seq_on = 1, R->seq = (al_seq_plan){mn, mx, st, 0.05};
     const json_t *sets = json_object_get(j, "sets");
     for (size_t i = 0; i < json_array_size(sets); i++) {
         size_t len = strlen(R->sets);
@@ -410,6 +526,13 @@ static void fmt_int(char *buf, size_t n, double v)
         buf[o++] = digits[i];
     }
     buf[o] = 0;
+}
+
+/* "-0.0412*" (a star: still improving), "–" without curves. */
+static void fmt_slope(char *buf, size_t n, const group *g)
+{
+    if (!g->slope_n) snprintf(buf, n, "–");
+    else snprintf(buf, n, "%+.4f%s", g->slope, g->slope < AL_STILL_IMPROVING_SLOPE ? "*" : "");
 }
 
 /* "1.5175 ± 0.0021" (mean ± 95 % half-width), "1.5175" for one seed. */
@@ -475,12 +598,13 @@ static const group *base_group(const report *R)
 /* ------------------------------------------------------------ report.md */
 
 typedef struct cols {
-    int unmasked, matched, acc;
+    int unmasked, matched, acc, kv_at;
 } cols;
 
 static cols which_cols(const report *R)
 {
-    return (cols){any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc};
+    return (cols){any_unmasked(R), any_col(R, offsetof(row, params_to)), R->use_acc,
+                  any_col(R, offsetof(row, kv_at))};
 }
 
 static void md_table_head(FILE *f, const report *R)
@@ -493,10 +617,13 @@ static void md_table_head(FILE *f, const report *R)
     if (c.unmasked) fputs(" causal |", f), n++;
     fputs(" n_layer | d_ff | params |", f);
     if (c.matched) fputs(" matched to |", f), n++;
-    fprintf(f, " KV bytes/token | seeds | %s (mean ± 95 %%) | sd |", R->metric);
+    fputs(" KV bytes/token |", f);
+    if (c.kv_at) fputs(" KV cache at context (tokens) |", f), n++;
+    fprintf(f, " seeds | %s (mean ± 95 %%) | sd |", R->metric);
     if (c.acc) fputs(" solved |", f), n++;
-    fprintf(f, " Δ vs baseline [95 %%] | resolved | val loss | tokens/s | Pareto |\n|");
-    for (int i = 0; i < n + 3; i++) fputs(" --- |", f);
+    fprintf(f, " Δ vs baseline [95 %%] | resolved (Holm) | val loss | slope/100 steps |"
+            " tokens/s | Pareto |\n|");
+    for (int i = 0; i < n + 4; i++) fputs(" --- |", f);
     fputc('\n', f);
 }
 
@@ -518,17 +645,26 @@ static void md_table_row(FILE *f, const report *R, const group *g)
     fprintf(f, " %s | %s | %s |", a, b, d);
     if (c.matched) fmt_int(a, sizeof a, w->params_to), fprintf(f, " %s |", a);
     fmt_int(a, sizeof a, w->kv);
+    fprintf(f, " %s |", a);
+    if (c.kv_at) {   /* "139,264 (256)": the whole cache at report.context */
+        fmt_int(a, sizeof a, w->kv_at);
+        fmt_int(b, sizeof b, w->kv_context);
+        fprintf(f, isnan(w->kv_at) ? " %s |" : " %s (%s) |", a, b);
+    }
     fmt_ci(b, sizeof b, &g->q);
     if (!g->q.n) snprintf(b, sizeof b, "– (%s)", g->n_ok ? "pending" : w->status);
     fmt_sd(d, sizeof d, &g->q);
-    fprintf(f, " %s | %d%s | %s | %s |", a, g->q.n, g->n_open ? "+" : "", b, d);
-    if (c.acc) fprintf(f, " %d/%d |", g->solved, g->q.n);
+    fprintf(f, " %d%s | %s | %s |", g->q.n, g->n_open ? "+" : "", b, d);
+    if (c.acc && g->solved_step_n)
+        fprintf(f, " %d/%d (median step %.0f) |", g->solved, g->q.n, g->solved_step);
+    else if (c.acc) fprintf(f, " %d/%d |", g->solved, g->q.n);
     fmt_delta(a, sizeof a, &g->delta);
     fprintf(f, " %s | %s |", g->is_base ? "(baseline)" : a,
-            g->is_base ? "" : al_stat_resolved(&g->delta) ? "**yes**" : "no");
+            g->is_base ? "" : g->resolved_holm ? "**yes**" : "no");
     fmt_ci(a, sizeof a, &g->val);
+    fmt_slope(d, sizeof d, g);
     fmt_int(b, sizeof b, g->tok_s);
-    fprintf(f, " %s | %s | %s |\n", a, b,
+    fprintf(f, " %s | %s | %s | %s |\n", a, d, b,
             g->front ? (g->resolved ? "**yes**" : "yes (not resolved)") : "");
 }
 
@@ -541,8 +677,14 @@ static void md_configs(FILE *f, const report *R)
             "pending). *sd*: sample standard deviation over seeds. *Δ vs baseline*: the "
             "%s minus the baseline's, paired by seed (same seed: the same initialisation "
             "stream and the same batches), with its 95 %% t-interval; *resolved*: the "
-            "interval excludes 0. With one seed there is a value but no interval.%s\n",
-            R->metric, R->use_acc ? " *solved*: seeds whose accuracy reached 0.9." : "");
+            "interval excludes 0, after Holm's correction over the comparisons with the baseline "
+            "(see below). With one seed there is a value but no interval. *slope/100 steps*: "
+            "the least-squares slope of the validation loss over the eval points of the last "
+            "25 %% of training, per 100 steps, mean over seeds (a `*`: still improving, "
+            "steeper than %.2f).%s\n", R->metric, AL_STILL_IMPROVING_SLOPE,
+            R->use_acc ? " *solved*: seeds whose accuracy reached 0.9; the median step: over "
+            "the seeds whose validation accuracy reached 0.9 at an evaluation, the first "
+            "such step." : "");
 }
 
 /* Parameter counts that differ make a loss gap mix cache size with model
@@ -571,34 +713,123 @@ static void md_params(FILE *f, const report *R)
               "compare at equal parameters.");
 }
 
+/* "yes", or "not resolved; about N seeds would resolve a difference this
+ * size" (the seeds for 80 % power at the observed mean and sd). */
+static void fmt_verdict(char *buf, size_t n, const group *g)
+{
+    if (g->resolved_holm) snprintf(buf, n, "**yes**");
+    else if (!g->seeds_needed)
+        snprintf(buf, n, g->delta.n < 2 ? "no (too few pairs to size)"
+                                        : "no (no difference to size)");
+    else if (g->seeds_needed > AL_SEEDS_NEEDED_CAP)
+        snprintf(buf, n, "not resolved; more than %d seeds would be needed for a difference "
+                 "this size", AL_SEEDS_NEEDED_CAP);
+    else snprintf(buf, n, "not resolved; about %d seeds would resolve a difference this size",
+                  g->seeds_needed);
+}
+
+static void md_deltas_rule(FILE *f, const report *R, int m)
+{
+    if (!R->seq_on) {
+        fprintf(f, "\n*unadjusted*: the pair's own 95 %% interval excludes 0 (p < 0.05). "
+                "*resolved (Holm)*: still so after Holm's correction over the family of the "
+                "%d comparisons with the baseline (the smallest p against 0.05/%d, the next "
+                "against 0.05/%d, ...; the chance of any false \"resolved\" stays at most "
+                "5 %%). The verdicts above and the Pareto front use the Holm-adjusted ones. "
+                "*seeds for 80 %%*: the seeds at which a two-sided paired t test at 5 %% has "
+                "80 %% power if the true difference and sd are the ones observed (noncentral "
+                "t, integrated numerically).\n", m, m, m > 1 ? m - 1 : 1);
+        return;
+    }
+    int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&R->seq, n_at, NULL);
+    fprintf(f, "\nSeeds were added in rounds (`sweep.seeds: {min: %d, max: %d, until: "
+            "resolved}`): looks at", R->seq.min, R->seq.max);
+    for (int k = 0; k < looks; k++) fprintf(f, "%s %d", k ? "," : "", n_at[k]);
+    fprintf(f, " seeds; %d taken. At each look the comparisons not yet resolved are "
+            "Holm-corrected at that look's share of 5 %% (Pocock-type alpha spending, "
+            "α ln(1 + (e − 1) n/max)); once resolved stays resolved, so the chance of any "
+            "false \"resolved\" over all looks is at most 5 %%. *resolved (Holm)* is that "
+            "verdict; *unadjusted* is the last look's own 95 %% interval. %s\n",
+            R->seq_looks, R->seq_done ? "The rounds are over." : "More rounds are due.");
+}
+
 static void md_deltas(FILE *f, const report *R)
 {
     const group *base = base_group(R);
     if (!base || R->n_groups < 2) return;
     int unresolved = 0;
     fprintf(f, "\n## Paired differences against the baseline (%s)\n\n", base->first->group);
-    fprintf(f, "| configuration | KV bytes/token | pairs | Δ %s | 95 %% interval | resolved |\n"
-            "| --- | --- | --- | --- | --- | --- |\n", R->metric);
+    fprintf(f, "| configuration | KV bytes/token | pairs | Δ %s | 95 %% interval | p | "
+            "unadjusted | resolved (Holm) | seeds for 80 %% |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", R->metric);
     for (int k = 0; k < R->n_groups; k++) {
         const group *g = &R->g[k];
         if (g->is_base) continue;
-        char kv[64], lo[32] = "–", hi[32] = "–";
+        char kv[64], lo[32] = "–", hi[32] = "–", p[32] = "–", need[32] = "–", v[160];
         fmt_int(kv, sizeof kv, g->first->kv);
         if (g->delta.n > 1) {
             snprintf(lo, sizeof lo, "%+.4f", g->delta.mean - g->delta.ci95);
             snprintf(hi, sizeof hi, "%+.4f", g->delta.mean + g->delta.ci95);
         }
-        int res = al_stat_resolved(&g->delta);
-        unresolved += !res;
+        if (!isnan(g->p)) snprintf(p, sizeof p, "%.2g", g->p);
+        if (g->seeds_needed) snprintf(need, sizeof need, g->seeds_needed > AL_SEEDS_NEEDED_CAP
+                                      ? "> %d" : "%d", g->seeds_needed > AL_SEEDS_NEEDED_CAP
+                                      ? AL_SEEDS_NEEDED_CAP : g->seeds_needed);
+        unresolved += !g->resolved_holm;
         char mean[32] = "–";
         if (!isnan(g->delta.mean)) snprintf(mean, sizeof mean, "%+.4f", g->delta.mean);
-        fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s |\n", g->first->group, kv, g->delta.n,
-                mean, lo, hi, res ? "**yes**" : "no");
+        fmt_verdict(v, sizeof v, g);
+        fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s | %s | %s | %s |\n", g->first->group,
+                kv, g->delta.n, mean, lo, hi, p, al_stat_resolved(&g->delta) ? "yes" : "no",
+                v, need);
     }
+    md_deltas_rule(f, R, R->n_groups - 1);
     fprintf(f, "\n%s\n", unresolved
             ? "A difference that is not resolved could change sign with other seeds: do not "
               "read a ranking into it. More seeds narrow the interval (as 1/sqrt(n))."
-            : "Every difference is resolved: its 95 % interval excludes 0.");
+            : "Every difference is resolved, after the correction.");
+}
+
+/* Still improving: the ranking is one of learning speed, not of where the
+ * models end. */
+static void md_trend(FILE *f, const report *R)
+{
+    int n = 0, any = 0;
+    for (int k = 0; k < R->n_groups; k++) {
+        any |= R->g[k].slope_n > 0;
+        n += R->g[k].slope_n && R->g[k].slope < AL_STILL_IMPROVING_SLOPE;
+    }
+    if (!any) return;
+    fprintf(f, "\n## Has training ended?\n\n");
+    if (!n) {
+        fprintf(f, "No configuration's validation loss was still falling faster than %.2f "
+                "nats per 100 steps over the last quarter of training.\n",
+                -AL_STILL_IMPROVING_SLOPE);
+        return;
+    }
+    fprintf(f, "**Still improving:** the validation loss of %d of %d configurations was "
+            "still falling faster than %.2f nats per 100 steps over the last quarter of "
+            "training (least-squares slope of the eval points, mean over seeds):", n,
+            R->n_groups, -AL_STILL_IMPROVING_SLOPE);
+    for (int k = 0, i = 0; k < R->n_groups; k++)
+        if (R->g[k].slope_n && R->g[k].slope < AL_STILL_IMPROVING_SLOPE)
+            fprintf(f, "%s %s (%+.4f)", i++ ? "," : "", R->g[k].first->group, R->g[k].slope);
+    fputs(". The comparison is then one of how fast the models learn, not of where they "
+          "end: train longer to rank the end points.\n", f);
+}
+
+/* Trials of one configuration on different CPUs, OpenBLAS cores or thread
+ * counts: their numbers may differ in the last bits (README,
+ * "Reproducibility"). */
+static void md_machines(FILE *f, const report *R)
+{
+    int n = 0;
+    for (int k = 0; k < R->n_groups; k++) n += R->g[k].machine[0] != 0;
+    if (!n) return;
+    fputs("\n**Trials of one configuration ran on different machines** (CPU model, "
+          "OpenBLAS core, threads), so they are not bit-for-bit comparable:\n\n", f);
+    for (int k = 0; k < R->n_groups; k++)
+        if (R->g[k].machine[0]) fprintf(f, "- %s: %s\n", R->g[k].first->group, R->g[k].machine);
 }
 
 static void md_tuning(FILE *f, const report *R)
@@ -625,9 +856,10 @@ static void md_front(FILE *f, const report *R)
         return;
     }
     fprintf(f, "On the means, no other configuration has both a smaller (or equal) cache and "
-            "a %s%s. A place is *resolved* when the paired 95 %% interval of every comparison "
-            "that decides it excludes 0: for a front configuration, against each cheaper "
-            "front configuration; for one off the front, against each that dominates it. "
+            "a %s%s. A place is *resolved* when every comparison that decides it is resolved "
+            "(paired t test, Holm-corrected over the family of all these comparisons at "
+            "5 %%): for a front configuration, against each cheaper front configuration; for "
+            "one off the front, against each that dominates it. "
             "From the smallest cache up:\n\n", R->use_acc ? "higher (or equal) accuracy"
             : "lower (or equal) loss", any_unmasked(R) ? " (configurations without the causal "
             "mask are left out: their loss is not comparable)" : "");
@@ -752,6 +984,8 @@ static void md_write(FILE *f, const report *R)
     md_configs(f, R);
     md_params(f, R);
     md_deltas(f, R);
+    md_trend(f, R);
+    md_machines(f, R);
     md_tuning(f, R);
     md_front(f, R);
     md_plots(f, R);
@@ -804,7 +1038,14 @@ static void configs_row(FILE *f, const report *R, const group *g)
     else fputc(',', f);
     csv_num(f, g->val.mean, "%.12g");
     csv_text(f, g->tuned);
-    fprintf(f, "%d\n", g->n_open);
+    fprintf(f, "%d,%s,", g->n_open, g->is_base ? "" : g->resolved_holm ? "true" : "false");
+    if (g->seeds_needed) fprintf(f, "%d", g->seeds_needed);
+    fputc(',', f);
+    csv_num(f, g->p, "%.6g");
+    csv_num(f, g->slope_n ? g->slope : NAN, "%.6g");
+    fprintf(f, "%s,", !g->slope_n ? "" : g->slope < AL_STILL_IMPROVING_SLOPE ? "true" : "false");
+    csv_num(f, g->solved_step, "%.0f");
+    fputs(g->machine[0] ? "false\n" : "true\n", f);
 }
 
 static int write_configs(const report *R, al_err *e)
@@ -817,7 +1058,8 @@ static int write_configs(const report *R, al_err *e)
     fputs("causal,n_layer,d_ff,params,params_to,"
           "kv_bytes_per_token,metric,n,mean,sd,ci95,delta_vs_baseline,delta_n,delta_ci95,"
           "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
-          "val_loss_mean,tuned,seeds_open\n", f);
+          "val_loss_mean,tuned,seeds_open,resolved_holm,seeds_needed,p_value,val_loss_slope,"
+          "still_improving,solved_step_median,same_machine\n", f);
     for (int k = 0; k < R->n_groups; k++) configs_row(f, R, &R->g[k]);
     return al_commit_atomic(f, tmp, path, e);
 }
@@ -838,6 +1080,7 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
         select_trials(&R);
         choose_metric(&R);
         group_stats(&R);
+        al_report_trends(&R);
         baseline_deltas(&R);
         mark_front(&R);
         qsort_r(R.g, (size_t)R.n_groups, sizeof *R.g, by_cache, &R);
@@ -850,7 +1093,8 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
         if (!f) rc = -2;
         else md_write(f, &R), rc = al_commit_atomic(f, tmp, path, e) ? -2 : 0;
     }
-    *st = (al_report_stats){R.sm.n, R.n_ok, R.n_groups, R.n_front, R.plots};
+    *st = (al_report_stats){R.sm.n, R.n_ok, R.n_groups, R.n_front, R.plots, R.seq_on,
+                            R.seq_looks, R.seq_done};
     summary_free(&R.sm);
     free(R.g);
     return rc;

@@ -31,7 +31,7 @@ typedef struct cfg_eval {
 static void set_mask(al_model *m, int causal)
 {
     m->cfg.causal = causal;
-    m->ashape.causal = causal;
+    for (int l = 0; l < m->cfg.n_layer; l++) m->layers[l].ashape.causal = causal;
 }
 
 /* Validation loss as trained and with the mask, added to c. */

@@ -28,13 +28,20 @@
 
 #define DIR_LEN 4096
 #define AL_SOLVED_ACCURACY 0.9   /* a recall task counts as solved from here */
+/* Validation loss still falling faster than this (nats per 100 steps, the
+ * least-squares slope over the last quarter of training, mean over seeds)
+ * is "still improving": the ranking is then one of learning speed. */
+#define AL_STILL_IMPROVING_SLOPE (-0.01)
+#define AL_SEEDS_NEEDED_CAP 10000
 
 typedef struct row {
     const char *trial, *variant, *status, *reason, *tuned, *select_by;
     char config[256], group[256];
     double kv, params, params_to, n_layer, d_ff, seed;
+    double kv_context, kv_at;   /* the whole cache at kv_context tokens (NaN: older summary) */
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
-    double test_loss, test_acc, tok_s, wall_s;
+    double test_loss, test_acc, tok_s, wall_s, steps;
+    const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */
     int causal;        /* 1, 0, or -1 when not given */
     int baseline;      /* the summary marks the baseline configuration's trials */
     int selected;      /* stands for its configuration and seed */
@@ -74,6 +81,15 @@ typedef struct group {
     char against[256];        /* else: the front configuration it is not resolved from */
     int solved;               /* seeds whose accuracy reached AL_SOLVED_ACCURACY */
     char tuned[512];          /* under select: the values chosen and how often */
+    double p;                 /* two-sided p of the paired t test of delta (NAN: < 2 pairs) */
+    int resolved_holm;        /* delta resolved after Holm over the family of comparisons
+                                 with the baseline (sequential sweeps: by the rounds' rule) */
+    int seeds_needed;         /* seeds for 80 % power at delta's mean and sd (0: none) */
+    double slope;             /* val loss per 100 steps over the last quarter, mean over seeds */
+    int slope_n;              /* seeds in it */
+    double solved_step;       /* median first eval step with accuracy >= 0.9 (NAN: none) */
+    int solved_step_n;        /* seeds that reached it */
+    char machine[512];        /* "cpu; core; threads" when its trials differ, else "" */
 } group;
 
 typedef struct report {
@@ -89,6 +105,10 @@ typedef struct report {
     char sets[2048];          /* " --set 'k=v'" for each, from sweep.json */
     int n_claims;             /* sweep.claims, from sweep.json (report_claims.c) */
     al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
+    int seq_on;               /* sweep.seeds: {min, max, until: resolved} (sweep.json) */
+    al_seq_plan seq;
+    int seq_looks;            /* looks the data reaches */
+    int seq_done;             /* every comparison resolved, or the last look taken */
 } report;
 
 /* report_rows.c: a's metric minus b's, paired by seed over the seeds both have. */

@@ -43,6 +43,11 @@ typedef struct al_trial_result {
     double test_loss, test_accuracy;   /* the held-out test split, at the end (NAN: none) */
     double init_val_loss;        /* val loss at step 0: a stage's converted start (NAN: none) */
     double tokens_per_s, wall_s;
+    /* where it ran (the worker fills them; "" and 0 in older results): what
+     * its bits depend on besides binary, seed and threads (README,
+     * "Reproducibility") */
+    char cpu_model[128], blas_core[64];
+    int threads;
 } al_trial_result;
 
 /* A result with every number NAN and status NONE. */
@@ -72,11 +77,13 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
 
 /* DIR/summary.csv from the spec and every trial's result.json. Columns:
  * trial,config,group,tuned,select_by,baseline,variant, then the settings,
- * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,
- * tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,
- * test_loss,test_accuracy,tokens_per_s,wall_s,status,reason
- * (blank where not applicable; kv bytes are over all layers at the trial's
- * model.kv_dtype, f32 unless set, al_kv_bytes_per_token). The
+ * causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,kv_context,
+ * kv_bytes_at_context,steps,tokens_per_step,final_train_loss,val_loss,
+ * best_val_loss,val_accuracy,test_loss,test_accuracy,tokens_per_s,wall_s,
+ * status,reason (blank where not applicable; kv bytes are f32 over all
+ * layers; kv_bytes_at_context is the whole cache at kv_context tokens,
+ * report.context or model.seq_len, which a bounded layer such as local
+ * makes less than kv_context x kv_bytes_per_token). The
  * settings are one column per setting name any variant of the sweep
  * declares (model.attention's keys, e.g. n_kv_head), in the registry's
  * order of the variants (`attnlab variants`), each variant's in the order
@@ -91,7 +98,9 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * upstream_steps,init_val_loss: the stage's name, the trial whose
  * checkpoint this one started from, how it was converted, that trial's
  * train.steps (the uptraining cost is steps / upstream_steps), and the val
- * loss at step 0 (the converted model before any update). */
+ * loss at step 0 (the converted model before any update). Last,
+ * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
+ * count the trial ran with (blank when its result does not say). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

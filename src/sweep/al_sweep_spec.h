@@ -5,6 +5,10 @@
  *   sweep:
  *     name: kv_tradeoff            # results/<name>/ (default: the file's name)
  *     seeds: [1, 2, 3]             # or a count (3 = seeds 1, 2, 3); sets train.seed
+ *                                  # or {min: 3, max: 10, until: resolved}: seeds
+ *                                  # 1..10 trained in rounds (step: 1 seed a round)
+ *                                  # until the report resolves every comparison
+ *                                  # with the baseline (al_sweep_seq_trials)
  *     grid:                        # Cartesian product, first axis outermost
  *       model.attention:           # a mapping value replaces the whole subtree
  *         - {variant: mha}
@@ -37,8 +41,9 @@
  * Identity. A trial's label is built from the values that vary, e.g.
  * "gqa-kv2_lr0.003_seed1". Its hash is FNV-1a over the resolved config
  * written as YAML, with train.threads and train.checkpoint_every left out
- * (how a trial is run, not what it is). Its id is the label, or "label-HASH" where
- * the label alone would be ambiguous: two trials of the sweep share it, or
+ * (how a trial is run, not what it is), and report.* (how it is shown).
+ * Its id is the label, or "label-HASH" where the label alone would be
+ * ambiguous: two trials of the sweep share it, or
  * the results directory already holds a trial of that label with another
  * hash (al_sweep_assign_ids, al_sweep_results.h). So an edited file never
  * reuses a result.
@@ -76,6 +81,7 @@
 
 #include <stdint.h>
 #include "al_config.h"
+#include "al_stats.h"
 #include "al_yaml.h"
 
 #define AL_SWEEP_MAX_AXES 32
@@ -109,6 +115,8 @@ typedef struct al_sweep_trial {
     char hash[17];                     /* 16 hex digits of the resolved config */
     al_config cfg;                     /* decoded */
     size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
+    int kv_context;                    /* report.context, or model.seq_len */
+    size_t kv_bytes_at_context;        /* f32, every layer's cache at kv_context */
 } al_sweep_trial;
 
 #define AL_SWEEP_MAX_STAGES 16
@@ -144,6 +152,8 @@ typedef struct al_sweep {
     int n_axes;
     al_sweep_axis axes[AL_SWEEP_MAX_AXES];
     int n_seeds;                       /* 0: no seeds axis (train.seed as given) */
+    int seq_on;                        /* seeds: {min, max, until: resolved} */
+    al_seq_plan seq;                   /* its rounds (n_seeds = seq.max, seeds 1..max) */
     uint64_t *seeds;                   /* owned */
     int n_excluded;                    /* trials dropped by exclude */
     int n_select;                      /* select.best_of: axes tuned per configuration */
@@ -174,9 +184,22 @@ void al_sweep_free(al_sweep *s);
 int al_sweep_claims_load(al_sweep *s, al_err *e);
 const char *al_claim_expect_name(int expect);
 int al_claim_expect_parse(const char *name);
+/* A sweep in rounds: how many of its trials (a prefix: seeds are the
+ * outermost axis) have a seed <= n. The runner trains one round by
+ * running the sweep with n_trials cut to this; indices and ids stay
+ * those of the whole sweep, so a later round or a resume finds them. */
+int al_sweep_seq_trials(const al_sweep *s, int n);
 
 /* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
  * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
+
+/* One attention as trial ids name it: the variant, then each setting that
+ * differs from its default, abbreviated as in labels ("gqa-kv2", "mha"). */
+void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a);
+/* The model's attention: its variant name for model.attention, else the
+ * items of model.layer_attention by al_sweep_attn_label joined by sep
+ * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids). */
+void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep);
 
 #endif

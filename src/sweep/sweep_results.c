@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "al_decode.h"
 #include "al_registry.h"
 
 static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
@@ -162,6 +161,10 @@ int al_results_write_marker(const char *dir, const al_sweep *s, const char *cons
         json_array_append_new(cl, o);
     }
     json_object_set_new(j, "claims", cl);
+    if (s->seq_on)   /* the report decides the rounds by the same plan */
+        json_object_set_new(j, "seeds_until", json_pack("{s:i, s:i, s:i, s:s}", "min",
+                            s->seq.min, "max", s->seq.max, "step", s->seq.step, "until",
+                            "resolved"));
     return write_json(path, j, e);
 }
 
@@ -238,6 +241,9 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
                                                     : json_null());
     json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
     json_object_set_new(j, "wall_s", json_num(r->wall_s));
+    json_object_set_new(j, "cpu_model", json_string(r->cpu_model));
+    json_object_set_new(j, "blas_core", json_string(r->blas_core));
+    json_object_set_new(j, "threads", json_integer(r->threads));
     return write_json(path, j, e);
 }
 
@@ -266,6 +272,9 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
     r->init_val_loss = num_of(j, "init_val_loss");
     r->tokens_per_s = num_of(j, "tokens_per_s");
     r->wall_s = num_of(j, "wall_s");
+    snprintf(r->cpu_model, sizeof r->cpu_model, "%s", str_of(j, "cpu_model"));
+    snprintf(r->blas_core, sizeof r->blas_core, "%s", str_of(j, "blas_core"));
+    r->threads = (int)json_integer_value(json_object_get(j, "threads"));
     json_decref(j);
     return 0;
 }
@@ -345,17 +354,26 @@ static void add_settings(set_cols *c, const al_variant_ops *v)
     }
 }
 
+/* Does trial t have variant v in any layer? */
+static int uses_variant(const al_sweep_trial *t, const al_variant_ops *v)
+{
+    for (int k = 0; k < al_config_n_attn(&t->cfg.model); k++)
+        if (al_config_attn_item(&t->cfg.model, k).attn == v) return 1;
+    return 0;
+}
+
 static void setting_columns(const al_sweep *s, set_cols *c)
 {
     memset(c, 0, sizeof *c);
     for (int v = 0; v < al_variant_count(); v++)
         for (int i = 0; i < s->n_trials; i++)
-            if (s->trials[i].cfg.model.attn == al_variant_at(v)) {
+            if (uses_variant(&s->trials[i], al_variant_at(v))) {
                 add_settings(c, al_variant_at(v));
                 break;
             }
     for (int i = 0; i < s->n_trials; i++)   /* a variant no longer registered: last */
-        add_settings(c, s->trials[i].cfg.model.attn);
+        for (int k = 0; k < al_config_n_attn(&s->trials[i].cfg.model); k++)
+            add_settings(c, al_config_attn_item(&s->trials[i].cfg.model, k).attn);
 }
 
 /* The shortest %g that reads back as v: "2" for a whole number, "0.1"
@@ -371,26 +389,30 @@ static void put_setting(FILE *f, double v)
 }
 
 /* One cell per setting column: the trial's value, blank when its variant
- * has no such setting. */
+ * has no such setting. A model.layer_attention stack gives each item's
+ * value in the list's order, joined by '/' as the variant column joins the
+ * items ("2/-" under n_kv_head for gqa-kv2/mha: '-' where an item's variant
+ * has no such setting), and blank when no item has it. */
 static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
 {
     for (int k = 0; k < c->n; k++) {
-        int j = m->attn ? al_variant_setting_index(m->attn, c->name[k]) : -1;
-        if (j >= 0) put_setting(f, m->attn_set[j]);
+        int any = 0;
+        for (int i = 0; i < al_config_n_attn(m); i++) {
+            al_attn_config a = al_config_attn_item(m, i);
+            any |= a.attn && al_variant_setting_index(a.attn, c->name[k]) >= 0;
+        }
+        for (int i = 0; any && i < al_config_n_attn(m); i++) {
+            al_attn_config a = al_config_attn_item(m, i);
+            int j = a.attn ? al_variant_setting_index(a.attn, c->name[k]) : -1;
+            if (i) fputc('/', f);
+            if (j >= 0) put_setting(f, a.set[j]);
+            else fputc('-', f);
+        }
         fputc(',', f);
     }
 }
 
 /* ------------------------------------------------------------ summary */
-
-/* Cache bytes per token at the trial's model.kv_dtype (f32 unless the
- * experiment sets it): int8/int4 with their scales, zero-points and f32
- * window (al_decode.h). */
-static size_t trial_kv_bytes(const al_model_config *m)
-{
-    int dt = al_kv_dtype_parse(m->kv_dtype);
-    return al_kv_bytes_per_token(m, dt >= 0 ? dt : AL_KV_F32);
-}
 
 static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_sweep_trial *t,
                         const al_trial_result *r)
@@ -403,14 +425,20 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, t->group);
     fputc(',', f);
     put_text(f, t->tuned);
-    fprintf(f, ",%s,%d,%s,", t->tuned[0] ? s->select_by : "", t->baseline, m->variant);
+    char variant[256];
+    al_sweep_stack_label(variant, sizeof variant, m, "/");
+    fprintf(f, ",%s,%d,", t->tuned[0] ? s->select_by : "", t->baseline);
+    put_text(f, variant);
+    fputc(',', f);
     setting_cells(f, c, m);
     fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
     put_int(f, m->n_layer);
     put_int(f, m->d_ff);
     put_int(f, (long)t->params);
     put_int(f, m->match.by ? (long)m->match.params_to : -1);
-    put_int(f, (long)trial_kv_bytes(m));
+    put_int(f, (long)(4 * t->kv_elems_per_token));
+    put_int(f, t->kv_context);
+    put_int(f, (long)t->kv_bytes_at_context);
     put_int(f, t->cfg.train.steps);
     put_int(f, (long)t->cfg.train.batch_size * m->seq_len);
     put_num(f, r->final_train_loss, "%.9g");
@@ -424,6 +452,12 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     fprintf(f, "%s,", al_trial_status_name(r->status));
     put_text(f, r->reason);
     stage_cells(f, s, t, r);
+    fputc(',', f);
+    put_text(f, r->cpu_model);
+    fputc(',', f);
+    put_text(f, r->blas_core);
+    fputc(',', f);
+    if (r->threads > 0) fprintf(f, "%d", r->threads);
     fputc('\n', f);
 }
 
@@ -437,10 +471,11 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
     setting_columns(s, &c);
     fputs("trial,config,group,tuned,select_by,baseline,variant,", f);
     for (int k = 0; k < c.n; k++) fprintf(f, "%s,", c.name[k]);
-    fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,steps,"
+    fputs("causal,seed,n_layer,d_ff,params,params_to,kv_bytes_per_token,kv_context,"
+          "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

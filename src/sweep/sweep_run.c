@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_gemm.h"
 #include "al_spawn.h"
 #include "al_status.h"
 #include "al_train.h"
@@ -125,6 +126,11 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     al_trial_result r;
     al_trial_result_init(&r);
     r.steps = c.train.steps;
+    al_cpu_model(r.cpu_model, sizeof r.cpu_model);
+    snprintf(r.blas_core, sizeof r.blas_core, "%s", al_blas_core());
+    /* as train.c resolves train.threads 0: every core */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r.threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? (int)cores : 1;
     if (train_trial(&c, &o, &tr, e) != 0) {
         r.status = AL_TRIAL_FAILED;
         snprintf(r.reason, sizeof r.reason, "%.500s", e->msg);

@@ -14,6 +14,7 @@
 
 #include "al_config_io.h"
 #include "al_data.h"
+#include "al_kvcache.h"
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"
@@ -255,12 +256,61 @@ static int parse_u64_node(const al_node *x, uint64_t *v)
     return 0;
 }
 
-/* seeds: [1, 2, 3] or a count N (seeds 1..N). */
+/* One count of seeds.rounds: an integer in [lo, 1000]. */
+static int seq_count(spec_ctx *C, const al_node *m, const char *key, int lo, int *out)
+{
+    const al_node *x = al_node_get(m, key);
+    uint64_t v;
+    if (!x) return al_node_errf(C->e, m, "'sweep.seeds' in rounds needs '%s' (min: N, max: M, "
+                                "until: resolved)", key);
+    if (parse_u64_node(x, &v) || v < (uint64_t)lo || v > 1000)
+        return al_node_errf(C->e, x, "'sweep.seeds.%s' must be an integer in [%d, 1000], got "
+                            "'%.80s'", key, lo, x->kind == AL_NODE_SCALAR ? x->value : "...");
+    *out = (int)v;
+    return 0;
+}
+
+/* seeds: {min: N, max: M, until: resolved[, step: K]}: seeds 1..M,
+ * trained in rounds (al_stats.h, "the sequential seeds rule"). */
+static int parse_seed_rounds(spec_ctx *C, const al_node *x)
+{
+    static const char *const keys[] = {"min", "max", "until", "step", NULL};
+    al_sweep *s = C->s;
+    s->seq = (al_seq_plan){.step = 1, .alpha = 0.05};
+    for (int i = 0; i < x->n; i++) {
+        int k = 0;
+        while (keys[k] && strcmp(keys[k], x->keys[i]) != 0) k++;
+        if (!keys[k])
+            return at_key(C->e, x, i, "unknown key '%.80s' in 'sweep.seeds' (known: min, max, "
+                          "until, step)", x->keys[i]);
+    }
+    const al_node *u = al_node_get(x, "until");
+    if (!u || u->kind != AL_NODE_SCALAR || strcmp(u->value, "resolved") != 0)
+        return al_node_errf(C->e, u ? u : x, "'sweep.seeds' as a mapping needs 'until: "
+                            "resolved' (or give a count or a list)");
+    if (seq_count(C, x, "min", 2, &s->seq.min) || seq_count(C, x, "max", 2, &s->seq.max) ||
+        (al_node_get(x, "step") && seq_count(C, x, "step", 1, &s->seq.step)))
+        return -1;
+    if (s->seq.max < s->seq.min)
+        return al_node_errf(C->e, al_node_get(x, "max"), "'sweep.seeds.max' (%d) is below "
+                            "'min' (%d)", s->seq.max, s->seq.min);
+    if ((s->seq.max - s->seq.min + s->seq.step - 1) / s->seq.step + 1 > AL_SEQ_MAX_LOOKS)
+        return al_node_errf(C->e, x, "'sweep.seeds': more than %d rounds; raise 'step'",
+                            AL_SEQ_MAX_LOOKS);
+    s->seq_on = 1;
+    s->n_seeds = s->seq.max;
+    s->seeds = al_malloc((size_t)s->n_seeds * sizeof *s->seeds);
+    for (int i = 0; i < s->n_seeds; i++) s->seeds[i] = (uint64_t)i + 1;
+    return 0;
+}
+
+/* seeds: [1, 2, 3], a count N (seeds 1..N), or rounds (above). */
 static int parse_seeds(spec_ctx *C, const al_node *x)
 {
     al_sweep *s = C->s;
     uint64_t v;
     C->seeds = x;
+    if (x->kind == AL_NODE_MAP) return parse_seed_rounds(C, x);
     if (x->kind == AL_NODE_SCALAR) {
         if (parse_u64_node(x, &v) || v < 1 || v > 1000)
             return al_node_errf(C->e, x, "'sweep.seeds' must be a list of seeds or a count in [1, 1000], "
@@ -535,9 +585,9 @@ static void key_label(char *out, size_t n, const char *key)
  * value, and a path keeps only its last component. */
 static void value_label(char *out, size_t n, const char *key, const al_node *v)
 {
-    if (v->kind != AL_NODE_SCALAR) {
+    if (v->kind != AL_NODE_SCALAR) {   /* a list's items (model.layer_attention) by '+' */
         for (int i = 0; i < v->n; i++) {
-            if (i) append(out, n, "-");
+            if (i) append(out, n, v->keys ? "-" : "+");
             value_label(out, n, v->keys ? v->keys[i] : key, v->items[i]);
         }
         return;
@@ -548,6 +598,30 @@ static void value_label(char *out, size_t n, const char *key, const al_node *v)
         if (!strchr("0123456789.+-", val[0]) || !val[0]) append(out, n, "-");
     }
     append(out, n, val[0] ? val : "empty");
+}
+
+void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a)
+{
+    char num[64];
+    out[0] = 0;
+    append(out, n, a->variant);
+    for (int j = 0; a->attn && j < al_variant_n_settings(a->attn); j++) {
+        const al_setting *s = &a->attn->settings[j];
+        if (!s->required && a->set[j] == s->def) continue;
+        append(out, n, "-");
+        key_label(out, n, s->name);
+        snprintf(num, sizeof num, "%.6g", a->set[j]);
+        append(out, n, num);
+    }
+}
+
+void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep)
+{
+    if (m->n_layer_attn == 0) {
+        snprintf(out, n, "%s", m->variant);
+        return;
+    }
+    al_config_attn_label(out, n, m, sep, al_sweep_attn_label);
 }
 
 /* ------------------------------------------------------------ expansion */
@@ -702,7 +776,8 @@ static int check_data(const al_node *tree, const al_config *c, al_err *e)
 static al_node *seed_node(const spec_ctx *C, int i)
 {
     if (C->seeds->kind == AL_NODE_SEQ) return al_node_clone(C->seeds->items[i]);
-    al_node *x = al_node_clone(C->seeds);
+    al_node *x = al_node_clone(C->seeds->kind == AL_NODE_MAP ? al_node_get(C->seeds, "max")
+                                                             : C->seeds);
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)C->s->seeds[i]);
     free(x->value);
@@ -777,6 +852,8 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     t->params = al_model_param_count(&t->cfg.model, e);
     if (!t->params) goto fail;
     t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
+    t->kv_context = t->cfg.report.context ? t->cfg.report.context : t->cfg.model.seq_len;
+    t->kv_bytes_at_context = al_model_kv_bytes_at(&t->cfg.model, AL_KV_F32, t->kv_context);
     al_sweep_config_hash(&t->cfg, 0, t->hash);
     return 0;
 fail:
@@ -1000,6 +1077,13 @@ int al_sweep_tree_matches(const al_node *tree, const al_node *map)
     return node_matches_all(tree, map);
 }
 
+int al_sweep_seq_trials(const al_sweep *s, int n)
+{
+    int k = 0;
+    while (k < s->n_trials && s->trials[k].seed <= (uint64_t)n) k++;
+    return k;
+}
+
 void al_sweep_free(al_sweep *s)
 {
     al_node_free(s->root);
@@ -1021,7 +1105,7 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     AL_ASSERT(f != NULL);
-    al_config_write_yaml(&c, f);
+    al_config_write_yaml_identity(&c, f);   /* report.* left out */
     fclose(f);
     uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;

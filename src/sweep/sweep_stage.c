@@ -121,6 +121,10 @@ static int check_stage_sweep(stage_ctx *C, const stage_spec *sp, int k)
             return al_node_errf(C->e, sw->items[i], "a stage with 'from' keeps each upstream "
                                 "trial's seed: give the seeds to stage '%s'",
                                 C->st[sp->from_i].name->value);
+        if (strcmp(sw->keys[i], "seeds") == 0 && sw->items[i]->kind == AL_NODE_MAP)
+            return al_node_errf(C->e, sw->items[i], "seeds in rounds ({min, max, until: "
+                                "resolved}) are for a plain 'sweep', not stages: give a count "
+                                "or a list");
         if (k > 0 && strcmp(sw->keys[i], "baseline") == 0)
             return al_node_errf(C->e, sw->items[i], "'baseline' belongs to the first stage");
     }
@@ -232,9 +236,17 @@ static al_node *upstream_root(stage_ctx *C, const stage_spec *sp, const al_sweep
     char path[300], num[32];
     for (int i = 0; i < 3; i++)
         for (int j = 0; sp->edits[i] && j < sp->edits[i]->n; j++) {
-            snprintf(path, sizeof path, "%s.%s", edit_keys[i], sp->edits[i]->keys[j]);
+            const char *key = sp->edits[i]->keys[j];
+            snprintf(path, sizeof path, "%s.%s", edit_keys[i], key);
+            /* the stage's attention replaces the upstream's other form */
+            if (strcmp(path, "model.attention") == 0 || strcmp(path, "model.layer_attention") == 0)
+                al_node_remove(al_node_get(root, "model"),
+                               strcmp(key, "attention") == 0 ? "layer_attention" : "attention");
             if (al_node_set_path(root, path, sp->edits[i]->items[j], 1, C->e)) goto fail;
         }
+    /* convert.to is the attention of every layer: it replaces a
+     * model.layer_attention stack (which converts layer by layer) */
+    if (sp->to) al_node_remove(al_node_get(root, "model"), "layer_attention");
     const al_node *init = al_node_get(al_node_get(root, "train"), "init_from");
     if (init && init->kind == AL_NODE_SCALAR && init->value[0]) {
         al_node_errf(C->e, init, "a stage with 'from' sets train.init_from itself (to the "

@@ -34,10 +34,26 @@ int al_convert_method_parse(const char *name)
     return -1;
 }
 
+/* svd when a layer becomes mla (in a stack, its other layers are then
+ * pooled by mean: al_convert.h), else mean. */
 int al_convert_default_method(const al_model_config *dst)
 {
-    return strcmp(dst->variant, "mla") == 0 ? AL_CONVERT_SVD : AL_CONVERT_MEAN;
+    for (int k = 0; k < al_config_n_attn(dst); k++)
+        if (strcmp(al_config_attn_item(dst, k).variant, "mla") == 0) return AL_CONVERT_SVD;
+    return AL_CONVERT_MEAN;
 }
+
+/* Layer l of c as a model of that one attention: each layer converts by
+ * itself (a model.layer_attention stack, layer by layer). */
+static al_model_config layer_cfg(const al_model_config *c, int l)
+{
+    al_model_config x = *c;
+    al_attn_config a = al_config_layer_attn(c, l);
+    al_config_set_attn(&x, &a);
+    return x;
+}
+
+static int is_stack(const al_model_config *c) { return c->n_layer_attn > 0; }
 
 /* ------------------------------------------------------------ shapes */
 
@@ -85,6 +101,12 @@ int al_convert_target(const al_model_config *src, const al_node *to, al_model_co
     al_config c;
     al_config_defaults(&c);
     c.model = *src;
+    /* the tree names the key the target replaces: model.layer_attention
+     * for a list, else model.attention */
+    int list = to->kind == AL_NODE_SEQ;
+    al_attn_config first = al_config_attn_item(src, 0);
+    if (!list) al_config_set_attn(&c.model, &first);
+    else if (!is_stack(src)) c.model.n_layer_attn = 1, c.model.layer_attn[0] = first;
     char *yaml = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&yaml, &n);
@@ -94,17 +116,20 @@ int al_convert_target(const al_model_config *src, const al_node *to, al_model_co
     al_node *root = NULL;
     int rc = al_yaml_parse("convert", yaml, &root, e);
     free(yaml);
-    if (rc == 0 && to->kind != AL_NODE_MAP)
+    if (rc == 0 && to->kind != AL_NODE_MAP && !list)
         rc = al_node_errf(e, to, "the target must be a mapping such as {variant: gqa, "
-                          "n_kv_head: 2}");
-    if (rc == 0) rc = al_node_set_path(root, "model.attention", to, 0, e);
+                          "n_kv_head: 2}, or a list of them (model.layer_attention)");
+    if (rc == 0)
+        rc = al_node_set_path(root, list ? "model.layer_attention" : "model.attention", to, 0, e);
     if (rc == 0) rc = al_config_decode(root, &c, e);
     al_node_free(root);
     if (rc != 0) return -1;
     *dst = *src;
-    dst->attn = c.model.attn;
     memcpy(dst->variant, c.model.variant, sizeof dst->variant);
+    dst->attn = c.model.attn;
     memcpy(dst->attn_set, c.model.attn_set, sizeof dst->attn_set);
+    dst->n_layer_attn = c.model.n_layer_attn;
+    memcpy(dst->layer_attn, c.model.layer_attn, sizeof dst->layer_attn);
     return 0;
 }
 
@@ -128,13 +153,36 @@ static int check_svd(const al_model_config *src, const al_model_config *dst, int
     return 0;
 }
 
+static int check_one(const al_model_config *src, const al_model_config *dst, int method,
+                     al_err *e);
+
+/* The trunk once, then every layer's attention by itself. In a stack, svd
+ * is the method of the layers that become mla; the others are pooled by
+ * mean (or copied), so one run can reach [mla, mqa]. */
 int al_convert_check(const al_model_config *src, const al_model_config *dst, int method,
+                     al_err *e)
+{
+    if (method < 0 || method >= AL_CONVERT_N_METHODS)
+        return al_errf(e, "convert: unknown method %d", method);
+    if (!is_stack(src) && !is_stack(dst)) return check_one(src, dst, method, e);
+    al_model_config s0 = layer_cfg(src, 0), d0 = layer_cfg(dst, 0);
+    if (!same_trunk(src, dst)) return check_one(&s0, &d0, method, e);   /* its message */
+    for (int l = 0; l < src->n_layer; l++) {
+        al_model_config sl = layer_cfg(src, l), dl = layer_cfg(dst, l);
+        int m = method == AL_CONVERT_SVD && !is_mla(&dl) ? AL_CONVERT_MEAN : method;
+        if (check_one(&sl, &dl, m, e) == 0) continue;
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s", e->msg + (strncmp(e->msg, "convert: ", 9) ? 0 : 9));
+        return al_errf(e, "convert: layer %d (%s -> %s): %s", l, sl.variant, dl.variant, msg);
+    }
+    return 0;
+}
+
+static int check_one(const al_model_config *src, const al_model_config *dst, int method,
                      al_err *e)
 {
     const char *mn = al_convert_method_name(method);
     int Gs = kv_groups(src), Gd = kv_groups(dst);
-    if (method < 0 || method >= AL_CONVERT_N_METHODS)
-        return al_errf(e, "convert: unknown method %d", method);
     if (!same_trunk(src, dst))
         return al_errf(e, "convert: the model outside attention differs (n_layer %d/%d, d_model "
                        "%d/%d, n_head %d/%d, d_head %d/%d, d_ff %d/%d, vocabulary %d/%d): convert "
@@ -220,13 +268,29 @@ static void pool_heads(float *dst, const float *src, int Gs, int Gd, int dh, int
             }
 }
 
-static void convert_pool(const al_model *src, al_model *dst, int first)
+/* Layer l by pooling: wq and wo copied, K/V heads pooled. */
+static void convert_pool(const al_model *src, al_model *dst, int l, int first)
 {
-    int Gs = kv_groups(&src->cfg), Gd = kv_groups(&dst->cfg);
+    al_model_config sl = layer_cfg(&src->cfg, l), dl = layer_cfg(&dst->cfg, l);
+    int Gs = kv_groups(&sl), Gd = kv_groups(&dl);
     int dh = src->cfg.d_head, D = src->cfg.d_model;
-    for (int l = 0; l < src->cfg.n_layer; l++) {
-        pool_heads(attn_tensor(dst, l, "wk"), attn_tensor(src, l, "wk"), Gs, Gd, dh, D, first);
-        pool_heads(attn_tensor(dst, l, "wv"), attn_tensor(src, l, "wv"), Gs, Gd, dh, D, first);
+    size_t n = (size_t)src->cfg.n_head * dh * D * sizeof(float);
+    memcpy(attn_tensor(dst, l, "wq"), attn_tensor(src, l, "wq"), n);
+    memcpy(attn_tensor(dst, l, "wo"), attn_tensor(src, l, "wo"), n);
+    pool_heads(attn_tensor(dst, l, "wk"), attn_tensor(src, l, "wk"), Gs, Gd, dh, D, first);
+    pool_heads(attn_tensor(dst, l, "wv"), attn_tensor(src, l, "wv"), Gs, Gd, dh, D, first);
+}
+
+/* Layer l's attention tensors as they are (the same attention). */
+static void copy_layer(const al_model *src, al_model *dst, int l)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "blocks.%d.attn.", l);
+    for (int i = 0; i < dst->n_tensors; i++) {
+        const al_tensor *t = &dst->tensors[i], *s = al_model_tensor(src, t->name);
+        if (strncmp(t->name, prefix, strlen(prefix)) != 0) continue;
+        AL_ASSERT(s && s->numel == t->numel);
+        memcpy(dst->params + t->offset, src->params + s->offset, t->numel * sizeof(float));
     }
 }
 
@@ -338,7 +402,8 @@ static void damp_nope(rope_plan *p, int T, double base)
 static int plan_layer(const al_model *src, const al_model_config *dst, int l,
                       const al_convert_sample *s, rope_plan *p, al_err *e)
 {
-    p->G = kv_groups(&src->cfg), p->dh = src->cfg.d_head, p->dr = setting(dst, "d_rope");
+    al_model_config sl = layer_cfg(&src->cfg, l);
+    p->G = kv_groups(&sl), p->dh = src->cfg.d_head, p->dr = setting(dst, "d_rope");
     p->D = src->cfg.d_model, p->H = src->cfg.n_head;
     int G = p->G, dh = p->dh, dr = p->dr, D = p->D, half = dr / 2;
     const float *wk = attn_tensor(src, l, "wk"), *X = s->x + (size_t)l * s->n * D;
@@ -481,8 +546,9 @@ static int convert_mla_layer(const al_model *src, al_model *dst, int l,
                              const al_convert_sample *s, al_err *e)
 {
     rope_plan p;
-    if (plan_layer(src, &dst->cfg, l, s, &p, e) != 0) return -1;
-    int dc = setting(&dst->cfg, "d_latent");
+    al_model_config dl = layer_cfg(&dst->cfg, l);
+    if (plan_layer(src, &dl, l, s, &p, e) != 0) return -1;
+    int dc = setting(&dl, "d_latent");
     const float *wv = attn_tensor(src, l, "wv"), *X = s->x + (size_t)l * s->n * p.D;
     double alpha = kv_balance(&p, wv, X, s->n);
     float *up = al_malloc((size_t)2 * p.G * p.dh * dc * sizeof *up);
@@ -507,31 +573,23 @@ static int convert_mla_layer(const al_model *src, al_model *dst, int l,
 int al_convert(const al_model *src, al_model *dst, const al_convert_opts *o, al_err *e)
 {
     if (al_convert_check(&src->cfg, &dst->cfg, o->method, e) != 0) return -1;
-    if (same_attention(&src->cfg, &dst->cfg) && o->method != AL_CONVERT_RANDOM) {
-        copy_common(src, dst, 1);
-        return 0;
-    }
     copy_common(src, dst, 0);
     if (o->method == AL_CONVERT_RANDOM) {
         convert_random(src, dst, o->seed);
         return 0;
     }
-    if (o->method != AL_CONVERT_SVD) {
-        for (int l = 0; l < src->cfg.n_layer; l++) {
-            memcpy(attn_tensor(dst, l, "wq"), attn_tensor(src, l, "wq"),
-                   (size_t)src->cfg.n_head * src->cfg.d_head * src->cfg.d_model * sizeof(float));
-            memcpy(attn_tensor(dst, l, "wo"), attn_tensor(src, l, "wo"),
-                   (size_t)src->cfg.n_head * src->cfg.d_head * src->cfg.d_model * sizeof(float));
-        }
-        convert_pool(src, dst, o->method == AL_CONVERT_FIRST);
-        return 0;
+    int has_sample = o->sample && o->sample->n >= 1 && o->sample->n_layer == src->cfg.n_layer &&
+                     o->sample->d == src->cfg.d_model;
+    for (int l = 0; l < src->cfg.n_layer; l++) {   /* each layer by itself */
+        al_model_config sl = layer_cfg(&src->cfg, l), dl = layer_cfg(&dst->cfg, l);
+        if (same_attention(&sl, &dl)) copy_layer(src, dst, l);
+        else if (o->method != AL_CONVERT_SVD || !is_mla(&dl))
+            convert_pool(src, dst, l, o->method == AL_CONVERT_FIRST);
+        else if (!has_sample)
+            return al_errf(e, "convert: method 'svd' needs a sample of the source's attention "
+                           "inputs");
+        else if (convert_mla_layer(src, dst, l, o->sample, e) != 0) return -1;
     }
-    if (!o->sample || o->sample->n < 1 || o->sample->n_layer != src->cfg.n_layer ||
-        o->sample->d != src->cfg.d_model)
-        return al_errf(e, "convert: method 'svd' needs a sample of the source's attention "
-                       "inputs");
-    for (int l = 0; l < src->cfg.n_layer; l++)
-        if (convert_mla_layer(src, dst, l, o->sample, e) != 0) return -1;
     return 0;
 }
 
@@ -607,8 +665,9 @@ static double proj_err(const float *X, long N, int D, const float *w_got, int Gg
 static void measure_family(const al_model *src, const al_model *dst, int l, const float *X,
                            long N, al_convert_err *r)
 {
-    const al_model_config *c = &src->cfg;
-    int Gs = kv_groups(c), Gd = kv_groups(&dst->cfg);
+    al_model_config sl = layer_cfg(&src->cfg, l), dl = layer_cfg(&dst->cfg, l);
+    const al_model_config *c = &sl;
+    int Gs = kv_groups(c), Gd = kv_groups(&dl);
     r->k = proj_err(X, N, c->d_model, attn_tensor(dst, l, "wk"), Gd, attn_tensor(src, l, "wk"),
                     Gs, c->n_head, c->d_head);
     r->v = proj_err(X, N, c->d_model, attn_tensor(dst, l, "wv"), Gd, attn_tensor(src, l, "wv"),
@@ -642,11 +701,12 @@ static void measure_mla(const al_model *src, const al_model *dst, int l,
                         const al_convert_sample *s, al_convert_err *r)
 {
     rope_plan p;
-    if (plan_layer(src, &dst->cfg, l, s, &p, NULL) != 0) {
+    al_model_config dl = layer_cfg(&dst->cfg, l);
+    if (plan_layer(src, &dl, l, s, &p, NULL) != 0) {
         r->k = r->v = r->k_prenorm = r->v_prenorm = r->rope_kept = NAN;
         return;
     }
-    int dc = setting(&dst->cfg, "d_latent"), H = p.H, dh = p.dh, D = p.D, G = p.G;
+    int dc = setting(&dl, "d_latent"), H = p.H, dh = p.dh, D = p.D, G = p.G;
     long N = s->n;
     const float *X = s->x + (size_t)l * N * D;
     float *c0 = al_malloc((size_t)N * dc * sizeof *c0), *c = al_malloc((size_t)N * dc * sizeof *c);
@@ -677,14 +737,15 @@ void al_convert_measure(const al_model *src, const al_model *dst, const al_conve
                         al_convert_err *per_layer)
 {
     const al_convert_sample *s = o->sample;
-    int identity = same_attention(&src->cfg, &dst->cfg) && o->method != AL_CONVERT_RANDOM;
     for (int l = 0; l < src->cfg.n_layer; l++) {
         al_convert_err *r = &per_layer[l];
+        al_model_config sl = layer_cfg(&src->cfg, l), dl = layer_cfg(&dst->cfg, l);
+        int identity = same_attention(&sl, &dl) && o->method != AL_CONVERT_RANDOM;
         *r = (al_convert_err){NAN, NAN, NAN, NAN, NAN};
         if (!s) continue;
         const float *X = s->x + (size_t)l * s->n * s->d;
         if (identity) *r = (al_convert_err){0, 0, 0, 0, NAN};
-        else if (is_mla(&dst->cfg) && o->method == AL_CONVERT_SVD) measure_mla(src, dst, l, s, r);
-        else if (kv_groups(&dst->cfg) > 0) measure_family(src, dst, l, X, s->n, r);
+        else if (is_mla(&dl) && o->method == AL_CONVERT_SVD) measure_mla(src, dst, l, s, r);
+        else if (kv_groups(&dl) > 0 && kv_groups(&sl) > 0) measure_family(src, dst, l, X, s->n, r);
     }
 }

@@ -62,6 +62,17 @@ static void mean_errors(al_convert_result *r)
                                m.rope_kept / n};
 }
 
+static void item_name(char *out, size_t n, const al_attn_config *a)
+{
+    snprintf(out, n, "%s", a->variant);
+}
+
+/* The variant, or a stack's variants joined by '/' ("gqa/mha"). */
+static void stack_name(char *out, size_t n, const al_model_config *c)
+{
+    al_config_attn_label(out, n, c, "/", item_name);
+}
+
 /* Read and hash the source; load it. */
 static int open_source(const char *path, al_model *src, long *step, al_convert_result *r,
                        al_err *e)
@@ -70,7 +81,7 @@ static int open_source(const char *path, al_model *src, long *step, al_convert_r
     if (al_sha256_file(path, r->src_sha256, e) != 0 || al_checkpoint_load(path, src, step, e) != 0)
         return -1;
     r->n_layer = src->cfg.n_layer;
-    snprintf(r->src_variant, sizeof r->src_variant, "%s", src->cfg.variant);
+    stack_name(r->src_variant, sizeof r->src_variant, &src->cfg);
     return 0;
 }
 
@@ -80,7 +91,7 @@ static int convert_loaded(al_model *src, al_model *dst, al_data *d, int T, int B
                           uint64_t seed, al_convert_sample *sample, al_convert_result *r,
                           al_err *e)
 {
-    snprintf(r->dst_variant, sizeof r->dst_variant, "%s", dst->cfg.variant);
+    stack_name(r->dst_variant, sizeof r->dst_variant, &dst->cfg);
     if (al_convert_check(&src->cfg, &dst->cfg, r->method, e) != 0 ||
         al_convert_sample_take(src, d, T, B, tokens, SAMPLE_SEED, sample, e) != 0)
         return -1;

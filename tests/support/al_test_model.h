@@ -10,6 +10,12 @@
  * of 2, 1, 4, 8 that the variant's check accepts. Returns 0 or -1. */
 int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer,
                         int d_model, int n_head, int d_head, int seq_len, int vocab);
+/* A tiny model.layer_attention stack: item k is variant vs[k] with the
+ * settings al_test_tiny_config gives it alone; the model's one-attention
+ * fields mirror item 0 (as decoding leaves them). Returns 0 or -1. */
+int al_test_stack_config(al_model_config *c, const al_variant_ops *const *vs, int n_items,
+                         int n_layer, int d_model, int n_head, int d_head, int seq_len,
+                         int vocab);
 /* The generic variant checks (tests/test_variants.c) on one variant:
  * finite-difference gradients (causal, unmasked, each optional setting),
  * the causal property, bit-for-bit determinism, and, when it has decode

@@ -163,3 +163,30 @@ const char *al_test_mpi_env(int leak_check)
     return buf;
 }
 
+
+int al_test_stack_config(al_model_config *c, const al_variant_ops *const *vs, int n_items,
+                         int n_layer, int d_model, int n_head, int d_head, int seq_len,
+                         int vocab)
+{
+    al_model_config one;
+    AL_ASSERT(n_items >= 1 && n_items <= AL_MAX_LAYER_ATTN);
+    for (int k = n_items - 1; k >= 0; k--) {   /* item 0 last: c keeps its fields */
+        if (al_test_tiny_config(&one, vs[k], n_layer, d_model, n_head, d_head, seq_len, vocab))
+            return -1;
+        al_attn_config *a = &c->layer_attn[k];
+        memset(a, 0, sizeof *a);
+        memcpy(a->variant, one.variant, sizeof a->variant);
+        a->attn = one.attn;
+        memcpy(a->set, one.attn_set, sizeof a->set);
+    }
+    al_attn_config items[AL_MAX_LAYER_ATTN];
+    memcpy(items, c->layer_attn, sizeof items);
+    *c = one;
+    memcpy(c->layer_attn, items, (size_t)n_items * sizeof items[0]);
+    c->n_layer_attn = n_items;
+    al_model m;
+    al_err e;
+    if (al_model_init(&m, c, &e) != 0) return -1;
+    al_model_free(&m);
+    return 0;
+}

@@ -10,15 +10,20 @@
  *
  * KV cache: a token's row is mha's, its RoPE'd keys then its values
  * (2 * n_head * d_head floats per layer), and kv_elems reports that row,
- * because the interface (version 2) has the core size a cache as context x row
- * and the row is what one token stores. Decoding writes the row of
+ * because the interface it was written for (version 3) has the core size a
+ * cache as context x row and the row is what one token stores. Decoding writes the row of
  * position pos at row pos and attends over rows pos-window+1 .. pos (the
  * training forward's band), so the rows older than the window are kept but
  * never read again: the measured cache is context x row, as `attnlab kv`
  * and `generate --stats` print. A decoder that owned its allocation could
  * keep only the last `window` rows (a ring buffer) and bound the cache by
- * window x row whatever the context; the interface (version 2) gives a variant
+ * window x row whatever the context; that interface gives a variant
  * no say in the allocation, so that bound is not shown.
+ *
+ * (Interface version 4 added `kv_rows`, which lets a variant bound its cache:
+ * the built-in `local` does, with a ring. This plugin stays pinned to
+ * version 3, the one it was written for, and shows that such a plugin
+ * still loads and trains unchanged.)
  *
  * Training cost: scores are computed for the full (T, T) block through the
  * shared gemm wrappers and the band is applied by the softmax, so training
@@ -255,8 +260,11 @@ static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const
     al_linear_row(out, y, p[3], Hd, D);      /* out = y . wo^T */
 }
 
+/* Written for interface version 3 (without kv_rows). */
+#define SWA_API_VERSION 3
+
 static const al_variant_ops swa_ops = {
-    .api_version = AL_VARIANT_API_VERSION,
+    .api_version = SWA_API_VERSION,
     .name = "swa",
     .description = "sliding-window attention: each query sees the last `window` positions",
     .settings = swa_settings,
@@ -279,6 +287,6 @@ static const al_variant_ops *const variants[] = {&swa_ops, NULL};
  * visibility). */
 AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version)
 {
-    *api_version = AL_VARIANT_API_VERSION;
+    *api_version = SWA_API_VERSION;
     return variants;
 }
