@@ -23,11 +23,14 @@
  * again starts a new sequence. Reads (al_kv_rows, al_kv_row_get) convert
  * as for bf16, so a variant reads an int cache without knowing it.
  * Which elements are keys is the caller's choice: the core's decoder
- * (src/model/decode.c) passes key_elems = elems, the whole row per channel,
- * for every variant (the interface says nothing about which elements of a
+ * (al_model_layer_kv_layout, src/model/tensors.c) passes key_elems = elems,
+ * the whole row per channel, for every variant (the interface says nothing about which elements of a
  * row are values: a latent (MLA, GLA), a tied state (GTA) or TPA's factors
  * serve as both), except the mha/mqa/gqa family, whose row is [K | V] with
- * K and V of equal size: key_elems = elems / 2, KIVI exactly.
+ * K and V of equal size: key_elems = elems / 2, KIVI exactly. A bounded
+ * ring (al_kv_ring_row) rewrites rows out of order, which groups of
+ * tokens cannot follow: the core makes its residual its whole size, so it
+ * stays f32.
  *
  * Memory: al_kv_cache_new makes exactly context * elems * al_kv_dtype_size
  * bytes of storage, al_kv_cache_new_quant exactly al_kv_cache_bytes_for
