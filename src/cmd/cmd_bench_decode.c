@@ -37,8 +37,8 @@ static const al_opt bench_opts[] = {
            "context lengths, ','-separated (default 256,1024,4096)"),
     AL_LONG("--tokens", "N", 1, 1L << 20, bench_args, tokens,
             "decode steps timed per cell (default 32)"),
-    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16 or f16", bench_args, dtype,
-            "f32, bf16 or f16 (default: CONFIG's model.kv_dtype)"),
+    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", bench_args, dtype,
+            "f32, bf16, f16, int8 or int4 (default: CONFIG's model.kv_dtype)"),
     AL_LONG("--batch", "B", 1, 4096, bench_args, batch,
             "sequences decoded together, each with its own cache\n"
             "(default 1); tokens/s counts every sequence's tokens"),

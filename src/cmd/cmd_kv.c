@@ -35,7 +35,10 @@ static const al_cli_spec kv_spec = {
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
     "holds fewer rows than tokens) and summed. A model.layer_attention stack\n"
     "also gets a line per layer (its attention and its share per token) before\n"
-    "the sums. `attnlab generate --stats` measures the same figures from the\n"
+    "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
+    "zero-points and the f32 window of recent tokens, which does not grow with\n"
+    "the context: their per-token figure is the bytes at the trained seq_len over\n"
+    "seq_len. `attnlab generate --stats` measures the same figures from the\n"
     "caches it allocates.\n",
 };
 
@@ -81,12 +84,15 @@ static void print_kv_at(const al_model_config *m, int context)
            al_model_kv_bytes_at(m, AL_KV_F32, context),
            al_model_kv_bytes_at(m, AL_KV_BF16, context),
            al_model_kv_bytes_at(m, AL_KV_F16, context));
+    printf("kv_bytes_at_context_%d_quantized: int8=%zu int4=%zu\n", context,
+           al_model_kv_bytes_at(m, AL_KV_INT8, context),
+           al_model_kv_bytes_at(m, AL_KV_INT4, context));
 }
 
 static void print_kv(const al_config *c, size_t params, size_t kv, long context)
 {
-    size_t b[AL_KV_NDTYPES];
-    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
+    size_t b[AL_KV_NALL];
+    for (int dt = 0; dt < AL_KV_NALL; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
     int dt = al_kv_dtype_parse(c->model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     const al_model_config *m = &c->model;
@@ -104,6 +110,9 @@ static void print_kv(const al_config *c, size_t params, size_t kv, long context)
     printf("kv_elements_per_token: %zu\n", kv);
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
+    printf("kv_bytes_per_token_quantized: int8=%zu int4=%zu kv_quant_group=%d "
+           "kv_quant_residual=%d\n", b[AL_KV_INT8], b[AL_KV_INT4], m->kv_quant_group,
+           m->kv_quant_residual);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
     print_kv_at(m, (int)(context ? context : m->seq_len));
 }

@@ -578,6 +578,7 @@ static const num_rule num_rules[] = {
     IRULE(model.vocab_size, R_NONNEG), DRULE(model.mlp_ratio, R_POS),
     IRULE(model.d_ff, R_NONNEG),
     DRULE(model.norm_eps, R_POS), DRULE(model.rope_base, R_POS),
+    IRULE(model.kv_quant_group, R_POS), IRULE(model.kv_quant_residual, R_NONNEG),
     IRULE(train.steps, R_POS), IRULE(train.batch_size, R_POS), DRULE(train.lr, R_POS),
     DRULE(train.min_lr, R_NONNEG), IRULE(train.warmup_steps, R_NONNEG),
     DRULE(train.weight_decay, R_NONNEG), DRULE(train.beta1, R_HALF01),

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "al_kvcache.h"
 #include "al_registry.h"
 
 /* ------------------------------------------------------------ YAML */
@@ -134,6 +135,8 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 static al_model_config as_given(const al_model_config *m)
 {
     al_model_config given = *m;
+    if (!given.kv_quant_group)   /* built in code: the defaults of both (al_config.h) */
+        given.kv_quant_group = AL_KV_QUANT_GROUP, given.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     if (m->match.by != AL_MATCH_NONE) {
         given.n_layer = m->match.base_n_layer;
         given.d_ff = m->match.base_d_ff;
@@ -372,6 +375,8 @@ char *al_config_model_json(const al_model_config *m)
 {
     al_model_config built = *m;
     built.d_ff = al_config_d_ff(m);   /* a config built by hand may leave it 0 */
+    if (!built.kv_quant_group)       /* ... and these (al_config.h) */
+        built.kv_quant_group = AL_KV_QUANT_GROUP, built.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     return dump(table_json(al_cfg_model_keys, &built, 1));
 }
 

@@ -72,7 +72,11 @@ typedef struct al_model_config {
      * l % n_layer_attn; 0 = the one attention above for every layer. */
     int n_layer_attn;
     al_attn_config layer_attn[AL_MAX_LAYER_ATTN];
-    char kv_dtype[8];                    /* f32 | bf16 | f16 (decode cache) */
+    char kv_dtype[8];                    /* f32 | bf16 | f16 | int8 | int4 (decode cache) */
+    /* int8/int4 caches (al_kvcache.h). A config built in code that leaves
+     * kv_quant_group 0 means the defaults of both (32, 32); a config file
+     * always has a group >= 1, and a residual >= 0 as given. */
+    int kv_quant_group, kv_quant_residual;
 } al_model_config;
 
 typedef struct al_train_config {

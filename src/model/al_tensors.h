@@ -67,6 +67,19 @@ int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context
  * and the whole model's bytes (the sum over layers): what a decoder of
  * that context allocates per sequence. */
 int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
+/* What layer l's cache of `context` tokens is made of (al_kvcache.h's
+ * al_kv_cache_new_quant arguments): its rows, floats per row, the first
+ * key_elems of them quantized per channel in an int8/int4 cache (elems / 2
+ * for mha, mqa and gqa, rows [K | V]; the whole row for every other
+ * variant, whose elements serve as key and value), group and residual
+ * from model.kv_quant_* (a bounded ring layer keeps every row f32). */
+typedef struct al_kv_layout {
+    size_t elems, key_elems;
+    int rows, group, residual;
+} al_kv_layout;
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context);
+/* Layer l's cache bytes at `context` tokens, any dtype (int8/int4 with
+ * their scales, zero-points and f32 rows). */
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
 

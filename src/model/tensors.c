@@ -185,10 +185,37 @@ int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
     return al_attn_kv_rows(al_config_attn_item(c, k).attn, &s, context);
 }
 
+/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
+ * variant interface does not say which elements of a row are values, so
+ * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
+ * whose row is K then V of equal size. */
+static size_t key_elems(const al_variant_ops *v, size_t elems)
+{
+    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
+    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
+        if (!strcmp(v->name, kv_split[i])) return elems / 2;
+    return elems;
+}
+
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context)
+{
+    int k = l % al_config_n_attn(c);
+    al_kv_layout o;
+    o.elems = al_model_layer_kv_elems(c, l);
+    o.key_elems = key_elems(al_config_attn_item(c, k).attn, o.elems);
+    o.rows = al_model_layer_kv_rows(c, l, context);
+    o.group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
+    o.residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
+    /* a bounded ring rewrites its rows out of order, which groups of
+     * tokens cannot follow: its whole ring stays f32 */
+    if (o.rows < context) o.residual = o.rows;
+    return o;
+}
+
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
 {
-    return (size_t)al_model_layer_kv_rows(c, l, context) * al_model_layer_kv_elems(c, l) *
-           al_kv_dtype_size(dtype);
+    al_kv_layout o = al_model_layer_kv_layout(c, l, context);
+    return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, dtype, o.group, o.residual);
 }
 
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
