@@ -956,11 +956,41 @@ START_TEST(test_fraction_is_checked_against_val_fraction)
 }
 END_TEST
 
+/* Keys added after runs existed (key_spec.quiet) are written only when
+ * they differ from their default, so that a config that does not use them
+ * writes, hashes and resumes as it did before they existed; one that does
+ * writes them and reads them back. */
+static char *written(const al_config *c)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    al_config_write_yaml(c, f);
+    fclose(f);
+    return text;
+}
+
+START_TEST(quiet_keys_are_written_only_away_from_their_default)
+{
+    al_config c;
+    al_config_defaults(&c);
+    char *plain = written(&c);
+    ck_assert_msg(!strstr(plain, "kv_quant_group") && !strstr(plain, "kv_quant_residual"),
+                  "%s", plain);
+    c.model.kv_quant_group = 16;
+    char *set = written(&c);
+    ck_assert_msg(strstr(set, "kv_quant_group: 16\n") && !strstr(set, "kv_quant_residual"),
+                  "%s", set);
+    free(plain), free(set);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, defaults_are_the_documented_values);
+    tcase_add_test(tc, quiet_keys_are_written_only_away_from_their_default);
     tcase_add_test(tc, data_source_defaults_to_kjv_or_to_text_for_a_lone_path);
     tcase_add_test(tc, empty_file_is_all_defaults_resolved);
     tcase_add_test(tc, full_file_decodes_every_section);

@@ -384,7 +384,7 @@ static int decode_setting(const al_setting *s, const al_node *v, double *out,
                           const char *path, al_err *e)
 {
     key_spec k = {s->name, s->kind == AL_SET_INT ? K_INT : K_DOUBLE, 0,
-                  s->kind == AL_SET_INT ? sizeof(int) : sizeof(double), NULL, NULL, NULL};
+                  s->kind == AL_SET_INT ? sizeof(int) : sizeof(double), NULL, NULL, NULL, 0};
     union { int i; double d; } u;
     char why[512];
     if (v->kind != AL_NODE_SCALAR)

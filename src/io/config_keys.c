@@ -12,11 +12,14 @@
 
 /* ------------------------------------------------------------ key tables */
 
-#define FIELD(S, f, T, def, help) {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help}
+#define FIELD(S, f, T, def, help) {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help, 0}
+/* A key added after trial ids existed (key_spec.quiet). */
+#define QUIET_FIELD(S, f, T, def, help) \
+    {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help, 1}
 #define ONE_OF(S, f, vals, def, help) \
-    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help}
+    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help, 0}
 #define NESTED(f, table, help) \
-    {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help}
+    {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help, 0}
 
 const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
@@ -38,7 +41,7 @@ static const key_spec data_keys[] = {
     FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)"),
     FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
     FIELD(D, seed, K_U64, "0", "seed of the synthetic data (0 = train.seed)"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef D
 
@@ -56,12 +59,12 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency"),
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)"),
-    FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
-    FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
-    {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
-    {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
-    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
+    QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
+    {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings", 0},
+    {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention", 0},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)", 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef M
 
@@ -69,13 +72,13 @@ const key_spec al_cfg_model_keys[] = {
  * (checked, when present, against the resolution). */
 static const char *const match_by_names[] = {"d_ff", "n_layer", NULL};
 const key_spec al_cfg_match_keys[] = {
-    {"to", K_ATTN, 0, 0, NULL, "-", "the attention whose model to match, a mapping like model.attention ({variant: mha})"},
-    {"by", K_STRING, 0, 16, match_by_names, "d_ff", "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)"},
-    {"n_layer", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched n_layer (model.n_layer is the one before matching)"},
-    {"d_ff", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched d_ff (model.d_ff is the one before matching)"},
-    {"params", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the matched model's parameter count"},
-    {"params_to", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the parameter count of the model matched to"},
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    {"to", K_ATTN, 0, 0, NULL, "-", "the attention whose model to match, a mapping like model.attention ({variant: mha})", 0},
+    {"by", K_STRING, 0, 16, match_by_names, "d_ff", "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)", 0},
+    {"n_layer", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched n_layer (model.n_layer is the one before matching)", 0},
+    {"d_ff", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched d_ff (model.d_ff is the one before matching)", 0},
+    {"params", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the matched model's parameter count", 0},
+    {"params_to", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the parameter count of the model matched to", 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
 #define T al_train_config
@@ -98,28 +101,28 @@ static const key_spec train_keys[] = {
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef T
 
 #define R al_report_config
 const key_spec al_cfg_report_keys[] = {
     FIELD(R, context, K_INT, "0", "context (tokens) at which the report gives each model's whole KV cache, beside bytes per token (0 = model.seq_len); not part of a trial's identity, so changing it on a finished sweep only re-reports"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef R
 
 const key_spec al_cfg_top_keys[] = {
-    {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)"},
-    {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)"},
+    {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)", 0},
+    {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)", 0},
     NESTED(data, data_keys, "the data source"),
     NESTED(model, al_cfg_model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
     NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
-    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
-    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
-    {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
-    {NULL, 0, 0, 0, NULL, NULL, NULL},
+    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner", 0},
+    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner", 0},
+    {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants", 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
 /* ------------------------------------------------------------ key paths */

@@ -39,6 +39,9 @@ typedef struct key_spec {
     const void *sub;     /* see enum key_type */
     const char *def;     /* default as YAML text (scalars), else for display */
     const char *help;    /* one line */
+    int quiet;           /* 1: written only when it differs from def. A key added after
+                            runs and sweeps existed is quiet, so that their written
+                            configs, trial ids and resume checks stay as they were */
 } key_spec;
 
 /* The whole file (al_config); the model mapping (al_model_config);

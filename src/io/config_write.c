@@ -160,10 +160,24 @@ static int unset_bytes(const key_spec *t, const void *base)
     return v == 0;
 }
 
+/* A quiet key (key_spec.quiet) holding its default. */
+static int quiet_default(const key_spec *t, const void *base)
+{
+    const char *p = (const char *)base + t->offset;
+    if (!t->quiet || !t->def) return 0;
+    switch (t->type) {
+    case K_INT:
+    case K_BOOL: return *(const int *)p == (int)strtol(t->def, NULL, 10);
+    case K_DOUBLE: return *(const double *)p == strtod(t->def, NULL);
+    case K_STRING: return strcmp(p, t->def) == 0;
+    default: return 0;
+    }
+}
+
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
-        if (t->type == K_IGNORE || unset_bytes(t, base)) continue;
+        if (t->type == K_IGNORE || unset_bytes(t, base) || quiet_default(t, base)) continue;
         if (t->type == K_MATCH) {
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {
