@@ -214,6 +214,11 @@ static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d
     if (!dt || (strcmp(dt, "f32") && strcmp(dt, "bf16") && strcmp(dt, "f16")))
         return cfg_err(e, path, "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
     snprintf(c->kv_dtype, sizeof c->kv_dtype, "%s", dt);
+    /* cross-layer K/V sharing; checkpoints older than the key had none */
+    c->kv_share = 1;
+    if (json_object_get(o, "kv_share") &&
+        get_int(path, o, "kv_share", 1, MAX_DIM, &c->kv_share, e))
+        return -1;
     return 0;
 }
 

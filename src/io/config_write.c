@@ -309,6 +309,8 @@ static json_t *table_json(const key_spec *t, const void *base, int built)
         const char *field = (const char *)base + t->offset;
         json_t *v;
         if (!in_json(t, built)) continue;
+        /* a checkpoint without sharing reads as every one before the key did */
+        if (built && strcmp(t->key, "kv_share") == 0 && *(const int *)field <= 1) continue;
         if (t->type == K_ATTN || t->type == K_LATTN) {   /* the one the model has */
             const al_model_config *m = base;
             if ((m->n_layer_attn > 0) != (t->type == K_LATTN)) continue;

@@ -17,6 +17,9 @@ int al_attention_supported(const al_model *m, al_err *e)
         if (!v->probs)
             return al_errf(e, "variant '%s' cannot show its attention: its ops table has no "
                            "'probs' member (attnlab_variant.h, interface version 3)", v->name);
+        if (m->layers[l].kv_src != l)   /* probs reads a layer's own saved K/V */
+            return al_errf(e, "layer %d shares its K/V (model.kv_share %d): attention pictures "
+                           "of a shared-K/V model are not supported", l, m->cfg.kv_share);
     }
     return 0;
 }

@@ -87,13 +87,35 @@ static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err
     t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
     char who[160];
     snprintf(who, sizeof who, "%s: variant '%s'", where, t->ops->name);
-    return check_attn_params(t, who, e);
+    if (check_attn_params(t, who, e)) return -1;
+    if (c->kv_share <= 1 || !al_variant_can_share(t->ops)) return 0;
+    /* a consumer's tensors, checked as params() are */
+    al_attn_item sh = *t;
+    sh.n_attn_params = t->ops->share_params(&t->ashape, sh.attn_spec);
+    snprintf(who, sizeof who, "%s: variant '%s' (share_params)", where, t->ops->name);
+    if (check_attn_params(&sh, who, e)) return -1;
+    t->n_share_params = sh.n_attn_params;
+    memcpy(t->share_spec, sh.attn_spec, sizeof t->share_spec);
+    return 0;
+}
+
+int al_tensor_table_layer_params(const al_tensor_table *t, const al_model_config *c, int l,
+                                 const al_param_spec **spec)
+{
+    const al_attn_item *it = &t->item[l % t->n_items];
+    if (al_config_kv_consumer(c, l)) {
+        *spec = it->share_spec;
+        return it->n_share_params;
+    }
+    *spec = it->attn_spec;
+    return it->n_attn_params;
 }
 
 static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
 {
     int n = 0;
-    for (int l = 0; l < c->n_layer; l++) n += t->item[l % t->n_items].n_attn_params;
+    const al_param_spec *spec;
+    for (int l = 0; l < c->n_layer; l++) n += al_tensor_table_layer_params(t, c, l, &spec);
     return n;
 }
 
@@ -105,6 +127,8 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     t->n_items = al_config_n_attn(c);
     for (int k = 0; k < t->n_items; k++)
         if (attn_tensors(&t->item[k], c, k, e)) return -1;
+    char err[256];
+    if (al_config_check_share(c, err, sizeof err)) return al_errf(e, "%s", err);
     int D = c->d_model, F = t->d_ff;
     t->tensors = al_calloc((size_t)c->n_layer * 4 + per_layer_tensors(t, c) + 2,
                            sizeof(al_tensor));
@@ -113,9 +137,10 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     for (int l = 0; l < c->n_layer; l++) {
         snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
         add_tensor(t, &off, name, D, 0, AL_INIT_ONES);
-        const al_attn_item *it = &t->item[l % t->n_items];
-        for (int i = 0; i < it->n_attn_params; i++) {
-            const al_param_spec *p = &it->attn_spec[i];
+        const al_param_spec *spec;
+        int n = al_tensor_table_layer_params(t, c, l, &spec);
+        for (int i = 0; i < n; i++) {
+            const al_param_spec *p = &spec[i];
             snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
             add_tensor(t, &off, name, p->rows, p->cols, p->init);
         }
@@ -141,6 +166,7 @@ void al_tensor_table_free(al_tensor_table *t)
 
 size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
 {
+    if (al_config_kv_consumer(c, layer)) return 0;   /* reads its producer's cache */
     al_attn_shape s;
     int k = layer % al_config_n_attn(c);
     fill_shape(&s, c, k);
