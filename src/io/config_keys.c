@@ -59,7 +59,7 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
     {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
-    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention (and no kv_share): {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef M
