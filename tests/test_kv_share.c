@@ -179,6 +179,38 @@ START_TEST(a_variant_that_cannot_share_is_refused_in_one_line)
 }
 END_TEST
 
+/* A version-3 table (a plugin built before sharing) registers without
+ * the share_* members, and a kv_share over it is refused naming it; the
+ * same table at version 4 shares. */
+START_TEST(a_version_3_table_cannot_share_and_is_refused_naming_it)
+{
+    al_err e;
+    int before = al_variant_count();
+    al_variant_ops full = *al_variant_find("mqa");
+    full.api_version = 3;
+    full.name = "mqa_v3";
+    size_t size = al_variant_ops_size(3);
+    void *old = malloc(size);
+    memcpy(old, &full, size);
+    ck_assert_int_eq(al_variant_register(old, "v3.so", &e), 0);
+    const al_variant_ops *got = al_variant_find("mqa_v3");
+    ck_assert_ptr_nonnull(got);
+    ck_assert(!al_variant_can_share(got));
+    ck_assert(al_variant_can_share(al_variant_find("mqa")));
+    al_model_config c = shared("mqa_v3", 2, 2, 8, 256);
+    snprintf(c.variant, sizeof c.variant, "mqa_v3");
+    al_model m;
+    if (al_model_init(&m, &c, &e) == 0) al_model_free(&m), ck_abort_msg("a v3 table shared");
+    ck_assert_str_eq(e.msg, "model.kv_share: variant 'mqa_v3' cannot share K/V across layers "
+                            "(model.kv_share 2); the GQA family (mha, mqa, gqa) and local can");
+    c.kv_share = 1;   /* unshared, it builds as ever */
+    ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+    al_model_free(&m);
+    al_variant_truncate(before);
+    free(old);
+}
+END_TEST
+
 /* ------------------------------------------------------------ gradients */
 
 static void check_grads(al_model_config c, const char *what)
@@ -473,6 +505,26 @@ END_TEST
 
 /* ------------------------------------------------------------ sweep */
 
+/* The number in column `col` of the summary row of `trial`. */
+static long csv_long(const char *csv, const char *trial, const char *col)
+{
+    int k = 0;
+    const char *p = csv, *nl = strchr(csv, '\n');
+    size_t n = strlen(col);
+    while (p < nl && !(strncmp(p, col, n) == 0 && (p[n] == ',' || p[n] == '\n'))) {
+        p = strchr(p, ',');
+        ck_assert_msg(p && p < nl, "no column %s", col);
+        p++, k++;
+    }
+    char head[128];
+    snprintf(head, sizeof head, "\n%s,", trial);
+    const char *row = strstr(csv, head);
+    ck_assert_msg(row != NULL, "no row %s", trial);
+    row++;
+    for (int i = 0; i < k; i++) row = strchr(row, ',') + 1;
+    return strtol(row, NULL, 10);
+}
+
 START_TEST(a_sweep_axis_over_kv_share)
 {
     const char *data = al_test_shakespeare();
@@ -498,6 +550,11 @@ START_TEST(a_sweep_axis_over_kv_share)
     ck_assert_msg(al_read_file(sum, &csv, &n, &e) == 0, "%s", e.msg);
     ck_assert_msg(strstr(csv, "\nshare2_seed1,") && strstr(csv, ",mqa-share2,"), "%s", csv);
     ck_assert_msg(strstr(csv, "\nshare1_seed1,"), "%s", csv);
+    /* the summary's KV bytes, as the report reads them: half under share 2
+     * (mqa, d_head 8: 2 * 8 floats a layer) */
+    ck_assert_int_eq(csv_long(csv, "share1_seed1", "kv_bytes_per_token"), 2 * 2 * 8 * 4);
+    ck_assert_int_eq(csv_long(csv, "share2_seed1", "kv_bytes_per_token"), 2 * 8 * 4);
+    ck_assert_int_eq(csv_long(csv, "share2_seed1", "kv_bytes_at_context"), 16 * 2 * 8 * 4);
     free(csv);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     ck_assert_int_eq(al_test_run(args, &out), 0);
@@ -591,6 +648,7 @@ Suite *kv_share_suite(void)
     tcase_add_test(tc, consumers_have_no_kv_projections_and_the_count_drops_by_them);
     tcase_add_test(tc, match_params_sees_the_shared_count);
     tcase_add_test(tc, a_variant_that_cannot_share_is_refused_in_one_line);
+    tcase_add_test(tc, a_version_3_table_cannot_share_and_is_refused_naming_it);
     tcase_add_test(tc, shared_gradients_match_finite_differences);
     tcase_add_test(tc, cached_decode_of_mqa_share_2_equals_the_full_forward_past_a_tile);
     tcase_add_test(tc, cached_decode_of_local_share_2_with_sinks_equals_the_full_forward);
