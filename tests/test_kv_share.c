@@ -154,8 +154,8 @@ START_TEST(a_variant_that_cannot_share_is_refused_in_one_line)
                    "  kv_share: 2\n",
                    "error: model.kv_share: variant 'mla' cannot share K/V across layers "
                    "(model.kv_share 2)");
-    expect_refusal("model:\n  n_layer: 4\n  attention: {variant: gla, d_latent: 8, d_rope: 4, n_latent_head: 2}\n"
-                   "  kv_share: 2\n", "variant 'gla' cannot share");
+    expect_refusal("model:\n  n_layer: 4\n  attention: {variant: gla, d_latent: 8, d_rope: 4, "
+                   "n_latent_head: 2}\n  kv_share: 2\n", "variant 'gla' cannot share");
     expect_refusal("model:\n  n_layer: 4\n  layer_attention: [{variant: mqa}, {variant: mha}]\n"
                    "  kv_share: 2\n",
                    "error: model.kv_share: layers 0 and 1 share K/V (model.kv_share 2) but "
@@ -408,8 +408,8 @@ START_TEST(kv_of_mqa_share_2_is_half_the_plain_model)
         free(path);
     }
     ck_assert_msg(strstr(out[1], "variant: mqa-share2\n"), "%s", out[1]);
-    ck_assert_msg(strstr(out[1], "kv_layer_1: variant=mqa rows=64 f32=0 bf16=0 f16=0\n"), "%s",
-                  out[1]);
+    ck_assert_msg(strstr(out[1], "kv_layer_1: variant=mqa rows=64 f32=0 bf16=0 f16=0 "
+                                 "kv_from=0\n"), "%s", out[1]);
     const char *keys[] = {"kv_bytes_per_token: f32=", "kv_bytes_at_context_64: f32=",
                           "kv_elements_per_token: "};
     for (int k = 0; k < 3; k++) {
