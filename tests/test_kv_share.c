@@ -617,6 +617,31 @@ static void check_torch(al_model_config c, const char *dir, const char *data, in
     free(out);
 }
 
+/* `attnlab attention` over a shared model (consumers' maps by
+ * share_probs) against the PyTorch loader's probabilities. */
+static void check_torch_maps(al_model_config c, const char *dir, int k)
+{
+    al_model m;
+    al_err e;
+    char ckpt[4300], maps[4300], cmd[13000], *out;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    al_model_init_weights(&m, 60 + k);
+    scale_weights(&m, 20.0f);
+    snprintf(ckpt, sizeof ckpt, "%s/p%d.safetensors", dir, k);
+    snprintf(maps, sizeof maps, "%s/maps%d", dir, k);
+    ck_assert_int_eq(al_checkpoint_save(ckpt, &m, 0, &e), 0);
+    al_model_free(&m);
+    snprintf(cmd, sizeof cmd, "AL_GNUPLOT=/nonexistent %s attention %s --prompt 'Romeo, O' "
+             "--out %s --threads 1", al_test_binary(), ckpt, maps);
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s %s/scripts/attnlab_torch.py attention %s %s", python(),
+             al_test_srcdir(), ckpt, maps);
+    int rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 0 && strstr(out, "attention ok heads=16 "), "%s", out);   /* 4 x 4 */
+    free(out);
+}
+
 START_TEST(torch_scores_and_gradients_of_shared_models_equal_attnlab)
 {
     char cmd[4200], *out;
@@ -634,6 +659,7 @@ START_TEST(torch_scores_and_gradients_of_shared_models_equal_attnlab)
     char *data = al_test_write(dir, "data.txt", text);
     check_torch(shared("mqa", 3, 2, 8, 256), dir, data, 0);
     check_torch(shared_local(4, 2, 8, 256), dir, data, 1);
+    check_torch_maps(shared_local(4, 2, 8, 256), dir, 2);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(al_test_run(cmd, &out), 0);
     free(out), free(data), free(dir);

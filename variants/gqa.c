@@ -284,6 +284,20 @@ void al_gqa_share_backward(const al_attn_shape *s, int G, al_gqa_band band, floa
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
 }
 
+/* A consumer's probabilities: its q and row statistics, the producer's k. */
+void al_gqa_share_probs(const al_attn_shape *s, int G, al_gqa_band band, float *P,
+                        const float *act, const float *src_act, int T)
+{
+    gqa_acts a = carve_share(s, (float *)act, 1, T), src = carve(s, G, (float *)src_act, 1, T);
+    int H = s->n_head, dh = s->d_head;
+    float scale = 1.0f / sqrtf((float)dh);
+    if (band.window > 0)
+        al_attn_probs_band(P, a.stat, a.q, src.k, T, H, G, dh, scale, s->causal, band.window,
+                           band.sinks);
+    else
+        al_attn_probs(P, a.stat, a.q, src.k, T, H, G, dh, scale, s->causal);
+}
+
 /* One token of a consumer: its query over the producer's n filled rows. */
 void al_gqa_share_decode(const al_attn_shape *s, int G, float *out, float *scratch,
                          const float *x, float *const *p, const al_kv_cache *cache, int pos,

@@ -45,6 +45,8 @@ void al_gqa_share_backward(const al_attn_shape *s, int G, al_gqa_band band, floa
                            float *const *dp, float *dkv, float *scratch, const float *dout,
                            const float *x, const float *act, const float *src_act,
                            float *const *p, int B, int T);
+void al_gqa_share_probs(const al_attn_shape *s, int G, al_gqa_band band, float *P,
+                        const float *act, const float *src_act, int T);
 /* n: the filled rows the token reads (pos + 1; local: its ring's). */
 void al_gqa_share_decode(const al_attn_shape *s, int G, float *out, float *scratch,
                          const float *x, float *const *p, const al_kv_cache *cache, int pos,
@@ -149,11 +151,18 @@ static void family_share_decode(const al_attn_shape *s, float *out, float *scrat
 {
     al_gqa_share_decode(s, family_groups(s), out, scratch, x, p, cache, pos, pos + 1);
 }
+static void family_share_probs(const al_attn_shape *s, float *P, const float *act,
+                               const float *src_act, float *const *p, int T)
+{
+    al_gqa_share_probs(s, family_groups(s), (al_gqa_band){0, 0}, P, act, src_act, T);
+    (void)p;
+}
 /* The share_* members of a family table. */
 #define AL_GQA_FAMILY_SHARE_MEMBERS \
     .share_params = al_gqa_share_params, .share_act_floats = al_gqa_share_act_floats, \
     .share_forward = family_share_forward, .share_backward = family_share_backward, \
-    .backward_kv = family_backward_kv, .share_decode = family_share_decode,
+    .backward_kv = family_backward_kv, .share_decode = family_share_decode, \
+    .share_probs = family_share_probs,
 #endif
 
 #endif

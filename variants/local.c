@@ -266,6 +266,13 @@ static void local_share_decode(const al_attn_shape *s, float *out, float *scratc
                         al_kv_ring_len(pos, window(s), sinks(s)));
 }
 
+static void local_share_probs(const al_attn_shape *s, float *P, const float *act,
+                              const float *src_act, float *const *p, int T)
+{
+    al_gqa_share_probs(s, groups(s), band_of(s), P, act, src_act, T);
+    (void)p;
+}
+
 const al_variant_ops al_variant_local = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "local",
@@ -293,4 +300,5 @@ const al_variant_ops al_variant_local = {
     .share_backward = local_share_backward,
     .backward_kv = local_backward_kv,
     .share_decode = local_share_decode,
+    .share_probs = local_share_probs,
 };

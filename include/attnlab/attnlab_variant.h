@@ -216,6 +216,11 @@ typedef struct al_variant_ops {
      * which already holds the row of pos (the producer ran first). */
     void (*share_decode)(const al_attn_shape *s, float *out, float *scratch, const float *x,
                          float *const *p, const al_kv_cache *cache, int pos);
+    /* May be NULL even when the six are set: a consumer's attention
+     * pictures, as probs() gives them, from its act and the producer's
+     * src_act. NULL: `attnlab attention` refuses a shared model. */
+    void (*share_probs)(const al_attn_shape *s, float *P, const float *act,
+                        const float *src_act, float *const *p, int T);
 } al_variant_ops;
 
 /* 1 when v can be a member of a kv_share group (all six members set). */
