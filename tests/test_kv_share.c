@@ -6,7 +6,7 @@
  * group, gqa, local with sinks) against finite differences; cached decode
  * against the full forward past one cache tile for mqa share 2 and local
  * share 2 with sinks, single and batched; measured cache bytes against the
- * producers-only formula; `attnlab kv` halving a 4-layer mqa;
+ * producers-only formula at every storage dtype (int8, int4 too); `attnlab kv` halving a 4-layer mqa;
  * generate --stats; checkpoints, resume, a sweep over the key; PyTorch
  * (scripts/attnlab_torch.py) against attnlab's score and gradients.
  */
@@ -358,6 +358,45 @@ START_TEST(cached_decode_of_local_share_2_with_sinks_equals_the_full_forward)
 }
 END_TEST
 
+/* Every storage dtype, int8 and int4 (quantized groups) included: the
+ * decoder allocates the producers' caches only, as the formula counts
+ * them, and the consumers still follow the full forward closely. */
+START_TEST(every_cache_dtype_holds_the_producers_only)
+{
+    enum { N = AL_KV_TILE + 40 };
+    al_model_config c = shared("mqa", 4, 2, SEQ, VOC);
+    al_model m;
+    al_err e;
+    ck_assert_int_eq(al_model_init(&m, &c, &e), 0);
+    al_model_init_weights(&m, 3);
+    scale_weights(&m, 8.0f);
+    int *tok = malloc(N * sizeof(int));
+    float *full = malloc((size_t)N * VOC * sizeof(float));
+    random_tokens(tok, N, VOC, 4);
+    full_logits(&m, tok, N, full);
+    for (int dt = 0; dt < AL_KV_NALL; dt++) {
+        al_decoder d;
+        ck_assert_msg(al_decoder_init(&d, &m, N, dt, &e) == 0, "%s", e.msg);
+        ck_assert_uint_eq(al_decoder_cache_bytes(&d), al_model_kv_bytes_at(&c, dt, N));
+        c.kv_share = 1;   /* half the plain model's */
+        ck_assert_uint_eq(2 * al_decoder_cache_bytes(&d), al_model_kv_bytes_at(&c, dt, N));
+        c.kv_share = 2;
+        ck_assert_int_eq(al_decoder_prefill(&d, tok, SEQ, &e), 0);
+        double worst = 0, amax = 0;
+        for (int t = SEQ; t < N; t++)
+            worst = fmax(worst, worst_diff(al_decoder_step(&d, tok[t]), full + (size_t)t * VOC,
+                                           VOC, &amax));
+        /* measured: f32 ~1e-6, bf16, f16, int8 ~1e-3, int4 ~0.06 of logits up to ~3 */
+        double tol = dt == AL_KV_F32 ? 1e-4 : dt == AL_KV_INT4 ? 0.2 : 1e-2;
+        ck_assert_msg(worst < tol, "%s: %g", al_kv_dtype_name(dt), worst);
+        ck_assert_msg(amax > 1.0, "logits too small (%g) for the test to bite", amax);
+        al_decoder_free(&d);
+    }
+    al_model_free(&m);
+    free(tok), free(full);
+}
+END_TEST
+
 /* generate --stats measures the producers' caches. */
 START_TEST(generate_stats_measure_the_shared_cache)
 {
@@ -678,6 +717,7 @@ Suite *kv_share_suite(void)
     tcase_add_test(tc, shared_gradients_match_finite_differences);
     tcase_add_test(tc, cached_decode_of_mqa_share_2_equals_the_full_forward_past_a_tile);
     tcase_add_test(tc, cached_decode_of_local_share_2_with_sinks_equals_the_full_forward);
+    tcase_add_test(tc, every_cache_dtype_holds_the_producers_only);
     tcase_add_test(tc, generate_stats_measure_the_shared_cache);
     tcase_add_test(tc, kv_of_mqa_share_2_is_half_the_plain_model);
     tcase_add_test(tc, a_shared_checkpoint_round_trips_and_says_kv_share);
