@@ -6,7 +6,9 @@ issue 3 writes it), for Debian's /usr/bin/python3 with python3-torch and
 nothing else: the safetensors file is read by hand (struct + json). Each
 layer's attention comes from the checkpoint's config: "layer_attention" (a
 model.layer_attention stack, its items repeated over the layers), else
-"attention" for every layer.
+"attention" for every layer; "kv_share" S (model.kv_share, CLA) makes every
+layer but the first of each group of S attend over that layer's K/V, with
+no K/V projections of its own.
 
 Command line:
   attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
@@ -138,25 +140,38 @@ def linear(i, o):
 
 class GQA(nn.Module):
     """mha (G = H), mqa (G = 1), gqa (G = n_kv_head): query head h reads K/V
-    group h // (H / G)."""
+    group h // (H / G).
 
-    def __init__(self, cfg, groups):
+    Cross-layer K/V sharing ("kv_share", CLA): a consumer layer has no wk,
+    wv; its forward gets the (k, v) its group's first layer made (kv_out)."""
+
+    def __init__(self, cfg, groups, consumer=False):
         super().__init__()
         D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
         self.H, self.G, self.dh = H, groups, dh
         self.base, self.causal = cfg["rope_base"], cfg["causal"]
-        self.wq, self.wk = linear(D, H * dh), linear(D, groups * dh)
-        self.wv, self.wo = linear(D, groups * dh), linear(H * dh, D)
+        self.wq, self.wo = linear(D, H * dh), linear(H * dh, D)
+        if not consumer:
+            self.wk, self.wv = linear(D, groups * dh), linear(D, groups * dh)
 
-    def forward(self, x):
+    def kv(self, x):
+        """RoPE'd keys and values, (B, G, T, dh) each."""
+        B, T, _ = x.shape
+        G, dh = self.G, self.dh
+        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
+        return k, self.wv(x).view(B, T, G, dh).transpose(1, 2)
+
+    def visible(self, T):
+        return None   # the causal mask (or none)
+
+    def forward(self, x, kv=None):
         B, T, _ = x.shape
         H, G, dh = self.H, self.G, self.dh
+        self.kv_out = kv = self.kv(x) if kv is None else kv
         q = rope(self.wq(x).view(B, T, H, dh).transpose(1, 2), self.base)
-        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
-        v = self.wv(x).view(B, T, G, dh).transpose(1, 2)
-        k = k.repeat_interleave(H // G, dim=1)
-        v = v.repeat_interleave(H // G, dim=1)
-        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
+        k = kv[0].repeat_interleave(H // G, dim=1)
+        v = kv[1].repeat_interleave(H // G, dim=1)
+        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal, self.visible(T))
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
@@ -164,21 +179,12 @@ class Local(GQA):
     """local: gqa (n_kv_head, 0 for n_head) over a sliding window of
     `window` positions plus the first `sinks` positions (StreamingLLM)."""
 
-    def __init__(self, cfg, a):
-        super().__init__(cfg, int(a.get("n_kv_head", 0)) or cfg["n_head"])
+    def __init__(self, cfg, a, consumer=False):
+        super().__init__(cfg, int(a.get("n_kv_head", 0)) or cfg["n_head"], consumer)
         self.window, self.sinks = int(a["window"]), int(a.get("sinks", 0))
 
-    def forward(self, x):
-        B, T, _ = x.shape
-        H, G, dh = self.H, self.G, self.dh
-        q = rope(self.wq(x).view(B, T, H, dh).transpose(1, 2), self.base)
-        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
-        v = self.wv(x).view(B, T, G, dh).transpose(1, 2)
-        k = k.repeat_interleave(H // G, dim=1)
-        v = v.repeat_interleave(H // G, dim=1)
-        visible = band(T, self.window, self.sinks, self.causal)
-        y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal, visible)
-        return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
+    def visible(self, T):
+        return band(T, self.window, self.sinks, self.causal)
 
 
 class MLA(nn.Module):
@@ -337,15 +343,18 @@ class GLA(nn.Module):
 
 
 VARIANTS = {
-    "mha": lambda cfg, a: GQA(cfg, cfg["n_head"]),
-    "mqa": lambda cfg, a: GQA(cfg, 1),
-    "gqa": lambda cfg, a: GQA(cfg, a["n_kv_head"]),
+    "mha": lambda cfg, a, consumer=False: GQA(cfg, cfg["n_head"], consumer),
+    "mqa": lambda cfg, a, consumer=False: GQA(cfg, 1, consumer),
+    "gqa": lambda cfg, a, consumer=False: GQA(cfg, a["n_kv_head"], consumer),
     "mla": MLA,
     "gta": GTA,
     "tpa": TPA,
     "gla": GLA,
     "local": Local,
 }
+
+
+SHARING = ("mha", "mqa", "gqa", "local")   # variants with a consumer form
 
 
 class MLP(nn.Module):
@@ -366,24 +375,36 @@ def layer_attention(cfg, layer):
 
 
 def variant_label(cfg):
-    """The variant, or a stack's variants joined by '/' ("gqa/mha")."""
+    """The variant, or a stack's variants joined by '/' ("gqa/mha"), then
+    "-share2" under kv_share 2."""
     items = cfg.get("layer_attention") or [cfg["attention"]]
-    return "/".join(a["variant"] for a in items)
+    share = f"-share{kv_share(cfg)}" if kv_share(cfg) > 1 else ""
+    return "/".join(a["variant"] for a in items) + share
+
+
+def kv_share(cfg):
+    """model.kv_share: layers in consecutive groups of this many share the
+    K/V of the group's first layer (absent in older checkpoints: 1)."""
+    return int(cfg.get("kv_share", 1))
 
 
 class Block(nn.Module):
-    def __init__(self, cfg, a):
+    def __init__(self, cfg, a, consumer=False):
         super().__init__()
         D, eps = cfg["d_model"], cfg["norm_eps"]
         if a["variant"] not in VARIANTS:
             raise ValueError(f"variant '{a['variant']}' is not implemented here "
                              f"(known: {', '.join(VARIANTS)})")
+        if consumer and a["variant"] not in SHARING:
+            raise ValueError(f"variant '{a['variant']}' cannot share K/V (kv_share)")
         self.attn_norm, self.mlp_norm = RMSNorm(D, eps), RMSNorm(D, eps)
-        self.attn = VARIANTS[a["variant"]](cfg, a)
+        self.attn = VARIANTS[a["variant"]](cfg, a, consumer) if consumer else \
+            VARIANTS[a["variant"]](cfg, a)
         self.mlp = MLP(D, cfg["d_ff"])
 
-    def forward(self, x):
-        x = x + self.attn(self.attn_norm(x))
+    def forward(self, x, kv=None):
+        h = self.attn_norm(x)
+        x = x + (self.attn(h) if kv is None else self.attn(h, kv))
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -395,14 +416,17 @@ class AttnlabModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["d_model"])
-        self.blocks = nn.ModuleList(Block(cfg, layer_attention(cfg, l))
+        S = kv_share(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, layer_attention(cfg, l), l % S != 0)
                                     for l in range(cfg["n_layer"]))
         self.final_norm = RMSNorm(cfg["d_model"], cfg["norm_eps"])
 
     def forward(self, idx):
-        x = self.tok_emb(idx)
-        for b in self.blocks:
-            x = b(x)
+        x, S, kv = self.tok_emb(idx), kv_share(self.cfg), None
+        for l, b in enumerate(self.blocks):
+            x = b(x, kv if l % S else None)   # a consumer: its group's first layer's K/V
+            if S > 1 and l % S == 0:
+                kv = b.attn.kv_out
         return self.final_norm(x) @ self.tok_emb.weight.T
 
     def attention(self, idx):

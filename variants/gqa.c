@@ -90,6 +90,43 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
                      float *scratch, const float *dout, const float *x,
                      const float *act, float *const *p, int B, int T)
 {
+    al_gqa_backward_kv(s, G, (al_gqa_band){0, 0}, dx, dp, NULL, scratch, dout, x, act, p, B, T);
+}
+
+/* Attention of the saved q over k, v: the full block (gqa) or local's band. */
+static void attend(const al_attn_shape *s, int G, al_gqa_band band, float *y, float *stat,
+                   const float *q, const float *k, const float *v, int B, int T)
+{
+    int H = s->n_head, dh = s->d_head;
+    float scale = 1.0f / sqrtf((float)dh);
+    if (band.window > 0)
+        al_attn_forward_band(y, stat, q, k, v, B, T, H, G, dh, dh, scale, s->causal,
+                             band.window, band.sinks);
+    else
+        al_attn_forward(y, stat, q, k, v, B, T, H, G, dh, dh, scale, s->causal);
+}
+
+/* Its backward: OVERWRITES dq, dk, dv. */
+static void attend_back(const al_attn_shape *s, int G, al_gqa_band band, float *dq, float *dk,
+                        float *dv, const float *dy, const float *stat, const float *q,
+                        const float *k, const float *v, int B, int T)
+{
+    int H = s->n_head, dh = s->d_head;
+    float scale = 1.0f / sqrtf((float)dh);
+    if (band.window > 0)
+        al_attn_backward_band(dq, dk, dv, dy, stat, q, k, v, B, T, H, G, dh, dh, scale,
+                              s->causal, band.window, band.sinks);
+    else
+        al_attn_backward(dq, dk, dv, dy, stat, q, k, v, B, T, H, G, dh, dh, scale, s->causal);
+}
+
+/* backward, plus dkv (dk (BT,G*dh) | dv (BT,G*dh), the consumers' summed
+ * K/V gradient, or NULL) added to this layer's dk, dv before their
+ * projections: k and v feed the consumers as well as this layer. */
+void al_gqa_backward_kv(const al_attn_shape *s, int G, al_gqa_band band, float *dx,
+                        float *const *dp, const float *dkv, float *scratch, const float *dout,
+                        const float *x, const float *act, float *const *p, int B, int T)
+{
     int D = s->d_model, H = s->n_head, dh = s->d_head, BT = B * T;
     size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
     gqa_acts a = carve(s, G, (float *)act, B, T);
@@ -97,8 +134,9 @@ void al_gqa_backward(const al_attn_shape *s, int G, float *dx, float *const *dp,
     /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
      * first product. out = y . wo^T: dy (BT, H*dh) = dout . wo */
     al_linear_backward_beta(dy, dp[3], dout, a.y, p[3], BT, H * dh, D, 0.0f, 0.0f);
-    al_attn_backward(dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T, H, G,   /* writes */
-                     dh, dh, 1.0f / sqrtf((float)dh), s->causal);
+    attend_back(s, G, band, dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T);   /* writes */
+    if (dkv)
+        for (size_t i = 0; i < 2 * nG; i++) dk[i] += dkv[i];   /* dk, dv adjoin */
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
     al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);
     al_rope_backward(dk, B, T, G, dh, G * dh, 0, s->rope_base);
@@ -190,6 +228,90 @@ void al_gqa_decode_batch(const al_attn_shape *s, int G, float *out, float *scrat
     al_linear_forward_few(out, tmp, y, p[3], B, Hd, D);   /* out = y . wo^T */
 }
 
+/* ------------------------------------------------------------ sharing */
+
+/* A consumer (model.kv_share): wq [H*dh, D] and wo [D, H*dh], no wk, wv. */
+int al_gqa_share_params(const al_attn_shape *s, al_param_spec *out)
+{
+    int D = s->d_model, Hd = s->n_head * s->d_head;
+    out[0] = (al_param_spec){"wq", Hd, D, AL_INIT_NORMAL};
+    out[1] = (al_param_spec){"wo", D, Hd, AL_INIT_RESID};
+    return 2;
+}
+
+/* A consumer's saved activations: q (BT,H*dh) | y (BT,H*dh) | stat (B,H,T,2);
+ * its k, v are the producer's (carve of src_act). */
+size_t al_gqa_share_act_floats(const al_attn_shape *s, int B, int T)
+{
+    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
+    return BT * 2 * Hd + 2 * (size_t)B * s->n_head * T;
+}
+
+static gqa_acts carve_share(const al_attn_shape *s, float *act, int B, int T)
+{
+    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
+    gqa_acts a = {act, NULL, NULL, act + BT * Hd, act + 2 * BT * Hd};
+    return a;
+}
+
+void al_gqa_share_forward(const al_attn_shape *s, int G, al_gqa_band band, float *out,
+                          float *act, const float *x, float *const *p, const float *src_act,
+                          int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, BT = B * T;
+    gqa_acts a = carve_share(s, act, B, T), src = carve(s, G, (float *)src_act, B, T);
+    al_linear_forward(a.q, x, p[0], BT, D, H * dh);   /* q = x . wq^T */
+    al_rope_forward(a.q, B, T, H, dh, H * dh, 0, s->rope_base);
+    attend(s, G, band, a.y, a.stat, a.q, src.k, src.v, B, T);   /* the producer's k, v */
+    al_linear_forward(out, a.y, p[1], BT, H * dh, D); /* out = y . wo^T */
+}
+
+/* Writes dx, dp (AL_VARIANT_WRITES_GRADS); dkv (dk | dv) += this layer's
+ * gradient of the shared k, v. Scratch: dy, dq (BT,H*dh) | dk, dv (BT,G*dh). */
+void al_gqa_share_backward(const al_attn_shape *s, int G, al_gqa_band band, float *dx,
+                           float *const *dp, float *dkv, float *scratch, const float *dout,
+                           const float *x, const float *act, const float *src_act,
+                           float *const *p, int B, int T)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, BT = B * T;
+    size_t nH = (size_t)BT * H * dh, nG = (size_t)BT * G * dh;
+    gqa_acts a = carve_share(s, (float *)act, B, T), src = carve(s, G, (float *)src_act, B, T);
+    float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
+    al_linear_backward_beta(dy, dp[1], dout, a.y, p[1], BT, H * dh, D, 0.0f, 0.0f);
+    attend_back(s, G, band, dq, dk, dv, dy, a.stat, a.q, src.k, src.v, B, T);
+    for (size_t i = 0; i < 2 * nG; i++) dkv[i] += dk[i];   /* dk, dv adjoin */
+    al_rope_backward(dq, B, T, H, dh, H * dh, 0, s->rope_base);
+    al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
+}
+
+/* A consumer's probabilities: its q and row statistics, the producer's k. */
+void al_gqa_share_probs(const al_attn_shape *s, int G, al_gqa_band band, float *P,
+                        const float *act, const float *src_act, int T)
+{
+    gqa_acts a = carve_share(s, (float *)act, 1, T), src = carve(s, G, (float *)src_act, 1, T);
+    int H = s->n_head, dh = s->d_head;
+    float scale = 1.0f / sqrtf((float)dh);
+    if (band.window > 0)
+        al_attn_probs_band(P, a.stat, a.q, src.k, T, H, G, dh, scale, s->causal, band.window,
+                           band.sinks);
+    else
+        al_attn_probs(P, a.stat, a.q, src.k, T, H, G, dh, scale, s->causal);
+}
+
+/* One token of a consumer: its query over the producer's n filled rows. */
+void al_gqa_share_decode(const al_attn_shape *s, int G, float *out, float *scratch,
+                         const float *x, float *const *p, const al_kv_cache *cache, int pos,
+                         int n)
+{
+    int D = s->d_model, H = s->n_head, dh = s->d_head, Gd = G * dh;
+    float *q = scratch, *y = q + H * dh, *S = y + H * dh + 2 * Gd;   /* decode's layout */
+    float *tile = S + AL_KV_ATTEND_S(H);
+    al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
+    al_rope_forward(q, 1, 1, H, dh, H * dh, pos, s->rope_base);
+    al_kv_attend(y, S, tile, q, cache, n, H, G, dh, dh, 0, Gd, 1.0f / sqrtf((float)dh));
+    al_linear_row(out, y, p[1], H * dh, D);   /* out = y . wo^T */
+}
+
 /* ------------------------------------------------------------ gqa variant */
 
 static const al_setting gqa_settings[] = {
@@ -226,4 +348,5 @@ const al_variant_ops al_variant_gqa = {
     .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
     .decode_batch = family_decode_batch,
     .flags = AL_VARIANT_WRITES_GRADS,
+    AL_GQA_FAMILY_SHARE_MEMBERS
 };

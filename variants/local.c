@@ -227,6 +227,52 @@ static void local_decode_batch(const al_attn_shape *s, float *out, float *scratc
     al_linear_forward_few(out, tmp, y, p[3], B, Hd, D);   /* out = y . wo^T */
 }
 
+/* ------------------------------------------------------------ sharing */
+
+/* model.kv_share: gqa's consumer over the producer's k, v, under the same
+ * band; in decode, the producer's ring (the group shares window and sinks,
+ * so its filled rows are exactly the band's keys for every member). */
+static al_gqa_band band_of(const al_attn_shape *s) { return (al_gqa_band){window(s), sinks(s)}; }
+
+static void local_share_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                                const float *x, float *const *p, const float *src_act, int B,
+                                int T)
+{
+    al_gqa_share_forward(s, groups(s), band_of(s), out, act, x, p, src_act, B, T);
+    (void)scratch;
+}
+
+static void local_share_backward(const al_attn_shape *s, float *dx, float *const *dp,
+                                 float *dkv, float *scratch, const float *dout, const float *x,
+                                 const float *act, const float *src_act, float *const *p,
+                                 int B, int T)
+{
+    al_gqa_share_backward(s, groups(s), band_of(s), dx, dp, dkv, scratch, dout, x, act,
+                          src_act, p, B, T);
+}
+
+static void local_backward_kv(const al_attn_shape *s, float *dx, float *const *dp,
+                              const float *dkv, float *scratch, const float *dout,
+                              const float *x, const float *act, float *const *p, int B, int T)
+{
+    al_gqa_backward_kv(s, groups(s), band_of(s), dx, dp, dkv, scratch, dout, x, act, p, B, T);
+}
+
+static void local_share_decode(const al_attn_shape *s, float *out, float *scratch,
+                               const float *x, float *const *p, const al_kv_cache *cache,
+                               int pos)
+{
+    al_gqa_share_decode(s, groups(s), out, scratch, x, p, cache, pos,
+                        al_kv_ring_len(pos, window(s), sinks(s)));
+}
+
+static void local_share_probs(const al_attn_shape *s, float *P, const float *act,
+                              const float *src_act, float *const *p, int T)
+{
+    al_gqa_share_probs(s, groups(s), band_of(s), P, act, src_act, T);
+    (void)p;
+}
+
 const al_variant_ops al_variant_local = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "local",
@@ -248,4 +294,11 @@ const al_variant_ops al_variant_local = {
     .decode_batch = local_decode_batch,
     .flags = AL_VARIANT_WRITES_GRADS,
     .kv_rows = local_kv_rows,
+    .share_params = al_gqa_share_params,
+    .share_act_floats = al_gqa_share_act_floats,
+    .share_forward = local_share_forward,
+    .share_backward = local_share_backward,
+    .backward_kv = local_backward_kv,
+    .share_decode = local_share_decode,
+    .share_probs = local_share_probs,
 };

@@ -28,4 +28,5 @@ const al_variant_ops al_variant_mha = {
     .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
     .decode_batch = family_decode_batch,
     .flags = AL_VARIANT_WRITES_GRADS,
+    AL_GQA_FAMILY_SHARE_MEMBERS
 };

@@ -32,8 +32,10 @@
  *    those members NULL or 0. */
 /* 4: appends the optional member `kv_rows` (rows a layer's cache holds at
  *    a context), so a variant may bound its cache (local's ring of
- *    `window` rows plus its sinks). A version-2 or 3 table is still
- *    accepted, kv_rows NULL: its cache holds one row per token. */
+ *    `window` rows plus its sinks), and the optional share_* members
+ *    (cross-layer K/V sharing, model.kv_share). A version-2 or 3 table is
+ *    still accepted, kv_rows NULL: its cache holds one row per token; it
+ *    cannot share. */
 #define AL_VARIANT_API_VERSION 4
 #define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
@@ -173,7 +175,60 @@ typedef struct al_variant_ops {
      * al_kv_ring_row in al_kvcache.h). NULL: `context` rows, row pos for
      * position pos, as before version 4. */
     int (*kv_rows)(const al_attn_shape *s, int context);
+
+    /* ---- cross-layer K/V sharing (model.kv_share, CLA), since version 4:
+     * all six set, or all NULL (the variant cannot share; the core refuses
+     * a kv_share > 1 naming it) ----
+     *
+     * Layers come in groups of kv_share. The group's first layer, the
+     * producer, runs forward() as always and saves its K/V in act; the
+     * others, consumers, have their own queries and output projection but
+     * no K/V projection, and attend over the producer's K/V. Producer and
+     * consumers have the same variant and settings (the core checks), so a
+     * consumer reads the producer's saved activations (src_act) by the
+     * variant's own layout. The K/V gradient passed between them, dkv,
+     * holds B*T*kv_elems(s) floats in a layout of the variant's choosing
+     * (gqa: dk (BT,G*dh) then dv (BT,G*dh)). Scratch: scratch_floats(s, B,
+     * T) in training, decode_scratch_floats(s, context) in decode. */
+
+    /* A consumer's tensors (the same names as the producer's, minus the
+     * K/V projections): fill out, return the count. */
+    int (*share_params)(const al_attn_shape *s, al_param_spec *out);
+    /* Saved activations of a consumer for a (B, T) batch. */
+    size_t (*share_act_floats)(const al_attn_shape *s, int B, int T);
+    /* A consumer's forward: out (B,T,D) = attention of its queries (from x)
+     * over the producer's K/V in src_act. */
+    void (*share_forward)(const al_attn_shape *s, float *out, float *act, float *scratch,
+                          const float *x, float *const *p, const float *src_act, int B,
+                          int T);
+    /* A consumer's backward: dx and dp[i] as backward() gives them (flags
+     * apply), and the gradient of the shared K/V ADDED to dkv. */
+    void (*share_backward)(const al_attn_shape *s, float *dx, float *const *dp, float *dkv,
+                           float *scratch, const float *dout, const float *x,
+                           const float *act, const float *src_act, float *const *p, int B,
+                           int T);
+    /* A producer's backward: backward(), with dkv (the consumers' summed
+     * K/V gradient) added to its own K/V gradient before the projections. */
+    void (*backward_kv)(const al_attn_shape *s, float *dx, float *const *dp,
+                        const float *dkv, float *scratch, const float *dout,
+                        const float *x, const float *act, float *const *p, int B, int T);
+    /* A consumer's decode step at pos: its query over the producer's cache,
+     * which already holds the row of pos (the producer ran first). */
+    void (*share_decode)(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                         float *const *p, const al_kv_cache *cache, int pos);
+    /* May be NULL even when the six are set: a consumer's attention
+     * pictures, as probs() gives them, from its act and the producer's
+     * src_act. NULL: `attnlab attention` refuses a shared model. */
+    void (*share_probs)(const al_attn_shape *s, float *P, const float *act,
+                        const float *src_act, float *const *p, int T);
 } al_variant_ops;
+
+/* 1 when v can be a member of a kv_share group (all six members set). */
+static inline int al_variant_can_share(const al_variant_ops *v)
+{
+    return v->share_params && v->share_act_floats && v->share_forward &&
+           v->share_backward && v->backward_kv && v->share_decode;
+}
 
 /* flags: backward() OVERWRITES dx and every dp[i] instead of adding to
  * them, so the core hands it unzeroed buffers and saves a pass over each.

@@ -33,7 +33,8 @@ static const al_cli_spec kv_spec = {
     "over all layers, at f32, bf16 and f16, and at the configured model.kv_dtype;\n"
     "then the whole cache at a context of N tokens (--context, default the\n"
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
-    "holds fewer rows than tokens) and summed. A model.layer_attention stack\n"
+    "holds fewer rows than tokens; a model.kv_share consumer 0 bytes, kv_from naming\n"
+    "the layer whose cache it reads) and summed. A model.layer_attention stack\n"
     "also gets a line per layer (its attention and its share per token) before\n"
     "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
     "zero-points and the f32 window of recent tokens, which does not grow with\n"
@@ -72,11 +73,14 @@ static void print_kv_at(const al_model_config *m, int context)
         al_attn_config a = al_config_layer_attn(m, l);
         char label[128];
         al_sweep_attn_label(label, sizeof label, &a);
-        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu\n", l, label,
+        printf("kv_layer_%d: variant=%s rows=%d f32=%zu bf16=%zu f16=%zu", l, label,
                al_model_layer_kv_rows(m, l, context),
                al_model_layer_kv_bytes(m, l, AL_KV_F32, context),
                al_model_layer_kv_bytes(m, l, AL_KV_BF16, context),
                al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
+        if (al_config_kv_consumer(m, l))   /* model.kv_share: whose cache it reads */
+            printf(" kv_from=%d", al_config_kv_src(m, l));
+        putchar('\n');
     }
     if (m->n_layer > KV_LINES)
         printf("kv_layers_%d_to_%d: as the cycle above\n", KV_LINES, m->n_layer - 1);

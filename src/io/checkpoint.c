@@ -224,6 +224,11 @@ static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d
         (json_object_get(o, "kv_quant_residual") &&
          get_int(path, o, "kv_quant_residual", 0, MAX_LONG_DIM, &c->kv_quant_residual, e)))
         return -1;
+    /* cross-layer K/V sharing; checkpoints older than the key had none */
+    c->kv_share = 1;
+    if (json_object_get(o, "kv_share") &&
+        get_int(path, o, "kv_share", 1, MAX_DIM, &c->kv_share, e))
+        return -1;
     return 0;
 }
 

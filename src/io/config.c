@@ -576,7 +576,7 @@ static const num_rule num_rules[] = {
     IRULE(model.n_layer, R_POS), IRULE(model.d_model, R_POS), IRULE(model.n_head, R_POS),
     IRULE(model.d_head, R_NONNEG), IRULE(model.seq_len, R_POS),
     IRULE(model.vocab_size, R_NONNEG), DRULE(model.mlp_ratio, R_POS),
-    IRULE(model.d_ff, R_NONNEG),
+    IRULE(model.d_ff, R_NONNEG), IRULE(model.kv_share, R_POS),
     DRULE(model.norm_eps, R_POS), DRULE(model.rope_base, R_POS),
     IRULE(model.kv_quant_group, R_POS), IRULE(model.kv_quant_residual, R_NONNEG),
     IRULE(train.steps, R_POS), IRULE(train.batch_size, R_POS), DRULE(train.lr, R_POS),
@@ -660,6 +660,9 @@ static int check_variant(const al_config *c, const al_node *root, al_err *e)
                            "the last layer would never be used", m->n_layer_attn, m->n_layer);
     for (int k = 0; k < al_config_n_attn(m); k++)
         if (check_variant_item(c, root, k, e)) return -1;
+    char msg[256];
+    if (al_config_check_share(m, msg, sizeof msg))   /* a group the stack cannot share */
+        return al_cfg_verr(e, c, root, "model.kv_share", "%s", msg);
     return 0;
 }
 

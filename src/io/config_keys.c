@@ -61,9 +61,10 @@ const key_spec al_cfg_model_keys[] = {
     ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)"),
     QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
     QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
+    QUIET_FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings", 0},
     {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention", 0},
-    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)", 0},
+    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention (and no kv_share): {to: {variant: mha}, by: d_ff} (or by: n_layer)", 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef M

@@ -21,8 +21,8 @@
 #define AL_MATCH_MAX_N_LAYER 4096
 
 /* Parameters of m with n_layer L, d_ff F and attention (ops, set) on every
- * layer, or with ops NULL m's own stack (a model.layer_attention list goes
- * on repeating over the L layers). */
+ * layer without kv_share, or with ops NULL m's own stack and sharing (a
+ * model.layer_attention list goes on repeating over the L layers). */
 static size_t count_with(const al_model_config *m, int L, int F, const al_variant_ops *ops,
                          const double *set, al_err *e)
 {
@@ -36,6 +36,7 @@ static size_t count_with(const al_model_config *m, int L, int F, const al_varian
         a.attn = ops;
         memcpy(a.set, set, sizeof a.set);
         al_config_set_attn(&x, &a);
+        x.kv_share = 1;   /* the model matched to shares nothing: sharing is m's choice */
     }
     return al_model_param_count(&x, e);
 }

@@ -137,6 +137,7 @@ static al_model_config as_given(const al_model_config *m)
     al_model_config given = *m;
     if (!given.kv_quant_group)   /* built in code: the defaults of both (al_config.h) */
         given.kv_quant_group = AL_KV_QUANT_GROUP, given.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
+    if (given.kv_share < 1) given.kv_share = 1;   /* built in code: 0 reads as 1 */
     if (m->match.by != AL_MATCH_NONE) {
         given.n_layer = m->match.base_n_layer;
         given.d_ff = m->match.base_d_ff;
@@ -338,6 +339,8 @@ static json_t *table_json(const key_spec *t, const void *base, int built)
         const char *field = (const char *)base + t->offset;
         json_t *v;
         if (!in_json(t, built)) continue;
+        /* a checkpoint without sharing reads as every one before the key did */
+        if (built && strcmp(t->key, "kv_share") == 0 && *(const int *)field <= 1) continue;
         if (t->type == K_ATTN || t->type == K_LATTN) {   /* the one the model has */
             const al_model_config *m = base;
             if ((m->n_layer_attn > 0) != (t->type == K_LATTN)) continue;

@@ -5,7 +5,7 @@
  * The probabilities come from the variant's `probs` member (attnlab_variant.h),
  * which rebuilds them from the state the training forward pass saved, so a
  * picture shows exactly the weights the model applied. A variant without
- * `probs` is refused.
+ * `probs` is refused; a model.kv_share consumer's come from `share_probs`.
  *
  *   al_attention_forward(m, tokens, T, &e);      // one forward pass, B = 1
  *   al_attention_layer(m, l, T, P);              // P (H, T, T) of layer l

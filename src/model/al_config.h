@@ -77,6 +77,10 @@ typedef struct al_model_config {
      * kv_quant_group 0 means the defaults of both (32, 32); a config file
      * always has a group >= 1, and a residual >= 0 as given. */
     int kv_quant_group, kv_quant_residual;
+    /* model.kv_share: layers in consecutive groups of kv_share share one
+     * K/V (CLA); the last group may be shorter. 0 (configs built by hand)
+     * or 1: no sharing. */
+    int kv_share;
 } al_model_config;
 
 typedef struct al_train_config {
@@ -126,6 +130,13 @@ al_attn_config al_config_layer_attn(const al_model_config *m, int layer);
 void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s);
 /* 1 when the layers do not all have one variant with the same settings. */
 int al_config_mixed_attn(const al_model_config *m);
+/* model.kv_share: the layer whose K/V layer l attends over (the first of
+ * its group; l itself when it produces K/V), and 1 when l is a consumer. */
+int al_config_kv_src(const al_model_config *m, int layer);
+int al_config_kv_consumer(const al_model_config *m, int layer);
+/* The one-line refusal of a kv_share the stack cannot take (a variant
+ * without the share_* members, a group of unlike attentions), or 0. */
+int al_config_check_share(const al_model_config *m, char *err, size_t n);
 /* Set every layer to the one attention a (drops a layer_attention list). */
 void al_config_set_attn(al_model_config *m, const al_attn_config *a);
 /* The items' labels joined by sep: "gqa-kv2/mha" (sep "/") or

@@ -46,7 +46,8 @@ typedef struct al_decoder {
                              them), enum al_kv_dtype */
     int batch;            /* sequences */
     int *pos;             /* owned, (batch): tokens in each sequence's caches */
-    al_kv_cache **cache;  /* owned, n_layer x batch: layer l of sequence b at l * batch + b */
+    al_kv_cache **cache;  /* owned, n_layer x batch: layer l of sequence b at l * batch + b
+                             (NULL for a model.kv_share consumer: it reads its producer's) */
     float *buf;           /* owned: every float below */
     float *x, *h, *a;     /* (batch, D) residual, normed input, branch output */
     float *u, *g;         /* (batch, F) MLP hidden before / after gelu */

@@ -23,6 +23,9 @@
 typedef struct al_layer {
     const al_variant_ops *attn;
     al_attn_shape ashape;                           /* as the variant sees it */
+    /* model.kv_share: the layer whose K/V this one attends over (itself
+     * unless it is a consumer); consumers have share_params' tensors. */
+    int kv_src;
     int n_attn_params;
     al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
     float *attn_norm, *mlp_norm, *w1, *w2;          /* (D) (D) (F,D) (D,F) */
@@ -61,6 +64,7 @@ typedef struct al_model {
     float *logits;               /* (B,T,V); dlogits after backward */
     float *dx, *dtmp, *dff;      /* backward work: (B,T,D) (B,T,D) (B,T,F) */
     float *scratch;              /* variant scratch */
+    float *dkv;                  /* (B*T*kv_elems) a kv_share group's K/V gradient */
     int *targets;                /* (B,T) copy of the last targets */
     float *weights;              /* (B,T) loss weights or NULL */
     int has_weights, has_targets;

@@ -33,10 +33,13 @@ typedef struct al_attn_item {
     al_attn_shape ashape;                         /* the config as the variant sees it */
     int n_attn_params;                            /* the variant's tensors per block */
     al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
+    int n_share_params;                           /* a kv_share consumer's (share_params); */
+    al_param_spec share_spec[AL_MAX_ATTN_PARAMS]; /* 0 when the variant cannot share */
 } al_attn_item;
 
-/* Order: tok_emb; per block attn_norm, the variant's tensors, mlp_norm,
- * mlp.w1, mlp.w2; final_norm. */
+/* Order: tok_emb; per block attn_norm, the variant's tensors (a kv_share
+ * consumer's: share_params, no K/V projections), mlp_norm, mlp.w1, mlp.w2;
+ * final_norm. */
 typedef struct al_tensor_table {
     int d_ff;                                     /* al_config_d_ff */
     int n_items;                                  /* al_config_n_attn */
@@ -53,8 +56,14 @@ typedef struct al_tensor_table {
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e);
 void al_tensor_table_free(al_tensor_table *t);
 
+/* The tensors layer l has: its item's, or (a kv_share consumer) the
+ * item's share_params. */
+int al_tensor_table_layer_params(const al_tensor_table *t, const al_model_config *c, int l,
+                                 const al_param_spec **spec);
+
 /* Parameter count (0 with e set when the table cannot be built) and KV
- * floats per token summed over layers, and layer l's alone. */
+ * floats per token summed over layers, and layer l's alone (0 for a
+ * kv_share consumer: it caches nothing). */
 size_t al_model_param_count(const al_model_config *c, al_err *e);
 size_t al_model_kv_elems_per_token(const al_model_config *c);
 size_t al_model_layer_kv_elems(const al_model_config *c, int layer);
@@ -65,7 +74,8 @@ size_t al_model_layer_kv_elems(const al_model_config *c, int layer);
 int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context);
 /* Rows and bytes of layer l's cache at `context` tokens stored as dtype,
  * and the whole model's bytes (the sum over layers): what a decoder of
- * that context allocates per sequence. */
+ * that context allocates per sequence. A kv_share consumer has no cache:
+ * its rows are its producer's, its bytes 0. */
 int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
 /* What layer l's cache of `context` tokens is made of (al_kvcache.h's
  * al_kv_cache_new_quant arguments): its rows, floats per row, the first

@@ -17,6 +17,10 @@ int al_attention_supported(const al_model *m, al_err *e)
         if (!v->probs)
             return al_errf(e, "variant '%s' cannot show its attention: its ops table has no "
                            "'probs' member (attnlab_variant.h, interface version 3)", v->name);
+        if (m->layers[l].kv_src != l && !v->share_probs)
+            return al_errf(e, "variant '%s' cannot show the attention of a layer that shares "
+                           "K/V (model.kv_share %d): its ops table has no 'share_probs' member",
+                           v->name, m->cfg.kv_share);
     }
     return 0;
 }
@@ -38,7 +42,11 @@ void al_attention_layer(const al_model *m, int layer, int T, float *P)
 {
     AL_ASSERT(m->fwd_B == 1 && m->fwd_T == T && layer >= 0 && layer < m->cfg.n_layer);
     const al_layer *L = &m->layers[layer];
-    L->attn->probs(&L->ashape, P, L->attn_act, L->attn_p, T);
+    if (L->kv_src != layer)   /* a kv_share consumer: the producer's keys */
+        L->attn->share_probs(&L->ashape, P, L->attn_act, m->layers[L->kv_src].attn_act,
+                             L->attn_p, T);
+    else
+        L->attn->probs(&L->ashape, P, L->attn_act, L->attn_p, T);
 }
 
 /* ------------------------------------------------------------ statistics */

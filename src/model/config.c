@@ -5,6 +5,7 @@
  */
 #include "al_config.h"
 
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -80,6 +81,45 @@ int al_config_mixed_attn(const al_model_config *m)
     for (int k = 1; k < al_config_n_attn(m); k++) {
         al_attn_config a = al_config_attn_item(m, k);
         if (!same_attn(&a0, &a)) return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ kv_share */
+
+int al_config_kv_src(const al_model_config *m, int layer)
+{
+    int S = m->kv_share > 1 ? m->kv_share : 1;
+    return layer - layer % S;
+}
+
+int al_config_kv_consumer(const al_model_config *m, int layer)
+{
+    return al_config_kv_src(m, layer) != layer;
+}
+
+/* Every consumer has its producer's variant and settings (so it reads the
+ * producer's saved K/V and cache by the same layout), and that variant can
+ * share. */
+int al_config_check_share(const al_model_config *m, char *err, size_t n)
+{
+    for (int l = 0; m->kv_share > 1 && l < m->n_layer; l++) {
+        int src = al_config_kv_src(m, l);
+        al_attn_config a = al_config_layer_attn(m, l), b = al_config_layer_attn(m, src);
+        if (!a.attn || !b.attn) continue;   /* unresolved: validation says so */
+        if (!al_variant_can_share(a.attn)) {
+            snprintf(err, n, "model.kv_share: variant '%s' cannot share K/V across layers "
+                     "(model.kv_share %d); the GQA family (mha, mqa, gqa) and local can",
+                     a.variant, m->kv_share);
+            return -1;
+        }
+        if (l != src && !same_attn(&a, &b)) {
+            snprintf(err, n, "model.kv_share: layers %d and %d share K/V (model.kv_share %d) "
+                     "but their attentions differ ('%s' and '%s', or their settings); a group "
+                     "needs one variant and K/V shape", src, l, m->kv_share, b.variant,
+                     a.variant);
+            return -1;
+        }
     }
     return 0;
 }

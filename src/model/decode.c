@@ -3,7 +3,8 @@
  *
  * A decode step is the model's forward pass for one token, written out for
  * T = 1: embedding, per layer x += attn(rmsnorm(x)) through the variant's
- * decode hook (which appends to and reads from its cache), x +=
+ * decode hook (which appends to and reads from its cache; a kv_share
+ * consumer's share_decode reads its producer's, and has none), x +=
  * mlp(rmsnorm(x)), final norm, tied head. The full-sequence forward in
  * model.c is its reference: tests check the two agree at every position.
  */
@@ -77,6 +78,7 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     for (size_t i = 0; i < (size_t)c->n_layer * B; i++) {   /* each layer its own rows; */
+        if (m->layers[i / B].kv_src != (int)(i / B)) continue;   /* a kv_share consumer: none */
         al_kv_layout o = al_model_layer_kv_layout(c, (int)(i / B), context);   /* a bounded one fewer */
         d->cache[i] = al_kv_cache_new_quant(o.elems, o.key_elems, o.rows, dtype, o.group,
                                             o.residual);
@@ -120,7 +122,8 @@ void al_decoder_reset(al_decoder *d)
 size_t al_decoder_cache_bytes(const al_decoder *d)
 {
     size_t n = 0;
-    for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++) n += al_kv_cache_bytes(d->cache[i]);
+    for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
+        if (d->cache[i]) n += al_kv_cache_bytes(d->cache[i]);
     return n;
 }
 
@@ -129,6 +132,7 @@ size_t al_decoder_row_bytes(const al_decoder *d)
     size_t n = 0;
     for (int l = 0; l < d->m->cfg.n_layer; l++) {
         const al_kv_cache *c = d->cache[(size_t)l * d->batch];
+        if (!c) continue;   /* a kv_share consumer */
         n += al_kv_cache_bytes(c) / (size_t)al_kv_cache_context(c);
     }
     return n;
@@ -155,8 +159,9 @@ int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_er
     if (al_model_reserve(m, 1, nb, e) != 0) return -1;
     al_model_forward(m, tokens, NULL, NULL, 1, nb);
     for (int l = 0; l < c->n_layer; l++)
-        m->layers[l].attn->prefill(&m->layers[l].ashape, d->cache[l * d->batch + b],
-                                   m->layers[l].attn_act, m->layers[l].attn_p, nb);
+        if (m->layers[l].kv_src == l)   /* consumers cache nothing */
+            m->layers[l].attn->prefill(&m->layers[l].ashape, d->cache[l * d->batch + b],
+                                       m->layers[l].attn_act, m->layers[l].attn_p, nb);
     memcpy(d->logits + (size_t)b * c->vocab_size,
            m->logits + (size_t)(nb - 1) * c->vocab_size, c->vocab_size * sizeof(float));
     d->pos[b] = nb;
@@ -187,8 +192,14 @@ static void attention(al_decoder *d, int l, int b0, int n)
     const al_attn_shape *s = &m->layers[l].ashape;
     int D = m->cfg.d_model;
     float *const *p = m->layers[l].attn_p;
-    al_kv_cache **c = d->cache + (size_t)l * d->batch + b0;
+    al_kv_cache **c = d->cache + (size_t)m->layers[l].kv_src * d->batch + b0;
     float *h = d->h + (size_t)b0 * D, *a = d->a + (size_t)b0 * D;
+    if (m->layers[l].kv_src != l) {   /* a kv_share consumer: the producer's cache, */
+        for (int i = 0; i < n; i++)  /* which already holds this token's row */
+            v->share_decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
+                            d->pos[b0 + i]);
+        return;
+    }
     if (n > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
         v->decode_batch(s, a, d->scratch, h, p, c, d->pos + b0, n);
         return;
@@ -253,10 +264,11 @@ void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)
     al_rng_seed(&r, seed);
     size_t wide = 0;
     for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
-        wide = al_kv_cache_elems(d->cache[i]) > wide ? al_kv_cache_elems(d->cache[i]) : wide;
+        if (d->cache[i] && al_kv_cache_elems(d->cache[i]) > wide)
+            wide = al_kv_cache_elems(d->cache[i]);
     float *row = al_malloc(wide * sizeof(float));   /* set-up, not a decode step */
     for (int i = 0; i < d->m->cfg.n_layer * d->batch; i++)
-        for (int t = 0; t < n && t < al_kv_cache_context(d->cache[i]); t++) {
+        for (int t = 0; d->cache[i] && t < n && t < al_kv_cache_context(d->cache[i]); t++) {
             size_t elems = al_kv_cache_elems(d->cache[i]);
             for (size_t j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
             al_kv_row_put(d->cache[i], t, row);

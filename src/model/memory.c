@@ -31,9 +31,45 @@ static int mad(size_t a, size_t b, size_t c, size_t *out)
  * 2 (B,T,F) + its variant's; then 4 (B,T,D) + 2 (B,T) + (B,T,V) + (B,T,F) +
  * the widest layer's scratch (the layers share it). Per item of the layer
  * cycle, so a stack of 10^8 layers costs no loop over them. */
+/* Under model.kv_share the same sum layer by layer: a consumer saves
+ * share_act_floats, and the group K/V gradient (B,T,kv_elems) of the widest
+ * consumer lies after the scratch. (A loop over the layers: a consumer's
+ * place depends on both cycles.) */
+static int shared_act_floats(const al_model_config *c, int d_ff, int B, int T, size_t *total,
+                             al_err *e)
+{
+    size_t BT = (size_t)B * (size_t)T, D = (size_t)c->d_model, F = (size_t)d_ff;
+    size_t V = (size_t)c->vocab_size, scratch = 0, dkv = 0, layers = 0, tail, one;
+    size_t width_layer = 4 * D + 2 + 2 * F, width_tail = 4 * D + 2 + V + F;
+    for (int l = 0; l < c->n_layer; l++) {
+        al_attn_shape s;
+        al_attn_shape_of(&s, c, l % al_config_n_attn(c));
+        const al_variant_ops *v = al_config_layer_attn(c, l).attn;
+        int consumer = al_config_kv_consumer(c, l);
+        size_t attn = consumer ? v->share_act_floats(&s, B, T) : v->act_floats(&s, B, T);
+        size_t sc = v->scratch_floats(&s, B, T), kv = consumer ? v->kv_elems(&s) : 0;
+        if (reported(v, "activation", attn, B, T, e) || reported(v, "scratch", sc, B, T, e) ||
+            reported(v, "kv", kv, 1, 1, e))
+            return -1;
+        scratch = sc > scratch ? sc : scratch;
+        if (mad(BT, kv, 0, &one)) goto overflow;
+        dkv = one > dkv ? one : dkv;
+        if (mad(BT, width_layer, attn, &one) || __builtin_add_overflow(layers, one, &layers))
+            goto overflow;
+    }
+    if (mad(BT, width_tail, scratch, &tail) || __builtin_add_overflow(tail, dkv, &tail) ||
+        __builtin_add_overflow(layers, tail, total) || *total > SIZE_MAX / sizeof(float))
+        goto overflow;
+    return 0;
+overflow:
+    return al_errf(e, "'train.batch_size' x 'model.seq_len' (%d x %d): the activations of "
+                   "%d layers overflow %zu bytes", B, T, c->n_layer, SIZE_MAX);
+}
+
 int al_model_act_floats(const al_model_config *c, int d_ff, int B, int T, size_t *total,
                         al_err *e)
 {
+    if (c->kv_share > 1) return shared_act_floats(c, d_ff, B, T, total, e);
     size_t BT = (size_t)B * (size_t)T, D = (size_t)c->d_model, F = (size_t)d_ff;
     size_t V = (size_t)c->vocab_size, scratch = 0, cyc = 0, rest = 0, layers, tail;
     int n_items = al_config_n_attn(c);

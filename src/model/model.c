@@ -45,6 +45,7 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    if (m->cfg.kv_share < 1) m->cfg.kv_share = 1;   /* a config built by hand: no sharing */
     AL_ASSERT(cfg->attn != NULL);
     if (cfg->vocab_size <= 0 || cfg->n_layer <= 0 || cfg->d_model <= 0)
         return al_errf(e, "model: vocab_size, n_layer and d_model must be positive");
@@ -58,10 +59,12 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     for (int l = 0; l < cfg->n_layer; l++) {
         const al_attn_item *it = &t.item[l % t.n_items];
         al_layer *L = &m->layers[l];
+        const al_param_spec *spec;
         L->attn = it->ops;
         L->ashape = it->ashape;
-        L->n_attn_params = it->n_attn_params;
-        memcpy(L->attn_spec, it->attn_spec, sizeof L->attn_spec);
+        L->kv_src = al_config_kv_src(cfg, l);
+        L->n_attn_params = al_tensor_table_layer_params(&t, cfg, l, &spec);
+        memcpy(L->attn_spec, spec, sizeof L->attn_spec);
     }
     m->n_tensors = t.n_tensors;
     m->tensors = t.tensors;   /* the model owns it now */
@@ -118,6 +121,14 @@ void al_model_init_weights(al_model *m, uint64_t seed)
 
 /* ------------------------------------------------------------ activations */
 
+/* Saved attention floats of layer l: a kv_share consumer's are fewer. */
+static size_t layer_act_floats(const al_model *m, int l, int B, int T)
+{
+    const al_layer *L = &m->layers[l];
+    if (L->kv_src != l) return L->attn->share_act_floats(&L->ashape, B, T);
+    return L->attn->act_floats(&L->ashape, B, T);
+}
+
 int al_model_reserve(al_model *m, int B, int T, al_err *e)
 {
     if (B <= m->B && T <= m->T && m->acts) return 0;
@@ -132,11 +143,15 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     m->acts = NULL, m->targets = NULL, m->inputs = NULL, m->B = m->T = 0;
     /* checked (a plugin's sizes too), and refused rather than aborted */
     if (al_model_act_floats(c, m->d_ff, B, T, &total, e) != 0) return -1;
-    size_t scratch = 0;
+    size_t scratch = 0, dkv = 0;
     for (int l = 0; l < c->n_layer; l++) {   /* scratch is shared: the widest layer's */
         const al_layer *L = &m->layers[l];
         size_t s = L->attn->scratch_floats(&L->ashape, B, T);
         scratch = s > scratch ? s : scratch;
+        if (L->kv_src != l) {   /* one group's K/V gradient at a time */
+            size_t n = BT * L->attn->kv_elems(&L->ashape);
+            dkv = n > dkv ? n : dkv;
+        }
     }
     float *p = m->acts = calloc(total, sizeof(float));
     if (!p)
@@ -144,7 +159,7 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
                        "need %zu bytes", B, T, total * sizeof(float));
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
-        size_t attn = L->attn->act_floats(&L->ashape, B, T);
+        size_t attn = layer_act_floats(m, l, B, T);
         L->x_in = p; p += BT * D;
         L->h1 = p; p += BT * D;
         L->rstd1 = p; p += BT;
@@ -164,6 +179,7 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     m->dff = p; p += BT * F;
     m->weights = p; p += BT;
     m->scratch = p; p += scratch;
+    m->dkv = dkv ? p : NULL; p += dkv;
     AL_ASSERT((size_t)(p - m->acts) == total);
     m->targets = al_calloc(BT, sizeof(int));
     m->inputs = al_calloc(BT, sizeof(int));
@@ -243,7 +259,11 @@ double al_model_forward(al_model *m, const int *inputs, const int *targets,
     float *tmp = m->dtmp; /* (BT, D) branch output; free during forward */
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l], *next = l + 1 < c->n_layer ? &m->layers[l + 1] : NULL;
-        L->attn->forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
+        if (L->kv_src != l)   /* a kv_share consumer: the producer's K/V */
+            L->attn->share_forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p,
+                                   m->layers[L->kv_src].attn_act, B, T);
+        else
+            L->attn->forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
         /* x_mid = x_in + attn, h2 = rmsnorm(x_mid): one pass */
         al_residual_rmsnorm_forward(L->x_mid, L->h2, L->rstd2, L->x_in, tmp, L->mlp_norm, BT, D,
                                     eps);
@@ -284,9 +304,9 @@ void al_model_zero_grad(al_model *m)
  * gets the buffers as they are; one that accumulates (the contract's
  * default) gets them zeroed: dh, and the layer's attention tensors, which
  * lie together in the gradient buffer (the table's order). */
-static void attention_backward(al_model *m, al_layer *L, float *dh, const float *dx, int B,
-                               int T)
+static void attention_backward(al_model *m, int l, float *dh, const float *dx, int B, int T)
 {
+    al_layer *L = &m->layers[l];
     const al_variant_ops *v = L->attn;
     if (!(v->flags & AL_VARIANT_WRITES_GRADS)) {
         zero_floats(dh, (size_t)B * T * m->cfg.d_model);
@@ -295,13 +315,27 @@ static void attention_backward(al_model *m, al_layer *L, float *dh, const float 
         size_t n = (size_t)(last - first) + ls->rows * (size_t)(ls->cols ? ls->cols : 1);
         zero_floats(L->attn_dp[0], n);
     }
-    v->backward(&L->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p, B, T);
+    int n = m->cfg.n_layer, consumer = L->kv_src != l;
+    int fed = l + 1 < n && m->layers[l + 1].kv_src == L->kv_src;   /* a consumer follows */
+    if (consumer) {
+        /* the group's last layer runs first backward: it starts dkv */
+        if (!fed) zero_floats(m->dkv, (size_t)B * T * v->kv_elems(&L->ashape));
+        v->share_backward(&L->ashape, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1,
+                          L->attn_act, m->layers[L->kv_src].attn_act, L->attn_p, B, T);
+    } else if (fed) {   /* a producer: its consumers' K/V gradient joins its own */
+        v->backward_kv(&L->ashape, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1, L->attn_act,
+                       L->attn_p, B, T);
+    } else {
+        v->backward(&L->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p,
+                    B, T);
+    }
 }
 
 /* One block, given dx = d(block output); leaves d(block input) in dx and
  * writes every gradient of the block's parameters. */
-static void block_backward(al_model *m, al_layer *L, int B, int T)
+static void block_backward(al_model *m, int l, int B, int T)
 {
+    al_layer *L = &m->layers[l];
     const al_model_config *c = &m->cfg;
     int D = c->d_model, F = m->d_ff, BT = B * T;
     float *dx = m->dx, *dh = m->dtmp, *dg = m->dff;
@@ -313,7 +347,7 @@ static void block_backward(al_model *m, al_layer *L, int B, int T)
     al_rmsnorm_backward_beta(dx, L->d_mlp_norm, dh, L->x_mid, L->mlp_norm, L->rstd2, BT, D,
                              1.0f, 0.0f);
     /* x_mid = x_in + attn(h1), h1 = rmsnorm(x_in) */
-    attention_backward(m, L, dh, dx, B, T);
+    attention_backward(m, l, dh, dx, B, T);
     al_rmsnorm_backward_beta(dx, L->d_attn_norm, dh, L->x_in, L->attn_norm, L->rstd1, BT, D,
                              1.0f, 0.0f);
 }
@@ -331,7 +365,7 @@ void al_model_backward(al_model *m)
                             0.0f);
     al_rmsnorm_backward_beta(m->dx, m->d_final_norm, m->dtmp, m->x_final, m->final_norm,
                              m->rstdf, BT, D, 0.0f, 0.0f);
-    for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, &m->layers[l], B, T);
+    for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, l, B, T);
     /* x = tok_emb[inputs]: the embedding adds to the head's gradient */
     rows_job j = {m->d_tok_emb, m->dx, NULL, m->inputs, D, BT};
     al_parallel_for(V, 16, embed_back_tokens, &j);

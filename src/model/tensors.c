@@ -89,13 +89,35 @@ static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err
     t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
     char who[160];
     snprintf(who, sizeof who, "%s: variant '%s'", where, t->ops->name);
-    return check_attn_params(t, who, e);
+    if (check_attn_params(t, who, e)) return -1;
+    if (c->kv_share <= 1 || !al_variant_can_share(t->ops)) return 0;
+    /* a consumer's tensors, checked as params() are */
+    al_attn_item sh = *t;
+    sh.n_attn_params = t->ops->share_params(&t->ashape, sh.attn_spec);
+    snprintf(who, sizeof who, "%s: variant '%s' (share_params)", where, t->ops->name);
+    if (check_attn_params(&sh, who, e)) return -1;
+    t->n_share_params = sh.n_attn_params;
+    memcpy(t->share_spec, sh.attn_spec, sizeof t->share_spec);
+    return 0;
+}
+
+int al_tensor_table_layer_params(const al_tensor_table *t, const al_model_config *c, int l,
+                                 const al_param_spec **spec)
+{
+    const al_attn_item *it = &t->item[l % t->n_items];
+    if (al_config_kv_consumer(c, l)) {
+        *spec = it->share_spec;
+        return it->n_share_params;
+    }
+    *spec = it->attn_spec;
+    return it->n_attn_params;
 }
 
 static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
 {
     int n = 0;
-    for (int l = 0; l < c->n_layer; l++) n += t->item[l % t->n_items].n_attn_params;
+    const al_param_spec *spec;
+    for (int l = 0; l < c->n_layer; l++) n += al_tensor_table_layer_params(t, c, l, &spec);
     return n;
 }
 
@@ -117,9 +139,10 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     for (int l = 0; l < c->n_layer; l++) {
         snprintf(name, sizeof name, "blocks.%d.attn_norm.weight", l);
         add_tensor(t, &off, name, D, 0, AL_INIT_ONES);
-        const al_attn_item *it = &t->item[l % t->n_items];
-        for (int i = 0; i < it->n_attn_params; i++) {
-            const al_param_spec *p = &it->attn_spec[i];
+        const al_param_spec *spec;
+        int n = al_tensor_table_layer_params(t, c, l, &spec);
+        for (int i = 0; i < n; i++) {
+            const al_param_spec *p = &spec[i];
             snprintf(name, sizeof name, "blocks.%d.attn.%s.weight", l, p->name);
             add_tensor(t, &off, name, p->rows, p->cols, p->init);
         }
@@ -146,6 +169,7 @@ void al_tensor_table_free(al_tensor_table *t)
 
 size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
 {
+    if (al_config_kv_consumer(c, layer)) return 0;   /* reads its producer's cache */
     al_attn_shape s;
     int k = layer % al_config_n_attn(c);
     fill_shape(&s, c, k);
@@ -163,6 +187,10 @@ static size_t layers_of_item(const al_model_config *c, int k)
 size_t al_model_kv_elems_per_token(const al_model_config *c)
 {
     size_t n = 0;
+    if (c->kv_share > 1) {   /* a consumer's place depends on both cycles: layer by layer */
+        for (int l = 0; l < c->n_layer; l += c->kv_share) n += al_model_layer_kv_elems(c, l);
+        return n;
+    }
     for (int k = 0; k < al_config_n_attn(c) && k < c->n_layer; k++)
         n += al_model_layer_kv_elems(c, k) * layers_of_item(c, k);
     return n;
@@ -214,6 +242,7 @@ al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int conte
 
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
 {
+    if (al_config_kv_consumer(c, l)) return 0;   /* no cache: its producer's */
     al_kv_layout o = al_model_layer_kv_layout(c, l, context);
     return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, dtype, o.group, o.residual);
 }
@@ -221,6 +250,11 @@ size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int c
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
 {
     size_t n = 0;
+    if (c->kv_share > 1) {   /* the producers, the first layer of each group */
+        for (int l = 0; l < c->n_layer; l += c->kv_share)
+            n += al_model_layer_kv_bytes(c, l, dtype, context);
+        return n;
+    }
     for (int k = 0; k < al_config_n_attn(c) && k < c->n_layer; k++)
         n += al_model_layer_kv_bytes(c, k, dtype, context) * layers_of_item(c, k);
     return n;
@@ -246,13 +280,13 @@ static int kv_per_layer(const al_attn_item *t, size_t *kv, al_err *e)
     return 0;
 }
 
-/* One layer's parameters: the norms, the variant's tensors (each at most
- * INT_MAX elements, checked), the MLP. */
-static int layer_params(const al_attn_item *t, size_t D, size_t F, size_t *out)
+/* One layer's parameters: the norms, the variant's tensors spec[0..np)
+ * (each at most INT_MAX elements, checked), the MLP. */
+static int layer_params(const al_param_spec *spec, int np, size_t D, size_t F, size_t *out)
 {
     size_t n = 2 * D, mlp;
-    for (int i = 0; i < t->n_attn_params; i++) {
-        const al_param_spec *p = &t->attn_spec[i];
+    for (int i = 0; i < np; i++) {
+        const al_param_spec *p = &spec[i];
         n += (size_t)p->rows * (size_t)(p->cols ? p->cols : 1);
     }
     if (__builtin_mul_overflow(2 * D, F, &mlp) || __builtin_add_overflow(n, mlp, out))
@@ -270,7 +304,7 @@ static int stack_sums(const al_tensor_table *t, int n_layer, size_t D, size_t *n
     for (int k = 0; k < t->n_items; k++) {
         const al_attn_item *it = &t->item[k];
         size_t el = it->ops->kv_elems(&it->ashape);
-        if (layer_params(it, D, (size_t)t->d_ff, &one) != 0 ||
+        if (layer_params(it->attn_spec, it->n_attn_params, D, (size_t)t->d_ff, &one) != 0 ||
             __builtin_add_overflow(cyc_n, one, &cyc_n) ||
             __builtin_add_overflow(cyc_kv, el, &cyc_kv))
             return -1;
@@ -281,6 +315,25 @@ static int stack_sums(const al_tensor_table *t, int n_layer, size_t D, size_t *n
         __builtin_add_overflow(*n, pn, n) || __builtin_mul_overflow(reps, cyc_kv, &pk) ||
         __builtin_add_overflow(pk, rest_kv, kv))
         return -1;
+    return 0;
+}
+
+/* stack_sums under model.kv_share, layer by layer (a consumer's place
+ * depends on both cycles): a consumer has its item's share_params and no
+ * KV. -1 on overflow. */
+static int shared_sums(const al_tensor_table *t, const al_model_config *c, size_t D, size_t *n,
+                       size_t *kv)
+{
+    *kv = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        const al_param_spec *spec;
+        const al_attn_item *it = &t->item[l % t->n_items];
+        int np = al_tensor_table_layer_params(t, c, l, &spec);
+        size_t one, el = al_config_kv_consumer(c, l) ? 0 : it->ops->kv_elems(&it->ashape);
+        if (layer_params(spec, np, D, (size_t)t->d_ff, &one) != 0 ||
+            __builtin_add_overflow(*n, one, n) || __builtin_add_overflow(*kv, el, kv))
+            return -1;
+    }
     return 0;
 }
 
@@ -296,8 +349,12 @@ int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_t
         size_t kv;
         if (attn_tensors(&t.item[k], c, k, e) || kv_per_layer(&t.item[k], &kv, e)) return -1;
     }
+    char err[256];   /* groups the stack can share, before they are counted */
+    if (al_config_check_share(c, err, sizeof err)) return al_errf(e, "%s", err);
     size_t D = (size_t)c->d_model, n = (size_t)c->vocab_size * D + D, kv = 0;
-    if (stack_sums(&t, c->n_layer, D, &n, &kv) != 0 || n > AL_MAX_PARAMS)
+    int over = c->kv_share > 1 ? shared_sums(&t, c, D, &n, &kv)
+                               : stack_sums(&t, c->n_layer, D, &n, &kv);
+    if (over != 0 || n > AL_MAX_PARAMS)
         return al_errf(e, "model: 'model.n_layer' (%d) blocks of 'model.d_model' (%d) with an "
                        "MLP of %d have more than %llu parameters (the limit: 16 bytes each "
                        "must be addressable)", c->n_layer, c->d_model, t.d_ff,

@@ -199,7 +199,8 @@ void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
 void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a);
 /* The model's attention: its variant name for model.attention, else the
  * items of model.layer_attention by al_sweep_attn_label joined by sep
- * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids). */
+ * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids), then "-share2"
+ * under model.kv_share 2. */
 void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep);
 
 #endif

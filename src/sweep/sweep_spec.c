@@ -554,6 +554,7 @@ static const char *const abbrev[][2] = {
     {"d_q_latent", "qlatent"}, {"n_layer", "L"}, {"d_model", "d"}, {"n_head", "h"},
     {"d_head", "dh"}, {"seq_len", "T"}, {"batch_size", "B"}, {"weight_decay", "wd"},
     {"warmup_steps", "warmup"}, {"min_lr", "minlr"}, {"mlp_ratio", "mlp"},
+    {"kv_share", "share"},
     {NULL, NULL},
 };
 
@@ -615,13 +616,17 @@ void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a)
     }
 }
 
+/* The stack's label, then "-share2" under model.kv_share 2: a shared-K/V
+ * model is not its attention's plain model. */
 void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep)
 {
-    if (m->n_layer_attn == 0) {
-        snprintf(out, n, "%s", m->variant);
-        return;
+    if (m->n_layer_attn == 0) snprintf(out, n, "%s", m->variant);
+    else al_config_attn_label(out, n, m, sep, al_sweep_attn_label);
+    if (m->kv_share > 1) {
+        char share[32];
+        snprintf(share, sizeof share, "-share%d", m->kv_share);
+        append(out, n, share);
     }
-    al_config_attn_label(out, n, m, sep, al_sweep_attn_label);
 }
 
 /* ------------------------------------------------------------ expansion */

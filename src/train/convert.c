@@ -164,6 +164,10 @@ int al_convert_check(const al_model_config *src, const al_model_config *dst, int
 {
     if (method < 0 || method >= AL_CONVERT_N_METHODS)
         return al_errf(e, "convert: unknown method %d", method);
+    if (src->kv_share > 1 || dst->kv_share > 1)   /* consumers have no K/V to pool */
+        return al_errf(e, "convert: model.kv_share (%d) is not supported: convert a model "
+                       "without cross-layer K/V sharing", src->kv_share > 1 ? src->kv_share
+                                                                           : dst->kv_share);
     if (!is_stack(src) && !is_stack(dst)) return check_one(src, dst, method, e);
     al_model_config s0 = layer_cfg(src, 0), d0 = layer_cfg(dst, 0);
     if (!same_trunk(src, dst)) return check_one(&s0, &d0, method, e);   /* its message */

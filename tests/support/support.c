@@ -91,6 +91,7 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
                         int d_model, int n_head, int d_head, int seq_len, int vocab)
 {
     memset(c, 0, sizeof *c);
+    c->kv_share = 1;
     c->n_layer = n_layer;
     c->d_model = d_model;
     c->n_head = n_head;
