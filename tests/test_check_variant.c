@@ -2,7 +2,9 @@
  * test_check_variant.c - `attnlab check-variant` (src/cmd/cmd_check_variant.c
  * over src/train/check_variant.c): every built-in variant and the example
  * plugin pass it; each deliberately faulty plugin (tests/plugins/faulty.c)
- * fails the check that names its fault; bad input exits 2 with one line.
+ * fails the check that names its fault; bad input exits 2 with one line;
+ * `attnlab new-variant` writes a skeleton that builds against the
+ * installed SDK and passes check-variant as generated.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -161,6 +163,63 @@ START_TEST(fixed_settings_are_used_and_bad_ones_refused)
 }
 END_TEST
 
+/* ------------------------------------------------------------ new-variant */
+
+/* What a new author does: install the SDK (staged under a temporary
+ * directory, as a prefix of their own would be), generate a skeleton, build
+ * it alone through pkg-config, run check-variant on it unchanged. */
+START_TEST(a_generated_skeleton_builds_against_the_installed_sdk_and_passes)
+{
+    if (al_test_run("command -v meson && command -v ninja && command -v pkg-config", NULL)) {
+        printf("skipped: meson, ninja or pkg-config not on PATH\n");
+        return;
+    }
+    char *dir = al_test_tmpdir(), cmd[8 * PATH_MAX], *out;
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; meson install --no-rebuild -C '%s' --destdir \"$d/root\" "
+             ">/dev/null; pc=$(dirname \"$(find \"$d/root\" -name attnlab-variant.pc)\"); "
+             "'%s' new-variant my-attn --out \"$d/v\"; cd \"$d/v\"; "
+             "PKG_CONFIG_SYSROOT_DIR=\"$d/root\" PKG_CONFIG_PATH=\"$pc\" PKG_CONFIG_LIBDIR= "
+             "meson setup b >/dev/null; ninja -C b >/dev/null; "
+             "grep -o -- '-I[^ ]*attnlab' b/build.ninja | sort -u; "
+             "'%s' check-variant --plugin b/libattnlab_my-attn.so --variant my-attn",
+             dir, AL_BUILD_DIR, al_test_binary(), al_test_binary());
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "-I%s/root/", dir);
+    ck_assert_msg(strstr(out, cmd), "not built against the installed headers:\n%s", out);
+    ck_assert_msg(strstr(out, "wrote ") && strstr(out, "/v/my-attn.c\n"), "%s", out);
+    ck_assert_msg(strstr(out, "check-variant: my-attn: all ") && strstr(out, " checks pass"), "%s",
+                  out);
+    static const char *const lines[] = {"decode.batch", "probs.forward", "decode.bf16",
+                                        "writes_grads", "gradient.wk"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) ck_assert(passes(out, lines[i]));
+    free(out), free(dir);
+}
+END_TEST
+
+/* A name that cannot be a variant's is refused, an existing file is never
+ * overwritten, and every member of the generated table is set (a
+ * skeleton shows them all). */
+START_TEST(new_variant_refuses_bad_names_and_existing_files)
+{
+    char *dir = al_test_tmpdir(), args[PATH_MAX + 64], *out;
+    snprintf(args, sizeof args, "new-variant 'a b' --out %s/x", dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "NAME 'a b' must be"));
+    free(out);
+    snprintf(args, sizeof args, "new-variant mine --out %s/x", dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    free(out);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "mine.c exists; not overwriting it"));
+    free(out);
+    snprintf(args, sizeof args, "grep -c '^    \\.[a-z_]* = ' %s/x/mine.c", dir);
+    ck_assert_int_eq(al_test_run(args, &out), 0);
+    ck_assert_int_eq(atoi(out), 19);   /* api_version .. kv_rows: all of version 4 */
+    free(out), free(dir);
+}
+END_TEST
+
 Suite *check_variant_suite(void)
 {
     Suite *s = suite_create("check_variant");
@@ -176,6 +235,8 @@ Suite *check_variant_suite(void)
     tcase_add_test(tc, a_bf16_scratch_too_small_past_one_tile_fails_its_scratch_check);
     tcase_add_test(tc, no_accepted_shape_gives_the_variants_own_refusal);
     tcase_add_test(tc, fixed_settings_are_used_and_bad_ones_refused);
+    tcase_add_test(tc, a_generated_skeleton_builds_against_the_installed_sdk_and_passes);
+    tcase_add_test(tc, new_variant_refuses_bad_names_and_existing_files);
     suite_add_tcase(s, tc);
     return s;
 }
