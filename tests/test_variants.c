@@ -101,6 +101,42 @@ START_TEST(registry_refuses_duplicates_and_other_versions)
 }
 END_TEST
 
+/* A table missing members is refused with exactly those named: the six
+ * every variant needs, and a partial decode or batched-decode group. */
+START_TEST(registry_names_exactly_the_missing_members)
+{
+    static const struct { int drop; const char *want; } cases[] = {
+        {1, "its table is missing the member forward"},
+        {2, "its table is missing the members act_floats, kv_elems"},
+        {3, "its table is missing the member decode_scratch_floats"},
+        {4, "its table is missing the member decode_batch"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        al_variant_ops t = *al_variant_find("mha");
+        t.name = "mha_holes";
+        if (cases[i].drop == 1) t.forward = NULL;
+        if (cases[i].drop == 2) t.act_floats = NULL, t.kv_elems = NULL;
+        if (cases[i].drop == 3) t.decode_scratch_floats = NULL;
+        if (cases[i].drop == 4) t.decode_batch = NULL;
+        al_err e;
+        int before = al_variant_count();
+        ck_assert_int_ne(al_variant_register(&t, "holes.so", &e), 0);
+        ck_assert_int_eq(al_variant_count(), before);
+        size_t n = strlen(e.msg), k = strlen(cases[i].want);   /* ends with exactly these */
+        ck_assert_msg(n >= k && !strcmp(e.msg + n - k, cases[i].want), "%s", e.msg);
+    }
+    /* the decode group absent as a whole is fine: that variant cannot decode */
+    al_variant_ops t = *al_variant_find("mha");
+    t.name = "mha_nodecode";
+    t.prefill = NULL, t.decode = NULL, t.decode_scratch_floats = NULL;
+    t.decode_batch = NULL, t.decode_batch_scratch_floats = NULL;
+    al_err e;
+    int before = al_variant_count();
+    ck_assert_msg(al_variant_register(&t, "nodecode.so", &e) == 0, "%s", e.msg);
+    al_variant_truncate(before);
+}
+END_TEST
+
 /* A version-2 plugin table ends before `probs`: the registry must accept it
  * and never read past its end (the table sits in a buffer of exactly the
  * version-2 size, so ASan would see an over-read). */
@@ -158,6 +194,7 @@ Suite *variants_suite(void)
     tcase_add_test(tc, every_variant_passes_the_conformance_suite);
     tcase_add_test(tc, registry_refuses_duplicates_and_other_versions);
     tcase_add_test(tc, registry_accepts_version_2_tables_with_new_members_null);
+    tcase_add_test(tc, registry_names_exactly_the_missing_members);
     tcase_add_test(tc, mla_query_compression_is_exercised);
     tcase_add_test(tc, gqa_family_cache_sizes_follow_kv_heads);
     suite_add_tcase(s, tc);
