@@ -168,7 +168,10 @@ int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e
         return al_errf(e, "%s: variant name '%s' must be 1 to 63 letters, digits, '_' or "
                        "'-'", origin, ops->name ? printable(name, sizeof name, ops->name)
                                                 : "(null)");
-    if (missing_members(ops, origin, e)) return -1;
+    al_variant_ops whole;   /* an older table's later members read as NULL, never past it */
+    memset(&whole, 0, sizeof whole);
+    memcpy(&whole, ops, size);
+    if (missing_members(&whole, origin, e)) return -1;
     if (check_settings(ops, origin, e)) return -1;
     for (int i = 0; i < al_variant_count(); i++)
         if (strcmp(al_variant_at(i)->name, ops->name) == 0)
