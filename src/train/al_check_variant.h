@@ -26,12 +26,16 @@
  *   decode.batch                batched decode equals single decodes
  *   probs.rows                  every row a distribution, 0 above the
  *                               diagonal under the mask
- *   probs.support               P[i][j] != 0 exactly where output i depends
- *                               on input j in the forward
+ *   probs.forward               the probabilities forward used: with every
+ *                               input row equal, d out_i / d x_j is exactly
+ *                               sum_h P[h][i][j] M_h (the score path cancels),
+ *                               and probs' P must fit it (relative residual)
  *   cache.bytes                 measured cache bytes equal kv_elems x rows
  *                               x layers x dtype size
- * Decode checks are skipped (and so fail) for a variant without decode
- * hooks only when it has some of them; probs checks run when it has probs.
+ * Decode checks run when the variant has decode hooks (a partial set is one
+ * failing `decode` line); probs checks when it has probs. decode.bf16/f16
+ * are not run (and fail) when that dtype's decode scratch overruns, so a
+ * broken plugin cannot corrupt the heap of the process checking it.
  */
 #ifndef AL_CHECK_VARIANT_H
 #define AL_CHECK_VARIANT_H

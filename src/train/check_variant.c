@@ -295,10 +295,12 @@ static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv
     lt_loss(&t);
     lt_zero_grads(&t);
     lt_backward(&t, t.R);
-    record(r, "scratch.forward", lt_guard_hits(&t), 0, 0, "guard floats written");
+    char mode[96];
+    snprintf(mode, sizeof mode, "%s%s, guard floats written", causal ? "masked" : "unmasked", what);
+    shape_text(sh, mode, where, sizeof where);
+    record(r, "scratch.forward", lt_guard_hits(&t), 0, 0, where);
     al_rng g;
     al_rng_seed(&g, 1);
-    char mode[96];
     snprintf(mode, sizeof mode, "%s%s", causal ? "masked" : "unmasked", what);
     shape_text(sh, mode, where, sizeof where);
     for (int i = 0; i < t.np; i++) {
