@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "al_checkpoint.h"
+#include "al_kvcache.h"
 #include "al_config_io.h"
 #include "al_optim.h"
 #include "al_registry.h"
@@ -227,7 +228,7 @@ START_TEST(mismatched_checkpoints_are_clear_errors)
     expect_load_error(dir, &m, (mut){.key = "vocab_size", .value = "16000000"},
                       "the config describes");   /* far more than the file holds */
     expect_load_error(dir, &m, (mut){.key = "kv_dtype", .value = "\"f8\""},
-                      "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
+                      "'kv_dtype' must be \"f32\", \"bf16\", \"f16\", \"int8\" or \"int4\"");
     al_model_free(&m);
     free(dir);
 }
@@ -252,7 +253,7 @@ START_TEST(config_json_comes_from_the_key_tables_and_reads_back)
     ck_assert_str_eq(al_st_meta(&f, "attnlab.config"), a);
     al_st_free(&f);
     json_t *c = json_loads(a, JSON_REJECT_DUPLICATES, NULL);
-    ck_assert_int_eq(json_object_size(c), 13);   /* 12 fields and attention */
+    ck_assert_int_eq(json_object_size(c), 15);   /* 14 fields and attention */
     const char *k;
     json_t *v;
     json_object_foreach(c, k, v) ck_assert_msg(al_config_model_json_has(k), "%s", k);
@@ -302,6 +303,9 @@ START_TEST(checkpoints_written_before_the_key_tables_still_load)
         cases++;
         char *old = config_json_before_the_tables(&m), *now = al_checkpoint_config_json(&m);
         json_t *jo = json_loads(old, 0, NULL), *jn = json_loads(now, 0, NULL);
+        /* keys added since, which read as their defaults when absent */
+        json_object_del(jn, "kv_quant_group");
+        json_object_del(jn, "kv_quant_residual");
         ck_assert_msg(json_equal(jo, jn), "%s: before %s, now %s", v->name, old, now);
         json_decref(jo), json_decref(jn);
         snprintf(path, sizeof path, "%s/old.safetensors", dir);
@@ -309,6 +313,8 @@ START_TEST(checkpoints_written_before_the_key_tables_still_load)
         al_err e;
         ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) == 0, "%s: %s", v->name, e.msg);
         expect_same_model(&m, &back);
+        ck_assert_int_eq(back.cfg.kv_quant_group, AL_KV_QUANT_GROUP);
+        ck_assert_int_eq(back.cfg.kv_quant_residual, AL_KV_QUANT_RESIDUAL);
         char *again = al_checkpoint_config_json(&back);
         ck_assert_str_eq(again, now);
         free(old), free(now), free(again);

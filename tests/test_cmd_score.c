@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "al_checkpoint.h"
 #include "al_registry.h"
@@ -146,6 +147,106 @@ START_TEST(score_json_carries_the_same_figures)
 }
 END_TEST
 
+/* ---- --by-position and --through-cache */
+
+/* Per-token losses of every window of T, computed as reference_score
+ * does, summed into the N buckets [floor(iT/N), floor((i+1)T/N)). */
+static void reference_buckets(fixture *f, int T, int N, double *mean, long *count)
+{
+    al_err e;
+    ck_assert_int_eq(al_model_reserve(&f->m, 1, T, &e), 0);
+    int V = f->m.cfg.vocab_size, *in = malloc(T * sizeof(int));
+    long W = (long)((f->n - 1) / T);
+    for (int i = 0; i < N; i++) mean[i] = 0, count[i] = 0;
+    for (long j = 0; j < W; j++) {
+        for (int t = 0; t < T; t++) in[t] = f->bytes[j * T + t];
+        al_model_forward(&f->m, in, NULL, NULL, 1, T);
+        for (int t = 0; t < T; t++) {
+            const float *row = f->m.logits + (size_t)t * V;
+            double mx = row[0], z = 0;
+            for (int v = 1; v < V; v++) mx = fmax(mx, row[v]);
+            for (int v = 0; v < V; v++) z += exp((double)row[v] - mx);
+            int b = 0;
+            while ((long)(b + 1) * T / N <= t) b++;
+            mean[b] += mx + log(z) - row[f->bytes[j * T + t + 1]];
+            count[b]++;
+        }
+    }
+    for (int i = 0; i < N; i++) mean[i] /= (double)count[i];
+    free(in);
+}
+
+START_TEST(by_position_buckets_equal_an_independent_computation)
+{
+    fixture f;
+    fixture_open(&f, 1000);   /* T = 20, past the trained 8: 49 windows */
+    char args[9000], path[4200], *out, *csv;
+    snprintf(args, sizeof args, "score %s %s --seq-len 20 --by-position --buckets 3 --out %s/bp",
+             f.ckpt, f.text, f.dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    long tokens, ref_tokens, count[3];
+    double loss = parse_score(out, &tokens), ref = reference_score(&f, 20, &ref_tokens), mean[3];
+    ck_assert_msg(fabs(loss - ref) < 1e-5 * ref, "score %.7f, reference %.7f", loss, ref);
+    free(out);
+    reference_buckets(&f, 20, 3, mean, count);
+    snprintf(path, sizeof path, "%s/bp/by_position.csv", f.dir);
+    size_t n;
+    al_err e;
+    ck_assert_int_eq(al_read_file(path, &csv, &n, &e), 0);
+    ck_assert_msg(!strncmp(csv, "bucket_start,bucket_end,loss,tokens\n", 36), "%s", csv);
+    const char *p = strchr(csv, '\n') + 1;
+    static const long edges[] = {0, 6, 13, 20};
+    for (int i = 0; i < 3; i++) {
+        long lo, hi, tok;
+        double l;
+        ck_assert_int_eq(sscanf(p, "%ld,%ld,%lf,%ld", &lo, &hi, &l, &tok), 4);
+        ck_assert_int_eq(lo, edges[i]);
+        ck_assert_int_eq(hi, edges[i + 1]);
+        ck_assert_int_eq(tok, count[i]);
+        ck_assert_int_eq(tok, 49 * (hi - lo));
+        ck_assert_msg(fabs(l - mean[i]) < 1e-5 * mean[i], "bucket %d: %.7f, reference %.7f", i,
+                      l, mean[i]);
+        p = strchr(p, '\n') + 1;
+    }
+    ck_assert_str_eq(p, "");
+    snprintf(path, sizeof path, "%s/bp/by_position.gp", f.dir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    free(csv);
+    fixture_close(&f);
+}
+END_TEST
+
+START_TEST(through_cache_at_f32_equals_score_and_reports_its_cache)
+{
+    fixture f;
+    fixture_open(&f, 1000);
+    char args[9000], *out;
+    long tokens, ref_tokens;
+    double ref = reference_score(&f, 20, &ref_tokens);
+    snprintf(args, sizeof args, "score %s %s --seq-len 20 --through-cache --kv-dtype f32",
+             f.ckpt, f.text);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    double loss = parse_score(out, &tokens);
+    ck_assert_int_eq(tokens, ref_tokens);
+    ck_assert_msg(fabs(loss - ref) < 1e-4, "through the cache %.7f, reference %.7f", loss, ref);
+    ck_assert_ptr_nonnull(strstr(out, "through_cache=1 kv_dtype=f32"));
+    free(out);
+    snprintf(args, sizeof args, "score %s %s --seq-len 20 --through-cache --kv-dtype int8 --json",
+             f.ckpt, f.text);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "kv_dtype")), "int8");
+    ck_assert(json_is_true(json_object_get(j, "through_cache")));
+    /* mla: rows of d_latent + d_rope = 8 + 4 (whole row per channel), 2 layers; with the
+     * default group and residual of 32 a window of 20 is all f32 ring */
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "kv_cache_bytes")), 2 * 20 * 12 * 4);
+    json_decref(j);
+    free(out);
+    fixture_close(&f);
+}
+END_TEST
+
 static void expect_fail(const char *args, int status, const char *want)
 {
     char *out;
@@ -176,6 +277,17 @@ START_TEST(score_errors_are_one_line)
     expect_fail(args, 2, "score: missing the FILE argument");
     snprintf(args, sizeof args, "grads %s %s", f.ckpt, f.text);
     expect_fail(args, 2, "grads: missing --out GRADS.safetensors");
+    snprintf(args, sizeof args, "score %s %s --kv-dtype int8", f.ckpt, f.text);
+    expect_fail(args, 2, "--kv-dtype needs --through-cache");
+    snprintf(args, sizeof args, "score %s %s --through-cache --kv-dtype int3", f.ckpt, f.text);
+    expect_fail(args, 2, "int3");
+    snprintf(args, sizeof args, "score %s %s --by-position", f.ckpt, f.text);
+    expect_fail(args, 2, "--by-position needs --out DIR");
+    snprintf(args, sizeof args, "score %s %s --by-position --out %s/bp --buckets 9", f.ckpt,
+             f.text, f.dir);
+    expect_fail(args, 2, "--buckets (9) must be at most the window length T (8)");
+    snprintf(args, sizeof args, "score %s %s --buckets 2", f.ckpt, f.text);
+    expect_fail(args, 2, "--buckets needs --by-position");
     free(tiny);
     fixture_close(&f);
 }
@@ -234,6 +346,8 @@ Suite *cmd_score_suite(void)
     tcase_add_test(tc, score_equals_an_independent_window_by_window_computation);
     tcase_add_test(tc, score_json_carries_the_same_figures);
     tcase_add_test(tc, score_errors_are_one_line);
+    tcase_add_test(tc, by_position_buckets_equal_an_independent_computation);
+    tcase_add_test(tc, through_cache_at_f32_equals_score_and_reports_its_cache);
     tcase_add_test(tc, grads_writes_the_loss_and_every_gradient_of_the_first_windows);
     suite_add_tcase(s, tc);
     return s;

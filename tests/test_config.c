@@ -336,6 +336,55 @@ START_TEST(wrong_type_names_the_key)
 }
 END_TEST
 
+/* train.max_memory: digits with k, M, G or T (powers of 1024); written back
+ * as digits, and not at all while 0, so that configs from before the key
+ * (and the trial ids made from them) read and hash as they did. */
+START_TEST(max_memory_takes_units_and_is_written_only_when_set)
+{
+    static const struct { const char *v; uint64_t want; } ok[] = {
+        {"0", 0}, {"1000", 1000}, {"4k", 4096}, {"512M", 512ull << 20}, {"8G", 8ull << 30},
+        {"2T", 2ull << 40}, {"16777215T", 16777215ull << 40}};
+    char set[64], *yaml = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(set, sizeof set, "train.max_memory=%s", ok[i].v);
+        al_config c = load_ok("", set);
+        ck_assert_msg(c.train.max_memory == ok[i].want, "%s", ok[i].v);
+        FILE *f = open_memstream(&yaml, &len);
+        al_config_write_yaml(&c, f);
+        fclose(f);
+        snprintf(set, sizeof set, "max_memory: %llu\n", (unsigned long long)ok[i].want);
+        ck_assert_msg(ok[i].want ? strstr(yaml, set) != NULL : strstr(yaml, "max_memory") == NULL,
+                      "%s", yaml);
+        free(yaml);
+    }
+    expect_error("train: {max_memory: 16777216T}\n", NULL,
+                 "%F:1:21: error: 'train.max_memory' must be a byte count (digits, with k, M, G "
+                 "or T for powers of 1024, at most 2^64 - 1), got '16777216T'");
+    expect_error("train: {max_memory: 1.5G}\n", NULL,
+                 "%F:1:21: error: 'train.max_memory' must be a byte count (digits, with k, M, G "
+                 "or T for powers of 1024, at most 2^64 - 1), got '1.5G'");
+    expect_error("train: {max_memory: -1}\n", NULL,
+                 "%F:1:21: error: 'train.max_memory' must be a byte count (digits, with k, M, G "
+                 "or T for powers of 1024, at most 2^64 - 1), got '-1'");
+}
+END_TEST
+
+/* A number a double cannot hold is refused as written, not read as 0 or
+ * Inf (strtod's ERANGE). */
+START_TEST(numbers_past_a_double_are_refused_as_written)
+{
+    expect_error("train: {lr: 1e-400}\n", NULL, "%F:1:13: error: 'train.lr' must be a number a "
+                 "double can hold, got '1e-400' (underflows)");
+    expect_error("train: {lr: -2.5E+308}\n", NULL, "%F:1:13: error: 'train.lr' must be a number "
+                 "a double can hold, got '-2.5E+308' (overflows)");
+    expect_error("train: {steps: 1e400}\n", NULL, "%F:1:16: error: 'train.steps' must be an "
+                 "integer, got '1e400' (out of range)");
+    al_config c = load_ok("train: {lr: 1e-300}\n", NULL);   /* small, but a double */
+    ck_assert(c.train.lr == 1e-300);
+}
+END_TEST
+
 START_TEST(quoted_number_is_a_string)
 {
     expect_error("model:\n  n_head: \"4\"\n", NULL,
@@ -945,6 +994,8 @@ Suite *config_suite(void)
     tcase_add_test(tc, match_params_round_trips_and_checks_what_it_wrote);
     tcase_add_test(tc, bad_match_params_name_the_place);
     tcase_add_test(tc, test_fraction_is_checked_against_val_fraction);
+    tcase_add_test(tc, max_memory_takes_units_and_is_written_only_when_set);
+    tcase_add_test(tc, numbers_past_a_double_are_refused_as_written);
     suite_add_tcase(s, tc);
     return s;
 }

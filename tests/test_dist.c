@@ -272,7 +272,9 @@ START_TEST(failures_under_mpirun_end_every_rank_with_one_message)
     ck_assert_int_eq(run_train(2, NO_LEAK_CHECK, "AL_DIST_TEST_PERTURB=1", "", cfg, d, "", &out), 1);
     ck_assert_msg(strstr(out, "replicas differ at step 5"), "%s", out);
     free(out);
-    /* a loss that blows up stops both ranks (no rank left waiting) */
+    /* a loss that blows up stops both ranks (no rank left waiting); in a
+     * new directory, as the one above holds a run now */
+    snprintf(d, sizeof d, "%s/y", dir);
     ck_assert_int_eq(run_train(2, NO_LEAK_CHECK, "", "", cfg, d,
                                "--set train.lr=1e6 --set train.min_lr=1e6 --set train.grad_clip=0",
                                &out), 3);

@@ -8,11 +8,37 @@
  * IEEE binary16 with subnormals, inf and NaN), not left to the compiler,
  * so every build stores the same bits.
  *
+ * Or as int8 / int4, KIVI-style (Liu et al. 2024, arXiv 2402.02750; made
+ * by al_kv_cache_new_quant): a row is split at key_elems. Its first
+ * key_elems elements are quantized per channel (KIVI's keys: one scale
+ * and zero-point per channel for each group of `group` tokens), the rest
+ * per token (KIVI's values: one scale and zero-point per token for each
+ * group of `group` channels). scale = (max - min) / (2^bits - 1), zero =
+ * min, code = round((x - zero) / scale), read back as code * scale + zero:
+ * an element is off by at most scale / 2. Scales and zero-points are f32.
+ * The newest rows stay f32 in a ring of min(context, residual + group)
+ * rows; writing row p quantizes every whole group of tokens older than
+ * rows p - residual .. p, so at least `residual` recent tokens are exact.
+ * Rows must be written in order (as prefill and decode do); writing row 0
+ * again starts a new sequence. Reads (al_kv_rows, al_kv_row_get) convert
+ * as for bf16, so a variant reads an int cache without knowing it.
+ * Which elements are keys is the caller's choice: the core's decoder
+ * (al_model_layer_kv_layout, src/model/tensors.c) passes key_elems = elems,
+ * the whole row per channel, for every variant (the interface says nothing about which elements of a
+ * row are values: a latent (MLA, GLA), a tied state (GTA) or TPA's factors
+ * serve as both), except the mha/mqa/gqa family, whose row is [K | V] with
+ * K and V of equal size: key_elems = elems / 2, KIVI exactly. A bounded
+ * ring (al_kv_ring_row) rewrites rows out of order, which groups of
+ * tokens cannot follow: the core makes its residual its whole size, so it
+ * stays f32.
+ *
  * Memory: al_kv_cache_new makes exactly context * elems * al_kv_dtype_size
- * bytes of storage, counted in the cache (al_kv_cache_bytes) and in a
- * process-wide tally of live cache storage (al_kv_bytes_live), so that the
- * bytes a decoder holds are measured, not recomputed from a formula.
- * al_kv_cache_free releases both. Nothing here allocates after _new.
+ * bytes of storage, al_kv_cache_new_quant exactly al_kv_cache_bytes_for
+ * (codes, scales, zero-points and the f32 ring), counted in the cache
+ * (al_kv_cache_bytes) and in a process-wide tally of live cache storage
+ * (al_kv_bytes_live), so that the bytes a decoder holds are measured, not
+ * recomputed from a formula. al_kv_cache_free releases both. Nothing here
+ * allocates after _new.
  */
 #ifndef AL_KVCACHE_H
 #define AL_KVCACHE_H
@@ -22,7 +48,15 @@
 
 #include "attnlab_variant.h"
 
-enum al_kv_dtype { AL_KV_F32 = 0, AL_KV_BF16 = 1, AL_KV_F16 = 2, AL_KV_NDTYPES = 3 };
+/* AL_KV_NDTYPES counts the element-wise formats (al_kv_dtype_size); the
+ * quantized ones follow, AL_KV_NALL in all. */
+enum al_kv_dtype {
+    AL_KV_F32 = 0, AL_KV_BF16 = 1, AL_KV_F16 = 2, AL_KV_NDTYPES = 3,
+    AL_KV_INT8 = 3, AL_KV_INT4 = 4, AL_KV_NALL = 5
+};
+/* model.kv_quant_group and model.kv_quant_residual when not given. */
+#define AL_KV_QUANT_GROUP 32
+#define AL_KV_QUANT_RESIDUAL 32
 
 /* Rows that decode loops read per block (al_kv_attend always; other loops
  * when the cache is not f32): a variant's scratch holds AL_KV_TILE *
@@ -36,10 +70,11 @@ enum al_kv_dtype { AL_KV_F32 = 0, AL_KV_BF16 = 1, AL_KV_F16 = 2, AL_KV_NDTYPES =
  * max and sum. */
 #define AL_KV_ATTEND_S(H) ((size_t)(H) * (AL_KV_TILE + 2))
 
-/* "f32" | "bf16" | "f16" -> enum al_kv_dtype, or -1. */
+/* "f32" | "bf16" | "f16" | "int8" | "int4" -> enum al_kv_dtype, or -1. */
 int al_kv_dtype_parse(const char *name);
 const char *al_kv_dtype_name(int dtype);
-size_t al_kv_dtype_size(int dtype);   /* bytes per stored element */
+size_t al_kv_dtype_size(int dtype);   /* bytes per stored element; dtype < AL_KV_NDTYPES */
+int al_kv_dtype_bits(int dtype);      /* 8 or 4 for int8 / int4, else 0 */
 
 /* ---- number formats (exposed for tests) */
 uint16_t al_f32_to_bf16(float f);
@@ -49,6 +84,20 @@ float al_f16_to_f32(uint16_t h);
 
 /* ---- one layer's cache */
 al_kv_cache *al_kv_cache_new(size_t elems, int context, int dtype);
+/* Any dtype; for int8 / int4 the row split, group and residual above
+ * (key_elems <= elems, group >= 1, residual >= 0; unused for the others). */
+al_kv_cache *al_kv_cache_new_quant(size_t elems, size_t key_elems, int context, int dtype,
+                                   int group, int residual);
+/* The bytes al_kv_cache_new_quant allocates with these arguments:
+ *   f32, bf16, f16: context * elems * al_kv_dtype_size
+ *   int8, int4:     Q * ceil(elems * bits / 8)            codes
+ *                 + 8 * (Q / group) * key_elems            key scales, zeros
+ *                 + 8 * Q * ceil((elems - key_elems) / group)  value ones
+ *                 + 4 * min(context, residual + group) * elems  the f32 ring
+ *   with Q = floor(max(0, context - 1 - residual) / group) * group, the
+ *   most rows that are ever quantized. */
+size_t al_kv_cache_bytes_for(size_t elems, size_t key_elems, int context, int dtype, int group,
+                             int residual);
 void al_kv_cache_free(al_kv_cache *c);   /* NULL is fine */
 size_t al_kv_cache_bytes(const al_kv_cache *c);   /* storage held */
 size_t al_kv_cache_elems(const al_kv_cache *c);

@@ -67,8 +67,19 @@ int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e);
  * yet in place) and "renamed" (in place); training passes "step" with
  * OUTDIR/step after every optimizer step. Without AL_FAULT: nothing. */
 void al_fault_point(const char *point, const char *path);
-/* Read a whole file; *out is malloc'ed (NUL-terminated beyond n). */
+/* Read a whole file; *out is malloc'ed (NUL-terminated beyond n). It
+ * must be a regular file: a directory, FIFO (which would block) or device
+ * is refused, naming what it is. al_read_file_max also refuses a file of
+ * more than max bytes (0: no limit). */
 int al_read_file(const char *path, char **out, size_t *n, al_err *e);
+int al_read_file_max(const char *path, size_t max, char **out, size_t *n, al_err *e);
+/* What a st_mode is, for messages: "a directory", "a FIFO", ... */
+const char *al_file_kind(unsigned mode);
+/* 0 when path is a regular file, else -1 with e saying what it is. */
+int al_check_regular(const char *path, al_err *e);
+/* An output directory that exists as something else (a file) is bad
+ * input, in every command: -1 with e naming it. */
+int al_check_out_dir(const char *path, al_err *e);
 /* mkdir -p */
 int al_mkdirs(const char *path, al_err *e);
 

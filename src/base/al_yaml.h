@@ -32,6 +32,9 @@ struct al_node {
 };
 
 /* Parse a YAML file (one document). Errors: "file:line:col: error: ...". */
+/* A config or sweep file larger than this is refused before it is read
+ * (experiment files are a few hundred bytes; this is no place for data). */
+#define AL_CONFIG_MAX_BYTES (1u << 20)
 int al_yaml_load(const char *path, al_node **out, al_err *e);
 /* Parse YAML text (for --set values and tests); `name` is used in errors. */
 int al_yaml_parse(const char *name, const char *text, al_node **out, al_err *e);

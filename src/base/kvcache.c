@@ -1,5 +1,6 @@
 /*
- * kvcache.c - per-layer KV caches in f32, bf16 or f16, and the conversions.
+ * kvcache.c - per-layer KV caches in f32, bf16 or f16, and the conversions;
+ * int8 / int4 caches keep their storage in kvquant.c.
  */
 #include "al_kvcache.h"
 
@@ -11,6 +12,7 @@
 
 #include "al_gemm.h"
 #include "al_kernels.h"
+#include "al_kvquant.h"
 #include "al_parallel.h"
 #include "al_util.h"
 
@@ -19,28 +21,31 @@ struct al_kv_cache {
     int context;         /* rows */
     int dtype;           /* enum al_kv_dtype */
     size_t bytes;        /* storage held */
-    unsigned char *data; /* context * elems * al_kv_dtype_size(dtype) */
+    unsigned char *data; /* context * elems * al_kv_dtype_size(dtype); NULL if q */
+    al_kvq *q;           /* int8 / int4 storage, else NULL */
 };
 
 static size_t live_bytes;
 
 /* ------------------------------------------------------------ dtypes */
 
-static const char *const dtype_names[] = {"f32", "bf16", "f16"};
+static const char *const dtype_names[] = {"f32", "bf16", "f16", "int8", "int4"};
 static const size_t dtype_sizes[] = {4, 2, 2};
-_Static_assert(sizeof dtype_names / sizeof *dtype_names == AL_KV_NDTYPES, "dtype names");
+static const int dtype_bits[] = {0, 0, 0, 8, 4};
+_Static_assert(sizeof dtype_names / sizeof *dtype_names == AL_KV_NALL, "dtype names");
+_Static_assert(sizeof dtype_bits / sizeof *dtype_bits == AL_KV_NALL, "dtype bits");
 _Static_assert(sizeof dtype_sizes / sizeof *dtype_sizes == AL_KV_NDTYPES, "dtype sizes");
 
 int al_kv_dtype_parse(const char *name)
 {
-    for (int i = 0; i < AL_KV_NDTYPES; i++)
+    for (int i = 0; i < AL_KV_NALL; i++)
         if (!strcmp(name, dtype_names[i])) return i;
     return -1;
 }
 
 const char *al_kv_dtype_name(int dtype)
 {
-    AL_ASSERT(dtype >= 0 && dtype < AL_KV_NDTYPES);
+    AL_ASSERT(dtype >= 0 && dtype < AL_KV_NALL);
     return dtype_names[dtype];
 }
 
@@ -48,6 +53,12 @@ size_t al_kv_dtype_size(int dtype)
 {
     AL_ASSERT(dtype >= 0 && dtype < AL_KV_NDTYPES);
     return dtype_sizes[dtype];
+}
+
+int al_kv_dtype_bits(int dtype)
+{
+    AL_ASSERT(dtype >= 0 && dtype < AL_KV_NALL);
+    return dtype_bits[dtype];
 }
 
 /* ------------------------------------------------------------ conversions */
@@ -133,11 +144,36 @@ al_kv_cache *al_kv_cache_new(size_t elems, int context, int dtype)
     return c;
 }
 
+size_t al_kv_cache_bytes_for(size_t elems, size_t key_elems, int context, int dtype, int group,
+                             int residual)
+{
+    AL_ASSERT(dtype >= 0 && dtype < AL_KV_NALL);
+    if (!dtype_bits[dtype]) return (size_t)context * elems * dtype_sizes[dtype];
+    return al_kvq_bytes(elems, key_elems, context, dtype_bits[dtype], group, residual);
+}
+
+al_kv_cache *al_kv_cache_new_quant(size_t elems, size_t key_elems, int context, int dtype,
+                                   int group, int residual)
+{
+    AL_ASSERT(dtype >= 0 && dtype < AL_KV_NALL);
+    if (!dtype_bits[dtype]) return al_kv_cache_new(elems, context, dtype);
+    AL_ASSERT(elems > 0 && context > 0);
+    al_kv_cache *c = al_calloc(1, sizeof *c);
+    c->elems = elems;
+    c->context = context;
+    c->dtype = dtype;
+    c->bytes = al_kvq_bytes(elems, key_elems, context, dtype_bits[dtype], group, residual);
+    c->q = al_kvq_new(elems, key_elems, context, dtype_bits[dtype], group, residual);
+    live_bytes += c->bytes;
+    return c;
+}
+
 void al_kv_cache_free(al_kv_cache *c)
 {
     if (!c) return;
     AL_ASSERT(live_bytes >= c->bytes);
     live_bytes -= c->bytes;
+    al_kvq_free(c->q);
     free(c->data);
     free(c);
 }
@@ -158,6 +194,10 @@ static unsigned char *at(const al_kv_cache *c, int pos, size_t off)
 void al_kv_put(al_kv_cache *c, int pos, int off, int n, const float *src)
 {
     AL_ASSERT(off >= 0 && n >= 0 && (size_t)off + n <= c->elems);
+    if (c->q) {
+        al_kvq_put(c->q, pos, off, n, src);
+        return;
+    }
     unsigned char *dst = at(c, pos, off);
     if (c->dtype == AL_KV_F32) {
         memcpy(dst, src, n * sizeof(float));
@@ -190,6 +230,11 @@ AL_CLONES static void to_f32(float *dst, const unsigned char *src, size_t n, int
 
 void al_kv_row_get(const al_kv_cache *c, int pos, float *dst)
 {
+    if (c->q) {
+        AL_ASSERT(pos >= 0 && pos < c->context);
+        al_kvq_rows(c->q, pos, 1, dst);
+        return;
+    }
     to_f32(dst, at(c, pos, 0), c->elems, c->dtype);
 }
 
@@ -198,6 +243,10 @@ const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp)
     AL_ASSERT(n >= 1 && t0 >= 0 && t0 + n <= c->context);
     if (c->dtype == AL_KV_F32) return (const float *)at(c, t0, 0);
     AL_ASSERT(n <= AL_KV_TILE);
+    if (c->q) {
+        al_kvq_rows(c->q, t0, n, tmp);
+        return tmp;
+    }
     to_f32(tmp, at(c, t0, 0), (size_t)n * c->elems, c->dtype);
     return tmp;
 }

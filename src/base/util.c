@@ -2,6 +2,7 @@
  * util.c - errors, RNG, atomic writes, timing and the progress line.
  */
 #include "al_util.h"
+#include "al_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -145,9 +146,14 @@ void al_fault_point(const char *point, const char *path)
 FILE *al_open_atomic(const char *path, char *tmp, size_t tmplen, al_err *e)
 {
     snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
+    al_guard_tmp_begin(tmp);   /* before it exists: a signal now removes it */
     FILE *f = fopen(tmp, "wb");
-    if (!f) al_errf(e, "%s: cannot write: %s", path, strerror(errno));   /* the file meant */
-    else al_fault_point("write", path);
+    if (!f) {
+        al_guard_tmp_end(tmp);
+        al_errf(e, "%s: cannot write: %s", path, strerror(errno));   /* the file meant */
+    } else {
+        al_fault_point("write", path);
+    }
     return f;
 }
 
@@ -157,15 +163,19 @@ int al_commit_atomic(FILE *f, const char *tmp, const char *path, al_err *e)
     bad |= fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad) {
+        int err = errno;
         unlink(tmp);
-        return al_errf(e, "%s: write failed: %s", path, strerror(errno));
+        al_guard_tmp_end(tmp);
+        return al_errf(e, "%s: write failed: %s", path, strerror(err));
     }
     al_fault_point("rename", path);
     if (rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
+        al_guard_tmp_end(tmp);
         return al_errf(e, "%s: cannot rename into place: %s", path, strerror(err));
     }
+    al_guard_tmp_end(tmp);
     al_fault_point("renamed", path);
     return 0;
 }
@@ -176,21 +186,59 @@ int al_write_atomic(const char *path, const void *data, size_t n, al_err *e)
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
     if (n && fwrite(data, 1, n, f) != n) {
+        int err = errno;
         fclose(f);
         unlink(tmp);
-        return al_errf(e, "%s: write failed: %s", path, strerror(errno));
+        al_guard_tmp_end(tmp);
+        return al_errf(e, "%s: write failed: %s", path, strerror(err));
     }
     return al_commit_atomic(f, tmp, path, e);
 }
 
-int al_read_file(const char *path, char **out, size_t *n, al_err *e)
+const char *al_file_kind(unsigned mode)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return al_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    mode_t m = (mode_t)mode;
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+int al_check_regular(const char *path, al_err *e)
+{
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (stat(path, &st) != 0) return al_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    if (S_ISREG(st.st_mode)) return 0;
+    if (S_ISDIR(st.st_mode)) return al_errf(e, "%s: is a directory, not a file", path);
+    return al_errf(e, "%s: is %s, not a regular file", path, al_file_kind(st.st_mode));
+}
+
+/* Open for reading what must be a regular file: O_NONBLOCK so that a FIFO
+ * is refused instead of waiting forever for a writer. */
+static FILE *open_regular(const char *path, al_err *e)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return al_errf(e, "%s: cannot open: %s", path, strerror(errno)), NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        mode_t m = st.st_mode;
+        close(fd);
+        if (dir) return al_errf(e, "%s: is a directory, not a file", path), NULL;
+        return al_errf(e, "%s: is %s, not a regular file", path, al_file_kind(m)), NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) close(fd), al_errf(e, "%s: cannot open: %s", path, strerror(errno));
+    return f;
+}
+
+int al_read_file_max(const char *path, size_t max, char **out, size_t *n, al_err *e)
+{
+    FILE *f = open_regular(path, e);
+    if (!f) return -1;
+    struct stat st;
+    if (max && fstat(fileno(f), &st) == 0 && (uintmax_t)st.st_size > max) {
         fclose(f);
-        return al_errf(e, "%s: is a directory, not a file", path);
+        return al_errf(e, "%s: too large (%jd bytes, at most %zu)", path, (intmax_t)st.st_size, max);
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = al_malloc(cap);
@@ -213,6 +261,19 @@ int al_read_file(const char *path, char **out, size_t *n, al_err *e)
     buf[len] = 0;
     *out = buf;
     *n = len;
+    return 0;
+}
+
+int al_read_file(const char *path, char **out, size_t *n, al_err *e)
+{
+    return al_read_file_max(path, 0, out, n, e);
+}
+
+int al_check_out_dir(const char *path, al_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+        return al_errf(e, "%s: exists and is not a directory; choose another --out", path);
     return 0;
 }
 
@@ -291,4 +352,73 @@ int al_edit_distance(const char *a, const char *b)
         }
     }
     return row[m];
+}
+
+/* ------------------------------------------------------------ signals */
+
+/* The temp files of the atomic writes in progress (a handful at most:
+ * one per open al_open_atomic), and the line the handler prints. Written
+ * before the handler can need them, read only by it. */
+#define MAX_TMP 8
+static char tmps[MAX_TMP][AL_ERR_LEN];
+static volatile sig_atomic_t tmp_used[MAX_TMP];
+static char hint[AL_ERR_LEN] = "run the command again to continue";
+
+void al_guard_tmp_begin(const char *tmp)
+{
+    for (int i = 0; i < MAX_TMP; i++) {
+        if (tmp_used[i]) continue;
+        snprintf(tmps[i], sizeof tmps[i], "%s", tmp);
+        tmp_used[i] = 1;   /* after the name: the handler never reads half a name */
+        return;
+    }
+}
+
+void al_guard_tmp_end(const char *tmp)
+{
+    for (int i = 0; i < MAX_TMP; i++)
+        if (tmp_used[i] && strcmp(tmps[i], tmp) == 0) {
+            tmp_used[i] = 0;
+            return;
+        }
+}
+
+void al_signals_hint(const char *fmt, ...)
+{
+    char buf[AL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    sigset_t all, old;   /* the handler must never read a half-written hint */
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    memcpy(hint, buf, sizeof hint);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+static void put(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
+
+/* Only async-signal-safe calls: unlink, write, _exit. The temp file goes;
+ * its target is the previous complete file or the new one (rename is
+ * atomic), which is all a resume reads. The lock goes with the process. */
+static void on_signal(int sig)
+{
+    for (int i = 0; i < MAX_TMP; i++)
+        if (tmp_used[i]) unlink(tmps[i]);
+    put(sig == SIGINT ? "attnlab: interrupted (SIGINT); " : "attnlab: terminated (SIGTERM); ");
+    put(hint);
+    put("\n");
+    _exit(128 + sig);
+}
+
+void al_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigfillset(&sa.sa_mask);   /* one handler at a time: SIGTERM during SIGINT's waits */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN);
 }

@@ -367,7 +367,7 @@ int al_yaml_load(const char *path, al_node **out, al_err *e)
     char *text;
     size_t n;
     *out = NULL;
-    if (al_read_file(path, &text, &n, e)) return -1;
+    if (al_read_file_max(path, AL_CONFIG_MAX_BYTES, &text, &n, e)) return -1;
     al_node *root;
     int rc = parse_text(path, text, n, 0, &root, e);
     free(text);

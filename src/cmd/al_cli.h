@@ -145,7 +145,7 @@ int al_cli_fail(int code, const char *msg);
 int al_cli_missing(const al_cli_spec *s, const char *what);
 /* Parses a whole number in [lo, hi]; 0 or -1. */
 int al_cli_parse_long(const char *s, long lo, long hi, long *out);
-/* AL_OPT_FUNC parsers: a KV-cache dtype (int: f32, bf16 or f16). */
+/* AL_OPT_FUNC parsers: a KV-cache dtype (int: f32, bf16, f16, int8 or int4). */
 int al_cli_parse_kv_dtype(const char *v, void *field);
 
 /* Loads the --plugin files, then o->file with o->sets and the plugins it

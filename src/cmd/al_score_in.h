@@ -28,4 +28,14 @@ int al_score_prepare(al_score_in *s, long threads, int B, al_err *e);
 void al_score_fill(al_score_in *s, long w0, int B);
 void al_score_close(al_score_in *s);
 
+/* `score --by-position` (score_pos.c): pos_sum (T) the loss summed over
+ * `windows` windows at each position; writes DIR/by_position.csv
+ * (bucket_start,bucket_end,loss,tokens: N buckets [floor(iT/N),
+ * floor((i+1)T/N)), each the mean over its tokens) and DIR/by_position.gp,
+ * (a dashed line at `trained`, the trained seq_len, when T exceeds it),
+ * and draws it with gnuplot (a missing gnuplot only warns). Atomic; -1
+ * with e set when a file cannot be written or gnuplot failed. */
+int al_score_write_by_position(const char *dir, const double *pos_sum, long windows, int T,
+                               int N, int trained, al_err *e);
+
 #endif

@@ -175,7 +175,7 @@ static void run_free(att_run *r)
 static int prepare(const att_args *a, att_run *r, al_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (al_checkpoint_load(a->ckpt, &r->m, NULL, e) || al_attention_supported(&r->m, e) ||
+    if (al_check_out_dir(a->out, e) || al_checkpoint_load(a->ckpt, &r->m, NULL, e) || al_attention_supported(&r->m, e) ||
         read_tokens(a, &r->m, &r->tokens, &r->T, e))
         return -1;
     int L = r->m.cfg.n_layer, H = r->m.cfg.n_head;

@@ -37,8 +37,8 @@ static const al_opt bench_opts[] = {
            "context lengths, ','-separated (default 256,1024,4096)"),
     AL_LONG("--tokens", "N", 1, 1L << 20, bench_args, tokens,
             "decode steps timed per cell (default 32)"),
-    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16 or f16", bench_args, dtype,
-            "f32, bf16 or f16 (default: CONFIG's model.kv_dtype)"),
+    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", bench_args, dtype,
+            "f32, bf16, f16, int8 or int4 (default: CONFIG's model.kv_dtype)"),
     AL_LONG("--batch", "B", 1, 4096, bench_args, batch,
             "sequences decoded together, each with its own cache\n"
             "(default 1); tokens/s counts every sequence's tokens"),
@@ -47,7 +47,7 @@ static const al_opt bench_opts[] = {
             "share each step's cache rows and weight rows"),
     AL_PATH("--out", "FILE.csv", bench_args, o.out,
             "the CSV written (default results/bench_decode.csv)"),
-    AL_CLI_PLUGIN(bench_args, AL_OPT_IGNORED),
+    AL_CLI_PLUGIN(bench_args, 0),
     AL_CLI_CONTEXT(bench_args, AL_OPT_IGNORED, "unused (see --contexts)"),
     {0},
 };
@@ -56,7 +56,8 @@ static const al_cli_spec bench_spec = {
     "bench-decode", bench_opts,
     "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
     "length, with the measured cache bytes and the parameter bytes a step reads\n"
-    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n",
+    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n"
+    "Variants of plugins (--plugin, and CONFIG's plugins:) may be measured too.\n",
 };
 
 #define MAX_VARIANTS 16
@@ -145,7 +146,8 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
     memcpy(sets, o->sets, o->n_sets * sizeof *sets);
     sets[o->n_sets] = set;
     al_config c;
-    if (al_config_load(o->file, sets, o->n_sets + 1, &c, e) != 0) return -1;
+    /* the file's `plugins:` too: the variants measured may be theirs */
+    if (al_plugin_config_load(o->file, sets, o->n_sets + 1, &c, e) != 0) return -1;
     if (al_train_resolve(&c, al_data_vocab(&c.data), e) != 0) return -1;
     al_model m;
     if (al_model_init(&m, &c.model, e) != 0) return -1;
@@ -221,6 +223,7 @@ int al_cmd_bench_decode(int argc, char **argv)
     if ((nvar = split_variants(list, specs, &e)) < 0 ||
         parse_contexts(a.contexts ? a.contexts : "256,1024,4096", ctx, &nctx, &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if ((rc = al_cli_load_plugins(&a.o))) return rc;   /* --plugin, before any variant is named */
     al_parallel_set_threads((int)a.threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     for (int v = 0; v < nvar && rc == 0; v++)

@@ -67,8 +67,8 @@ static const al_opt generate_opts[] = {
             "cache length in tokens, prompt included (default: the\n"
             "trained seq_len). Beyond seq_len RoPE extrapolates to\n"
             "positions never trained on: allowed, quality may drop."),
-    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16 or f16", gen_args, g.dtype,
-            "cache storage f32, bf16 or f16 (default: model.kv_dtype)"),
+    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", gen_args, g.dtype,
+            "cache storage f32, bf16, f16, int8 or int4 (default: model.kv_dtype)"),
     AL_LONG("--threads", "N", 1, 1024, gen_args, threads,
             "threads (default 1); they share each step's cache and\n"
             "weight rows, or the sequences of a batch"),
@@ -171,7 +171,9 @@ int al_cmd_generate(int argc, char **argv)
     const unsigned char **prompts = NULL;
     size_t *lens = NULL;
     const char *path = a.prompt_file ? a.prompt_file : a.prompts_file;
-    if (path && al_read_file(path, &file, &n, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if ((a.out && al_check_out_dir(a.out, &e) != 0) ||
+        (path && al_read_file(path, &file, &n, &e) != 0))
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
     if (a.prompts_file) {
         a.g.n_prompts = split_prompts(a.prompts_file, file, n, &prompts, &lens, &e);
         a.g.prompts = prompts;

@@ -35,15 +35,22 @@ static const al_cli_spec kv_spec = {
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
     "holds fewer rows than tokens) and summed. A model.layer_attention stack\n"
     "also gets a line per layer (its attention and its share per token) before\n"
-    "the sums. `attnlab generate --stats` measures the same figures from the\n"
+    "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
+    "zero-points and the f32 window of recent tokens, which does not grow with\n"
+    "the context: their per-token figure is the bytes at the trained seq_len over\n"
+    "seq_len. `attnlab generate --stats` measures the same figures from the\n"
     "caches it allocates.\n",
 };
+
+/* Per-layer lines printed at most (a stack of 10^8 layers is counted, not
+ * listed: the layers after these repeat the cycle). */
+#define KV_LINES 256
 
 /* model.layer_attention: each layer's attention and cache bytes per token
  * (the sums below add these up). */
 static void print_layers(const al_model_config *m)
 {
-    for (int l = 0; m->n_layer_attn > 0 && l < m->n_layer; l++) {
+    for (int l = 0; m->n_layer_attn > 0 && l < m->n_layer && l < KV_LINES; l++) {
         al_attn_config a = al_config_layer_attn(m, l);
         char label[128];
         al_sweep_attn_label(label, sizeof label, &a);
@@ -52,6 +59,8 @@ static void print_layers(const al_model_config *m)
                "f16=%zu\n", l, label, el, el * al_kv_dtype_size(AL_KV_F32),
                el * al_kv_dtype_size(AL_KV_BF16), el * al_kv_dtype_size(AL_KV_F16));
     }
+    if (m->n_layer_attn > 0 && m->n_layer > KV_LINES)
+        printf("layers %d to %d: as the cycle above\n", KV_LINES, m->n_layer - 1);
 }
 
 /* The cache at `context` tokens: each layer's rows and bytes, then the
@@ -59,7 +68,7 @@ static void print_layers(const al_model_config *m)
 static void print_kv_at(const al_model_config *m, int context)
 {
     printf("kv_context: %d\n", context);
-    for (int l = 0; l < m->n_layer; l++) {
+    for (int l = 0; l < m->n_layer && l < KV_LINES; l++) {
         al_attn_config a = al_config_layer_attn(m, l);
         char label[128];
         al_sweep_attn_label(label, sizeof label, &a);
@@ -69,16 +78,21 @@ static void print_kv_at(const al_model_config *m, int context)
                al_model_layer_kv_bytes(m, l, AL_KV_BF16, context),
                al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
     }
+    if (m->n_layer > KV_LINES)
+        printf("kv_layers_%d_to_%d: as the cycle above\n", KV_LINES, m->n_layer - 1);
     printf("kv_bytes_at_context_%d: f32=%zu bf16=%zu f16=%zu\n", context,
            al_model_kv_bytes_at(m, AL_KV_F32, context),
            al_model_kv_bytes_at(m, AL_KV_BF16, context),
            al_model_kv_bytes_at(m, AL_KV_F16, context));
+    printf("kv_bytes_at_context_%d_quantized: int8=%zu int4=%zu\n", context,
+           al_model_kv_bytes_at(m, AL_KV_INT8, context),
+           al_model_kv_bytes_at(m, AL_KV_INT4, context));
 }
 
-static void print_kv(const al_config *c, size_t params, long context)
+static void print_kv(const al_config *c, size_t params, size_t kv, long context)
 {
-    size_t b[AL_KV_NDTYPES];
-    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
+    size_t b[AL_KV_NALL];
+    for (int dt = 0; dt < AL_KV_NALL; dt++) b[dt] = al_kv_bytes_per_token(&c->model, dt);
     int dt = al_kv_dtype_parse(c->model.kv_dtype);
     AL_ASSERT(dt >= 0);   /* the config's own check allows only these */
     const al_model_config *m = &c->model;
@@ -93,9 +107,12 @@ static void print_kv(const al_config *c, size_t params, long context)
                m->match.variant, m->match.by == AL_MATCH_D_FF ? "d_ff" : "n_layer",
                m->match.params_to, m->match.base_n_layer, m->match.base_d_ff);
     print_layers(m);
-    printf("kv_elements_per_token: %zu\n", al_model_kv_elems_per_token(m));
+    printf("kv_elements_per_token: %zu\n", kv);
     printf("kv_bytes_per_token: f32=%zu bf16=%zu f16=%zu\n", b[AL_KV_F32], b[AL_KV_BF16],
            b[AL_KV_F16]);
+    printf("kv_bytes_per_token_quantized: int8=%zu int4=%zu kv_quant_group=%d "
+           "kv_quant_residual=%d\n", b[AL_KV_INT8], b[AL_KV_INT4], m->kv_quant_group,
+           m->kv_quant_residual);
     printf("kv_dtype: %s kv_bytes_per_token=%zu\n", m->kv_dtype, b[dt]);
     print_kv_at(m, (int)(context ? context : m->seq_len));
 }
@@ -110,8 +127,13 @@ int al_cmd_kv(int argc, char **argv)
     al_err e;
     if (al_train_resolve(&c, al_data_vocab(&c.data), &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    size_t params = al_model_param_count(&c.model, &e);
-    if (!params) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    print_kv(&c, params, a.o.context);
+    size_t params, kv;   /* counted in checked arithmetic, nothing allocated */
+    if (al_model_counts(&c.model, &params, &kv, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    if (a.o.context && kv * sizeof(float) > SIZE_MAX / (size_t)a.o.context) {
+        snprintf(e.msg, sizeof e.msg, "kv: --context %ld: %zu KV-cache bytes per token times %ld "
+                 "tokens overflow %zu", a.o.context, kv * sizeof(float), a.o.context, SIZE_MAX);
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    }
+    print_kv(&c, params, kv, a.o.context);
     return 0;
 }

@@ -17,9 +17,11 @@
 
 #include "al_checkpoint.h"
 #include "al_cli.h"
+#include "al_decode.h"
 #include "al_parallel.h"
 #include "al_score_in.h"
 #include "al_sweep_spec.h"
+#include "al_tokloss.h"
 
 /* Activation floats a batch may take before it is split further (~256 MB). */
 #define SCORE_BUDGET_FLOATS (64L << 20)
@@ -106,9 +108,10 @@ int al_score_prepare(al_score_in *s, long threads, int B, al_err *e)
 
 typedef struct score_args {
     al_cli_opts o;   /* its --plugin files */
-    const char *ckpt, *file;
-    long seq_len, batch, threads;
-    int json;
+    const char *ckpt, *file, *out;
+    long seq_len, batch, threads, buckets;
+    int json, through_cache, by_position;
+    int kv_dtype;    /* -1: model.kv_dtype */
 } score_args;
 
 static const al_opt score_opts[] = {
@@ -122,6 +125,19 @@ static const al_opt score_opts[] = {
     AL_LONG("--threads", "N", 1, 1L << 24, score_args, threads,
             "BLAS threads (default: all cores)"),
     AL_FLAG("--json", score_args, json, "print one JSON object instead of the two lines"),
+    AL_FLAG("--through-cache", score_args, through_cache,
+            "score through the decode path: every token appended to the\n"
+            "KV cache one step at a time, its loss from decode's logits"),
+    AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4",
+            score_args, kv_dtype,
+            "with --through-cache: the cache's storage, f32, bf16, f16,\n"
+            "int8 or int4 (default: the checkpoint's model.kv_dtype)"),
+    AL_FLAG("--by-position", score_args, by_position,
+            "also the mean loss per position bucket: DIR/by_position.csv\n"
+            "and a gnuplot picture DIR/by_position.png (needs --out)"),
+    AL_LONG("--buckets", "N", 1, 1L << 24, score_args, buckets,
+            "position buckets for --by-position (default: min(16, T))"),
+    AL_PATH("--out", "DIR", score_args, out, "where --by-position writes"),
     AL_CLI_PLUGIN(score_args, 0),
     {0},
 };
@@ -134,6 +150,12 @@ static const al_cli_spec score_spec = {
     "dropped. T defaults to the checkpoint's seq_len and may exceed it (RoPE\n"
     "extrapolates). The last line is\n"
     "  loss=<nats per byte> tokens=<count>\n"
+    "--through-cache scores the same windows through the KV cache, each window\n"
+    "from an empty cache (at f32 equal to the plain score up to rounding).\n"
+    "--by-position: the window's positions 0..T-1 (position t predicts byte\n"
+    "t+1 from t+1 bytes) cut into N buckets [floor(iT/N), floor((i+1)T/N));\n"
+    "DIR/by_position.csv has the columns bucket_start,bucket_end,loss,tokens\n"
+    "(bucket_end exclusive; loss the mean over the bucket's tokens).\n"
     "(with causal=false appended for a non-causal model); --json prints one JSON\n"
     "object instead.\n",
 };
@@ -151,7 +173,72 @@ static double score_all(al_score_in *s, int B)
     return sum / ((double)s->windows * s->T);
 }
 
-static void print_json(const score_args *o, const al_score_in *s, double loss)
+/* ---- token by token: through the cache, or by position */
+
+/* What the token-by-token path found. */
+typedef struct tok_result {
+    double loss;
+    double *pos_sum;      /* (T): loss summed over windows at each position */
+    int dtype;            /* the cache's, through the cache; else -1 */
+    size_t cache_bytes;   /* one window's cache, through the cache */
+} tok_result;
+
+/* Windows per batch through the cache: sequences decoded together. */
+#define CACHE_BATCH 8
+
+static int open_cache(al_score_in *s, const score_args *o, int B, al_decoder *d,
+                      tok_result *r, al_err *e)
+{
+    r->dtype = o->kv_dtype >= 0 ? o->kv_dtype : al_kv_dtype_parse(s->m.cfg.kv_dtype);
+    if (al_decoder_init_batch(d, &s->m, B, s->T, r->dtype, e) != 0) return -1;
+    r->cache_bytes = al_decoder_cache_bytes(d) / (size_t)B;
+    al_parallel_set_threads((int)(o->threads ? o->threads : sysconf(_SC_NPROCESSORS_ONLN)));
+    s->in = al_malloc((size_t)B * s->T * sizeof(int));
+    s->tgt = al_malloc((size_t)B * s->T * sizeof(int));
+    return 0;
+}
+
+/* Every window's per-token losses, by the forward pass or through the
+ * cache, summed in a fixed order (the same bits for the same threads). */
+static int score_tokens(al_score_in *s, const score_args *o, int B, tok_result *r, al_err *e)
+{
+    al_decoder d = {0};
+    r->dtype = -1;
+    if (o->through_cache ? open_cache(s, o, B, &d, r, e) : al_score_prepare(s, o->threads, B, e))
+        return -1;
+    double *loss = al_malloc((size_t)B * s->T * sizeof(double)), sum = 0;
+    r->pos_sum = al_calloc((size_t)s->T, sizeof(double));
+    for (long w = 0; w < s->windows; w += B) {
+        int b = (int)(s->windows - w < B ? s->windows - w : B);
+        al_score_fill(s, w, b);
+        if (o->through_cache) al_token_losses_cache(&d, s->in, s->tgt, b, s->T, loss);
+        else al_token_losses_forward(&s->m, s->in, s->tgt, b, s->T, loss);
+        for (size_t i = 0; i < (size_t)b * s->T; i++)
+            sum += loss[i], r->pos_sum[i % (size_t)s->T] += loss[i];
+        al_progress_line("score: window %ld/%ld", w + b, s->windows);
+    }
+    al_progress_end();
+    r->loss = sum / ((double)s->windows * s->T);
+    free(loss);
+    if (o->through_cache) al_decoder_free(&d);
+    return 0;
+}
+
+static int check_args(const score_args *o, const al_score_in *s, al_err *e)
+{
+    if (o->kv_dtype >= 0 && !o->through_cache)
+        return al_errf(e, "--kv-dtype needs --through-cache (plain score runs no cache)");
+    if ((o->buckets || o->out) && !o->by_position)
+        return al_errf(e, "%s needs --by-position", o->buckets ? "--buckets" : "--out");
+    if (o->by_position && !o->out) return al_errf(e, "--by-position needs --out DIR");
+    if (o->buckets > s->T)
+        return al_errf(e, "--buckets (%ld) must be at most the window length T (%d)",
+                       o->buckets, s->T);
+    return 0;
+}
+
+static void print_json(const score_args *o, const al_score_in *s, double loss,
+                       const tok_result *r)
 {
     char variant[256];
     al_sweep_stack_label(variant, sizeof variant, &s->m.cfg, "/");
@@ -160,6 +247,11 @@ static void print_json(const score_args *o, const al_score_in *s, double loss)
                           s->m.cfg.causal, "step", (json_int_t)s->step, "seq_len", s->T,
                           "windows", (json_int_t)s->windows, "tokens",
                           (json_int_t)s->windows * s->T, "loss", loss);
+    if (j && r && r->dtype >= 0) {
+        json_object_set_new(j, "through_cache", json_true());
+        json_object_set_new(j, "kv_dtype", json_string(al_kv_dtype_name(r->dtype)));
+        json_object_set_new(j, "kv_cache_bytes", json_integer((json_int_t)r->cache_bytes));
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     AL_ASSERT(text != NULL);
     printf("%s\n", text);
@@ -169,7 +261,7 @@ static void print_json(const score_args *o, const al_score_in *s, double loss)
 
 int al_cmd_score(int argc, char **argv)
 {
-    score_args o = {0};
+    score_args o = {.kv_dtype = -1};
     al_score_in s;
     al_err e;
     int rc = al_cli_parse(&score_spec, argc, argv, &o);
@@ -179,19 +271,42 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    int B = (int)batch_for(&s.m, s.T, s.windows, o.batch);
-    if (al_score_prepare(&s, o.threads, B, &e) != 0) {
+    if (check_args(&o, &s, &e) != 0) {
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    double loss = score_all(&s, B);
+    int B = (int)batch_for(&s.m, s.T, s.windows, o.batch);
+    if (o.through_cache && !o.batch) B = s.windows < CACHE_BATCH ? (int)s.windows : CACHE_BATCH;
+    tok_result r = {0};
+    double loss = 0;
+    if (o.through_cache || o.by_position) {
+        rc = score_tokens(&s, &o, B, &r, &e);
+        loss = r.loss;
+    } else {
+        rc = al_score_prepare(&s, o.threads, B, &e);
+        if (rc == 0) loss = score_all(&s, B);
+    }
+    if (rc == 0 && o.by_position) {
+        int N = (int)(o.buckets ? o.buckets : s.T < 16 ? s.T : 16);
+        rc = al_score_write_by_position(o.out, r.pos_sum, s.windows, s.T, N,
+                                        s.m.cfg.seq_len, &e);
+    }
+    free(r.pos_sum);
+    if (rc != 0) {
+        al_score_close(&s);
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    }
     if (o.json) {
-        print_json(&o, &s, loss);
+        print_json(&o, &s, loss, &r);
     } else {
         char variant[256];
         al_sweep_stack_label(variant, sizeof variant, &s.m.cfg, "/");
-        printf("checkpoint=%s step=%ld variant=%s seq_len=%d windows=%ld\n", o.ckpt, s.step,
+        printf("checkpoint=%s step=%ld variant=%s seq_len=%d windows=%ld", o.ckpt, s.step,
                variant, s.T, s.windows);
+        if (r.dtype >= 0)
+            printf(" through_cache=1 kv_dtype=%s kv_cache_bytes=%zu", al_kv_dtype_name(r.dtype),
+                   r.cache_bytes);
+        printf("\n");
         printf("loss=%.6f tokens=%ld%s\n", loss, s.windows * s.T,
                s.m.cfg.causal ? "" : " causal=false");
     }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "al_cli.h"
+#include "al_guard.h"
 #include "al_mpi.h"
 #include "al_report.h"
 #include "al_sweep_exec.h"
@@ -165,34 +166,6 @@ static void print_dry_run(const al_sweep *s, const sweep_args *a)
            "(--dry-run)\n", todo, a->jobs, a->threads);
 }
 
-/* One sweep per results directory at a time: an advisory lock held for
- * the run (released by the kernel however the runner ends). */
-static int lock_dir(const char *dir, int *fd, al_err *e)
-{
-    char path[AL_PATH_LEN + 16];
-    snprintf(path, sizeof path, "%s/.lock", dir);
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (*fd < 0) return al_errf(e, "%s: cannot open: %s", path, strerror(errno));
-    if (flock(*fd, LOCK_EX | LOCK_NB) != 0)
-        return al_errf(e, "%s: another sweep is running in this directory", dir);
-    return 0;
-}
-
-/* Temp files a killed runner left (summary.csv.tmp.PID, the report's):
- * never read, only litter. Called with the lock held: no writer is alive. */
-static void remove_stale_temps(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        char path[AL_PATH_LEN + 300];
-        if (!strstr(de->d_name, ".tmp.")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-}
-
 static int self_exe(char *buf, size_t n, al_err *e)
 {
     ssize_t len = readlink("/proc/self/exe", buf, n - 1);
@@ -280,10 +253,9 @@ static int run_sweep(al_sweep *s, sweep_args *a)
      * bad --out (exit 2): nothing has been trained */
     int code = AL_EXIT_INPUT;
     bad = al_mpi_rank() == 0 &&
-          (al_mkdirs(a->out, &e) ||
-           al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e) ||
-           lock_dir(a->out, &lock, &e));
-    if (al_mpi_rank() == 0 && !bad) remove_stale_temps(a->out);
+          (al_mkdirs(a->out, &e) || al_lock_dir(a->out, "sweep", &lock, &e) ||
+           al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e));
+    if (al_mpi_rank() == 0 && !bad) al_remove_stale_temps(a->out, NULL);   /* a killed runner's */
     if (!bad && self_exe(exe, sizeof exe, &e)) bad = 1, code = AL_EXIT_RUNTIME;
     if (al_mpi_agree(bad, &e)) {
         if (lock >= 0) close(lock);

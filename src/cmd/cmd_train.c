@@ -1,14 +1,17 @@
 /*
  * cmd_train.c - `attnlab train`: one model from an experiment file.
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "al_cli.h"
 #include "al_config_io.h"
+#include "al_guard.h"
 #include "al_mpi.h"
 #include "al_sweep_spec.h"
 #include "al_train.h"
@@ -17,6 +20,7 @@ typedef struct train_args {
     al_cli_opts o;
     const char *resume, *init_from;
     long stop_after;
+    int force;
     char config[4200];   /* DIR/config.yaml for --resume DIR alone */
 } train_args;
 
@@ -32,6 +36,8 @@ static const al_opt train_opts[] = {
             "start from this checkpoint's weights (train.init_from)"),
     AL_PATH("--resume", "DIR", train_args, resume,
             "continue the run saved in DIR bit-identically"),
+    AL_FLAG("--force", train_args, force, "write the run into a --out DIR that is not empty, "
+            "replacing the run there"),
     AL_CLI_CONTEXT(train_args, AL_OPT_IGNORED, "unused by train"),
     {0},
 };
@@ -53,11 +59,18 @@ static const al_cli_spec train_spec = {
     "a config that differs from the saved run (other than\n"
     "train.checkpoint_every) is an error naming the key, and so is a data\n"
     "file, plugin file or attnlab interface that changed since the run began.\n"
+    "A run directory belongs to one run: --out DIR must be absent or empty\n"
+    "(a run there is continued with --resume DIR; --force replaces it; a\n"
+    "sweep's results directory and / are refused), and a second process\n"
+    "writing DIR while this one runs is refused, naming this one's pid.\n"
+    "SIGINT or SIGTERM stops the run (exit 130 or 143) leaving its last\n"
+    "checkpoint, and says how to resume.\n"
     "Progress goes to standard error: a live line on a terminal, one plain\n"
     "line per evaluation otherwise. The last line on standard output is\n"
     "  val_loss=<nats/token> train_loss=... tokens_per_s=... wall_s=...\n"
-    "Exit status: 0 done, 1 a write failed while training (a full disk), 2 bad\n"
-    "input, 3 the loss diverged (NaN/Inf).\n"
+    "Exit status: 0 done, 1 a write failed while training (a full disk or\n"
+    "ulimit -f), 2 bad input, 3 the loss diverged (NaN/Inf), 130/143\n"
+    "interrupted.\n"
     "\n"
     "Data-parallel: 'mpirun -np N attnlab train CONFIG' (or srun --mpi=pmix)\n"
     "splits each batch of train.batch_size (divisible by N) across N ranks and\n"
@@ -75,19 +88,55 @@ static int parse_train_args(int argc, char **argv, train_args *a)
     return AL_CLI_GO;
 }
 
+/* A fresh run's --out: absent or empty, or --force (which al_train says
+ * aloud once it holds the lock). Checked here for a clear early error, and
+ * again by al_train with the lock held. */
+static int claim_out(const train_args *a, al_train_opts *to)
+{
+    al_err e;
+    to->claim = a->force ? AL_CLAIM_FORCE : AL_CLAIM_FRESH;
+    int rc = al_train_claim(to->outdir, to->claim, &e);
+    if (rc < 0) {
+        if (al_mpi_rank() == 0) fprintf(stderr, "%s\n", e.msg);
+        return AL_EXIT_INPUT;
+    }
+    al_signals_hint("nothing was saved yet; run the same command again");
+    return 0;
+}
+
+/* A run interrupted before its first checkpoint left its config.yaml
+ * (and perhaps metrics.csv) but nothing to resume from. */
+static int no_checkpoint_yet(const char *dir)
+{
+    char path[AL_PATH_LEN + 32];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
+    if (stat(path, &st) == 0 || errno != ENOENT) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (stat(path, &st) == 0 || errno != ENOENT) return 0;
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    return stat(path, &st) == 0;
+}
+
 /* --resume DIR and --stop-after N into the training options. */
 static int resume_opts(const train_args *a, al_train_opts *to)
 {
     char msg[600];
     to->stop_after = (int)a->stop_after;
-    if (!a->resume) return 0;
+    if (!a->resume) return claim_out(a, to);
     if (a->o.out && strcmp(a->o.out, a->resume) != 0) {
         snprintf(msg, sizeof msg, "train: --out %.200s and --resume %.200s name different "
                  "directories", a->o.out, a->resume);
         return al_cli_fail(AL_EXIT_INPUT, msg);
     }
     to->outdir = a->resume;
-    to->resume = 1;
+    to->resume = !no_checkpoint_yet(a->resume);
+    if (!to->resume) {   /* stopped before its first checkpoint: the same run from step 0 */
+        to->claim = AL_CLAIM_FORCE;
+        if (al_mpi_rank() == 0)
+            fprintf(stderr, "attnlab: train: %s has no checkpoint yet; starting the run again "
+                    "from step 0\n", a->resume);
+    }
     return 0;
 }
 
@@ -143,6 +192,9 @@ static int train_ranked(const train_args *a)
     }
     al_train_opts to = {.outdir = a->o.out ? a->o.out : "results/train", .log_lines = 1};
     if ((rc = resume_opts(a, &to))) return rc;
+    char hint[AL_PATH_LEN + 64];
+    snprintf(hint, sizeof hint, "resume with: attnlab train --resume %s", to.outdir);
+    to.resume_hint = hint;
     al_train_result r;
     if (al_train(&c, &to, &r, &e) != 0) return train_fail(&e, r.runtime_error);
     if (al_mpi_rank() != 0) return r.status == AL_TRAIN_DIVERGED ? AL_EXIT_DIVERGED : 0;

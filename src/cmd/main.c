@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_guard.h"
 
 /* ------------------------------------------------------------ dispatch */
 
@@ -47,6 +48,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    al_signals_install();
     if (argc < 2) {
         usage(stderr);
         return AL_EXIT_INPUT;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "al_config_io.h"
+#include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_sha256.h"
@@ -211,9 +212,18 @@ static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d
     /* the decode cache's storage; checkpoints older than the key had f32 */
     json_t *kv = json_object_get(o, "kv_dtype");
     const char *dt = kv ? json_string_value(kv) : "f32";
-    if (!dt || (strcmp(dt, "f32") && strcmp(dt, "bf16") && strcmp(dt, "f16")))
-        return cfg_err(e, path, "'kv_dtype' must be \"f32\", \"bf16\" or \"f16\"");
+    if (!dt || al_kv_dtype_parse(dt) < 0)
+        return cfg_err(e, path, "'kv_dtype' must be \"f32\", \"bf16\", \"f16\", \"int8\" or "
+                       "\"int4\"");
     snprintf(c->kv_dtype, sizeof c->kv_dtype, "%s", dt);
+    /* checkpoints older than the quantized caches had neither key */
+    c->kv_quant_group = AL_KV_QUANT_GROUP;
+    c->kv_quant_residual = AL_KV_QUANT_RESIDUAL;
+    if ((json_object_get(o, "kv_quant_group") &&
+         get_int(path, o, "kv_quant_group", 1, MAX_LONG_DIM, &c->kv_quant_group, e)) ||
+        (json_object_get(o, "kv_quant_residual") &&
+         get_int(path, o, "kv_quant_residual", 0, MAX_LONG_DIM, &c->kv_quant_residual, e)))
+        return -1;
     return 0;
 }
 
@@ -531,7 +541,7 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
  * resume may change. Returns the line count; lines are malloc'ed. */
 static int flatten_yaml(const char *yaml, char ***out)
 {
-    static const char *const may_change[] = {"train.checkpoint_every", NULL};
+    static const char *const may_change[] = {"train.checkpoint_every", "train.max_memory", NULL};
     char stack[8][128], line[4400];
     int n = 0, cap = 64, item[9] = {0};   /* "- " items seen at each level */
     char **lines = al_malloc(cap * sizeof *lines);

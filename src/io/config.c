@@ -66,20 +66,26 @@ static void describe(char *out, size_t n, const char *s, int quoted)
     else snprintf(out, n, "'%.80s'", s);
 }
 
+/* -1: not a number, -2: a number a double cannot hold (1e400 overflows,
+ * 1e-400 underflows: strtod would give Inf or 0, a silent default). */
 static int parse_double(const char *s, double *v)
 {
     char *end;
     if (!s[0] || s[0] == ' ' || s[0] == '\t') return -1;
     errno = 0;
     *v = strtod(s, &end);
-    return *end || !isfinite(*v) ? -1 : 0;
+    if (*end) return -1;
+    if (errno == ERANGE) return -2;
+    return isfinite(*v) ? 0 : -1;
 }
 
 /* -1: not a whole number, -2: out of int range. */
 static int parse_int(const char *s, int *v)
 {
     double d;
-    if (parse_double(s, &d) || d != floor(d)) return -1;
+    int rc = parse_double(s, &d);
+    if (rc == -2) return -2;
+    if (rc || d != floor(d)) return -1;
     if (d < INT_MIN || d > INT_MAX) return -2;
     *v = (int)d;
     return 0;
@@ -92,6 +98,25 @@ static int parse_u64(const char *s, uint64_t *v)
     errno = 0;
     unsigned long long x = strtoull(s, &end, 10);
     if (*end || errno == ERANGE) return -1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
+/* Digits with an optional k, M, G or T (powers of 1024): train.max_memory. */
+static int parse_bytes(const char *s, uint64_t *v)
+{
+    static const char units[] = "kMGT";
+    char *end;
+    if (s[0] < '0' || s[0] > '9') return -1;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno == ERANGE) return -1;
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (*end && (!u || end[1])) return -1;
+    for (int k = u ? (int)(u - units) + 1 : 0; k > 0; k--) {
+        if (x > UINT64_MAX / 1024) return -1;
+        x *= 1024;
+    }
     *v = (uint64_t)x;
     return 0;
 }
@@ -155,10 +180,19 @@ static int put_scalar(const key_spec *k, const char *s, int quoted, void *base,
             return why_err(why, n, "must be an integer in [0, 2^64), got %s", got);
         memcpy(field, &uv, sizeof uv);
         return 0;
+    case K_BYTES:
+        AL_ASSERT(k->size == sizeof(uint64_t));
+        if (quoted || parse_bytes(s, &uv))
+            return why_err(why, n, "must be a byte count (digits, with k, M, G or T for "
+                           "powers of 1024, at most 2^64 - 1), got %s", got);
+        memcpy(field, &uv, sizeof uv);
+        return 0;
     case K_DOUBLE:
         AL_ASSERT(k->size == sizeof(double));
-        if (quoted || parse_double(s, &dv))
+        if (quoted || (rc = parse_double(s, &dv)) == -1)
             return why_err(why, n, "must be a number, got %s", got);
+        if (rc) return why_err(why, n, "must be a number a double can hold, got %s (%s)", got,
+                               fabs(dv) > 1 ? "overflows" : "underflows");
         memcpy(field, &dv, sizeof dv);
         return 0;
     case K_BOOL:
@@ -179,6 +213,7 @@ static const char *wanted(int type)
     switch (type) {
     case K_INT: return "an integer";
     case K_U64: return "a non-negative integer";
+    case K_BYTES: return "a byte count";
     case K_DOUBLE: return "a number";
     case K_BOOL: return "true or false";
     case K_STRING: return "a string";
@@ -543,6 +578,7 @@ static const num_rule num_rules[] = {
     IRULE(model.vocab_size, R_NONNEG), DRULE(model.mlp_ratio, R_POS),
     IRULE(model.d_ff, R_NONNEG),
     DRULE(model.norm_eps, R_POS), DRULE(model.rope_base, R_POS),
+    IRULE(model.kv_quant_group, R_POS), IRULE(model.kv_quant_residual, R_NONNEG),
     IRULE(train.steps, R_POS), IRULE(train.batch_size, R_POS), DRULE(train.lr, R_POS),
     DRULE(train.min_lr, R_NONNEG), IRULE(train.warmup_steps, R_NONNEG),
     DRULE(train.weight_decay, R_NONNEG), DRULE(train.beta1, R_HALF01),

@@ -19,7 +19,7 @@
     {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help}
 
 const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
-const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", NULL};
+const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
 const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 
 #define D al_data_config
@@ -55,7 +55,9 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon"),
     FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency"),
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
-    ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16 or f16"),
+    ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)"),
+    FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
+    FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
     {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings"},
     {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
     {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention: {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
@@ -93,6 +95,7 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     {NULL, 0, 0, 0, NULL, NULL, NULL},

@@ -18,6 +18,8 @@
 enum key_type {
     K_INT,      /* int, a whole number in int range */
     K_U64,      /* uint64_t, digits only */
+    K_BYTES,    /* uint64_t bytes: digits with an optional k, M, G or T (powers
+                   of 1024); written as plain digits, and not at all when 0 */
     K_DOUBLE,   /* double, finite */
     K_BOOL,     /* int 0/1: true/false, yes/no, on/off */
     K_STRING,   /* char[size]; sub: NULL-terminated allowed values, or NULL */

@@ -135,8 +135,8 @@ int al_cfg_resolve_model(al_config *c, const al_node *root, al_err *e)
     double F = m->mlp_ratio * m->d_model;
     if (m->d_ff == 0 && !(F >= 0.5 && F < INT_MAX))
         return al_cfg_verr(e, c, root, "model.mlp_ratio", "'model.mlp_ratio' (%g) times "
-                           "'model.d_model' (%d) must give an MLP width of at least 1",
-                           m->mlp_ratio, m->d_model);
+                           "'model.d_model' (%d) must give an MLP width in [1, %d], got %.0f",
+                           m->mlp_ratio, m->d_model, INT_MAX, F);
     m->d_ff = al_config_d_ff(m);
     m->match.base_n_layer = m->n_layer;
     m->match.base_d_ff = m->d_ff;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "al_kvcache.h"
 #include "al_registry.h"
 
 /* ------------------------------------------------------------ YAML */
@@ -53,7 +54,8 @@ static void write_scalar(FILE *f, const key_spec *k, const void *base)
     char buf[64];
     switch (k->type) {
     case K_INT: fprintf(f, "%d", *(const int *)p); break;
-    case K_U64: fprintf(f, "%" PRIu64, *(const uint64_t *)p); break;
+    case K_U64:
+    case K_BYTES: fprintf(f, "%" PRIu64, *(const uint64_t *)p); break;
     case K_BOOL: fputs(*(const int *)p ? "true" : "false", f); break;
     case K_STRING: write_string(f, p); break;
     case K_DOUBLE:
@@ -133,6 +135,8 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 static al_model_config as_given(const al_model_config *m)
 {
     al_model_config given = *m;
+    if (!given.kv_quant_group)   /* built in code: the defaults of both (al_config.h) */
+        given.kv_quant_group = AL_KV_QUANT_GROUP, given.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     if (m->match.by != AL_MATCH_NONE) {
         given.n_layer = m->match.base_n_layer;
         given.d_ff = m->match.base_d_ff;
@@ -146,10 +150,20 @@ static void write_model(FILE *f, const key_spec *t, const al_model_config *m, in
     write_table(f, t, &given, indent);
 }
 
+/* A byte limit left at 0 (none) is not written: runs and trials from
+ * before the key existed keep their resolved config, and their ids. */
+static int unset_bytes(const key_spec *t, const void *base)
+{
+    uint64_t v;
+    if (t->type != K_BYTES) return 0;
+    memcpy(&v, (const char *)base + t->offset, sizeof v);
+    return v == 0;
+}
+
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
-        if (t->type == K_IGNORE) continue;
+        if (t->type == K_IGNORE || unset_bytes(t, base)) continue;
         if (t->type == K_MATCH) {
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {
@@ -248,7 +262,8 @@ static json_t *scalar_json(const key_spec *k, const void *base)
     const char *p = (const char *)base + k->offset;
     switch (k->type) {
     case K_INT: return json_integer(*(const int *)p);
-    case K_U64: return u64_json(*(const uint64_t *)p);
+    case K_U64:
+    case K_BYTES: return u64_json(*(const uint64_t *)p);
     case K_BOOL: return json_boolean(*(const int *)p);
     case K_STRING: return string_json(p);
     case K_DOUBLE: return real_json(*(const double *)p);
@@ -360,6 +375,8 @@ char *al_config_model_json(const al_model_config *m)
 {
     al_model_config built = *m;
     built.d_ff = al_config_d_ff(m);   /* a config built by hand may leave it 0 */
+    if (!built.kv_quant_group)       /* ... and these (al_config.h) */
+        built.kv_quant_group = AL_KV_QUANT_GROUP, built.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
     return dump(table_json(al_cfg_model_keys, &built, 1));
 }
 

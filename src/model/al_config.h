@@ -72,7 +72,11 @@ typedef struct al_model_config {
      * l % n_layer_attn; 0 = the one attention above for every layer. */
     int n_layer_attn;
     al_attn_config layer_attn[AL_MAX_LAYER_ATTN];
-    char kv_dtype[8];                    /* f32 | bf16 | f16 (decode cache) */
+    char kv_dtype[8];                    /* f32 | bf16 | f16 | int8 | int4 (decode cache) */
+    /* int8/int4 caches (al_kvcache.h). A config built in code that leaves
+     * kv_quant_group 0 means the defaults of both (32, 32); a config file
+     * always has a group >= 1, and a residual >= 0 as given. */
+    int kv_quant_group, kv_quant_residual;
 } al_model_config;
 
 typedef struct al_train_config {
@@ -83,6 +87,7 @@ typedef struct al_train_config {
     int eval_every, eval_batches;
     uint64_t seed, eval_seed;
     int threads;                         /* 0 = all cores */
+    uint64_t max_memory;                 /* bytes a run may use; 0 = the machine's */
     int checkpoint_every;                /* 0 = only at the end */
     char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
     char init_convert[8];                /* none | mean | first | random | svd */

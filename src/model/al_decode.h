@@ -33,8 +33,12 @@
 #include "al_model.h"
 
 /* Cache bytes per token, summed over layers, for a storage dtype: the one
- * formula `attnlab kv` prints and a decoder's allocation follows. */
+ * formula `attnlab kv` prints and a decoder's allocation follows. An
+ * int8/int4 cache's bytes are not proportional to its context (the f32
+ * ring of recent tokens is a fixed cost, al_kvcache.h): its figure is the
+ * bytes at the trained seq_len over seq_len, rounded down. */
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype);
+/* (The bytes at a context, any dtype: al_model_kv_bytes_at, al_tensors.h.) */
 
 typedef struct al_decoder {
     al_model *m;          /* borrowed: outlives the decoder */

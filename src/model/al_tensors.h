@@ -13,6 +13,7 @@
 #define AL_TENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "al_config.h"
 
 #define AL_TENSOR_NAME 64
@@ -66,7 +67,34 @@ int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context
  * and the whole model's bytes (the sum over layers): what a decoder of
  * that context allocates per sequence. */
 int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
+/* What layer l's cache of `context` tokens is made of (al_kvcache.h's
+ * al_kv_cache_new_quant arguments): its rows, floats per row, the first
+ * key_elems of them quantized per channel in an int8/int4 cache (elems / 2
+ * for mha, mqa and gqa, rows [K | V]; the whole row for every other
+ * variant, whose elements serve as key and value), group and residual
+ * from model.kv_quant_* (a bounded ring layer keeps every row f32). */
+typedef struct al_kv_layout {
+    size_t elems, key_elems;
+    int rows, group, residual;
+} al_kv_layout;
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context);
+/* Layer l's cache bytes at `context` tokens, any dtype (int8/int4 with
+ * their scales, zero-points and f32 rows). */
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
+
+/* Limits on sizes before anything is allocated: parameters (16 bytes each
+ * in training: weights, gradients, AdamW's two moments) and any float
+ * count a variant reports (a plugin's act/scratch/KV floats). */
+#define AL_MAX_PARAMS (SIZE_MAX / 16)
+#define AL_MAX_REPORTED_FLOATS (1ULL << 40)
+
+/* The parameter count and KV floats per token (summed over layers; may be
+ * NULL) of c, in checked arithmetic and without building the table: what
+ * `attnlab kv` prints. -1 with e naming the keys or the variant when a
+ * count passes its limit or the variant rejects the shape. */
+int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e);
+/* Item k's attention (of al_config_n_attn) as its variant sees the config. */
+void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k);
 
 #endif

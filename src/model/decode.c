@@ -15,7 +15,8 @@
 
 size_t al_kv_bytes_per_token(const al_model_config *c, int dtype)
 {
-    return al_model_kv_elems_per_token(c) * al_kv_dtype_size(dtype);
+    if (dtype < AL_KV_NDTYPES) return al_model_kv_elems_per_token(c) * al_kv_dtype_size(dtype);
+    return al_model_kv_bytes_at(c, dtype, c->seq_len) / (size_t)c->seq_len;
 }
 
 /* ------------------------------------------------------------ decoder */
@@ -31,7 +32,7 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
         return al_errf(e, "model.causal is false: a model trained without the causal mask "
                        "sees the future and cannot generate");
     if (context < 1) return al_errf(e, "context (%d) must be at least 1", context);
-    if (dtype < 0 || dtype >= AL_KV_NDTYPES) return al_errf(e, "unknown kv dtype %d", dtype);
+    if (dtype < 0 || dtype >= AL_KV_NALL) return al_errf(e, "unknown kv dtype %d", dtype);
     for (int l = 0; l < m->cfg.n_layer; l++) {   /* a plugin's answer, before it is trusted */
         const al_layer *L = &m->layers[l];
         int rows = L->attn->kv_rows ? L->attn->kv_rows(&L->ashape, context) : context;
@@ -76,9 +77,9 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     d->batch = batch;
     d->cache = al_calloc((size_t)c->n_layer * B, sizeof *d->cache);
     for (size_t i = 0; i < (size_t)c->n_layer * B; i++) {   /* each layer its own rows; */
-        const al_layer *L = &m->layers[i / B];           /* a bounded one fewer */
-        int rows = al_model_layer_kv_rows(c, (int)(i / B), context);
-        d->cache[i] = al_kv_cache_new(L->attn->kv_elems(&L->ashape), rows, dtype);
+        al_kv_layout o = al_model_layer_kv_layout(c, (int)(i / B), context);   /* a bounded one fewer */
+        d->cache[i] = al_kv_cache_new_quant(o.elems, o.key_elems, o.rows, dtype, o.group,
+                                            o.residual);
     }
     size_t wide = D > F ? D : F;
     wide = wide > V ? wide : V;

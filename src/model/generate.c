@@ -76,7 +76,8 @@ static int resolve(const al_model *m, const al_generate_opts *o, int B, long *co
     long P = *maxp;
     const char *longest = B > 1 && o->n_prompts > 1 ? "longest prompt" : "prompt";
     *dtype = o->dtype >= 0 ? o->dtype : al_kv_dtype_parse(c->kv_dtype);
-    if (*dtype < 0) return al_errf(e, "model.kv_dtype '%s' is not f32, bf16 or f16", c->kv_dtype);
+    if (*dtype < 0)
+        return al_errf(e, "model.kv_dtype '%s' is not f32, bf16, f16, int8 or int4", c->kv_dtype);
     *context = o->context > 0 ? o->context : c->seq_len;
     if (P > *context)
         return al_errf(e, "the %s (%ld bytes) is longer than the context (%ld); pass a "

@@ -5,6 +5,7 @@
  * attention parameters and buffer sizes, and calls forward/backward.
  */
 #include "al_model.h"
+#include "al_memory.h"
 #include "al_parallel.h"
 
 #include <math.h>
@@ -127,17 +128,20 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     free(m->targets);
     free(m->inputs);
     const al_model_config *c = &m->cfg;
-    size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
-    size_t per_layer = 4 * BT * D + 2 * BT + 2 * BT * F, scratch = 0, attn_all = 0;
+    size_t BT = (size_t)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size, total;
+    m->acts = NULL, m->targets = NULL, m->inputs = NULL, m->B = m->T = 0;
+    /* checked (a plugin's sizes too), and refused rather than aborted */
+    if (al_model_act_floats(c, m->d_ff, B, T, &total, e) != 0) return -1;
+    size_t scratch = 0;
     for (int l = 0; l < c->n_layer; l++) {   /* scratch is shared: the widest layer's */
         const al_layer *L = &m->layers[l];
         size_t s = L->attn->scratch_floats(&L->ashape, B, T);
         scratch = s > scratch ? s : scratch;
-        attn_all += L->attn->act_floats(&L->ashape, B, T);
     }
-    size_t total = c->n_layer * per_layer + attn_all + 2 * BT * D + BT + BT * V +
-                   2 * BT * D + BT * F + scratch + BT;
-    float *p = m->acts = al_calloc(total, sizeof(float));
+    float *p = m->acts = calloc(total, sizeof(float));
+    if (!p)
+        return al_errf(e, "model: out of memory: the activations of a batch of %d x %d tokens "
+                       "need %zu bytes", B, T, total * sizeof(float));
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l];
         size_t attn = L->attn->act_floats(&L->ashape, B, T);

@@ -3,6 +3,8 @@
  * registration (al_plugin.h).
  */
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -42,8 +44,9 @@ static int open_object(const char *path, void **h, al_err *e)
     if (strlen(path) >= PATH_MAX) return al_errf(e, "%.80s...: plugin path too long", path);
     if (stat(path, &st) != 0)
         return al_errf(e, "%s: cannot load plugin: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return al_errf(e, "%s: cannot load plugin: not a regular file", path);
+    if (!S_ISREG(st.st_mode))   /* a FIFO would block dlopen */
+        return al_errf(e, "%s: cannot load plugin: %s, not a regular file", path,
+                       al_file_kind(st.st_mode));
     /* dlopen searches the library path for a name without a slash */
     char dlpath[PATH_MAX + 2];
     snprintf(dlpath, sizeof dlpath, "%s%s", strchr(path, '/') ? "" : "./", path);
@@ -78,12 +81,32 @@ int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_er
     return 0;
 }
 
+/* NULL when sym is a function symbol in its object's dynamic symbol
+ * table (its ELF type, found by dladdr1), else what it is. */
+static const char *symbol_kind(void *sym)
+{
+    Dl_info info;
+    const ElfW(Sym) *es = NULL;
+    if (!dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) || !es) return "not a known symbol";
+    switch (ELF64_ST_TYPE(es->st_info)) {   /* the same bits in ELF32 */
+    case STT_FUNC:
+    case STT_GNU_IFUNC: return NULL;
+    case STT_OBJECT: return "a data symbol";
+    case STT_TLS: return "a thread-local data symbol";
+    default: return "not a function symbol";
+    }
+}
+
 static int register_variants(void *h, const char *origin, al_err *e)
 {
     void *sym = dlsym(h, AL_PLUGIN_ENTRY);
     if (!sym)
         return al_errf(e, "%s: no entry point '%s' (not an attnlab plugin)", origin,
                        AL_PLUGIN_ENTRY);
+    const char *kind = symbol_kind(sym);
+    if (kind)   /* calling data would jump into it (a segfault at best) */
+        return al_errf(e, "%s: entry point '%s' is %s, not a function (not an attnlab "
+                       "plugin)", origin, AL_PLUGIN_ENTRY, kind);
     al_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);   /* POSIX: object to function pointer */
     return al_plugin_register_entry(entry, origin, e);

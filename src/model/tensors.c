@@ -72,6 +72,8 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
     memcpy(s->set, a.set, sizeof s->set);
 }
 
+void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k) { fill_shape(s, c, k); }
+
 /* Item k's variant, check and tensors; 0 or -1 if it rejects the shape. */
 static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err *e)
 {
@@ -100,6 +102,8 @@ static int per_layer_tensors(const al_tensor_table *t, const al_model_config *c)
 int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *e)
 {
     char name[AL_TENSOR_NAME];
+    size_t checked, kv;   /* the KV count too: a decoder trusts it */
+    if (al_model_counts(c, &checked, &kv, e) != 0) return -1;   /* before the table's calloc */
     memset(t, 0, sizeof *t);
     t->d_ff = al_config_d_ff(c);
     t->n_items = al_config_n_attn(c);
@@ -128,6 +132,7 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     }
     add_tensor(t, &off, "final_norm.weight", D, 0, AL_INIT_ONES);
     t->n_params = off;
+    AL_ASSERT(off == checked);
     return 0;
 }
 
@@ -147,10 +152,19 @@ size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
     return al_config_attn_item(c, k).attn->kv_elems(&s);
 }
 
+/* Layers that run item k of the cycle (a stack may have 10^8 layers: the
+ * sums below go over the items, not the layers). */
+static size_t layers_of_item(const al_model_config *c, int k)
+{
+    int n = al_config_n_attn(c);
+    return (size_t)(c->n_layer / n) + (k < c->n_layer % n);
+}
+
 size_t al_model_kv_elems_per_token(const al_model_config *c)
 {
     size_t n = 0;
-    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_elems(c, l);
+    for (int k = 0; k < al_config_n_attn(c) && k < c->n_layer; k++)
+        n += al_model_layer_kv_elems(c, k) * layers_of_item(c, k);
     return n;
 }
 
@@ -171,24 +185,128 @@ int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
     return al_attn_kv_rows(al_config_attn_item(c, k).attn, &s, context);
 }
 
+/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
+ * variant interface does not say which elements of a row are values, so
+ * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
+ * whose row is K then V of equal size. */
+static size_t key_elems(const al_variant_ops *v, size_t elems)
+{
+    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
+    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
+        if (!strcmp(v->name, kv_split[i])) return elems / 2;
+    return elems;
+}
+
+al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context)
+{
+    int k = l % al_config_n_attn(c);
+    al_kv_layout o;
+    o.elems = al_model_layer_kv_elems(c, l);
+    o.key_elems = key_elems(al_config_attn_item(c, k).attn, o.elems);
+    o.rows = al_model_layer_kv_rows(c, l, context);
+    o.group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
+    o.residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
+    /* a bounded ring rewrites its rows out of order, which groups of
+     * tokens cannot follow: its whole ring stays f32 */
+    if (o.rows < context) o.residual = o.rows;
+    return o;
+}
+
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
 {
-    return (size_t)al_model_layer_kv_rows(c, l, context) * al_model_layer_kv_elems(c, l) *
-           al_kv_dtype_size(dtype);
+    al_kv_layout o = al_model_layer_kv_layout(c, l, context);
+    return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, dtype, o.group, o.residual);
 }
 
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
 {
     size_t n = 0;
-    for (int l = 0; l < c->n_layer; l++) n += al_model_layer_kv_bytes(c, l, dtype, context);
+    for (int k = 0; k < al_config_n_attn(c) && k < c->n_layer; k++)
+        n += al_model_layer_kv_bytes(c, k, dtype, context) * layers_of_item(c, k);
     return n;
 }
 
 size_t al_model_param_count(const al_model_config *c, al_err *e)
 {
-    al_tensor_table t;
-    if (al_tensor_table_build(&t, c, e) != 0) return 0;
-    size_t n = t.n_params;
-    al_tensor_table_free(&t);
-    return n;
+    size_t n;
+    return al_model_counts(c, &n, NULL, e) == 0 ? n : 0;
+}
+
+/* ------------------------------------------------------------ checked counts */
+
+/* The variant's KV floats per token of one layer, checked (a plugin's
+ * answer is not trusted). */
+static int kv_per_layer(const al_attn_item *t, size_t *kv, al_err *e)
+{
+    *kv = t->ops->kv_elems(&t->ashape);
+    if (*kv > AL_MAX_REPORTED_FLOATS)
+        return al_errf(e, "model.attention: variant '%s' reports %zu KV-cache floats per token "
+                       "per layer, more than the limit of %llu", t->ops->name, *kv,
+                       (unsigned long long)AL_MAX_REPORTED_FLOATS);
+    return 0;
+}
+
+/* One layer's parameters: the norms, the variant's tensors (each at most
+ * INT_MAX elements, checked), the MLP. */
+static int layer_params(const al_attn_item *t, size_t D, size_t F, size_t *out)
+{
+    size_t n = 2 * D, mlp;
+    for (int i = 0; i < t->n_attn_params; i++) {
+        const al_param_spec *p = &t->attn_spec[i];
+        n += (size_t)p->rows * (size_t)(p->cols ? p->cols : 1);
+    }
+    if (__builtin_mul_overflow(2 * D, F, &mlp) || __builtin_add_overflow(n, mlp, out))
+        return -1;
+    return 0;
+}
+
+/* Params and KV floats of layers [0, n) of the cycle: n_layer / n_items
+ * whole cycles and the first n_layer % n_items items, in checked
+ * arithmetic (n_layer may be 10^8: no loop over layers). -1 on overflow. */
+static int stack_sums(const al_tensor_table *t, int n_layer, size_t D, size_t *n, size_t *kv)
+{
+    size_t cyc_n = 0, cyc_kv = 0, rest_n = 0, rest_kv = 0, one;
+    size_t reps = (size_t)(n_layer / t->n_items);
+    for (int k = 0; k < t->n_items; k++) {
+        const al_attn_item *it = &t->item[k];
+        size_t el = it->ops->kv_elems(&it->ashape);
+        if (layer_params(it, D, (size_t)t->d_ff, &one) != 0 ||
+            __builtin_add_overflow(cyc_n, one, &cyc_n) ||
+            __builtin_add_overflow(cyc_kv, el, &cyc_kv))
+            return -1;
+        if (k < n_layer % t->n_items) rest_n += one, rest_kv += el;   /* <= the cycle's */
+    }
+    size_t pn, pk;
+    if (__builtin_mul_overflow(reps, cyc_n, &pn) || __builtin_add_overflow(pn, rest_n, &pn) ||
+        __builtin_add_overflow(*n, pn, n) || __builtin_mul_overflow(reps, cyc_kv, &pk) ||
+        __builtin_add_overflow(pk, rest_kv, kv))
+        return -1;
+    return 0;
+}
+
+int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e)
+{
+    al_tensor_table t;   /* the shapes and the variants' specs only: no tensors */
+    memset(&t, 0, sizeof t);
+    t.d_ff = al_config_d_ff(c);
+    if (c->n_layer < 1 || c->d_model < 1 || c->vocab_size < 0 || t.d_ff < 1)
+        return al_errf(e, "model: n_layer, d_model and the MLP width must be positive");
+    t.n_items = al_config_n_attn(c);
+    for (int k = 0; k < t.n_items; k++) {
+        size_t kv;
+        if (attn_tensors(&t.item[k], c, k, e) || kv_per_layer(&t.item[k], &kv, e)) return -1;
+    }
+    size_t D = (size_t)c->d_model, n = (size_t)c->vocab_size * D + D, kv = 0;
+    if (stack_sums(&t, c->n_layer, D, &n, &kv) != 0 || n > AL_MAX_PARAMS)
+        return al_errf(e, "model: 'model.n_layer' (%d) blocks of 'model.d_model' (%d) with an "
+                       "MLP of %d have more than %llu parameters (the limit: 16 bytes each "
+                       "must be addressable)", c->n_layer, c->d_model, t.d_ff,
+                       (unsigned long long)AL_MAX_PARAMS);
+    *n_params = n;
+    if (!kv_per_token) return 0;
+    if (kv > SIZE_MAX / sizeof(float))
+        return al_errf(e, "model: 'model.n_layer' (%d) layers' KV-cache floats per token "
+                       "overflow %zu bytes", c->n_layer, SIZE_MAX);
+    *kv_per_token = kv;
+    return 0;
 }

@@ -368,6 +368,12 @@ static void last_log_line(const char *tdir, char *out, size_t n)
     free(text);
 }
 
+static int stopped_by_signal(int wst)
+{
+    return WIFEXITED(wst) &&
+           (WEXITSTATUS(wst) == 128 + SIGINT || WEXITSTATUS(wst) == 128 + SIGTERM);
+}
+
 /* A worker that left no result: what ended it. */
 static void classify(const runner *R, const slot *sl, int wst, al_trial_result *r)
 {
@@ -379,8 +385,9 @@ static void classify(const runner *R, const slot *sl, int wst, al_trial_result *
         r->status = AL_TRIAL_INTERRUPTED;
         snprintf(r->reason, sizeof r->reason, "the sweep was stopped at step %d",
                  r->steps_done);
-    } else if (WIFSIGNALED(wst)) {
-        int sig = WTERMSIG(wst);
+    } else if (WIFSIGNALED(wst) || stopped_by_signal(wst)) {
+        /* a worker's own handler (al_guard.h) exits 128 + the signal */
+        int sig = WIFSIGNALED(wst) ? WTERMSIG(wst) : WEXITSTATUS(wst) - 128;
         int asked = sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
         r->status = asked ? AL_TRIAL_KILLED : AL_TRIAL_FAILED;
         snprintf(r->reason, sizeof r->reason, "%s by signal %d (%s) at step %d",

@@ -1092,11 +1092,22 @@ void al_sweep_free(al_sweep *s)
     memset(s, 0, sizeof *s);
 }
 
+/* h extended (FNV-1a) by the SHA-256 of the file at path. */
+static uint64_t hash_file(uint64_t h, const char *path)
+{
+    char sha[65];
+    al_err ignore;
+    if (al_sha256_file(path, sha, &ignore) != 0) snprintf(sha, sizeof sha, "unreadable");
+    for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    return h;
+}
+
 void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
 {
     al_config c = *c0;
     c.train.threads = 0;            /* how a trial runs, not what it computes */
     c.train.checkpoint_every = 0;
+    c.train.max_memory = 0;         /* a limit, not the run */
     if (no_seed) {
         if (c.data.seed == c.train.seed) c.data.seed = 0;
         c.train.seed = 0;
@@ -1110,12 +1121,9 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
     free(buf);
-    if (c.train.init_from[0]) {   /* the checkpoint's content, not just its path */
-        char sha[65];
-        al_err ignore;
-        if (al_sha256_file(c.train.init_from, sha, &ignore) != 0)
-            snprintf(sha, sizeof sha, "unreadable");
-        for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-    }
+    if (c.train.init_from[0]) h = hash_file(h, c.train.init_from);   /* its content, not its path */
+    /* each plugin's content too, as a resume checks it: a rebuilt plugin
+     * makes the trials that load it new ones, never mixed with the old */
+    for (int i = 0; i < c.n_plugins; i++) h = hash_file(h, c.plugins[i]);
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }

@@ -29,6 +29,11 @@ typedef struct al_train_opts {
     const char *label;      /* prefix of progress lines, or NULL */
     int stop_after;         /* > 0: stop once this many steps are done, after
                                writing a checkpoint (as if interrupted) */
+    int claim;              /* a fresh run's outdir must be absent or empty
+                               (AL_CLAIM_FRESH) or is overwritten (AL_CLAIM_FORCE);
+                               0: the caller owns it (a sweep's trial, a resume) */
+    const char *resume_hint;   /* once outdir/config.yaml is written, what an
+                               interrupted process says (al_signals_hint), or NULL */
     int accept_finished;    /* with resume: a run that has done all its steps
                                returns the result its state holds (a worker
                                killed after its final checkpoint) instead of
@@ -59,9 +64,30 @@ typedef struct al_train_result {
                                the disk, not the input) */
 } al_train_result;
 
-/* Returns -1 with e set on bad input or I/O failure; otherwise 0 with the
+/* What al_train_claim accepts in a directory for a fresh run. */
+enum { AL_CLAIM_FRESH = 1, AL_CLAIM_FORCE = 2 };
+
+/* Whether dir may take a fresh run: 0 when it is absent or empty (its lock
+ * file and stale temp files aside), 1 when it is not but `how` is
+ * AL_CLAIM_FORCE (the caller says it overwrites), -1 with e saying why not:
+ * a run is there (continue it with --resume, or choose another
+ * directory), a sweep's results, other files, not a directory, or '/'
+ * (refused even with force, as is a sweep's results directory). */
+int al_train_claim(const char *dir, int how, al_err *e);
+
+/* Every command that writes into outdir holds its lock (al_guard.h) from
+ * before the first write to the end; a second process is refused with
+ * the holder's pid. Temp files of the run's own names that a killed
+ * process left are removed once the lock is held.
+ * Returns -1 with e set on bad input or I/O failure; otherwise 0 with the
  * outcome (including divergence) in r. */
 int al_train(const al_config *c, const al_train_opts *o, al_train_result *r, al_err *e);
+
+/* The memory a training run of c needs (al_memory.h) against what it may
+ * have (train.max_memory, the machine's memory, ulimit -v): -1 with e
+ * naming the keys and the bytes when it cannot fit. Before any allocation
+ * of the model; c's vocab_size resolved. */
+int al_train_check_memory(const al_config *c, al_err *e);
 
 /* Resolve values that depend on the data (model.vocab_size). */
 int al_train_resolve(al_config *c, int data_vocab, al_err *e);

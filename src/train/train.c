@@ -4,9 +4,13 @@
 #include "al_train.h"
 
 #include <cblas.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "al_checkpoint.h"
@@ -16,6 +20,8 @@
 #include "al_mpi.h"
 #include "al_data_parallel.h"
 #include "al_eval.h"
+#include "al_guard.h"
+#include "al_memory.h"
 #include "al_model.h"
 #include "al_optim.h"
 #include "al_parallel.h"
@@ -79,6 +85,74 @@ static int write_config(const al_config *c, const char *dir, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
+/* ------------------------------------------------------------ the directory */
+
+/* The files a run writes (al_train.h), which --force replaces. */
+static const char *const run_files[] = {"config.yaml", "metrics.csv", "model.safetensors",
+                                        "train_state.safetensors", "convert.json", NULL};
+
+/* The first entry of dir that is not its lock file nor a stale temp
+ * file, into first ("" when none); -1 when dir cannot be read. */
+static int first_entry(const char *dir, char *first, size_t n, int *has_sweep, int *has_run)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    first[0] = 0;
+    if (!d) return -1;
+    while ((de = readdir(d))) {
+        const char *f = de->d_name;
+        if (!strcmp(f, ".") || !strcmp(f, "..") || !strcmp(f, AL_LOCK_FILE)) continue;
+        if (al_is_stale_temp(f, NULL)) continue;
+        *has_sweep |= !strcmp(f, "sweep.json");
+        *has_run |= !strcmp(f, "train_state.safetensors");
+        if (!first[0]) snprintf(first, n, "%s", f);
+    }
+    closedir(d);
+    return 0;
+}
+
+int al_train_claim(const char *dir, int how, al_err *e)
+{
+    char real[PATH_MAX], first[256];
+    int sweep = 0, run = 0;
+    struct stat st;
+    if (stat(dir, &st) != 0) return 0;   /* absent (or unreadable: mkdir says why) */
+    if (!S_ISDIR(st.st_mode))
+        return al_errf(e, "%s: exists and is not a directory; choose another --out", dir);
+    if (realpath(dir, real) && !strcmp(real, "/"))
+        return al_errf(e, "%s: refusing to write a run into '/'; choose another --out", dir);
+    if (first_entry(dir, first, sizeof first, &sweep, &run) != 0)
+        return al_errf(e, "%s: cannot read: %s", dir, strerror(errno));
+    if (sweep)
+        return al_errf(e, "%s: is a sweep's results directory (sweep.json); choose another --out",
+                       dir);
+    if (!first[0]) return 0;
+    if (how == AL_CLAIM_FORCE) return 1;
+    if (run)
+        return al_errf(e, "%s: holds a run already; continue a stopped one with 'attnlab train "
+                       "--resume %s', or choose a new --out (--force overwrites it)", dir, dir);
+    return al_errf(e, "%s: not empty (holds '%s'); choose an empty or new --out "
+                   "(--force writes the run there anyway)", dir, first);
+}
+
+/* With the lock held: claim the directory again (another process may
+ * have written it since the caller's first look), remove what --force
+ * replaces and what a killed run left. */
+static int take_dir(const char *dir, int how, al_err *e)
+{
+    char path[AL_PATH_LEN + 64];
+    int rc = how ? al_train_claim(dir, how, e) : 0;
+    if (rc < 0) return -1;
+    if (rc == 1) fprintf(stderr, "attnlab: train: --force: replacing what %s holds\n", dir);
+    for (int i = 0; rc == 1 && run_files[i]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return al_errf(e, "%s: cannot remove (--force): %s", path, strerror(errno));
+    }
+    al_remove_stale_temps(dir, run_files);
+    return 0;
+}
+
 /* ------------------------------------------------------------ loop */
 
 int al_train_resolve(al_config *c, int data_vocab, al_err *e)
@@ -89,6 +163,60 @@ int al_train_resolve(al_config *c, int data_vocab, al_err *e)
                        "'%s' (vocabulary %d)", c->file, c->model.vocab_size,
                        c->data.source, data_vocab);
     return 0;
+}
+
+/* Bytes as "N bytes (X.Y GiB)". */
+static void fmt_bytes(char *buf, size_t n, uint64_t b)
+{
+    static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double x = (double)b;
+    int u = -1;
+    while (x >= 1024 && u < 5) x /= 1024, u++;
+    if (u < 0) snprintf(buf, n, "%llu bytes", (unsigned long long)b);
+    else snprintf(buf, n, "%llu bytes (%.1f %s)", (unsigned long long)b, x, unit[u]);
+}
+
+/* "FILE: KEYS: WHAT need N bytes (...), more than the M bytes of LIMIT" */
+static int too_big(al_err *e, const al_config *c, const char *keys, const char *what,
+                   uint64_t need, uint64_t avail, const char *limit)
+{
+    char n[64], a[64];
+    fmt_bytes(n, sizeof n, need);
+    fmt_bytes(a, sizeof a, avail);
+    return al_errf(e, "%s: %s: %s need %s%s, more than the %s of %s", c->file, keys, what, n,
+                   need == UINT64_MAX ? " (more than 64 bits hold)" : "", a, limit);
+}
+
+int al_train_check_memory(const al_config *c, al_err *e)
+{
+    const al_model_config *m = &c->model;
+    int B = c->train.batch_size, T = m->seq_len;
+    char limit[128], keys[160], what[160], sub[AL_ERR_LEN];
+    uint64_t avail = al_memory_available(c->train.max_memory, al_parallel_threads(), limit,
+                                         sizeof limit);
+    size_t n_params;
+    al_mem_estimate est;
+    if (al_model_counts(m, &n_params, NULL, e) == 0) {
+        uint64_t params = (uint64_t)n_params * 16;   /* weights, gradients, AdamW m and v */
+        snprintf(keys, sizeof keys, "'model.n_layer' (%d) x 'model.d_model' (%d)", m->n_layer,
+                 m->d_model);
+        snprintf(what, sizeof what, "%zu parameters (weights, gradients, AdamW moments)",
+                 n_params);
+        if (params > avail) return too_big(e, c, keys, what, params, avail, limit);
+        /* the batch without the variant's share: named before a variant is asked */
+        uint64_t batch = al_batch_bytes_lower(m, B, T);
+        snprintf(keys, sizeof keys, "'train.batch_size' (%d) x 'model.seq_len' (%d)", B, T);
+        snprintf(what, sizeof what, "the model and at least the activations of %d layer(s)",
+                 m->n_layer);
+        batch = batch > UINT64_MAX - params ? UINT64_MAX : batch + params;
+        if (batch > avail) return too_big(e, c, keys, what, batch, avail, limit);
+    }
+    if (al_train_estimate(m, B, T, &est, e) != 0) {
+        snprintf(sub, sizeof sub, "%s", e->msg);
+        return al_errf(e, "%s: %s", c->file, sub);
+    }
+    snprintf(what, sizeof what, "the model and the activations of %d layer(s)", m->n_layer);
+    return est.total > avail ? too_big(e, c, keys, what, est.total, avail, limit) : 0;
 }
 
 static void fmt_eta(char *buf, size_t n, double s)
@@ -150,6 +278,7 @@ static int run_open(run *R, al_config *c, al_err *e)
 {
     if (al_data_open(&R->data, &c->data, c->model.seq_len, e) != 0) return -1;
     if (al_train_resolve(c, R->data.vocab_size, e) != 0) return -1;
+    if (al_train_check_memory(c, e) != 0) return -1;
     if (al_model_init(&R->model, &c->model, e) != 0) return -1;
     al_model_init_weights(&R->model, c->train.seed);
     if (al_model_reserve(&R->model, c->train.batch_size, c->model.seq_len, e) != 0)
@@ -437,9 +566,13 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
     else if (rc == 0) rc = init_from(&R, e);
+    int lock = -1;
     if (rc == 0 && R.wdir) {
         rc = al_mkdirs(R.wdir, e);
+        if (rc == 0) rc = al_lock_dir(R.wdir, "run", &lock, e);
+        if (rc == 0) rc = take_dir(R.wdir, o->claim, e);
         if (rc == 0) rc = write_config(&c, R.wdir, e);
+        if (rc == 0 && o->resume_hint) al_signals_hint("%s", o->resume_hint);
         if (rc == 0 && R.conv.n_layer) rc = write_convert(&R, e);
     }
     rc = al_mpi_agree(rc != 0, e);
@@ -453,5 +586,6 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     r->tokens_per_s = R.train_time > 0 ? R.tokens / R.train_time : 0;
     r->wall_s = al_now() - R.t0;
     run_close(&R);
+    if (lock >= 0) close(lock);   /* the run is over: the directory is free */
     return rc;
 }

@@ -8,8 +8,11 @@
  *   UNDEFINED           calls a kernel the program does not export
  *   EMPTY               exports an empty table
  *   BAD_NAME            a variant name that cannot be a YAML value or file name
+ *   DATA_ENTRY          attnlab_plugin_variants is a data symbol, not a function
+ *   HUGE_SIZES          a variant whose size functions report SIZE_MAX/2 floats
  * The variant itself is a stub: the loader never calls it.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "attnlab_variant.h"
@@ -19,8 +22,13 @@ static int stub_params(const al_attn_shape *s, al_param_spec *out)
     out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
     return 1;
 }
+#ifdef HUGE_SIZES
+static size_t stub_floats(const al_attn_shape *s, int B, int T) { return SIZE_MAX / 2; }
+static size_t stub_kv(const al_attn_shape *s) { return SIZE_MAX / 2; }
+#else
 static size_t stub_floats(const al_attn_shape *s, int B, int T) { return 1; }
 static size_t stub_kv(const al_attn_shape *s) { return 1; }
+#endif
 
 #ifdef UNDEFINED
 void al_kernel_from_the_future(float *out, int n);
@@ -66,6 +74,12 @@ static const al_variant_ops *const variants[] = {&spaced, NULL};
 static const al_variant_ops *const variants[] = {&first, NULL};
 #endif
 
+#ifdef DATA_ENTRY
+/* the entry point's name on a table of pointers (the header declares the
+ * function, so the symbol gets its name from an asm label) */
+AL_PLUGIN_EXPORT const void *const entry_as_data[4] __asm__("attnlab_plugin_variants") = {
+    &first, &dup, variants, NULL};
+#else
 #ifdef NO_ENTRY
 AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version);
 AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version)
@@ -81,3 +95,4 @@ AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_v
     (void)dup, (void)first;
     return variants;
 }
+#endif

@@ -71,6 +71,11 @@ fsize() { (trap '' XFSZ; exec prlimit --fsize=$((state_bytes / 2)) "$@"); }
 "$A" train run.yaml --out limited --stop-after 4 >/dev/null 2>&1 || fail "the first part failed"
 used_k=$(du -sk limited | cut -f1)
 check limited fsize
+# ... and with SIGXFSZ at its default (it would kill the process with no
+# message): attnlab ignores it itself (issue 26), so the same clear error
+fsize_raw() { (trap - XFSZ; exec prlimit --fsize=$((state_bytes / 2)) "$@"); }
+"$A" train run.yaml --out limited2 --stop-after 4 >/dev/null 2>&1 || fail "the first part failed"
+check limited2 fsize_raw
 
 # A tmpfs with room for the run so far and about half a train state more.
 mkdir small
