@@ -5,8 +5,9 @@
  *
  * One generic loop: every registered variant with decode hooks, and every
  * optional setting of it that accepts the value 4 (MLA's d_q_latent: with
- * and without query compression), is run through the same checks;
- * al_test_variant_decode runs them all on one variant (a plugin's).
+ * and without query compression), is run through the same checks. (The
+ * same checks on any one variant, a plugin's included, are those of
+ * `attnlab check-variant`, src/train/check_variant.c.)
  */
 #include <malloc.h>
 #include <math.h>
@@ -425,19 +426,6 @@ START_TEST(the_core_batches_a_variant_without_decode_batch)
     check_batch(&plain, -1);
 }
 END_TEST
-
-/* Every decode check above on one variant and its optional variations
- * (al_test_variant_generic runs it on a plugin's variant). */
-void al_test_variant_decode(const al_variant_ops *v)
-{
-    ck_assert_msg(decodable(v), "%s has no decode hooks", v->name);
-    for_each_variation(v, check_parity);
-    for_each_variation(v, check_sensitivity);
-    for_each_variation(v, check_dtypes);
-    for_each_variation(v, check_bytes);
-    for_each_variation(v, check_threads);
-    for_each_variation(v, check_batch);
-}
 
 /* ------------------------------------------------------------ MLA */
 

@@ -421,6 +421,25 @@ START_TEST(generate_stats_match_attnlab_kv)
 }
 END_TEST
 
+/* With a batch the bytes --stats prints are per sequence, and it says so
+ * with the whole batch's bytes; a batch of one says nothing more. */
+START_TEST(generate_stats_say_when_bytes_are_per_sequence)
+{
+    char *out, *err;
+    ck_assert_int_eq(generate(ck_path, "--prompt hello --tokens 5 --batch 3 --stats", &out, &err),
+                     0);
+    long one = number_after(err, "kv_cache_bytes=");
+    ck_assert_int_eq(one, 24 * 16 * 4);   /* seq_len 24, mqa's 2 * 8 f32 per token */
+    char want[128];
+    snprintf(want, sizeof want, "(each per sequence; the batch of 3 holds %ld bytes)", 3 * one);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    free(out), free(err);
+    ck_assert_int_eq(generate(ck_path, "--prompt hello --tokens 5 --stats", &out, &err), 0);
+    ck_assert_ptr_null(strstr(err, "per sequence"));
+    free(out), free(err);
+}
+END_TEST
+
 /* Bad input: one line on standard error, exit 2, nothing on standard output. */
 static void expect_cli_error(const char *ckpt, const char *args, const char *what)
 {
@@ -489,6 +508,7 @@ Suite *generate_suite(void)
     tcase_add_unchecked_fixture(cli, train_checkpoint, drop_checkpoint);
     tcase_add_test(cli, generate_streams_only_the_generated_bytes);
     tcase_add_test(cli, generate_stats_match_attnlab_kv);
+    tcase_add_test(cli, generate_stats_say_when_bytes_are_per_sequence);
     tcase_add_test(cli, generate_decodes_samples_and_prompts_in_a_batch);
     tcase_add_test(cli, generate_refuses_bad_input);
     suite_add_tcase(s, cli);

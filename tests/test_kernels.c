@@ -390,6 +390,29 @@ START_TEST(rope_should_preserve_pair_norms_and_padding)
 }
 END_TEST
 
+/* The strided form rotates the first dim elements of heads W apart: the
+ * same bits as rotating each head alone with the plain form (one head of
+ * width dim at x + h*W), the rest of each head untouched, and backward
+ * inverts it. */
+START_TEST(rope_strided_rotates_part_of_each_head)
+{
+    al_rng r;
+    al_rng_seed(&r, 9);
+    enum { B = 2, T = 6, NH = 3, DIM = 4, W = 10, RS = NH * W + 1, N = B * T * RS };
+    float *x = randn(&r, N, 1), *x0 = copy_of(x, N), *y = copy_of(x, N);
+    al_rope_forward_strided(x, B, T, NH, DIM, W, RS, 3, 10000.0f);
+    for (int h = 0; h < NH; h++) al_rope_forward(y + h * W, B, T, 1, DIM, RS, 3, 10000.0f);
+    ck_assert_msg(memcmp(x, y, sizeof(float) * N) == 0, "strided differs from per-head");
+    ck_assert_msg(memcmp(x, x0, sizeof(float) * N) != 0, "nothing rotated");
+    for (int row = 0; row < B * T; row++)
+        for (int j = 0; j < RS; j++)
+            if (j >= NH * W || j % W >= DIM) ck_assert_float_eq(x[row * RS + j], x0[row * RS + j]);
+    al_rope_backward_strided(x, B, T, NH, DIM, W, RS, 3, 10000.0f);
+    for (int i = 0; i < N; i++) ck_assert_msg(fabsf(x[i] - x0[i]) < 1e-5f, "%d", i);
+    free(x), free(x0), free(y);
+}
+END_TEST
+
 START_TEST(rope_backward_should_invert_forward)
 {
     al_rng r;
@@ -858,6 +881,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, rope_should_match_hand_computed_rotation);
     tcase_add_test(tc, rope_should_preserve_pair_norms_and_padding);
     tcase_add_test(tc, rope_backward_should_invert_forward);
+    tcase_add_test(tc, rope_strided_rotates_part_of_each_head);
     tcase_add_test(tc, rope_with_pos0_should_match_later_rows);
     tcase_add_test(tc, rope_backward_should_match_finite_differences);
     tcase_add_test(tc, softmax_row_should_sum_to_one_without_overflow);

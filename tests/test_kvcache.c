@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "al_kvcache.h"
+#include "al_parallel.h"
 #include "al_test.h"
 #include "al_util.h"
 
@@ -311,6 +312,75 @@ START_TEST(attend_matches_two_passes_in_double)
 }
 END_TEST
 
+/* al_kv_attend2: a key made of two slices of the row (the second shared by
+ * every group when kstride2 is 0, as GTA's RoPE half) against two passes
+ * in double over the concatenated key, at 1 and 2 threads (the threaded
+ * split past one tile). Row: pad | k1 (G, d1) | k2 (G or 1, d2) | v (G, dv). */
+static void check_attend2(int dt, int n, int H, int G, int d1, int d2, int shared, int dv,
+                          int threads)
+{
+    enum { OFF = 3 };
+    int n2 = shared ? 1 : G, k2off = OFF + G * d1, voff = k2off + n2 * d2;
+    int elems = voff + G * dv, Hg = H / G, dq = d1 + d2;
+    al_rng r;
+    al_rng_seed(&r, 5 + n);
+    al_kv_cache *c = al_kv_cache_new(elems, n, dt);
+    float *row = malloc(elems * sizeof(float)), *q = malloc(H * dq * sizeof(float));
+    float *out = malloc(H * dv * sizeof(float)), *S = malloc(AL_KV_ATTEND_S(H) * sizeof(float));
+    float *tile = malloc(AL_KV_TILE * elems * sizeof(float));
+    float *all = malloc((size_t)n * elems * sizeof(float));
+    double *s = malloc(n * sizeof(double));
+    for (int t = 0; t < n; t++) {
+        for (int j = 0; j < elems; j++) row[j] = (float)al_rng_normal(&r);
+        al_kv_row_put(c, t, row);
+        al_kv_row_get(c, t, all + (size_t)t * elems);
+    }
+    for (int j = 0; j < H * dq; j++) q[j] = (float)(2.0 * al_rng_normal(&r));
+    al_parallel_set_threads(threads);
+    al_kv_attend2(out, S, tile, q, c, n, H, G, d1, OFF, d2, k2off, shared ? 0 : d2, dv, voff,
+                  0.5f);
+    al_parallel_set_threads(1);
+    for (int h = 0; h < H; h++) {
+        int g = h / Hg;
+        const float *k1 = all + OFF + g * d1, *k2 = all + k2off + (shared ? 0 : g * d2);
+        const float *v = all + voff + g * dv;
+        double mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n; t++) {
+            s[t] = 0;
+            for (int j = 0; j < d1; j++) s[t] += 0.5 * q[h * dq + j] * k1[(size_t)t * elems + j];
+            for (int j = 0; j < d2; j++)
+                s[t] += 0.5 * q[h * dq + d1 + j] * k2[(size_t)t * elems + j];
+            mx = fmax(mx, s[t]);
+        }
+        for (int t = 0; t < n; t++) sum += s[t] = exp(s[t] - mx);
+        for (int j = 0; j < dv; j++) {
+            double y = 0, ymax = 0;
+            for (int t = 0; t < n; t++) {
+                y += s[t] / sum * v[(size_t)t * elems + j];
+                ymax = fmax(ymax, fabs(v[(size_t)t * elems + j]));
+            }
+            ck_assert_msg(fabs(y - out[h * dv + j]) <= 2e-6 * ymax,
+                          "dt %d n %d H %d G %d shared %d threads %d h %d j %d: %.9g vs %.9g",
+                          dt, n, H, G, shared, threads, h, j, y, out[h * dv + j]);
+        }
+    }
+    free(row), free(q), free(out), free(S), free(tile), free(all), free(s);
+    al_kv_cache_free(c);
+}
+
+START_TEST(attend2_reads_a_key_made_of_two_slices)
+{
+    const int ns[] = {1, 7, AL_KV_TILE + 1, 2 * AL_KV_TILE + 5};
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++)
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+            for (int threads = 1; threads <= 2; threads++) {
+                check_attend2(dt, ns[i], 4, 2, 4, 4, 1, 8, threads);   /* GTA: a shared RoPE half */
+                check_attend2(dt, ns[i], 4, 4, 6, 2, 0, 5, threads);   /* per-group second slice */
+                check_attend2(dt, ns[i], 2, 1, 8, 8, 0, 8, threads);   /* one group */
+            }
+}
+END_TEST
+
 Suite *kvcache_suite(void)
 {
     Suite *s = suite_create("kvcache");
@@ -325,6 +395,7 @@ Suite *kvcache_suite(void)
     tcase_add_test(tc, rows_round_trip_through_each_dtype);
     tcase_add_test(tc, block_conversion_matches_every_value);
     tcase_add_test(tc, attend_matches_two_passes_in_double);
+    tcase_add_test(tc, attend2_reads_a_key_made_of_two_slices);
     suite_add_tcase(s, tc);
     return s;
 }

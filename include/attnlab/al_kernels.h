@@ -108,6 +108,14 @@ void al_rope_forward(float *x, int B, int T, int nh, int dim, int row_stride,
 /* In-place inverse rotation: turns d(rotated) into d(unrotated). */
 void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
                       int pos0, float base);
+/* The same for the first dim elements of heads head_stride >= dim apart
+ * (head h at x + (b*T + t)*row_stride + h*head_stride): rotates part of
+ * each head (GTA's RoPE half, MLA-like split heads) in one call instead of
+ * a loop over heads. head_stride == dim is al_rope_forward. */
+void al_rope_forward_strided(float *x, int B, int T, int nh, int dim, int head_stride,
+                             int row_stride, int pos0, float base);
+void al_rope_backward_strided(float *dx, int B, int T, int nh, int dim, int head_stride,
+                              int row_stride, int pos0, float base);
 
 /* ---------------------------------------------------------------------------
  * Scaled dot-product attention over grouped heads: the core every variant

@@ -151,6 +151,16 @@ void al_linear_row(float *out, const float *x, const float *w, int IC, int OC);
 void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
                   int n, int H, int G, int dqk, int dv, int koff, int voff, float scale);
 
+/* The same with each group's key made of two slices of the row: elements
+ * [koff + g*dqk, +dqk) then [koff2 + g*kstride2, +dqk2) (kstride2 0: one
+ * slice shared by every group, as GTA's RoPE half; values [voff + g*dv,
+ * +dv) as above). q (H, dqk + dqk2), each head's first dqk against the
+ * first slice. The same tiled, bf16-aware, threaded loop and scratch as
+ * al_kv_attend (S: AL_KV_ATTEND_S(H), tile: AL_KV_TILE * elems); dqk2 0
+ * is al_kv_attend. */
+void al_kv_attend2(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
+                   int n, int H, int G, int dqk, int koff, int dqk2, int koff2, int kstride2,
+                   int dv, int voff, float scale);
 /* The same for B sequences at once, one new token each: token b, at
  * position pos[b], queries q[b] (H, dqk) over rows 0..min(pos[b], rows - 1)
  * of its own cache caches[b] (its own row written first; rows the cache's

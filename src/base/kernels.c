@@ -351,7 +351,7 @@ void al_gelu_backward_set(float *dx, const float *dout, const float *x, size_t n
 
 typedef struct rope_job {
     float *x;
-    int B, T, nh, dim, row_stride, pos0;
+    int B, T, nh, dim, head_stride, row_stride, pos0;
     float base;
     double sign;
 } rope_job;
@@ -400,7 +400,7 @@ AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
             for (int b = 0; b < j->B; b++) {
                 float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;
                 for (int h = 0; h < j->nh; h++) {
-                    float *p = row + (size_t)h * j->dim + i0;
+                    float *p = row + (size_t)h * j->head_stride + i0;
                     for (int i = 0; i < ni; i++) {
                         double x1 = p[i], x2 = p[i + half];
                         p[i] = (float)(x1 * c[i] - x2 * s[i]);
@@ -412,11 +412,11 @@ AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
-static void rope_rotate(float *x, int B, int T, int nh, int dim, int row_stride,
-                        int pos0, float base, double sign)
+static void rope_rotate(float *x, int B, int T, int nh, int dim, int head_stride,
+                        int row_stride, int pos0, float base, double sign)
 {
-    AL_ASSERT(dim % 2 == 0);
-    rope_job j = {x, B, T, nh, dim, row_stride, pos0, base, sign};
+    AL_ASSERT(dim % 2 == 0 && head_stride >= dim);
+    rope_job j = {x, B, T, nh, dim, head_stride, row_stride, pos0, base, sign};
     long per_t = (long)B * nh * dim;
     al_parallel_for(T, per_t >= 4096 ? 1 : 4096 / (per_t + 1) + 1, rope_rows, &j);
 }
@@ -424,14 +424,26 @@ static void rope_rotate(float *x, int B, int T, int nh, int dim, int row_stride,
 void al_rope_forward(float *x, int B, int T, int nh, int dim, int row_stride,
                      int pos0, float base)
 {
-    rope_rotate(x, B, T, nh, dim, row_stride, pos0, base, 1.0);
+    rope_rotate(x, B, T, nh, dim, dim, row_stride, pos0, base, 1.0);
 }
 
 void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
                       int pos0, float base)
 {
     /* forward: x' = R(angle) x, so dx = R^T dx' = R(-angle) dx' */
-    rope_rotate(dx, B, T, nh, dim, row_stride, pos0, base, -1.0);
+    rope_rotate(dx, B, T, nh, dim, dim, row_stride, pos0, base, -1.0);
+}
+
+void al_rope_forward_strided(float *x, int B, int T, int nh, int dim, int head_stride,
+                             int row_stride, int pos0, float base)
+{
+    rope_rotate(x, B, T, nh, dim, head_stride, row_stride, pos0, base, 1.0);
+}
+
+void al_rope_backward_strided(float *dx, int B, int T, int nh, int dim, int head_stride,
+                              int row_stride, int pos0, float base)
+{
+    rope_rotate(dx, B, T, nh, dim, head_stride, row_stride, pos0, base, -1.0);
 }
 
 /* ------------------------------------------------------------- softmax */

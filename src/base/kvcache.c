@@ -296,15 +296,16 @@ void al_linear_row(float *out, const float *x, const float *w, int IC, int OC)
 
 /* ------------------------------------------------------------ attention */
 
-/* S (Hg, nt) [ld AL_KV_TILE] = scale * q (Hg, dqk) . k^T, k (nt, dqk) [ld].
+/* S (Hg, nt) [ld AL_KV_TILE] = scale * q (Hg, dqk) [ldq] . k^T + beta * S,
+ * k (nt, dqk) [ld].
  * (k . q^T into (nt, Hg) and a transpose ran as fast with the block in L2,
  * slower with the block coming from memory: OpenBLAS packs k then in a
  * worse order.) */
-static void scores(float *S, const float *q, int dqk, const float *k, int ld, int Hg, int nt,
-                   float scale)
+static void scores(float *S, const float *q, int ldq, int dqk, const float *k, int ld, int Hg,
+                   int nt, float scale, float beta)
 {
-    if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, 0.0f);
-    else al_sgemm_here(CblasNoTrans, CblasTrans, Hg, nt, dqk, scale, q, dqk, k, ld, 0.0f, S,
+    if (Hg == 1) al_gemv_n(S, k, ld, q, nt, dqk, scale, beta);
+    else al_sgemm_here(CblasNoTrans, CblasTrans, Hg, nt, dqk, scale, q, ldq, k, ld, beta, S,
                        AL_KV_TILE);
 }
 
@@ -322,10 +323,11 @@ static void weighted(float *out, int dv, const float *P, const float *v, int ld,
  * the block's weighted values added in. mx, sum: the heads' running max
  * and sum; S: scratch of Hg * AL_KV_TILE floats. */
 static void attend_block(float *out, float *S, float *mx, float *sum, const float *q,
-                         const float *k, const float *v, int ld, int Hg, int nt, int dqk, int dv,
-                         float scale, int first)
+                         const float *k, const float *k2, const float *v, int ld, int Hg, int nt,
+                         int dqk, int dqk2, int dv, float scale, int first)
 {
-    scores(S, q, dqk, k, ld, Hg, nt, scale);
+    scores(S, q, dqk + dqk2, dqk, k, ld, Hg, nt, scale, 0.0f);
+    if (dqk2) scores(S, q + dqk, dqk + dqk2, dqk2, k2, ld, Hg, nt, scale, 1.0f);   /* key part 2 */
     for (int h = 0; h < Hg; h++) {
         float corr = al_softmax_block(S + (size_t)h * AL_KV_TILE, nt, mx + h, sum + h);
         if (first || corr == 1.0f) continue;
@@ -340,6 +342,7 @@ typedef struct attend_args {
     const al_kv_cache *c;
     int n, H, G, dqk, dv, koff, voff;
     float scale;
+    int dqk2, koff2, kstride2;   /* al_kv_attend2's second key slice (dqk2 0: none) */
 } attend_args;
 
 static void check_args(const attend_args *a)
@@ -348,6 +351,8 @@ static void check_args(const attend_args *a)
     AL_ASSERT(a->n >= 1 && a->n <= c->context && a->G > 0 && a->H % a->G == 0);
     AL_ASSERT((size_t)a->koff + (size_t)a->G * a->dqk <= c->elems &&
               (size_t)a->voff + (size_t)a->G * a->dv <= c->elems);
+    AL_ASSERT(a->dqk2 >= 0 && a->kstride2 >= 0 &&
+              (!a->dqk2 || (size_t)a->koff2 + (size_t)(a->G - 1) * a->kstride2 + a->dqk2 <= c->elems));
 }
 
 /* Rows [lo, hi) in one pass, AL_KV_TILE at a time, every group per
@@ -364,9 +369,9 @@ static void attend_rows(float *out, float *mx, float *sum, float *S, float *tile
         const float *rows = al_kv_rows(a->c, t0, nt, tile);
         for (int g = 0; g < a->G; g++)
             attend_block(out + (size_t)g * Hg * a->dv, S, mx + g * Hg, sum + g * Hg,
-                         a->q + (size_t)g * Hg * a->dqk, rows + a->koff + g * a->dqk,
-                         rows + a->voff + g * a->dv, ld, Hg, nt, a->dqk, a->dv, a->scale,
-                         t0 == lo);
+                         a->q + (size_t)g * Hg * (a->dqk + a->dqk2), rows + a->koff + g * a->dqk,
+                         rows + a->koff2 + g * a->kstride2, rows + a->voff + g * a->dv, ld, Hg,
+                         nt, a->dqk, a->dqk2, a->dv, a->scale, t0 == lo);
     }
 }
 
@@ -456,10 +461,10 @@ static void attend_split(float *out, const attend_args *a, int chunks)
     pthread_mutex_unlock(&parts.mu);
 }
 
-void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
-                  int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
+static void attend_one(float *out, float *S, float *tile, const attend_args *args)
 {
-    attend_args a = {q, c, n, H, G, dqk, dv, koff, voff, scale};
+    attend_args a = *args;
+    int n = a.n, H = a.H, G = a.G, dv = a.dv;
     check_args(&a);
     int chunks = al_parallel_chunks(n, AL_KV_TILE);
     if (chunks > 1) {
@@ -469,6 +474,21 @@ void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv
     float *mx = S + (size_t)(H / G) * AL_KV_TILE, *sum = mx + H;   /* after one group's scores */
     attend_rows(out, mx, sum, S, tile, &a, 0, n);
     normalise(out, sum, H, dv);
+}
+
+void al_kv_attend(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
+                  int n, int H, int G, int dqk, int dv, int koff, int voff, float scale)
+{
+    attend_args a = {q, c, n, H, G, dqk, dv, koff, voff, scale, 0, 0, 0};
+    attend_one(out, S, tile, &a);
+}
+
+void al_kv_attend2(float *out, float *S, float *tile, const float *q, const al_kv_cache *c,
+                   int n, int H, int G, int dqk, int koff, int dqk2, int koff2, int kstride2,
+                   int dv, int voff, float scale)
+{
+    attend_args a = {q, c, n, H, G, dqk, dv, koff, voff, scale, dqk2, koff2, kstride2};
+    attend_one(out, S, tile, &a);
 }
 
 /* ---- batched: one token of each of B sequences */
@@ -496,7 +516,7 @@ static void attend_seqs(void *ctx, long lo, long hi, int tid)
     for (long b = lo; b < hi; b++) {
         attend_args a = {j->q + b * j->H * j->dqk, j->caches[b],
                          rows_at(j->caches[b], j->pos[b]), j->H, j->G, j->dqk, j->dv,
-                         j->koff, j->voff, j->scale};
+                         j->koff, j->voff, j->scale, 0, 0, 0};
         check_args(&a);
         float *S = al_parallel_scratch(tid, chunk_floats(&a) + 2 * (size_t)a.H);
         float *tile = S + (a.H / a.G) * AL_KV_TILE, *mx = tile + (size_t)AL_KV_TILE * a.c->elems;
@@ -513,7 +533,7 @@ void al_kv_attend_batch(float *out, const float *q, al_kv_cache *const *caches, 
     int chunks = B == 1 ? al_parallel_chunks(rows_at(caches[0], pos[0]), AL_KV_TILE) : 1;
     if (chunks > 1) {   /* one sequence: its rows over the threads */
         attend_args a = {q, caches[0], rows_at(caches[0], pos[0]), H, G, dqk, dv, koff, voff,
-                         scale};
+                         scale, 0, 0, 0};
         check_args(&a);
         attend_split(out, &a, chunks);
         return;

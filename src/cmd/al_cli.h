@@ -170,5 +170,7 @@ int al_cmd_sweep(int argc, char **argv);
 int al_cmd_trial(int argc, char **argv);
 int al_cmd_report(int argc, char **argv);
 int al_cmd_convert(int argc, char **argv);
+int al_cmd_check_variant(int argc, char **argv);
+int al_cmd_new_variant(int argc, char **argv);
 
 #endif

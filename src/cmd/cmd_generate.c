@@ -74,7 +74,9 @@ static const al_opt generate_opts[] = {
             "weight rows, or the sequences of a batch"),
     AL_FLAG("--stats", gen_args, g.stats,
             "print timings and the measured cache bytes per token,\n"
-            "which equal `attnlab kv`'s figure for the same dtype"),
+            "which equal `attnlab kv`'s figure for the same dtype;\n"
+            "with --batch above 1 both are per sequence, and the\n"
+            "line says so with the whole batch's bytes"),
     AL_CLI_PLUGIN(gen_args, 0),
     {0},
 };

@@ -22,6 +22,8 @@ static const command commands[] = {
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
     {"keys", al_cmd_keys, "every experiment-file key with its default and meaning"},
     {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
+    {"check-variant", al_cmd_check_variant, "run the conformance suite on one variant (built-in or --plugin)"},
+    {"new-variant", al_cmd_new_variant, "write a plugin skeleton for a new variant (meson.build and NAME.c)"},
     {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
     {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
     {"convert", al_cmd_convert, "turn a checkpoint into another attention variant (GQA, MQA, MLA)"},

@@ -15,8 +15,10 @@ int al_variant_count(void);
 const al_variant_ops *al_variant_at(int i);
 /* Where variant i comes from: "built-in" or the plugin's path. */
 const char *al_variant_origin(int i);
-/* Add a variant (plugins). Refuses a name clash, a version mismatch, a
- * missing required member and a malformed settings table, naming origin. */
+/* Add a variant (plugins). Refuses a name clash, a version mismatch,
+ * missing members (named exactly: the six every table needs, or part of
+ * the decode trio or the batched-decode pair) and a malformed settings
+ * table, naming origin. */
 int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e);
 /* Forget the plugin variants registered after the first `count` variants. */
 void al_variant_truncate(int count);

@@ -102,8 +102,12 @@ static void print_stats(FILE *err, const al_generate_stats *s)
     fprintf(err, "prefill_s=%.4f decode_s=%.4f decode_tokens_per_s=%.1f\n", s->prefill_s,
             s->decode_s,
             s->decode_s > 0 ? (double)s->batch * (s->generated - 1) / s->decode_s : 0.0);
-    fprintf(err, "kv_cache_bytes=%zu kv_bytes_per_token=%zu\n", s->cache_bytes,
+    fprintf(err, "kv_cache_bytes=%zu kv_bytes_per_token=%zu", s->cache_bytes,
             s->kv_bytes_per_token);
+    if (s->batch > 1)   /* say so: a reader comparing with `attnlab kv` needs to know */
+        fprintf(err, " (each per sequence; the batch of %d holds %zu bytes)", s->batch,
+                s->cache_bytes * (size_t)s->batch);
+    fprintf(err, "\n");
 }
 
 /* Where the bytes go: streamed to a file (one sequence), or kept. */

@@ -76,6 +76,35 @@ int al_variant_plain_name(const char *n)
     return len > 0 && !n[len] && len < 64;
 }
 
+/* Members a table must have, and groups that go together (decode's
+ * three, batched decode's two: all or none): the error names exactly the
+ * members missing, "forward, kv_elems", so an author need not guess. */
+static int missing_members(const al_variant_ops *o, const char *origin, al_err *e)
+{
+    const struct { const char *name; int set, group; } m[] = {
+        {"params", !!o->params, 0}, {"act_floats", !!o->act_floats, 0},
+        {"scratch_floats", !!o->scratch_floats, 0}, {"forward", !!o->forward, 0},
+        {"backward", !!o->backward, 0}, {"kv_elems", !!o->kv_elems, 0},
+        {"prefill", !!o->prefill, 1}, {"decode_scratch_floats", !!o->decode_scratch_floats, 1},
+        {"decode", !!o->decode, 1},
+        {"decode_batch_scratch_floats", !!o->decode_batch_scratch_floats, 2},
+        {"decode_batch", !!o->decode_batch, 2},
+    };
+    enum { N = sizeof m / sizeof m[0] };
+    int any[3] = {1, 0, 0};   /* group 0 is always required */
+    for (int i = 0; i < N; i++) any[m[i].group] |= m[i].set;
+    char list[256] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int i = 0; i < N; i++)
+        if (any[m[i].group] && !m[i].set)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", n++ ? ", " : "",
+                                    m[i].name);
+    if (!n) return 0;
+    return al_errf(e, "%s: variant '%s': its table is missing %s %s", origin, o->name,
+                   n > 1 ? "the members" : "the member", list);
+}
+
 /* A plugin's settings table: at most AL_MAX_SETTINGS, each with a plain
  * name (not "variant", no two alike), a known kind and a finite default
  * (whole for an integer setting). */
@@ -139,11 +168,10 @@ int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e
         return al_errf(e, "%s: variant name '%s' must be 1 to 63 letters, digits, '_' or "
                        "'-'", origin, ops->name ? printable(name, sizeof name, ops->name)
                                                 : "(null)");
-    if (!ops->forward || !ops->backward || !ops->params ||
-        !ops->act_floats || !ops->scratch_floats || !ops->kv_elems)
-        return al_errf(e, "%s: variant '%s': its table is missing a required member (params, "
-                       "act_floats, scratch_floats, forward, backward or kv_elems)", origin,
-                       ops->name);
+    al_variant_ops whole;   /* an older table's later members read as NULL, never past it */
+    memset(&whole, 0, sizeof whole);
+    memcpy(&whole, ops, size);
+    if (missing_members(&whole, origin, e)) return -1;
     if (check_settings(ops, origin, e)) return -1;
     for (int i = 0; i < al_variant_count(); i++)
         if (strcmp(al_variant_at(i)->name, ops->name) == 0)

@@ -16,17 +16,10 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
 int al_test_stack_config(al_model_config *c, const al_variant_ops *const *vs, int n_items,
                          int n_layer, int d_model, int n_head, int d_head, int seq_len,
                          int vocab);
-/* The generic variant checks (tests/test_variants.c) on one variant:
- * finite-difference gradients (causal, unmasked, each optional setting),
- * the causal property, bit-for-bit determinism, and, when it has decode
- * hooks, al_test_variant_decode, and with `probs`, al_test_variant_probs. */
+/* The conformance suite of `attnlab check-variant` (src/train/
+ * check_variant.c) on one variant, in process (tests/test_variants.c):
+ * every line must pass. */
 void al_test_variant_generic(const al_variant_ops *v);
-/* The decode checks (tests/test_decode.c) on one variant and each optional
- * setting: cached incremental decode equals the full forward at every
- * position for prompts of 1, 2, 7, seq_len and past seq_len tokens
- * (< 1e-4), a corrupted row is noticed, bf16/f16 caches stay within
- * tolerance, measured cache bytes equal the formula. */
-void al_test_variant_decode(const al_variant_ops *v);
 /* A hand-built 2-layer mha model (tests/test_attention.c): vocabulary 16,
  * d_model 48, 2 heads of 64, seq_len 64; layer 0 head 0 is a
  * previous-token head, layer 1 head 0 an induction head, head 1 of each

@@ -1,0 +1,916 @@
+/*
+ * check_variant.c - the variant conformance suite (al_check_variant.h):
+ * the generic checks every variant passes, returning measured errors
+ * rather than asserting, so that `attnlab check-variant` and the tests run
+ * the same code. Layer-level checks call the variant's members on buffers
+ * of their own (with guard floats after every scratch); decode, prefill,
+ * batch and cache checks go through a tiny model and the core's decoder.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_attention.h"
+#include "al_check_variant.h"
+#include "al_decode.h"
+#include "al_kvcache.h"
+#include "al_model.h"
+#include "al_parallel.h"
+#include "al_registry.h"
+
+enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13, LAYERS = 2, MAX_SHAPES = 3, GUARD = 64 };
+/* Contexts past one cache tile: decode reads the cache block by block. */
+enum { LONG = 2 * AL_KV_TILE + 3, SCRATCH_CTX = AL_KV_TILE + 8 };
+
+/* Candidate (d_model, n_head, d_head); the first MAX_SHAPES the variant
+ * accepts are checked (layer checks at each, model checks at the first). */
+static const int candidates[][3] = {{16, 4, 4}, {24, 2, 8}, {32, 4, 8}, {16, 2, 8}, {12, 3, 4}};
+
+typedef struct cv_shape {
+    int D, H, dh;
+    double set[AL_MAX_SETTINGS];
+} cv_shape;
+
+/* ------------------------------------------------------------ the report */
+
+static al_check_line *line_of(al_check_report *r, const char *name)
+{
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->lines[i].name, name)) return &r->lines[i];
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 32;
+        r->lines = realloc(r->lines, (size_t)r->cap * sizeof *r->lines);
+        AL_ASSERT(r->lines);
+    }
+    al_check_line *l = &r->lines[r->n++];
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->err = NAN;
+    return l;
+}
+
+/* Records one measurement under `name`; a line keeps its worst case. */
+static void record(al_check_report *r, const char *name, double err, double bound, int at_least,
+                   const char *where)
+{
+    al_check_line *l = line_of(r, name);
+    int first = isnan(l->err) && !l->where[0];
+    int worse = at_least ? !(err >= l->err) : !(err <= l->err);
+    l->bound = bound;
+    l->at_least = at_least;
+    if (first || worse) {
+        l->err = err;
+        snprintf(l->where, sizeof l->where, "%s", where);
+    }
+    l->pass = at_least ? l->err >= bound : l->err <= bound;
+}
+
+const al_check_line *al_check_find(const al_check_report *r, const char *name)
+{
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->lines[i].name, name)) return &r->lines[i];
+    return NULL;
+}
+
+void al_check_format(const al_check_line *l, char *buf, size_t n)
+{
+    snprintf(buf, n, "%-4s  %-22s  err %-10.3g %s %-8.3g  %s", l->pass ? "ok" : "FAIL", l->name,
+             l->err, l->at_least ? ">=" : "<=", l->bound, l->where);
+}
+
+void al_check_report_free(al_check_report *r)
+{
+    free(r->lines);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ shapes */
+
+static void shape_config(al_model_config *c, const al_variant_ops *v, const cv_shape *sh,
+                         int causal)
+{
+    memset(c, 0, sizeof *c);
+    c->n_layer = LAYERS;
+    c->d_model = sh->D;
+    c->n_head = sh->H;
+    c->d_head = sh->dh;
+    c->seq_len = SEQ;
+    c->vocab_size = VOCAB;
+    c->mlp_ratio = 2.0;
+    c->norm_eps = 1e-5;
+    c->rope_base = 10000;
+    c->causal = causal;
+    c->attn = v;
+    snprintf(c->variant, sizeof c->variant, "%s", v->name);
+    snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
+    memcpy(c->attn_set, sh->set, sizeof c->attn_set);
+}
+
+static int accepts(const al_variant_ops *v, const cv_shape *sh, al_err *e)
+{
+    al_model_config c;
+    al_model m;
+    shape_config(&c, v, sh, 1);
+    if (al_model_init(&m, &c, e) != 0) return 0;
+    al_model_free(&m);
+    return 1;
+}
+
+/* Settings of one shape: fixed ones as given, optional ones at their
+ * defaults, required ones the first of 2, 1, 4, 8 the variant accepts.
+ * Returns 1 when the shape is accepted. */
+static int shape_settings(const al_variant_ops *v, const al_check_settings *fx, cv_shape *sh,
+                          al_err *e)
+{
+    static const double tries[] = {2, 1, 4, 8};
+    int n = al_variant_n_settings(v);
+    for (int i = 0; i < n; i++)
+        sh->set[i] = fx && fx->given[i] ? fx->set[i] : v->settings[i].def;
+    for (int i = 0; i < n; i++) {
+        if (!v->settings[i].required || (fx && fx->given[i])) continue;
+        for (int k = 0; k < 4; k++) {
+            sh->set[i] = tries[k];
+            if (accepts(v, sh, e)) break;
+        }
+    }
+    return accepts(v, sh, e);
+}
+
+static int pick_shapes(const al_variant_ops *v, const al_check_settings *fx, cv_shape *out,
+                       al_err *e)
+{
+    int n = 0;
+    al_err first = {{0}};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0] && n < MAX_SHAPES; i++) {
+        cv_shape sh = {candidates[i][0], candidates[i][1], candidates[i][2], {0}};
+        al_err why;
+        if (shape_settings(v, fx, &sh, &why)) out[n++] = sh;
+        else if (!first.msg[0]) first = why;
+    }
+    if (!n) *e = first;
+    return n;
+}
+
+static void shape_text(const cv_shape *sh, const char *extra, char *buf, size_t n)
+{
+    snprintf(buf, n, "D%d H%dx%d%s%.100s", sh->D, sh->H, sh->dh, extra[0] ? " " : "", extra);
+}
+
+/* ------------------------------------------------------------ one layer */
+
+/* One layer of v on its own buffers: random parameters and inputs (the
+ * same for a seed), a guard of NaN-patterned floats after scratch and act. */
+typedef struct lt {
+    const al_variant_ops *v;
+    al_attn_shape s;
+    al_param_spec spec[AL_MAX_ATTN_PARAMS];
+    int np, B, T;
+    size_t n_act, n_scr;
+    float *p[AL_MAX_ATTN_PARAMS], *dp[AL_MAX_ATTN_PARAMS];
+    float *x, *dx, *out, *act, *scratch, *R;
+} lt;
+
+static const uint32_t canary = 0x7fc0beefu;
+
+static void guard_fill(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) memcpy(p + i, &canary, sizeof canary);
+}
+
+/* Guard floats overwritten after p[0..n). */
+static int guard_hits(const float *p, size_t n, size_t guard)
+{
+    int hits = 0;
+    for (size_t i = n; i < n + guard; i++) hits += memcmp(p + i, &canary, sizeof canary) != 0;
+    return hits;
+}
+
+static size_t numel(const al_param_spec *s) { return (size_t)s->rows * (s->cols ? s->cols : 1); }
+
+static float *fresh(size_t n) { float *p = calloc(n ? n : 1, sizeof(float)); AL_ASSERT(p); return p; }
+
+static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int causal, int B, int T,
+                    uint64_t seed)
+{
+    memset(t, 0, sizeof *t);
+    t->v = v;
+    t->s = (al_attn_shape){sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
+    memcpy(t->s.set, sh->set, sizeof t->s.set);
+    t->B = B, t->T = T;
+    t->np = v->params(&t->s, t->spec);
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int i = 0; i < t->np; i++) {
+        size_t n = numel(&t->spec[i]);
+        t->p[i] = fresh(n), t->dp[i] = fresh(n);
+        for (size_t j = 0; j < n; j++)
+            t->p[i][j] = t->spec[i].init == AL_INIT_ONES ? 1.0f + 0.1f * (float)al_rng_normal(&r)
+                                                         : 0.4f * (float)al_rng_normal(&r);
+    }
+    size_t BTD = (size_t)B * T * sh->D;
+    t->x = fresh(BTD), t->R = fresh(BTD), t->dx = fresh(BTD), t->out = fresh(BTD);
+    for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
+    for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
+    t->n_act = v->act_floats(&t->s, B, T);
+    t->n_scr = v->scratch_floats(&t->s, B, T);
+    t->act = fresh(t->n_act + GUARD), t->scratch = fresh(t->n_scr + GUARD);
+    guard_fill(t->act + t->n_act, GUARD);
+    guard_fill(t->scratch + t->n_scr, GUARD);
+}
+
+static void lt_free(lt *t)
+{
+    for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
+    free(t->x), free(t->R), free(t->dx), free(t->out), free(t->act), free(t->scratch);
+}
+
+static size_t lt_n(const lt *t) { return (size_t)t->B * t->T * t->s.d_model; }
+
+/* L = sum(out * R), in double. */
+static double lt_loss(lt *t)
+{
+    t->v->forward(&t->s, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
+    double L = 0;
+    for (size_t j = 0; j < lt_n(t); j++) L += (double)t->out[j] * t->R[j];
+    return L;
+}
+
+static void lt_zero_grads(lt *t)
+{
+    memset(t->dx, 0, lt_n(t) * sizeof(float));
+    for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, numel(&t->spec[i]) * sizeof(float));
+}
+
+static void lt_backward(lt *t, const float *dout)
+{
+    t->v->backward(&t->s, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
+}
+
+static int lt_guard_hits(const lt *t)
+{
+    return guard_hits(t->act, t->n_act, GUARD) + guard_hits(t->scratch, t->n_scr, GUARD);
+}
+
+/* Relative error ||a - b|| / max(||a||, ||b||) over n doubles. */
+static double rel_err(const double *a, const double *b, size_t n)
+{
+    double d = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += (a[i] - b[i]) * (a[i] - b[i]);
+        na += a[i] * a[i];
+        nb += b[i] * b[i];
+    }
+    return sqrt(d) / fmax(fmax(sqrt(na), sqrt(nb)), 1e-12);
+}
+
+/* ------------------------------------------------------------ gradients */
+
+/* Central differences of the loss along 32 random coordinates of param
+ * against grad there. */
+static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r)
+{
+    enum { S = 32 };
+    double an[S], fd[S];
+    for (int k = 0; k < S; k++) {
+        size_t j = al_rng_below(r, n);
+        float save = param[j], h = 1e-2f;
+        param[j] = save + h;
+        double lp = lt_loss(t);
+        param[j] = save - h;
+        double lm = lt_loss(t);
+        param[j] = save;
+        fd[k] = (lp - lm) / (2.0 * h);
+        an[k] = grad[j];
+    }
+    return rel_err(an, fd, S);
+}
+
+static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+                           int causal, const char *what)
+{
+    lt t;
+    char where[192], name[40];
+    lt_init(&t, v, sh, causal, 2, 6, 42);
+    lt_loss(&t);
+    lt_zero_grads(&t);
+    lt_backward(&t, t.R);
+    char mode[96];
+    snprintf(mode, sizeof mode, "%s%s, guard floats written", causal ? "masked" : "unmasked", what);
+    shape_text(sh, mode, where, sizeof where);
+    record(r, "scratch.forward", lt_guard_hits(&t), 0, 0, where);
+    al_rng g;
+    al_rng_seed(&g, 1);
+    snprintf(mode, sizeof mode, "%s%s", causal ? "masked" : "unmasked", what);
+    shape_text(sh, mode, where, sizeof where);
+    for (int i = 0; i < t.np; i++) {
+        snprintf(name, sizeof name, "gradient.%s", t.spec[i].name);
+        record(r, name, fd_err(&t, t.p[i], t.dp[i], numel(&t.spec[i]), &g), 1e-2, 0, where);
+    }
+    record(r, "gradient.x", fd_err(&t, t.x, t.dx, lt_n(&t), &g), 1e-2, 0, where);
+    lt_free(&t);
+}
+
+/* Optional settings (not fixed by the caller) whose value 4 the variant
+ * accepts at sh: bit i for setting i. */
+static unsigned optional_variations(const al_variant_ops *v, const al_check_settings *fx,
+                                    const cv_shape *sh)
+{
+    unsigned mask = 0;
+    for (int i = 0; i < al_variant_n_settings(v); i++) {
+        if (v->settings[i].required || (fx && fx->given[i]) || sh->set[i] == 4) continue;
+        cv_shape o = *sh;
+        o.set[i] = 4;
+        al_err e;
+        if (accepts(v, &o, &e)) mask |= 1u << i;
+    }
+    return mask;
+}
+
+/* ------------------------------------------------------------ layer properties */
+
+/* Inputs after position 3 of sequence 0 change: outputs up to 3 must not. */
+static void check_causal(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+{
+    lt t;
+    char where[192];
+    lt_init(&t, v, sh, 1, 2, 6, 7);
+    size_t row = (size_t)sh->D, cut = 3, n = (size_t)t.T * row;
+    lt_loss(&t);
+    float *before = fresh(n);
+    memcpy(before, t.out, n * sizeof(float));
+    for (size_t j = (cut + 1) * row; j < n; j++) t.x[j] += 1.0f;
+    lt_loss(&t);
+    double past = 0, future = 0;
+    for (size_t j = 0; j < n; j++) {
+        double d = fabs((double)before[j] - t.out[j]);
+        if (j < (cut + 1) * row) past = fmax(past, d);
+        else future = fmax(future, d);
+    }
+    shape_text(sh, "positions 0..3 vs 4..5", where, sizeof where);
+    record(r, "causal", past, 1e-6, 0, where);
+    record(r, "causal.future", future, 1e-3, 1, where);
+    free(before);
+    lt_free(&t);
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)a[i] - b[i]);
+        if (x > d || isnan(x)) d = isnan(x) ? INFINITY : x;
+    }
+    return d;
+}
+
+/* Forward and backward of a fresh layer at `threads` threads into a. */
+static void run_layer(lt *a, const al_variant_ops *v, const cv_shape *sh, int threads)
+{
+    al_parallel_set_threads(threads);
+    lt_init(a, v, sh, 1, 2, 6, 3);
+    lt_loss(a);
+    lt_zero_grads(a);
+    lt_backward(a, a->R);
+    al_parallel_set_threads(1);
+}
+
+/* Largest |difference| of out, dx and every dp between two runs. */
+static double layer_diff(const lt *a, const lt *b, double *amax)
+{
+    double d = fmax(max_diff(a->out, b->out, lt_n(a)), max_diff(a->dx, b->dx, lt_n(a)));
+    for (int k = 0; k < a->np; k++) d = fmax(d, max_diff(a->dp[k], b->dp[k], numel(&a->spec[k])));
+    if (amax)
+        for (size_t j = 0; j < lt_n(a); j++) *amax = fmax(*amax, fabs(a->out[j]));
+    return d;
+}
+
+static void check_deterministic(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+{
+    lt a, b, c;
+    char where[192];
+    run_layer(&a, v, sh, 1);
+    run_layer(&b, v, sh, 1);
+    shape_text(sh, "forward+backward, twice", where, sizeof where);
+    record(r, "determinism.runs", layer_diff(&a, &b, NULL), 0, 0, where);
+    for (int th = 2; th <= 3; th++) {
+        double amax = 0;
+        run_layer(&c, v, sh, th);
+        double d = layer_diff(&a, &c, &amax);
+        snprintf(where, sizeof where, "forward+backward, 1 vs %d threads, relative", th);
+        record(r, "determinism.threads", d / fmax(amax, 1e-12), 1e-5, 0, where);
+        lt_free(&c);
+    }
+    lt_free(&a);
+    lt_free(&b);
+}
+
+/* A variant that says it writes its gradients (AL_VARIANT_WRITES_GRADS)
+ * gives the same bits over NaN as over zeros; one that does not must add
+ * to what dx and dp held (1.0 here). */
+static void check_grad_semantics(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+{
+    lt a, b;
+    lt_init(&a, v, sh, 1, 2, 6, 5);
+    lt_init(&b, v, sh, 1, 2, 6, 5);
+    lt_loss(&a);
+    lt_loss(&b);
+    int writes = (v->flags & AL_VARIANT_WRITES_GRADS) != 0;
+    float fill = writes ? NAN : 1.0f;
+    lt_zero_grads(&a);
+    for (int k = -1; k < b.np; k++) {
+        float *g = k < 0 ? b.dx : b.dp[k];
+        size_t m = k < 0 ? lt_n(&b) : numel(&b.spec[k]);
+        for (size_t j = 0; j < m; j++) g[j] = fill;
+    }
+    lt_backward(&a, a.R);
+    lt_backward(&b, b.R);
+    double worst = 0;
+    for (int k = -1; k < a.np; k++) {
+        const float *ga = k < 0 ? a.dx : a.dp[k], *gb = k < 0 ? b.dx : b.dp[k];
+        size_t m = k < 0 ? lt_n(&a) : numel(&a.spec[k]);
+        for (size_t j = 0; j < m; j++) {
+            double want = writes ? ga[j] : ga[j] + 1.0, d = fabs(gb[j] - want) / (1 + fabs(want));
+            worst = isnan(d) ? INFINITY : fmax(worst, d);
+        }
+    }
+    record(r, "writes_grads", worst, 1e-6, 0,
+           writes ? "flag set: dx, dp over NaN vs over zeros" : "no flag: dx, dp over 1 vs over 0");
+    lt_free(&a);
+    lt_free(&b);
+}
+
+/* ------------------------------------------------------------ probs */
+
+enum { TP = 8 };
+
+/* Rows of P (H, T, T) are distributions, zero above the diagonal under
+ * the mask: the largest departure. */
+static double rows_err(const float *P, int H, int T, int causal)
+{
+    double worst = 0;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double sum = 0;
+            for (int j = 0; j < T; j++) {
+                double p = P[((size_t)h * T + i) * T + j];
+                if (p < 0 || (causal && j > i && p != 0)) worst = fmax(worst, fabs(p));
+                sum += p;
+            }
+            worst = isnan(sum) ? INFINITY : fmax(worst, fabs(sum - 1));
+        }
+    return worst;
+}
+
+/* Solves G m = b (n <= AL_MAX_ATTN_PARAMS... heads) in place by Gaussian
+ * elimination with partial pivoting; G is n x n. */
+static void solve(double *G, double *b, int n)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int i = c + 1; i < n; i++)
+            if (fabs(G[i * n + c]) > fabs(G[piv * n + c])) piv = i;
+        for (int k = 0; k < n; k++) {
+            double t = G[c * n + k];
+            G[c * n + k] = G[piv * n + k], G[piv * n + k] = t;
+        }
+        double t = b[c];
+        b[c] = b[piv], b[piv] = t;
+        if (fabs(G[c * n + c]) < 1e-300) continue;
+        for (int i = c + 1; i < n; i++) {
+            double f = G[i * n + c] / G[c * n + c];
+            for (int k = c; k < n; k++) G[i * n + k] -= f * G[c * n + k];
+            b[i] -= f * b[c];
+        }
+    }
+    for (int c = n - 1; c >= 0; c--) {
+        double acc = b[c];
+        for (int k = c + 1; k < n; k++) acc -= G[c * n + k] * b[k];
+        b[c] = fabs(G[c * n + c]) < 1e-300 ? 0 : acc / G[c * n + c];
+    }
+}
+
+/* J (T, T, D, D): J[i][j][a][b] = d out_i[a] / d x_j[b], by one backward
+ * per output coordinate. */
+static double *jacobian(lt *t)
+{
+    int T = t->T, D = t->s.d_model;
+    double *J = calloc((size_t)T * T * D * D, sizeof(double));
+    float *dout = fresh((size_t)T * D);
+    AL_ASSERT(J);
+    for (int i = 0; i < T; i++)
+        for (int a = 0; a < D; a++) {
+            dout[i * D + a] = 1.0f;
+            lt_zero_grads(t);
+            lt_backward(t, dout);
+            dout[i * D + a] = 0.0f;
+            for (int j = 0; j < T; j++)
+                for (int b = 0; b < D; b++)
+                    J[(((size_t)i * T + j) * D + a) * D + b] = t->dx[j * D + b];
+        }
+    free(dout);
+    return J;
+}
+
+/* With every input row equal, every value row is equal, so the score path
+ * of d out_i / d x_j vanishes (the weights of a row sum to 1 and multiply
+ * one value) and J[i][j] = sum_h P[h][i][j] M_h for fixed matrices M_h
+ * (head h's value and output maps). Fits the M_h to J by least squares
+ * with the P the variant's probs gives; returns the relative residual:
+ * ~1e-6 when P is the forward's, large when it is not. */
+static double probs_fit(const float *P, const double *J, int H, int T, int D)
+{
+    double G[64] = {0}, num = 0, den = 0;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+            for (int h = 0; h < H; h++)
+                for (int g = 0; g < H; g++)
+                    G[h * H + g] += (double)P[((size_t)h * T + i) * T + j] * P[((size_t)g * T + i) * T + j];
+    for (int h = 0; h < H; h++) G[h * H + h] += 1e-12;
+    for (int ab = 0; ab < D * D; ab++) {
+        double m[8] = {0}, Gc[64];
+        memcpy(Gc, G, sizeof Gc);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                for (int h = 0; h < H; h++)
+                    m[h] += P[((size_t)h * T + i) * T + j] * J[((size_t)i * T + j) * D * D + ab];
+        solve(Gc, m, H);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double y = J[((size_t)i * T + j) * D * D + ab], fit = 0;
+                for (int h = 0; h < H; h++) fit += P[((size_t)h * T + i) * T + j] * m[h];
+                num += (y - fit) * (y - fit);
+                den += y * y;
+            }
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-30);
+}
+
+static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+                        int causal)
+{
+    lt t;
+    char where[192];
+    int H = sh->H, D = sh->D;
+    float *P = fresh((size_t)H * TP * TP);
+    lt_init(&t, v, sh, causal, 1, TP, 11);
+    lt_loss(&t);
+    v->probs(&t.s, P, t.act, t.p, TP);
+    shape_text(sh, causal ? "masked" : "unmasked", where, sizeof where);
+    record(r, "probs.rows", rows_err(P, H, TP, causal), 1e-5, 0, where);
+    for (int j = 1; j < TP; j++) memcpy(t.x + (size_t)j * D, t.x, (size_t)D * sizeof(float));
+    lt_loss(&t);
+    v->probs(&t.s, P, t.act, t.p, TP);
+    double *J = jacobian(&t);
+    double err = H <= 8 ? probs_fit(P, J, H, TP, D) : NAN;
+    shape_text(sh, causal ? "masked, equal input rows" : "unmasked, equal input rows", where,
+               sizeof where);
+    record(r, "probs.forward", err, 1e-3, 0, where);
+    free(J);
+    free(P);
+    lt_free(&t);
+}
+
+/* ------------------------------------------------------------ decode scratch */
+
+/* Decodes SCRATCH_CTX tokens (past one tile) through one layer with a
+ * cache of `dtype`, with a tile's worth of guard floats after
+ * decode_scratch_floats: the guard floats written. */
+static int decode_scratch_hits(const al_variant_ops *v, const cv_shape *sh, int dtype)
+{
+    lt t;
+    lt_init(&t, v, sh, 1, 1, 1, 13);
+    int N = SCRATCH_CTX, rows = v->kv_rows ? v->kv_rows(&t.s, N) : N;
+    size_t elems = v->kv_elems(&t.s), n = v->decode_scratch_floats(&t.s, N);
+    size_t guard = (size_t)AL_KV_TILE * elems + GUARD;
+    al_kv_cache *c = al_kv_cache_new(elems, rows, dtype);
+    float *scr = fresh(n + guard), *x = fresh((size_t)sh->D), *out = fresh((size_t)sh->D);
+    guard_fill(scr + n, guard);
+    al_rng g;
+    al_rng_seed(&g, 17);
+    for (int pos = 0; pos < N; pos++) {
+        for (int j = 0; j < sh->D; j++) x[j] = (float)al_rng_normal(&g);
+        v->decode(&t.s, out, scr, x, t.p, c, pos);
+    }
+    int hits = guard_hits(scr, n, guard);
+    al_kv_cache_free(c);
+    free(scr), free(x), free(out);
+    lt_free(&t);
+    return hits;
+}
+
+/* ------------------------------------------------------------ decode through the model */
+
+/* A tiny model of v at sh (optional setting opt at 4 when >= 0) with its
+ * matrices scaled up so attention is sharp and logits are O(1): a decode
+ * that reads the wrong rows or positions shows at 1e-4. */
+static int make_model(al_model *m, const al_variant_ops *v, const cv_shape *sh, int opt,
+                      uint64_t seed, al_err *e)
+{
+    cv_shape o = *sh;
+    al_model_config c;
+    if (opt >= 0) o.set[opt] = 4;
+    shape_config(&c, v, &o, 1);
+    if (al_model_init(m, &c, e) != 0) return -1;
+    al_model_init_weights(m, seed);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2)
+            for (size_t j = 0; j < m->tensors[i].numel; j++)
+                m->params[m->tensors[i].offset + j] *= 20.0f;
+    return 0;
+}
+
+static void random_tokens(int *tok, int n, uint64_t seed)
+{
+    al_rng r;
+    al_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) tok[i] = (int)al_rng_below(&r, VOCAB);
+}
+
+static double diff_amax(const float *a, const float *b, int n, double *amax)
+{
+    for (int i = 0; i < n && amax; i++) *amax = fmax(*amax, fabs((double)b[i]));
+    return max_diff(a, b, (size_t)n);
+}
+
+/* Logits (n, VOCAB) of the full forward over tok[0..n), or NULL. */
+static float *full_logits(al_model *m, const int *tok, int n, al_err *e)
+{
+    if (al_model_reserve(m, 1, n, e) != 0) return NULL;
+    al_model_forward(m, tok, NULL, NULL, 1, n);
+    float *out = fresh((size_t)n * VOCAB);
+    memcpy(out, m->logits, (size_t)n * VOCAB * sizeof(float));
+    return out;
+}
+
+/* Prefill P tokens (none when P == 0), decode to n, diff against full at
+ * every position from max(P - 1, 0). Returns the largest |difference|, or
+ * INFINITY when the decoder refuses. */
+static double decode_vs_full(al_model *m, const int *tok, const float *full, int P, int n,
+                             int dtype, double *amax)
+{
+    al_decoder d;
+    al_err e;
+    if (al_decoder_init(&d, m, n, dtype, &e) != 0) return INFINITY;
+    double worst = 0;
+    if (P > 0) {
+        if (al_decoder_prefill(&d, tok, P, &e) != 0) {
+            al_decoder_free(&d);
+            return INFINITY;
+        }
+        worst = diff_amax(d.logits, full + (size_t)(P - 1) * VOCAB, VOCAB, amax);
+    }
+    for (int t = P; t < n; t++)
+        worst = fmax(worst, diff_amax(al_decoder_step(&d, tok[t]), full + (size_t)t * VOCAB,
+                                      VOCAB, amax));
+    al_decoder_free(&d);
+    return worst;
+}
+
+typedef struct model_run {
+    al_check_report *r;
+    const al_variant_ops *v;
+    const cv_shape *sh;
+    int opt;
+    char tag[64];          /* the optional setting, "" or " d_q_latent=4" */
+    int scratch_ok[AL_KV_NDTYPES];
+} model_run;
+
+static void where_of(const model_run *mr, const char *what, char *buf, size_t n)
+{
+    char extra[160];
+    snprintf(extra, sizeof extra, "%s%s", what, mr->tag);
+    shape_text(mr->sh, extra, buf, n);
+}
+
+/* Token by token from position 0 past two tiles (decode), then prompts of
+ * 1, 2, 7, seq_len and past seq_len tokens (prefill), then bf16 and f16
+ * past two tiles, against the full forward. */
+static void check_parity(model_run *mr, al_model *m)
+{
+    char where[192];
+    al_err e;
+    int *tok = malloc(LONG * sizeof(int));
+    random_tokens(tok, LONG, 8);
+    float *full = full_logits(m, tok, LONG, &e);
+    AL_ASSERT(full);
+    double amax = 0;
+    char first[64];
+    snprintf(first, sizeof first, "%d tokens, f32, no prefill", LONG);
+    where_of(mr, first, where, sizeof where);
+    record(mr->r, "decode", decode_vs_full(m, tok, full, 0, LONG, AL_KV_F32, &amax), 1e-4, 0, where);
+    static const int prompts[] = {1, 2, 7, SEQ, CTX - 1};
+    for (int i = 0; i < 5; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "prompt %d of %d, f32", prompts[i], CTX);
+        where_of(mr, what, where, sizeof where);
+        record(mr->r, "prefill", decode_vs_full(m, tok, full, prompts[i], CTX, AL_KV_F32, NULL),
+               1e-4, 0, where);
+    }
+    static const double tol[AL_KV_NDTYPES] = {1e-4, 0.02, 0.005};
+    for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
+        char name[32], what[64];
+        snprintf(name, sizeof name, "decode.%s", al_kv_dtype_name(dt));
+        snprintf(what, sizeof what, "%d tokens, prompt 2, relative to the largest logit", LONG);
+        where_of(mr, mr->scratch_ok[dt] ? what : "not run: its decode scratch overruns", where,
+                 sizeof where);
+        double a = 0, d = mr->scratch_ok[dt] ? decode_vs_full(m, tok, full, 2, LONG, dt, &a)
+                                             : INFINITY;
+        record(mr->r, name, d / fmax(a, 1e-12), tol[dt], 0, where);
+    }
+    free(tok), free(full);
+}
+
+/* Logits (n - P, VOCAB) of decoding tok[P..n) after a prefill of P at
+ * `threads` threads, or NULL. */
+static float *decode_run(al_model *m, const int *tok, int P, int n, int threads)
+{
+    al_decoder d;
+    al_err e;
+    float *out = NULL;
+    al_parallel_set_threads(threads);
+    if (al_decoder_init(&d, m, n, AL_KV_F32, &e) == 0) {
+        if (al_decoder_prefill(&d, tok, P, &e) == 0) {
+            out = fresh((size_t)(n - P) * VOCAB);
+            for (int t = P; t < n; t++)
+                memcpy(out + (size_t)(t - P) * VOCAB, al_decoder_step(&d, tok[t]),
+                       VOCAB * sizeof(float));
+        }
+        al_decoder_free(&d);
+    }
+    al_parallel_set_threads(1);
+    return out;
+}
+
+/* 2 and 3 threads against 1 past two tiles (the context is cut between
+ * threads), and 2 threads twice bit for bit. */
+static void check_threads(model_run *mr, al_model *m)
+{
+    enum { N = 2 * AL_KV_TILE + AL_KV_TILE / 2 };
+    char where[192];
+    int *tok = malloc(N * sizeof(int));
+    random_tokens(tok, N, 12);
+    float *one = decode_run(m, tok, SEQ, N, 1), *two = decode_run(m, tok, SEQ, N, 2);
+    float *three = decode_run(m, tok, SEQ, N, 3), *again = decode_run(m, tok, SEQ, N, 2);
+    int n = (N - SEQ) * VOCAB;
+    double amax = 0, d = INFINITY, rep = INFINITY;
+    if (one && two && three && again) {
+        d = fmax(diff_amax(two, one, n, &amax), diff_amax(three, one, n, NULL)) / fmax(amax, 1e-12);
+        rep = max_diff(two, again, (size_t)n);
+    }
+    where_of(mr, "decode 520 tokens, 1 vs 2 and 3 threads, relative", where, sizeof where);
+    record(mr->r, "determinism.threads", d, 1e-5, 0, where);
+    where_of(mr, "decode 520 tokens at 2 threads, twice", where, sizeof where);
+    record(mr->r, "determinism.runs", rep, 0, 0, where);
+    free(one), free(two), free(three), free(again), free(tok);
+}
+
+/* B sequences with prompts of different lengths stepped together against
+ * B decoders stepped alone, at 1 and 2 threads; relative to the largest
+ * logit. */
+static double batch_diff(al_model *m, int threads)
+{
+    enum { B = 5, STEPS = 6, N = SEQ + 2 + STEPS };
+    int tok[B][N], plen[B] = {1, 3, SEQ, 2, SEQ + 2}, in[B];
+    for (int b = 0; b < B; b++) random_tokens(tok[b], N, 50 + b);
+    al_parallel_set_threads(threads);
+    al_decoder bd, sd[B];
+    al_err e;
+    double amax = 0, worst = INFINITY;
+    if (al_decoder_init_batch(&bd, m, B, N, AL_KV_F32, &e) != 0) goto out;
+    worst = 0;
+    for (int b = 0; b < B; b++) {
+        AL_ASSERT(al_decoder_init(&sd[b], m, N, AL_KV_F32, &e) == 0);
+        AL_ASSERT(al_decoder_prefill_seq(&bd, b, tok[b], plen[b], &e) == 0);
+        AL_ASSERT(al_decoder_prefill(&sd[b], tok[b], plen[b], &e) == 0);
+    }
+    for (int s = 0; s < STEPS; s++) {
+        for (int b = 0; b < B; b++) in[b] = tok[b][plen[b] + s];
+        const float *lb = al_decoder_step_batch(&bd, in);
+        for (int b = 0; b < B; b++)
+            worst = fmax(worst, diff_amax(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]), VOCAB,
+                                          &amax));
+    }
+    for (int b = 0; b < B; b++) al_decoder_free(&sd[b]);
+    al_decoder_free(&bd);
+out:
+    al_parallel_set_threads(1);
+    return worst / fmax(amax, 1e-12);
+}
+
+static void check_batch(model_run *mr, al_model *m)
+{
+    char where[192];
+    for (int th = 1; th <= 2; th++) {
+        char what[64];
+        snprintf(what, sizeof what, "5 sequences, %d thread%s, relative", th, th > 1 ? "s" : "");
+        where_of(mr, what, where, sizeof where);
+        record(mr->r, "decode.batch", batch_diff(m, th), 1e-5, 0, where);
+    }
+}
+
+/* Cache bytes measured by the allocator against kv_elems x rows x layers
+ * x dtype size (rows: kv_rows, or the context). */
+static void check_bytes(model_run *mr, al_model *m)
+{
+    enum { C = 37 };
+    const al_attn_shape *s = &m->layers[0].ashape;
+    size_t rows = mr->v->kv_rows ? (size_t)mr->v->kv_rows(s, C) : C;
+    double worst = 0;
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
+        size_t want = mr->v->kv_elems(s) * rows * LAYERS * al_kv_dtype_size(dt);
+        size_t live0 = al_kv_bytes_live();
+        al_decoder d;
+        al_err e;
+        if (al_decoder_init(&d, m, C, dt, &e) != 0) {
+            worst = INFINITY;
+            continue;
+        }
+        worst = fmax(worst, fabs((double)(al_kv_bytes_live() - live0) - (double)want));
+        worst = fmax(worst, fabs((double)al_decoder_cache_bytes(&d) - (double)want));
+        al_decoder_free(&d);
+    }
+    char where[192];
+    where_of(mr, "context 37, f32 bf16 f16, bytes", where, sizeof where);
+    record(mr->r, "cache.bytes", worst, 0, 0, where);
+}
+
+/* ------------------------------------------------------------ the suite */
+
+static int decodable(const al_variant_ops *v)
+{
+    return v->prefill && v->decode && v->decode_scratch_floats;
+}
+
+static void model_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh, int opt)
+{
+    model_run mr = {r, v, sh, opt, "", {1, 1, 1}};
+    if (opt >= 0) snprintf(mr.tag, sizeof mr.tag, ", %s=4", v->settings[opt].name);
+    for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
+        char name[40], where[192];
+        cv_shape o = *sh;
+        if (opt >= 0) o.set[opt] = 4;
+        int hits = decode_scratch_hits(v, &o, dt);
+        mr.scratch_ok[dt] = hits == 0;
+        snprintf(name, sizeof name, "scratch.decode.%s", al_kv_dtype_name(dt));
+        where_of(&mr, "guard floats written, context 264", where, sizeof where);
+        record(r, name, hits, 0, 0, where);
+    }
+    al_model m;
+    al_err e;
+    AL_ASSERT(make_model(&m, v, sh, opt, 17, &e) == 0);
+    check_parity(&mr, &m);
+    check_threads(&mr, &m);
+    check_batch(&mr, &m);
+    check_bytes(&mr, &m);
+    al_model_free(&m);
+}
+
+static void layer_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+{
+    check_grads_at(r, v, sh, 1, "");
+    check_grads_at(r, v, sh, 0, "");
+    check_causal(r, v, sh);
+    check_deterministic(r, v, sh);
+    check_grad_semantics(r, v, sh);
+    if (v->probs && sh->H <= 8) {
+        check_probs(r, v, sh, 1);
+        check_probs(r, v, sh, 0);
+    }
+}
+
+int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
+                     al_check_report *r, al_err *e)
+{
+    cv_shape sh[MAX_SHAPES];
+    memset(r, 0, sizeof *r);
+    int n = pick_shapes(v, fixed, sh, e);
+    if (!n) return -1;
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(r->shapes + len, sizeof r->shapes - len, "%sD%d H%dx%d",
+                                i ? ", " : "", sh[i].D, sh[i].H, sh[i].dh);
+    r->n_shapes = n;
+    for (int i = 0; i < n; i++) layer_checks(r, v, &sh[i]);
+    unsigned opts = optional_variations(v, fixed, &sh[0]);
+    for (int k = 0; k < AL_MAX_SETTINGS; k++)
+        if (opts & (1u << k)) {
+            char tag[64];
+            snprintf(tag, sizeof tag, ", %s=4", v->settings[k].name);
+            cv_shape o = sh[0];
+            o.set[k] = 4;
+            check_grads_at(r, v, &o, 1, tag);
+            if (v->probs && o.H <= 8) check_probs(r, v, &o, 1);
+        }
+    if (v->prefill || v->decode || v->decode_scratch_floats) {
+        if (!decodable(v)) {
+            record(r, "decode", INFINITY, 0, 0, "some decode members are set, not all three");
+        } else {
+            model_checks(r, v, &sh[0], -1);
+            for (int k = 0; k < AL_MAX_SETTINGS; k++)
+                if (opts & (1u << k)) model_checks(r, v, &sh[0], k);
+        }
+    }
+    for (int i = 0; i < r->n; i++) r->n_fail += !r->lines[i].pass;
+    return 0;
+}
