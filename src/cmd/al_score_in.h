@@ -28,6 +28,24 @@ int al_score_prepare(al_score_in *s, long threads, int B, al_err *e);
 void al_score_fill(al_score_in *s, long w0, int B);
 void al_score_close(al_score_in *s);
 
+/* What al_score_eval found. */
+typedef struct al_score_result {
+    double loss;          /* mean over every window's tokens */
+    long tokens, windows;
+    int T, trained;       /* the window, and the checkpoint's seq_len */
+    size_t cache_bytes;   /* one window's cache, through the cache (else 0) */
+    double *pos_sum;      /* (T) with by_position: the loss summed over windows at
+                             each position (malloc'ed; the caller frees it) */
+} al_score_result;
+
+/* `attnlab score CKPT FILE --seq-len T` run in this process (what a
+ * sweep's `eval` runs, so that its numbers are the command's): through
+ * the cache at kv_dtype when it is >= 0, else the plain forward pass;
+ * with by_position the per-position sums as well. Batches as the command
+ * chooses them. -1 with e naming the file. */
+int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int by_position,
+                  long threads, al_score_result *out, al_err *e);
+
 /* `score --by-position` (score_pos.c): pos_sum (T) the loss summed over
  * `windows` windows at each position; writes DIR/by_position.csv
  * (bucket_start,bucket_end,loss,tokens: N buckets [floor(iT/N),

@@ -259,6 +259,49 @@ static void print_json(const score_args *o, const al_score_in *s, double loss,
     json_decref(j);
 }
 
+/* The windows of s scored as o asks: the mean loss, and per position
+ * (r->pos_sum, malloc'ed) on the token-by-token path. */
+static int run_score(const score_args *o, al_score_in *s, tok_result *r, double *loss,
+                     al_err *e)
+{
+    int B = (int)batch_for(&s->m, s->T, s->windows, o->batch);
+    if (o->through_cache && !o->batch) B = s->windows < CACHE_BATCH ? (int)s->windows : CACHE_BATCH;
+    if (o->through_cache || o->by_position) {
+        if (score_tokens(s, o, B, r, e) != 0) return -1;
+        *loss = r->loss;
+        return 0;
+    }
+    r->dtype = -1;
+    if (al_score_prepare(s, o->threads, B, e) != 0) return -1;
+    *loss = score_all(s, B);
+    return 0;
+}
+
+int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int by_position,
+                  long threads, al_score_result *out, al_err *e)
+{
+    score_args o = {.ckpt = ckpt, .file = file, .seq_len = T, .threads = threads,
+                    .through_cache = kv_dtype >= 0, .kv_dtype = kv_dtype,
+                    .by_position = by_position};
+    al_score_in s;
+    tok_result r = {0};
+    memset(out, 0, sizeof *out);
+    int rc = al_score_open(ckpt, file, T, &s, e);
+    if (rc == 0) rc = run_score(&o, &s, &r, &out->loss, e);
+    if (rc == 0) {
+        out->tokens = s.windows * s.T;
+        out->windows = s.windows;
+        out->T = s.T;
+        out->trained = s.m.cfg.seq_len;
+        out->cache_bytes = r.cache_bytes;
+        out->pos_sum = r.pos_sum;
+    } else {
+        free(r.pos_sum);
+    }
+    al_score_close(&s);
+    return rc;
+}
+
 int al_cmd_score(int argc, char **argv)
 {
     score_args o = {.kv_dtype = -1};
@@ -275,17 +318,9 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    int B = (int)batch_for(&s.m, s.T, s.windows, o.batch);
-    if (o.through_cache && !o.batch) B = s.windows < CACHE_BATCH ? (int)s.windows : CACHE_BATCH;
     tok_result r = {0};
     double loss = 0;
-    if (o.through_cache || o.by_position) {
-        rc = score_tokens(&s, &o, B, &r, &e);
-        loss = r.loss;
-    } else {
-        rc = al_score_prepare(&s, o.threads, B, &e);
-        if (rc == 0) loss = score_all(&s, B);
-    }
+    rc = run_score(&o, &s, &r, &loss, &e);
     if (rc == 0 && o.by_position) {
         int N = (int)(o.buckets ? o.buckets : s.T < 16 ? s.T : 16);
         rc = al_score_write_by_position(o.out, r.pos_sum, s.windows, s.T, N,
