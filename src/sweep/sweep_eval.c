@@ -81,9 +81,10 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
         const al_node *x = m->items[i];
         int ok = 0;
         for (int j = 0; known[j] && !ok; j++) ok = strcmp(k, known[j]) == 0;
-        if (!ok)
-            return al_node_errf(e, x, "unknown key 'eval.%s' (known: kv_dtypes, contexts, "
-                                "by_position, buckets, tokens)", k);
+        if (!ok)   /* at the key, as the config decoder says it */
+            return al_errf(e, "%s:%d:%d: error: unknown key 'eval.%.60s' (known: kv_dtypes, "
+                           "contexts, by_position, buckets, tokens)", x->file, m->key_line[i],
+                           m->key_col[i], k);
         int rc = strcmp(k, "kv_dtypes") == 0  ? dtypes_of(x, v, e)
                : strcmp(k, "contexts") == 0   ? contexts_of(x, v, e)
                : strcmp(k, "by_position") == 0 ? bool_of(x, k, &v->by_position, e)
