@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_checkpoint.h"
 #include "al_data.h"
+#include "al_model.h"
 #include "al_test.h"
 
 static const char filler_text[] =
@@ -131,6 +133,91 @@ START_TEST(the_source_gives_the_same_test_examples_on_every_open)
 }
 END_TEST
 
+/* The counts of one cell by hand: one example at a time (the command
+ * batches 8), argmax over the logits of each digit position. */
+static void cell_by_hand(al_model *m, const char *filler, size_t n, int L, double depth, int N,
+                         double *exact, double *digits, double *loss)
+{
+    int *in = malloc((size_t)L * sizeof(int)), *tgt = malloc((size_t)L * sizeof(int));
+    float *w = malloc((size_t)L * sizeof(float));
+    al_err e;
+    int V = m->cfg.vocab_size, ex = 0, dg = 0;
+    *loss = 0;
+    ck_assert_msg(al_model_reserve(m, 1, L, &e) == 0, "%s", e.msg);
+    for (long i = 0; i < N; i++) {
+        al_passkey_make((const unsigned char *)filler, n, al_passkey_seed(3, AL_SPLIT_TEST), i,
+                        L, depth, in, tgt, w);
+        *loss += al_model_forward(m, in, tgt, w, 1, L);
+        int right = 0;
+        for (int t = L - 5; t < L; t++) {
+            const float *x = m->logits + (size_t)t * V;
+            int best = 0;
+            for (int v = 1; v < V; v++) best = x[v] > x[best] ? v : best;
+            right += best == tgt[t];
+        }
+        dg += right, ex += right == 5;
+    }
+    *exact = (double)ex / N, *digits = dg / (5.0 * N), *loss /= N;
+    free(in), free(tgt), free(w);
+}
+
+START_TEST(score_passkey_prints_each_cell_as_counted_by_hand)
+{
+    char *dir = al_test_tmpdir(), *filler = write_filler(dir, 60), *out, cfg[8192];
+    snprintf(cfg, sizeof cfg,
+             "data: {source: passkey, path: %s, test_examples: 8}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112}\n"
+             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 10}\n",
+             filler);
+    char *exp = al_test_write(dir, "pk.yaml", cfg), cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s train %s --out %s/run", al_test_binary(), exp, dir);
+    ck_assert_int_eq(al_test_run(cmd, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s score %s/run/model.safetensors %s --passkey --lengths 112,200 "
+             "--depths 0,0.6 --examples 11 --seed 3 --out %s/pk", al_test_binary(), dir, filler,
+             dir);
+    ck_assert_int_eq(al_test_run(cmd, &out), 0);
+    char path[4400], *csv = NULL, *text = NULL;
+    size_t n, tn;
+    al_err e;
+    snprintf(path, sizeof path, "%s/pk/passkey.csv", dir);
+    ck_assert(al_read_file(path, &csv, &n, &e) == 0);
+    ck_assert_str_eq(out, csv);   /* printed and written alike */
+    ck_assert(al_read_file(filler, &text, &tn, &e) == 0);
+    al_model m;
+    ck_assert(snprintf(path, sizeof path, "%s/run/model.safetensors", dir) > 0);
+    ck_assert_msg(al_checkpoint_load(path, &m, NULL, &e) == 0, "%s", e.msg);
+    const char *p = strchr(csv, '\n') + 1;
+    const int lengths[] = {112, 200};
+    const double depths[] = {0, 0.6};
+    for (int c = 0; c < 4; c++) {
+        int L, N;
+        double d, ex, dg, loss, hex, hdg, hloss;
+        ck_assert_int_eq(sscanf(p, "%d,%lf,%d,%lf,%lf,%lf", &L, &d, &N, &ex, &dg, &loss), 6);
+        ck_assert_int_eq(L, lengths[c / 2]);
+        ck_assert_double_eq(d, depths[c % 2]);
+        ck_assert_int_eq(N, 11);
+        cell_by_hand(&m, text, tn, L, d, N, &hex, &hdg, &hloss);
+        ck_assert_double_eq_tol(ex, hex, 1e-6);
+        ck_assert_double_eq_tol(dg, hdg, 1e-6);
+        ck_assert_double_eq_tol(loss, hloss, 1e-4);
+        p = strchr(p, '\n') + 1;
+    }
+    ck_assert_str_eq(p, "");
+    al_model_free(&m);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s score %s/run/model.safetensors %s --passkey --lengths 50",
+             al_test_binary(), dir, filler);
+    ck_assert_int_eq(al_test_run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "--lengths: 50 is shorter than a passkey example"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s score %s/run/model.safetensors %s --passkey --depths 0,1",
+             al_test_binary(), dir, filler);
+    ck_assert_int_eq(al_test_run(cmd, &out), 2);
+    free(out), free(csv), free(text), free(exp), free(filler), free(dir);
+}
+END_TEST
+
 Suite *passkey_suite(void)
 {
     Suite *s = suite_create("passkey");
@@ -139,6 +226,7 @@ Suite *passkey_suite(void)
     tcase_add_test(tc, the_mask_covers_exactly_the_key_digits);
     tcase_add_test(tc, the_key_is_stated_at_the_depth_asked_for);
     tcase_add_test(tc, the_source_gives_the_same_test_examples_on_every_open);
+    tcase_add_test(tc, score_passkey_prints_each_cell_as_counted_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }

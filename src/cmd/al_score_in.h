@@ -46,6 +46,21 @@ typedef struct al_score_result {
 int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int by_position,
                   long threads, al_score_result *out, al_err *e);
 
+/* `score --passkey` (score_passkey.c): the grid, 0 counts for defaults. */
+#define AL_PASSKEY_MAX_GRID 16
+typedef struct al_passkey_grid {
+    int n_lengths, lengths[AL_PASSKEY_MAX_GRID];   /* default: seq_len x 1, 2, 4 */
+    int n_depths;
+    double depths[AL_PASSKEY_MAX_GRID];            /* default: 0, 0.25, 0.5, 0.75 */
+    long examples;                                 /* per cell (default 20) */
+    long seed;                                     /* data.seed of the stream (default 1) */
+} al_passkey_grid;
+
+/* Every cell of the grid scored on s's model with s's bytes as filler:
+ * the CSV length,depth,examples,exact,digit_accuracy,loss on stdout, and
+ * into DIR/passkey.csv when out is given (atomic). -1 with e set. */
+int al_score_passkey(al_score_in *s, const al_passkey_grid *g, const char *out, al_err *e);
+
 /* `score --by-position` (score_pos.c): pos_sum (T) the loss summed over
  * `windows` windows at each position; writes DIR/by_position.csv
  * (bucket_start,bucket_end,loss,tokens: N buckets [floor(iT/N),
