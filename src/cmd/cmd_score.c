@@ -355,10 +355,9 @@ int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int b
         out->T = s.T;
         out->trained = s.m.cfg.seq_len;
         out->cache_bytes = r.cache_bytes;
-        out->pos_sum = r.pos_sum;
-    } else {
-        free(r.pos_sum);
+        out->pos_sum = by_position ? r.pos_sum : NULL;
     }
+    if (rc != 0 || !by_position) free(r.pos_sum);   /* through the cache sums it anyway */
     al_score_close(&s);
     return rc;
 }
