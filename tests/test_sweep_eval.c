@@ -251,6 +251,43 @@ START_TEST(an_evaluation_cut_short_resumes_with_the_missing_rows)
 }
 END_TEST
 
+/* Passkey trials: the grid into <trial>/eval/passkey.csv, the same CSV
+ * as score --passkey by hand, and a row per configuration in the report. */
+START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
+{
+    char *dir = al_test_tmpdir(), *data = write_text(dir), text[4096], *out, r[4200], path[4400];
+    snprintf(text, sizeof text,
+             "name: pk\n"
+             "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112, attention: {variant: mha}}\n"
+             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
+             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
+             "eval: {passkey_lengths: [112, 180], passkey_depths: [0, 0.5], passkey_examples: 5}\n",
+             data);
+    char *exp = al_test_write(dir, "pk.yaml", text);
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_msg(strstr(out, "eval: 2 result(s) computed over 2 ok trial(s)"), "%s", out);
+    free(out);
+    char *csv = NULL, *md = NULL;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/mqa_seed1/eval/passkey.csv", r);
+    ck_assert_msg(al_read_file(path, &csv, &n, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(run(&out, "score %s/mqa_seed1/model.safetensors %s/mqa_seed1/eval/test.txt "
+                         "--passkey --lengths 112,180 --depths 0,0.5 --examples 5 --seed 1", r,
+                         r), 0);
+    ck_assert_str_eq(out, csv);
+    ck_assert_msg(strstr(csv, "\n180,0.5,5,"), "%s", csv);
+    free(out);
+    snprintf(path, sizeof path, "%s/report.md", r);
+    ck_assert(al_read_file(path, &md, &n, &e) == 0);
+    ck_assert_msg(strstr(md, "## Passkey retrieval") && strstr(md, "| configuration | 112 | 180 |")
+                  && strstr(md, "\n| mqa | "), "%s", md);
+    free(md), free(csv), free(exp), free(data), free(dir);
+}
+END_TEST
+
 typedef struct bad_case {
     const char *tail, *want;
 } bad_case;
@@ -259,14 +296,17 @@ static const bad_case bad[] = {
     {"eval: {kv_dtypes: [f32, int3]}\n", "6:25: error: 'eval.kv_dtypes[1]' must be one of f32, "
                                          "bf16, f16, int8, int4"},
     {"eval: {kv_dtype: [f32]}\n", "6:8: error: unknown key 'eval.kv_dtype' (known: kv_dtypes, "
-                                  "contexts, by_position, buckets, tokens)"},
+                                  "contexts, by_position, buckets, tokens, passkey_lengths, "
+                                  "passkey_depths, passkey_examples)"},
     {"eval: {contexts: [16, 16]}\n", "6:23: error: 'eval.contexts': 16 is listed twice"},
     {"eval: {contexts: [64], tokens: 32}\n", "6:7: error: 'eval.tokens' (32) must be at least "
                                               "every context (64)"},
     {"eval: {buckets: 4}\n", "6:7: error: 'eval.buckets' needs 'eval.by_position: true'"},
     {"eval: {by_position: yes}\n", "6:21: error: 'eval.by_position' must be true or false"},
+    {"eval: {passkey_depths: [0, 1]}\n", "6:28: error: 'eval.passkey_depths[1]' must be a "
+                                          "number in [0, 1)"},
     {"eval: [f32]\n", "6:7: error: 'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                      "buckets, tokens)"},
+                      "buckets, tokens, passkey_*)"},
 };
 
 START_TEST(bad_eval_keys_name_file_line_and_column)
@@ -288,6 +328,7 @@ Suite *sweep_eval_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, eval_added_to_a_finished_sweep_scores_its_checkpoints_as_score_does);
     tcase_add_test(tc, an_evaluation_cut_short_resumes_with_the_missing_rows);
+    tcase_add_test(tc, passkey_trials_are_evaluated_on_the_passkey_grid);
     tcase_add_loop_test(tc, bad_eval_keys_name_file_line_and_column, 0,
                         (int)(sizeof bad / sizeof bad[0]));
     suite_add_tcase(s, tc);

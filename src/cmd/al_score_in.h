@@ -6,6 +6,8 @@
 #ifndef AL_SCORE_IN_H
 #define AL_SCORE_IN_H
 
+#include <stdio.h>
+
 #include "al_model.h"
 
 typedef struct al_score_in {
@@ -57,9 +59,11 @@ typedef struct al_passkey_grid {
 } al_passkey_grid;
 
 /* Every cell of the grid scored on s's model with s's bytes as filler:
- * the CSV length,depth,examples,exact,digit_accuracy,loss on stdout, and
- * into DIR/passkey.csv when out is given (atomic). -1 with e set. */
-int al_score_passkey(al_score_in *s, const al_passkey_grid *g, const char *out, al_err *e);
+ * the CSV length,depth,examples,exact,digit_accuracy,loss on `print`
+ * (NULL: not printed), and into out/passkey.csv when out is given
+ * (atomic). -1 with e set. */
+int al_score_passkey(al_score_in *s, const al_passkey_grid *g, FILE *print, const char *out,
+                     al_err *e);
 
 /* `score --by-position` (score_pos.c): pos_sum (T) the loss summed over
  * `windows` windows at each position; writes DIR/by_position.csv

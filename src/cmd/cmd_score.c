@@ -379,7 +379,7 @@ int al_cmd_score(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     if (o.passkey) {
-        rc = al_score_passkey(&s, &o.grid, o.out, &e);
+        rc = al_score_passkey(&s, &o.grid, stdout, o.out, &e);
         al_score_close(&s);
         return rc ? al_cli_fail(AL_EXIT_INPUT, e.msg) : 0;
     }

@@ -92,7 +92,8 @@ static int write_csv(const char *dir, const pk_cell *c, int n, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
-int al_score_passkey(al_score_in *s, const al_passkey_grid *g, const char *out, al_err *e)
+int al_score_passkey(al_score_in *s, const al_passkey_grid *g, FILE *print, const char *out,
+                     al_err *e)
 {
     int nl = g->n_lengths, nd = g->n_depths, T = s->m.cfg.seq_len;
     int lengths[AL_PASSKEY_MAX_GRID] = {T, 2 * T, 4 * T};
@@ -116,7 +117,7 @@ int al_score_passkey(al_score_in *s, const al_passkey_grid *g, const char *out, 
             c[i * nd + j] = (pk_cell){.L = lengths[i], .depth = depths[j]};
             rc = score_cell(s, seed, g->examples ? g->examples : 20, &c[i * nd + j], e);
         }
-    if (!rc) print_cells(stdout, c, nl * nd);
+    if (!rc && print) print_cells(print, c, nl * nd);
     if (!rc && out) rc = write_csv(out, c, nl * nd, e);
     free(c);
     return rc;

@@ -13,6 +13,9 @@
  *   <trial>/eval/by_position_C/by_position.csv   with by_position: as
  *                             `score --by-position --seq-len C` (the plain
  *                             forward pass) writes it
+ *   <trial>/eval/passkey.csv  a passkey trial's instead of the two above: as
+ *                             `score <model> <trial>/eval/test.txt --passkey
+ *                             --seed <its data.seed>` with eval's grid writes it
  *
  * Resumed like training: a row or a by_position.csv already there is not
  * computed again, and eval.csv is rewritten atomically after every row, so
@@ -28,6 +31,7 @@
 #include "al_csv.h"
 #include "al_data.h"
 #include "al_kvcache.h"
+#include "al_parallel.h"
 #include "al_score_in.h"
 #include "al_sweep_eval.h"
 #include "al_sweep_results.h"
@@ -139,8 +143,28 @@ static int by_position(const al_sweep_eval *v, const char *tdir, const char *ckp
     return rc;
 }
 
+/* A passkey trial: the grid on the test split of its filler. */
+static int passkey_trial(const al_sweep_eval *v, const al_sweep_trial *t, const char *tdir,
+                         const char *ckpt, const char *text, long threads, int *done, al_err *e)
+{
+    char dir[TDIR_LEN + 8], csv[TDIR_LEN + 32];
+    snprintf(dir, sizeof dir, "%s/eval", tdir);
+    snprintf(csv, sizeof csv, "%s/passkey.csv", dir);
+    if (access(csv, F_OK) == 0) return 0;
+    al_passkey_grid g = {.n_lengths = v->n_pk_lengths, .n_depths = v->n_pk_depths,
+                         .examples = v->pk_examples, .seed = (long)t->cfg.data.seed};
+    memcpy(g.lengths, v->pk_lengths, sizeof v->pk_lengths);
+    memcpy(g.depths, v->pk_depths, sizeof v->pk_depths);
+    al_score_in s;
+    al_parallel_set_threads((int)(threads ? threads : sysconf(_SC_NPROCESSORS_ONLN)));
+    int rc = al_score_open(ckpt, text, 0, &s, e) || al_score_passkey(&s, &g, NULL, dir, e);
+    al_score_close(&s);
+    *done += rc == 0;
+    return rc ? -1 : 0;
+}
+
 /* Every (context, dtype) of trial t not yet in its eval.csv, then its
- * by_position files. */
+ * by_position files (a passkey trial: its passkey grid). */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
                       long threads, int *done, al_err *e)
 {
@@ -149,7 +173,9 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
     eval_file *F = al_malloc(sizeof *F);
     snprintf(ckpt, sizeof ckpt, "%s/%s", tdir, AL_CHECKPOINT_FILE);
     int rc = read_rows(tdir, F, e) || write_text(t, tdir, v->tokens, text, sizeof text, e);
-    for (int c = 0; !rc && c < (v->n_contexts ? v->n_contexts : 1); c++) {
+    int pk = strcmp(t->cfg.data.source, "passkey") == 0;
+    if (!rc && pk) rc = passkey_trial(v, t, tdir, ckpt, text, threads, done, e);
+    for (int c = 0; !rc && !pk && c < (v->n_contexts ? v->n_contexts : 1); c++) {
         int T = v->n_contexts ? v->contexts[c] : t->cfg.model.seq_len;
         for (int k = 0; !rc && k < v->n_dtypes; k++) {
             if (has_row(F, v->dtypes[k], T)) continue;

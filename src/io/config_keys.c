@@ -118,7 +118,7 @@ const key_spec al_cfg_top_keys[] = {
     NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
-    {"eval", K_IGNORE, 0, 0, NULL, NULL, "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, tokens), read by the sweep runner; not part of a trial's identity"},
+    {"eval", K_IGNORE, 0, 0, NULL, NULL, "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples), read by the sweep runner; not part of a trial's identity"},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants"},
     {NULL, 0, 0, 0, NULL, NULL, NULL},
 };

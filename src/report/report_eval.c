@@ -13,6 +13,10 @@
  * set beside a smaller cache at f32. The loss-by-position curves, one per
  * configuration (mean over the same trials, bucket by bucket), make
  * eval_by_position_C.png. The numbers are in eval_configs.csv.
+ *
+ * Passkey trials have <trial>/eval/passkey.csv instead: a table of each
+ * configuration's exact-match and digit accuracy by window length, each
+ * the mean over depths and seeds.
  */
 #include "report_eval.h"
 #include "report_plot.h"
@@ -20,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "al_kvcache.h"
 
@@ -380,8 +385,98 @@ static void md_context(FILE *f, const report *R, const ev *V, int C)
         fprintf(f, "\n![loss by position at context %d](eval_by_position_%d.png)\n", C, C);
 }
 
+/* ------------------------------------------------------------ passkey */
+
+#define PK_MAX_LENGTHS 16
+
+typedef struct pk_sum {
+    int n_lengths, lengths[PK_MAX_LENGTHS];     /* ascending, from every trial's file */
+    double *exact, *digits;                     /* (groups, lengths) sums */
+    int *n;                                     /* (groups, lengths) cells summed */
+} pk_sum;
+
+static int pk_length_index(pk_sum *P, int L)
+{
+    int k = 0;
+    while (k < P->n_lengths && P->lengths[k] < L) k++;
+    if (k < P->n_lengths && P->lengths[k] == L) return k;
+    return -1;
+}
+
+static void pk_add_file(pk_sum *P, int g, const al_csv *t, int pass)
+{
+    for (int r = 0; r < t->n_rows; r++) {
+        int L = atoi(al_csv_cell(t, r, "length"));
+        if (pass == 0 && L > 0 && pk_length_index(P, L) < 0 && P->n_lengths < PK_MAX_LENGTHS) {
+            int k = 0;
+            while (k < P->n_lengths && P->lengths[k] < L) k++;
+            memmove(P->lengths + k + 1, P->lengths + k, (size_t)(P->n_lengths - k) * sizeof(int));
+            P->lengths[k] = L, P->n_lengths++;
+        }
+        int k = pass ? pk_length_index(P, L) : -1;
+        if (k < 0) continue;
+        P->exact[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "exact"), NULL);
+        P->digits[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "digit_accuracy"), NULL);
+        P->n[g * PK_MAX_LENGTHS + k]++;
+    }
+}
+
+/* Two passes over the counted trials' passkey.csv: the lengths, then the sums. */
+static void pk_collect(const report *R, pk_sum *P)
+{
+    memset(P, 0, sizeof *P);
+    size_t cells = (size_t)R->n_groups * PK_MAX_LENGTHS + 1;
+    P->exact = al_calloc(cells, sizeof *P->exact);
+    P->digits = al_calloc(cells, sizeof *P->digits);
+    P->n = al_calloc(cells, sizeof *P->n);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            char path[DIR_LEN + 512];
+            al_csv t;
+            al_err e;
+            int g = group_of(R, w);
+            if (!counts(w) || g < 0) continue;
+            snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", R->dir, w->trial);
+            if (access(path, F_OK) == 0 && al_csv_read(path, &t, &e) == 0)
+                pk_add_file(P, g, &t, pass);
+            if (access(path, F_OK) == 0) al_csv_free(&t);
+        }
+}
+
+static void pk_md(FILE *f, const report *R)
+{
+    pk_sum P;
+    pk_collect(R, &P);
+    if (P.n_lengths) {
+        fputs("\n## Passkey retrieval\n\nEach ok passkey trial's checkpoint on the grid of "
+              "`eval.passkey_lengths` x `eval.passkey_depths` (`attnlab score --passkey`; "
+              "`<trial>/eval/passkey.csv`): the share of keys answered exactly by greedy "
+              "decoding, and in brackets the share of digits right, each the mean over depths "
+              "and seeds, by window length.\n\n| configuration |", f);
+        for (int k = 0; k < P.n_lengths; k++) fprintf(f, " %d |", P.lengths[k]);
+        fputs("\n| --- |", f);
+        for (int k = 0; k < P.n_lengths; k++) fputs(" --- |", f);
+        fputc('\n', f);
+        for (int g = 0; g < R->n_groups; g++) {
+            int any = 0;
+            for (int k = 0; k < P.n_lengths; k++) any |= P.n[g * PK_MAX_LENGTHS + k] > 0;
+            if (!any) continue;
+            fprintf(f, "| %s |", R->g[g].first->group);
+            for (int k = 0; k < P.n_lengths; k++) {
+                int c = g * PK_MAX_LENGTHS + k;
+                if (P.n[c]) fprintf(f, " %.3f (%.3f) |", P.exact[c] / P.n[c], P.digits[c] / P.n[c]);
+                else fputs(" - |", f);
+            }
+            fputc('\n', f);
+        }
+    }
+    free(P.exact), free(P.digits), free(P.n);
+}
+
 void al_report_eval_md(FILE *f, const report *R)
 {
+    pk_md(f, R);
     ev V;
     collect(R, &V);
     if (V.n_points || V.n_curves) {

@@ -129,6 +129,12 @@ typedef struct al_sweep_trial {
  *     by_position: true                    # loss per position bucket at each context
  *     buckets: 16                          # its buckets (default 16, at most the context)
  *     tokens: 16384                        # the first tokens of the test split scored
+ *     passkey_lengths: [256, 512, 1024]    # passkey trials (data.source passkey): the
+ *     passkey_depths: [0, 0.5]             # grid of score --passkey (defaults as its),
+ *     passkey_examples: 20                 # on the test split of their filler
+ *
+ * A passkey trial gets the passkey grid only: its loss on plain text says
+ * nothing of the task it learned.
  */
 #define AL_EVAL_MAX_DTYPES 8
 #define AL_EVAL_MAX_CONTEXTS 8
@@ -140,6 +146,10 @@ typedef struct al_sweep_eval {
     int n_contexts, contexts[AL_EVAL_MAX_CONTEXTS]; /* 0: the trial's model.seq_len */
     int by_position, buckets;
     long tokens;
+    int n_pk_lengths, pk_lengths[AL_EVAL_MAX_CONTEXTS];
+    int n_pk_depths;
+    double pk_depths[AL_EVAL_MAX_CONTEXTS];
+    long pk_examples;                    /* 0: score --passkey's default */
 } al_sweep_eval;
 
 #define AL_SWEEP_MAX_STAGES 16

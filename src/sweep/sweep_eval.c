@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_data.h"
 #include "al_kvcache.h"
 
 static int int_of(const al_node *x, const char *key, long lo, long hi, long *out, al_err *e)
@@ -63,6 +64,37 @@ static int contexts_of(const al_node *x, al_sweep_eval *v, al_err *e)
     return 0;
 }
 
+/* passkey_lengths: window lengths, each at least a passkey example. */
+static int pk_lengths_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.passkey_lengths' must be a list of 1 to %d window "
+                            "lengths", AL_EVAL_MAX_CONTEXTS);
+    for (int i = 0; i < x->n; i++) {
+        long c = 0;
+        if (int_of(x->items[i], "passkey_lengths", al_passkey_min_len(), 1L << 20, &c, e))
+            return -1;
+        v->pk_lengths[v->n_pk_lengths++] = (int)c;
+    }
+    return 0;
+}
+
+static int pk_depths_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.passkey_depths' must be a list of 1 to %d depths in "
+                            "[0, 1)", AL_EVAL_MAX_CONTEXTS);
+    for (int i = 0; i < x->n; i++) {
+        const al_node *d = x->items[i];
+        char *end = NULL;
+        double f = d->kind == AL_NODE_SCALAR && !d->quoted ? strtod(d->value, &end) : -1;
+        if (!end || *end || !(f >= 0 && f < 1))
+            return al_node_errf(e, d, "'eval.passkey_depths[%d]' must be a number in [0, 1)", i);
+        v->pk_depths[v->n_pk_depths++] = f;
+    }
+    return 0;
+}
+
 static int bool_of(const al_node *x, const char *key, int *out, al_err *e)
 {
     if (x->kind == AL_NODE_SCALAR && !x->quoted && strcmp(x->value, "true") == 0) *out = 1;
@@ -74,7 +106,8 @@ static int bool_of(const al_node *x, const char *key, int *out, al_err *e)
 static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
 {
     static const char *const known[] = {"kv_dtypes", "contexts", "by_position", "buckets",
-                                        "tokens", NULL};
+                                        "tokens", "passkey_lengths", "passkey_depths",
+                                        "passkey_examples", NULL};
     long n = 0;
     for (int i = 0; i < m->n; i++) {
         const char *k = m->keys[i];
@@ -83,28 +116,35 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
         for (int j = 0; known[j] && !ok; j++) ok = strcmp(k, known[j]) == 0;
         if (!ok)   /* at the key, as the config decoder says it */
             return al_errf(e, "%s:%d:%d: error: unknown key 'eval.%.60s' (known: kv_dtypes, "
-                           "contexts, by_position, buckets, tokens)", x->file, m->key_line[i],
+                           "contexts, by_position, buckets, tokens, passkey_lengths, "
+                           "passkey_depths, passkey_examples)", x->file, m->key_line[i],
                            m->key_col[i], k);
         int rc = strcmp(k, "kv_dtypes") == 0  ? dtypes_of(x, v, e)
                : strcmp(k, "contexts") == 0   ? contexts_of(x, v, e)
+               : strcmp(k, "passkey_lengths") == 0 ? pk_lengths_of(x, v, e)
+               : strcmp(k, "passkey_depths") == 0 ? pk_depths_of(x, v, e)
                : strcmp(k, "by_position") == 0 ? bool_of(x, k, &v->by_position, e)
                : int_of(x, k, 1, strcmp(k, "buckets") == 0 ? 1L << 20 : 1L << 30, &n, e);
         if (rc) return -1;
         if (strcmp(k, "buckets") == 0) v->buckets = (int)n;
         if (strcmp(k, "tokens") == 0) v->tokens = n;
+        if (strcmp(k, "passkey_examples") == 0) v->pk_examples = n;
     }
     return 0;
 }
 
 /* Every trial must read text with a test split, and `tokens` must hold a
- * window of every context (the trial's seq_len where contexts is absent). */
+ * window of every context (the trial's seq_len where contexts is absent);
+ * or be a passkey trial (scored on the passkey grid instead). */
 static int check_trials(const al_sweep *s, const al_node *m, al_err *e)
 {
     const al_sweep_eval *v = &s->eval;
     for (int i = 0; i < s->n_trials; i++) {
         const al_config *c = &s->trials[i].cfg;
+        if (strcmp(c->data.source, "passkey") == 0) continue;
         if (strcmp(c->data.source, "text") != 0 && strcmp(c->data.source, "kjv") != 0)
-            return al_node_errf(e, m, "'eval' scores text: trial %s reads data.source %s",
+            return al_node_errf(e, m, "'eval' scores text or passkey: trial %s reads "
+                                "data.source %s",
                                 s->trials[i].label, c->data.source);
         if (c->data.test_fraction <= 0)
             return al_node_errf(e, m, "'eval' scores the test split: trial %s has "
@@ -130,7 +170,7 @@ int al_sweep_eval_load(al_sweep *s, al_err *e)
     if (!m || al_node_is_null(m)) return 0;
     if (m->kind != AL_NODE_MAP)
         return al_node_errf(e, m, "'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                            "buckets, tokens)");
+                            "buckets, tokens, passkey_*)");
     v->on = 1;
     v->tokens = AL_EVAL_DEFAULT_TOKENS;
     if (parse_keys(m, v, e)) return -1;
