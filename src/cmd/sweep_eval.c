@@ -37,7 +37,8 @@
 #include "al_sweep_results.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
-#define MAX_ROWS (AL_EVAL_MAX_DTYPES * AL_EVAL_MAX_CONTEXTS * 4)
+#define NEW_ROWS (AL_EVAL_MAX_DTYPES * AL_EVAL_MAX_CONTEXTS)   /* the most one run adds */
+#define MAX_ROWS (NEW_ROWS * 4)
 
 typedef struct eval_row {
     int dtype, context;
@@ -51,7 +52,8 @@ typedef struct eval_file {
 } eval_file;
 
 /* The rows an earlier run wrote; none when there is no eval.csv. Rows of
- * dtypes or contexts no longer asked for are kept (they cost nothing). */
+ * dtypes or contexts no longer asked for are kept (they cost nothing), up
+ * to room for the rows this run may add. */
 static int read_rows(const char *tdir, eval_file *F, al_err *e)
 {
     char path[TDIR_LEN + 16];
@@ -60,7 +62,7 @@ static int read_rows(const char *tdir, eval_file *F, al_err *e)
     snprintf(path, sizeof path, "%s/eval.csv", tdir);
     if (access(path, F_OK) != 0) return 0;
     int rc = al_csv_read(path, &t, e);
-    for (int i = 0; rc == 0 && i < t.n_rows && F->n < MAX_ROWS; i++) {
+    for (int i = 0; rc == 0 && i < t.n_rows && F->n < MAX_ROWS - NEW_ROWS; i++) {
         eval_row *w = &F->r[F->n];
         w->dtype = al_kv_dtype_parse(al_csv_cell(&t, i, "kv_dtype"));
         w->context = atoi(al_csv_cell(&t, i, "context"));
