@@ -259,7 +259,8 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
     snprintf(text, sizeof text,
              "name: pk\n"
              "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
-             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112, attention: {variant: mha}}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112,\n"
+             "        attention: {variant: mha}}\n"
              "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
              "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
              "eval: {passkey_lengths: [112, 180], passkey_depths: [0, 0.5], passkey_examples: 5}\n",

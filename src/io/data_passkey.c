@@ -59,13 +59,14 @@ int al_passkey_make(const unsigned char *filler, size_t n, uint64_t seed, long i
     int len = snprintf(needle, sizeof needle, needle_fmt, key, key);
     AL_ASSERT(len == NEEDLE_LEN);
     snprintf(digits, sizeof digits, "%05d", key);
+    int Q = F + NEEDLE_LEN;                           /* where the question starts */
     for (int t = 0; t <= T; t++) {                    /* token s[t] */
         int tok;
         if (t < p) tok = filler[(at + (size_t)t) % n];
         else if (t < p + NEEDLE_LEN) tok = (unsigned char)needle[t - p];
-        else if (t < F + NEEDLE_LEN) tok = filler[(at + (size_t)(t - NEEDLE_LEN)) % n];
-        else if (t < F + NEEDLE_LEN + QUESTION_LEN) tok = (unsigned char)question[t - F - NEEDLE_LEN];
-        else tok = digits[t - F - NEEDLE_LEN - QUESTION_LEN];
+        else if (t < Q) tok = filler[(at + (size_t)(t - NEEDLE_LEN)) % n];
+        else if (t < Q + QUESTION_LEN) tok = (unsigned char)question[t - Q];
+        else tok = digits[t - Q - QUESTION_LEN];
         if (t < T) in[t] = tok, w[t] = t >= T - AL_PASSKEY_DIGITS ? 1.0f : 0.0f;
         if (t > 0) tgt[t - 1] = tok;
     }

@@ -99,8 +99,11 @@ static int read_recs(const report *R, ev *V, ev_rec **recs)
                         strtod(al_csv_cell(&t, r, "loss"), NULL),
                         strtod(al_csv_cell(&t, r, "kv_cache_bytes"), NULL)};
             if (x.dtype < 0 || x.context <= 0 || !isfinite(x.loss)) continue;
-            if (n == cap) *recs = realloc(*recs, (size_t)(cap = cap ? 2 * cap : 64) * sizeof **recs);
-            AL_ASSERT(*recs != NULL);
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                *recs = realloc(*recs, (size_t)cap * sizeof **recs);
+                AL_ASSERT(*recs != NULL);
+            }
             (*recs)[n++] = x;
             add_context(V, x.context);
         }
