@@ -331,7 +331,7 @@ START_TEST(wrong_type_names_the_key)
     expect_error("train: {seed: -1}\n", NULL,
                  "%F:1:15: error: 'train.seed' must be an integer in [0, 2^64), got '-1'");
     expect_error("data: {source: txt}\n", NULL,
-                 "%F:1:16: error: 'data.source' must be one of text, kjv, mqar, induction, "
+                 "%F:1:16: error: 'data.source' must be one of text, kjv, mqar, induction, passkey, "
                  "got 'txt' (did you mean 'text'?)");
 }
 END_TEST

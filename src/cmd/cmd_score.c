@@ -112,7 +112,39 @@ typedef struct score_args {
     long seq_len, batch, threads, buckets;
     int json, through_cache, by_position;
     int kv_dtype;    /* -1: model.kv_dtype */
+    int passkey;
+    al_passkey_grid grid;
 } score_args;
+
+/* "256,512,1024" into grid->lengths. */
+static int parse_lengths(const char *v, void *field)
+{
+    al_passkey_grid *g = field;
+    char *end;
+    g->n_lengths = 0;
+    for (const char *p = v; g->n_lengths < AL_PASSKEY_MAX_GRID; p = end + 1) {
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > (1L << 20) || (*end && *end != ',')) return -1;
+        g->lengths[g->n_lengths++] = (int)x;
+        if (!*end) return 0;
+    }
+    return -1;
+}
+
+/* "0,0.5,0.9" into grid->depths, each in [0, 1). */
+static int parse_depths(const char *v, void *field)
+{
+    al_passkey_grid *g = field;
+    char *end;
+    g->n_depths = 0;
+    for (const char *p = v; g->n_depths < AL_PASSKEY_MAX_GRID; p = end + 1) {
+        double x = strtod(p, &end);
+        if (end == p || !(x >= 0 && x < 1) || (*end && *end != ',')) return -1;
+        g->depths[g->n_depths++] = x;
+        if (!*end) return 0;
+    }
+    return -1;
+}
 
 static const al_opt score_opts[] = {
     AL_ARG("CHECKPOINT", score_args, ckpt, AL_OPT_REQUIRED, "a model.safetensors"),
@@ -137,7 +169,18 @@ static const al_opt score_opts[] = {
             "and a gnuplot picture DIR/by_position.png (needs --out)"),
     AL_LONG("--buckets", "N", 1, 1L << 24, score_args, buckets,
             "position buckets for --by-position (default: min(16, T))"),
-    AL_PATH("--out", "DIR", score_args, out, "where --by-position writes"),
+    AL_PATH("--out", "DIR", score_args, out, "where --by-position and --passkey write"),
+    AL_FLAG("--passkey", score_args, passkey,
+            "passkey accuracy instead, FILE the filler: one CSV row per\n"
+            "length x depth cell (DIR/passkey.csv too with --out)"),
+    AL_FUNC("--lengths", "L,..", parse_lengths, "up to 16 window lengths, comma-separated",
+            score_args, grid, "--passkey window lengths (default: seq_len x 1, 2, 4)"),
+    AL_FUNC("--depths", "D,..", parse_depths, "up to 16 depths in [0, 1), comma-separated",
+            score_args, grid, "--passkey depths of the key (default: 0,0.25,0.5,0.75)"),
+    AL_LONG("--examples", "N", 1, 1L << 20, score_args, grid.examples,
+            "--passkey examples per cell (default 20)"),
+    AL_LONG("--seed", "S", 1, 1L << 62, score_args, grid.seed,
+            "--passkey: the examples of data.seed S's test stream (default 1)"),
     AL_CLI_PLUGIN(score_args, 0),
     {0},
 };
@@ -157,7 +200,13 @@ static const al_cli_spec score_spec = {
     "DIR/by_position.csv has the columns bucket_start,bucket_end,loss,tokens\n"
     "(bucket_end exclusive; loss the mean over the bucket's tokens).\n"
     "(with causal=false appended for a non-causal model); --json prints one JSON\n"
-    "object instead.\n",
+    "object instead.\n"
+    "--passkey: accuracy on the passkey task (data.source passkey) with FILE as\n"
+    "the filler, on a fixed grid of window lengths x depths (examples 0..N-1 of\n"
+    "the test stream of --seed); prints the CSV\n"
+    "  length,depth,examples,exact,digit_accuracy,loss\n"
+    "exact: all 5 digits right by greedy decoding; digit_accuracy: the share of\n"
+    "digits whose teacher-forced argmax is right; loss: mean on the digits.\n",
 };
 
 static double score_all(al_score_in *s, int B)
@@ -224,11 +273,23 @@ static int score_tokens(al_score_in *s, const score_args *o, int B, tok_result *
     return 0;
 }
 
+static int check_passkey_args(const score_args *o, al_err *e)
+{
+    const al_passkey_grid *g = &o->grid;
+    if (o->passkey && (o->through_cache || o->by_position || o->json || o->seq_len))
+        return al_errf(e, "--passkey takes none of --through-cache, --by-position, --json, "
+                       "--seq-len (its lengths are --lengths)");
+    if (!o->passkey && (g->n_lengths || g->n_depths || g->examples || g->seed))
+        return al_errf(e, "--lengths, --depths, --examples and --seed need --passkey");
+    return 0;
+}
+
 static int check_args(const score_args *o, const al_score_in *s, al_err *e)
 {
+    if (check_passkey_args(o, e) != 0) return -1;
     if (o->kv_dtype >= 0 && !o->through_cache)
         return al_errf(e, "--kv-dtype needs --through-cache (plain score runs no cache)");
-    if ((o->buckets || o->out) && !o->by_position)
+    if ((o->buckets || (o->out && !o->passkey)) && !o->by_position)
         return al_errf(e, "%s needs --by-position", o->buckets ? "--buckets" : "--out");
     if (o->by_position && !o->out) return al_errf(e, "--by-position needs --out DIR");
     if (o->buckets > s->T)
@@ -259,6 +320,48 @@ static void print_json(const score_args *o, const al_score_in *s, double loss,
     json_decref(j);
 }
 
+/* The windows of s scored as o asks: the mean loss, and per position
+ * (r->pos_sum, malloc'ed) on the token-by-token path. */
+static int run_score(const score_args *o, al_score_in *s, tok_result *r, double *loss,
+                     al_err *e)
+{
+    int B = (int)batch_for(&s->m, s->T, s->windows, o->batch);
+    if (o->through_cache && !o->batch) B = s->windows < CACHE_BATCH ? (int)s->windows : CACHE_BATCH;
+    if (o->through_cache || o->by_position) {
+        if (score_tokens(s, o, B, r, e) != 0) return -1;
+        *loss = r->loss;
+        return 0;
+    }
+    r->dtype = -1;
+    if (al_score_prepare(s, o->threads, B, e) != 0) return -1;
+    *loss = score_all(s, B);
+    return 0;
+}
+
+int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int by_position,
+                  long threads, al_score_result *out, al_err *e)
+{
+    score_args o = {.ckpt = ckpt, .file = file, .seq_len = T, .threads = threads,
+                    .through_cache = kv_dtype >= 0, .kv_dtype = kv_dtype,
+                    .by_position = by_position};
+    al_score_in s;
+    tok_result r = {0};
+    memset(out, 0, sizeof *out);
+    int rc = al_score_open(ckpt, file, T, &s, e);
+    if (rc == 0) rc = run_score(&o, &s, &r, &out->loss, e);
+    if (rc == 0) {
+        out->tokens = s.windows * s.T;
+        out->windows = s.windows;
+        out->T = s.T;
+        out->trained = s.m.cfg.seq_len;
+        out->cache_bytes = r.cache_bytes;
+        out->pos_sum = by_position ? r.pos_sum : NULL;
+    }
+    if (rc != 0 || !by_position) free(r.pos_sum);   /* through the cache sums it anyway */
+    al_score_close(&s);
+    return rc;
+}
+
 int al_cmd_score(int argc, char **argv)
 {
     score_args o = {.kv_dtype = -1};
@@ -275,17 +378,14 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    int B = (int)batch_for(&s.m, s.T, s.windows, o.batch);
-    if (o.through_cache && !o.batch) B = s.windows < CACHE_BATCH ? (int)s.windows : CACHE_BATCH;
+    if (o.passkey) {
+        rc = al_score_passkey(&s, &o.grid, stdout, o.out, &e);
+        al_score_close(&s);
+        return rc ? al_cli_fail(AL_EXIT_INPUT, e.msg) : 0;
+    }
     tok_result r = {0};
     double loss = 0;
-    if (o.through_cache || o.by_position) {
-        rc = score_tokens(&s, &o, B, &r, &e);
-        loss = r.loss;
-    } else {
-        rc = al_score_prepare(&s, o.threads, B, &e);
-        if (rc == 0) loss = score_all(&s, B);
-    }
+    rc = run_score(&o, &s, &r, &loss, &e);
     if (rc == 0 && o.by_position) {
         int N = (int)(o.buckets ? o.buckets : s.T < 16 ? s.T : 16);
         rc = al_score_write_by_position(o.out, r.pos_sum, s.windows, s.T, N,

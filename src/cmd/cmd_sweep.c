@@ -17,6 +17,7 @@
 #include "al_guard.h"
 #include "al_mpi.h"
 #include "al_report.h"
+#include "al_sweep_eval.h"
 #include "al_sweep_exec.h"
 #include "al_sweep_run.h"
 #include "al_sweep_spec.h"
@@ -271,13 +272,18 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     if (s->seq_on) rc = run_rounds(s, a, &ro, &st, &job, &rrc, &e);
     else rc = execute(s, a, &ro, &st, &job, &e), rrc = -1;
     if (rc) fprintf(stderr, "attnlab: sweep: %s\n", e.msg);
-    if (rrc < 0) rrc = report_after(a->out, NULL);
+    al_sweep_eval_stats es = {0};
+    int erc = st.interrupted ? 0 : al_sweep_evaluate(s, a->out, a->jobs * a->threads, &es);
+    if (rrc < 0 || es.computed) rrc = report_after(a->out, NULL);
     close(lock);
     printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s%s\n",
            s->name, st.ok, st.diverged, st.failed, st.skipped, st.wall_s,
            st.interrupted ? "; interrupted (run it again to resume)" : "");
     if (job && a->no_wait) printf("submitted batch job %ld\n", job);
-    if (rc) return AL_EXIT_RUNTIME;
+    if (es.computed || es.failed)
+        printf("eval: %d result(s) computed over %d ok trial(s)%s\n", es.computed, es.trials,
+               es.failed ? "; some failed (see above)" : "");
+    if (rc || erc) return AL_EXIT_RUNTIME;
     if (st.interrupted) return EXIT_INTERRUPTED;
     return st.failed || rrc ? AL_EXIT_RUNTIME : 0;
 }

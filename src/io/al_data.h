@@ -71,7 +71,21 @@ void al_data_examples(al_data *d, int split, long first, int B, int T, int *in,
 
 /* Sources defined in their own files (data_text.c, data_kjv.c,
  * data_synth.c); data.c lists them. */
-extern const al_data_source al_data_text, al_data_kjv, al_data_mqar, al_data_induction;
+extern const al_data_source al_data_text, al_data_kjv, al_data_mqar, al_data_induction,
+    al_data_passkey;
+
+/* The passkey task (data_passkey.c, which gives the layout): the window
+ * s[0..T] of example `index` of the stream `seed` over filler[0..n),
+ * the statement at `depth` of the filler (< 0: drawn from [0, 1)); in,
+ * tgt, w (T) as a batch row, w 1 at the last AL_PASSKEY_DIGITS targets
+ * (the key's digits) and 0 elsewhere. Returns the key. T must be at
+ * least al_passkey_min_len(). */
+#define AL_PASSKEY_DIGITS 5
+int al_passkey_make(const unsigned char *filler, size_t n, uint64_t seed, long index, int T,
+                    double depth, int *in, int *tgt, float *w);
+int al_passkey_min_len(void);
+/* The example stream of a split for data.seed (what the source uses). */
+uint64_t al_passkey_seed(uint64_t data_seed, int split);
 
 /* What opening a "text" source would refuse, from the file's size alone
  * (al_data_check's share for text). */

@@ -21,14 +21,14 @@
 #define NESTED(f, table, help) \
     {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help, 0}
 
-const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", NULL};
+const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", "passkey", NULL};
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
 const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
     ONE_OF(D, source, al_cfg_data_sources, "kjv",
-           "data source: text, kjv, mqar or induction (text when only data.path is given)"),
+           "data source: text, kjv, mqar, induction or passkey (text when only data.path is given)"),
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
     FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run"),
@@ -37,7 +37,7 @@ static const key_spec data_keys[] = {
     FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment"),
     FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)"),
     FIELD(D, curriculum_steps, K_INT, "0", "over the first curriculum_steps training steps the largest pair count (segment length) of training examples grows linearly from min_kv_pairs to num_kv_pairs (0 = no ramp)"),
-    FIELD(D, train_examples, K_INT, "20000", "synthetic training examples"),
+    FIELD(D, train_examples, K_INT, "20000", "synthetic training examples (passkey: the pool training draws from)"),
     FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)"),
     FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
     FIELD(D, seed, K_U64, "0", "seed of the synthetic data (0 = train.seed)"),
@@ -122,6 +122,7 @@ const key_spec al_cfg_top_keys[] = {
     NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
     {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner", 0},
     {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner", 0},
+    {"eval", K_IGNORE, 0, 0, NULL, NULL, "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples), read by the sweep runner; not part of a trial's identity", 0},
     {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants", 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };

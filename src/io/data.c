@@ -2,7 +2,7 @@
  * data.c - the table of data sources and the calls that go through it.
  * The sources live in their own files: data_text.c (any file as bytes),
  * data_kjv.c (the King James Bible, bytes too), data_synth.c (mqar,
- * induction).
+ * induction), data_passkey.c (a key hidden in text).
  */
 #include "al_data.h"
 
@@ -15,6 +15,7 @@ static const al_data_source *const sources[] = {
     &al_data_kjv,
     &al_data_mqar,
     &al_data_induction,
+    &al_data_passkey,
     NULL,
 };
 

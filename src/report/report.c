@@ -14,6 +14,7 @@
 #include "report_plot.h"
 #include "report_rows.h"
 #include "report_claims.h"
+#include "report_eval.h"
 #include "report_stages.h"
 #include "report_trend.h"
 
@@ -990,6 +991,7 @@ static void md_write(FILE *f, const report *R)
     md_front(f, R);
     md_plots(f, R);
     al_report_stages_md(f, R);
+    al_report_eval_md(f, R);
     md_models(f, R);
     md_unfinished(f, R);
 }
@@ -1085,7 +1087,7 @@ int al_report_write(const char *dir, al_report_stats *st, al_err *e)
         mark_front(&R);
         qsort_r(R.g, (size_t)R.n_groups, sizeof *R.g, by_cache, &R);
         rc = write_configs(&R, e) || al_report_draw_plots(&R, e) ||
-             al_report_stages_plot(&R, e) ? -2 : 0;
+             al_report_stages_plot(&R, e) || al_report_eval_plot(&R, e) ? -2 : 0;
     }
     if (rc == 0) {
         char path[DIR_LEN + 64], tmp[DIR_LEN + 96];

@@ -119,6 +119,39 @@ typedef struct al_sweep_trial {
     size_t kv_bytes_at_context;        /* f32, every layer's cache at kv_context */
 } al_sweep_trial;
 
+/* The experiment file's top-level `eval` (sweep_eval.c): what the runner
+ * scores each ok trial's checkpoint on after training (cmd/sweep_eval.c),
+ * without retraining. Not part of any trial's identity.
+ *
+ *   eval:
+ *     kv_dtypes: [f32, bf16, int8, int4]   # through the cache at each (default [f32])
+ *     contexts: [256, 1024]                # window lengths (default: model.seq_len)
+ *     by_position: true                    # loss per position bucket at each context
+ *     buckets: 16                          # its buckets (default 16, at most the context)
+ *     tokens: 16384                        # the first tokens of the test split scored
+ *     passkey_lengths: [256, 512, 1024]    # passkey trials (data.source passkey): the
+ *     passkey_depths: [0, 0.5]             # grid of score --passkey (defaults as its),
+ *     passkey_examples: 20                 # on the test split of their filler
+ *
+ * A passkey trial gets the passkey grid only: its loss on plain text says
+ * nothing of the task it learned.
+ */
+#define AL_EVAL_MAX_DTYPES 8
+#define AL_EVAL_MAX_CONTEXTS 8
+#define AL_EVAL_DEFAULT_TOKENS 16384
+
+typedef struct al_sweep_eval {
+    int on;                              /* the file has `eval` */
+    int n_dtypes, dtypes[AL_EVAL_MAX_DTYPES];       /* al_kv_dtype */
+    int n_contexts, contexts[AL_EVAL_MAX_CONTEXTS]; /* 0: the trial's model.seq_len */
+    int by_position, buckets;
+    long tokens;
+    int n_pk_lengths, pk_lengths[AL_EVAL_MAX_CONTEXTS];
+    int n_pk_depths;
+    double pk_depths[AL_EVAL_MAX_CONTEXTS];
+    long pk_examples;                    /* 0: score --passkey's default */
+} al_sweep_eval;
+
 #define AL_SWEEP_MAX_STAGES 16
 #define AL_SWEEP_MAX_CLAIMS 32         /* comparisons, after expanding `versus` lists */
 
@@ -165,6 +198,7 @@ typedef struct al_sweep {
     al_sweep_stage stages[AL_SWEEP_MAX_STAGES];
     int n_claims;
     al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
+    al_sweep_eval eval;
 } al_sweep;
 
 /* sweep_load.c: load the --plugin files, then FILE, apply the --set
@@ -184,6 +218,10 @@ void al_sweep_free(al_sweep *s);
 int al_sweep_claims_load(al_sweep *s, al_err *e);
 const char *al_claim_expect_name(int expect);
 int al_claim_expect_parse(const char *name);
+/* sweep_eval.c: the file's top-level `eval` into s->eval (called by
+ * al_sweep_load once the trials exist: every trial must read text, and
+ * the test split must hold a window of every context). */
+int al_sweep_eval_load(al_sweep *s, al_err *e);
 /* A sweep in rounds: how many of its trials (a prefix: seeds are the
  * outermost axis) have a seed <= n. The runner trains one round by
  * running the sweep with n_trials cut to this; indices and ids stay

@@ -29,6 +29,7 @@ int al_sweep_load(const char *path, const char *const *sets, int n_sets,
     else if (!rc) rc = al_sweep_expand(s, al_node_get(s->root, "sweep"), NULL, 0, plugins,
                                        n_plugins, NULL, e);
     if (!rc) rc = al_sweep_claims_load(s, e);
+    if (!rc) rc = al_sweep_eval_load(s, e);
     if (rc) al_sweep_free(s);
     return rc;
 }

@@ -1,0 +1,500 @@
+/*
+ * report_eval.c - what a sweep's `eval` adds to the report: every
+ * configuration's checkpoints scored after training through the KV cache
+ * at each dtype and context (<trial>/eval.csv), and their loss by position
+ * (<trial>/eval/by_position_C/by_position.csv), both written by the runner
+ * with `attnlab score`'s code (cmd/sweep_eval.c).
+ *
+ * One point per (configuration, dtype) at each context: the mean loss over
+ * the configuration's selected ok trials (one per seed) against the whole
+ * cache of one window of that context, its precision, scales and f32
+ * residual window included. Those points make one Pareto picture per
+ * context (eval_pareto_C.png): a cheaper precision of a larger cache is
+ * set beside a smaller cache at f32. The loss-by-position curves, one per
+ * configuration (mean over the same trials, bucket by bucket), make
+ * eval_by_position_C.png. The numbers are in eval_configs.csv.
+ *
+ * Passkey trials have <trial>/eval/passkey.csv instead: a table of each
+ * configuration's exact-match and digit accuracy by window length, each
+ * the mean over depths and seeds.
+ */
+#include "report_eval.h"
+#include "report_plot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "al_kvcache.h"
+
+#define EV_MAX_CONTEXTS 16
+#define EV_MAX_BUCKETS 4096
+
+typedef struct ev_point {
+    const group *g;
+    int dtype, context;
+    double bytes;
+    al_stat loss;
+    int front;              /* no other point at its context is as small and better */
+} ev_point;
+
+typedef struct ev_curve {
+    const group *g;
+    int context, n;         /* buckets */
+    double *mid, *loss;     /* (n) the bucket's middle position, the mean loss */
+} ev_curve;
+
+typedef struct ev {
+    int n_contexts, contexts[EV_MAX_CONTEXTS];   /* ascending */
+    int n_points;
+    ev_point *p;
+    int n_curves;
+    ev_curve *c;
+} ev;
+
+/* One row of a trial's eval.csv. */
+typedef struct ev_rec {
+    int g, dtype, context;
+    double loss, bytes;
+} ev_rec;
+
+static int counts(const row *w) { return al_report_row_ok(w) && w->selected; }
+
+static int group_of(const report *R, const row *w)
+{
+    for (int k = 0; k < R->n_groups; k++)
+        if (strcmp(R->g[k].first->group, w->group) == 0) return k;
+    return -1;
+}
+
+static void add_context(ev *V, int c)
+{
+    int k = 0;
+    while (k < V->n_contexts && V->contexts[k] < c) k++;
+    if ((k < V->n_contexts && V->contexts[k] == c) || V->n_contexts == EV_MAX_CONTEXTS) return;
+    memmove(V->contexts + k + 1, V->contexts + k, (size_t)(V->n_contexts - k) * sizeof(int));
+    V->contexts[k] = c, V->n_contexts++;
+}
+
+/* Every counted trial's eval.csv rows, appended to *recs (grown). A trial
+ * without one (not evaluated yet) adds nothing. */
+static int read_recs(const report *R, ev *V, ev_rec **recs)
+{
+    int n = 0, cap = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        char path[DIR_LEN + 512];
+        al_csv t;
+        al_err e;
+        int g = group_of(R, w);
+        snprintf(path, sizeof path, "%s/%s/eval.csv", R->dir, w->trial);
+        if (!counts(w) || g < 0 || al_csv_read(path, &t, &e) != 0) {
+            if (counts(w) && g >= 0) al_csv_free(&t);
+            continue;
+        }
+        for (int r = 0; r < t.n_rows; r++) {
+            ev_rec x = {g, al_kv_dtype_parse(al_csv_cell(&t, r, "kv_dtype")),
+                        atoi(al_csv_cell(&t, r, "context")),
+                        strtod(al_csv_cell(&t, r, "loss"), NULL),
+                        strtod(al_csv_cell(&t, r, "kv_cache_bytes"), NULL)};
+            if (x.dtype < 0 || x.context <= 0 || !isfinite(x.loss)) continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                *recs = realloc(*recs, (size_t)cap * sizeof **recs);
+                AL_ASSERT(*recs != NULL);
+            }
+            (*recs)[n++] = x;
+            add_context(V, x.context);
+        }
+        al_csv_free(&t);
+    }
+    return n;
+}
+
+/* The point of (g, dtype, context), when some trial has that row. */
+static int make_point(const report *R, const ev_rec *x, int n, int g, int dtype, int context,
+                      ev_point *p)
+{
+    double *v = al_malloc((size_t)(n + 1) * sizeof *v);
+    int m = 0;
+    *p = (ev_point){.g = &R->g[g], .dtype = dtype, .context = context, .bytes = NAN};
+    for (int i = 0; i < n; i++)
+        if (x[i].g == g && x[i].dtype == dtype && x[i].context == context)
+            v[m++] = x[i].loss, p->bytes = x[i].bytes;
+    al_stat_of(v, m, &p->loss);
+    free(v);
+    return m > 0;
+}
+
+static void mark_front(ev *V)
+{
+    for (int i = 0; i < V->n_points; i++) {
+        ev_point *a = &V->p[i];
+        a->front = 1;
+        for (int j = 0; j < V->n_points && a->front; j++) {
+            const ev_point *b = &V->p[j];
+            if (j == i || b->context != a->context) continue;
+            if ((b->bytes <= a->bytes && b->loss.mean < a->loss.mean) ||
+                (b->bytes < a->bytes && b->loss.mean <= a->loss.mean))
+                a->front = 0;
+        }
+    }
+}
+
+static void collect_points(const report *R, ev *V)
+{
+    ev_rec *x = NULL;
+    int n = read_recs(R, V, &x);
+    V->p = al_calloc((size_t)R->n_groups * AL_KV_NALL * EV_MAX_CONTEXTS + 1, sizeof *V->p);
+    for (int c = 0; c < V->n_contexts; c++)
+        for (int g = 0; g < R->n_groups; g++)
+            for (int d = 0; d < AL_KV_NALL; d++)
+                V->n_points += make_point(R, x, n, g, d, V->contexts[c], &V->p[V->n_points]);
+    free(x);
+    mark_front(V);
+}
+
+/* g's loss by position at context C: its counted trials' by_position.csv,
+ * bucket by bucket (trials cut otherwise are left out). */
+static void make_curve(const report *R, int g, int C, ev_curve *cv)
+{
+    int m = 0;
+    *cv = (ev_curve){.g = &R->g[g], .context = C};
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        char path[DIR_LEN + 512];
+        al_csv t;
+        al_err e;
+        if (!counts(w) || strcmp(w->group, R->g[g].first->group) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", R->dir,
+                 w->trial, C);
+        if (al_csv_read(path, &t, &e) != 0 || t.n_rows < 1 || t.n_rows > EV_MAX_BUCKETS ||
+            (m && t.n_rows != cv->n)) {
+            al_csv_free(&t);
+            continue;
+        }
+        if (!m) {
+            cv->n = t.n_rows;
+            cv->mid = al_calloc((size_t)cv->n, sizeof *cv->mid);
+            cv->loss = al_calloc((size_t)cv->n, sizeof *cv->loss);
+        }
+        for (int b = 0; b < cv->n; b++) {
+            cv->mid[b] = (atof(al_csv_cell(&t, b, "bucket_start")) +
+                          atof(al_csv_cell(&t, b, "bucket_end")) - 1) / 2.0;
+            cv->loss[b] += strtod(al_csv_cell(&t, b, "loss"), NULL);
+        }
+        m++;
+        al_csv_free(&t);
+    }
+    for (int b = 0; b < cv->n; b++) cv->loss[b] /= m;
+}
+
+static void collect(const report *R, ev *V)
+{
+    memset(V, 0, sizeof *V);
+    collect_points(R, V);
+    V->c = al_calloc((size_t)R->n_groups * V->n_contexts + 1, sizeof *V->c);
+    for (int c = 0; c < V->n_contexts; c++)
+        for (int g = 0; g < R->n_groups; g++) {
+            make_curve(R, g, V->contexts[c], &V->c[V->n_curves]);
+            V->n_curves += V->c[V->n_curves].n > 0;
+        }
+}
+
+static void ev_free(ev *V)
+{
+    for (int i = 0; i < V->n_curves; i++) free(V->c[i].mid), free(V->c[i].loss);
+    free(V->c);
+    free(V->p);
+}
+
+static int any_curve(const ev *V, int C)
+{
+    for (int i = 0; i < V->n_curves; i++)
+        if (V->c[i].context == C) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ files */
+
+static double ci(const al_stat *s) { return s->n > 1 ? s->ci95 : 0.0; }
+
+static int write_csv(const report *R, const ev *V, al_err *e)
+{
+    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    FILE *f = al_report_open(R, "eval_configs.csv", path, tmp, e);
+    if (!f) return -1;
+    fputs("config,variant,kv_dtype,context,kv_cache_bytes,n,loss_mean,loss_ci95,front\n", f);
+    for (int i = 0; i < V->n_points; i++) {
+        const ev_point *p = &V->p[i];
+        fprintf(f, "%s,%s,%s,%d,%.0f,%d,%.9g,", p->g->first->group, p->g->first->variant,
+                al_kv_dtype_name(p->dtype), p->context, p->bytes, p->loss.n, p->loss.mean);
+        if (p->loss.n > 1) fprintf(f, "%.9g", p->loss.ci95);
+        fprintf(f, ",%s\n", p->front ? "true" : "false");
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+/* eval_pareto_C.dat: index 0 every point (bytes loss ci95 "label" dtype),
+ * index 1 the front by bytes, for its staircase. */
+static int write_pareto(const report *R, const ev *V, int C, al_err *e)
+{
+    char name[64], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    snprintf(name, sizeof name, "eval_pareto_%d.dat", C);
+    FILE *f = al_report_open(R, name, path, tmp, e);
+    if (!f) return -1;
+    fprintf(f, "# kv_cache_bytes loss ci95 \"configuration dtype\" dtype_index (context %d)\n",
+            C);
+    for (int i = 0; i < V->n_points; i++)
+        if (V->p[i].context == C)
+            fprintf(f, "%.0f %.9g %.9g \"%s %s\" %d\n", V->p[i].bytes, V->p[i].loss.mean,
+                    ci(&V->p[i].loss), V->p[i].g->first->group, al_kv_dtype_name(V->p[i].dtype),
+                    V->p[i].dtype + 1);
+    fputs("\n\n", f);
+    double last = -1;
+    for (int k = 0; k < V->n_points; k++) {   /* front points in increasing bytes */
+        const ev_point *best = NULL;
+        for (int i = 0; i < V->n_points; i++) {
+            const ev_point *p = &V->p[i];
+            if (p->context == C && p->front && p->bytes > last && (!best || p->bytes < best->bytes))
+                best = p;
+        }
+        if (!best) break;
+        fprintf(f, "%.0f %.9g\n", best->bytes, best->loss.mean);
+        last = best->bytes;
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+static int write_pareto_gp(const report *R, int C, al_err *e)
+{
+    char base[64], name[72], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    snprintf(base, sizeof base, "eval_pareto_%d", C);
+    snprintf(name, sizeof name, "%s.gp", base);
+    FILE *f = al_report_open(R, name, path, tmp, e);
+    if (!f) return -1;
+    al_report_gp_header(f, base);
+    al_report_gp_terminal(f, "1000,700");
+    fprintf(f, "  set title \"%s: loss through the KV cache at context %d (mean over seeds)\"\n"
+            "  set xlabel \"KV-cache bytes of one %d-token window (precision, scales and "
+            "residual included; log scale)\"\n"
+            "  set ylabel \"loss (nats/token)\"\n  set logscale x 2\n  set grid\n"
+            "  set key top right\n  set offsets graph 0.08, graph 0.25, graph 0.08, graph 0.08\n"
+            "  plot \"%s.dat\" index 0 using 1:2:3:5 with yerrorbars pt 7 ps 1.2 lc variable "
+            "notitle, \\\n"
+            "       \"\" index 0 using 1:2:4 with labels left offset char 1,0.6 font \",9\" "
+            "notitle, \\\n"
+            "       \"\" index 1 using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
+            "title \"Pareto front\"\n  unset output\n}\n", R->name, C, C, base);
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+/* eval_by_position_C.dat: one index per configuration (middle loss). */
+static int write_positions(const report *R, const ev *V, int C, al_err *e)
+{
+    char name[64], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    snprintf(name, sizeof name, "eval_by_position_%d.dat", C);
+    FILE *f = al_report_open(R, name, path, tmp, e);
+    if (!f) return -1;
+    int k = 0;
+    for (int i = 0; i < V->n_curves; i++) {
+        const ev_curve *cv = &V->c[i];
+        if (cv->context != C) continue;
+        fprintf(f, "%s# \"%s\"\n", k++ ? "\n\n" : "", cv->g->first->group);
+        for (int b = 0; b < cv->n; b++) fprintf(f, "%.1f %.9g\n", cv->mid[b], cv->loss[b]);
+    }
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+static int write_positions_gp(const report *R, const ev *V, int C, al_err *e)
+{
+    char base[64], name[72], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    snprintf(base, sizeof base, "eval_by_position_%d", C);
+    snprintf(name, sizeof name, "%s.gp", base);
+    FILE *f = al_report_open(R, name, path, tmp, e);
+    if (!f) return -1;
+    al_report_gp_header(f, base);
+    al_report_gp_terminal(f, "1000,600");
+    fprintf(f, "  set title \"%s: loss by position in a %d-token window (mean over seeds)\"\n"
+            "  set xlabel \"position in the window\"\n  set ylabel \"loss (nats/token)\"\n"
+            "  set grid\n  set key outside right\n  plot", R->name, C);
+    int k = 0;
+    for (int i = 0; i < V->n_curves; i++)
+        if (V->c[i].context == C)
+            fprintf(f, "%s \"%s.dat\" index %d using 1:2 with linespoints pt 7 ps 0.6 "
+                    "title \"%s\"", k ? ", \\\n      " : "", base, k, V->c[i].g->first->group),
+                k++;
+    fputs("\n  unset output\n}\n", f);
+    return al_commit_atomic(f, tmp, path, e);
+}
+
+static void draw(const report *R, const char *kind, int C)
+{
+    char base[64];
+    snprintf(base, sizeof base, "eval_%s_%d", kind, C);
+    if (R->plots == AL_PLOTS_DRAWN && al_report_gnuplot(R, base) != AL_PLOTS_DRAWN)
+        fprintf(stderr, "attnlab: report: gnuplot could not draw %s.png (see gnuplot.log)\n",
+                base);
+}
+
+int al_report_eval_plot(const report *R, al_err *e)
+{
+    ev V;
+    collect(R, &V);
+    int rc = V.n_points || V.n_curves ? write_csv(R, &V, e) : 0;
+    for (int c = 0; c < V.n_contexts && !rc; c++) {
+        int C = V.contexts[c];
+        if (write_pareto(R, &V, C, e) || write_pareto_gp(R, C, e)) rc = -1;
+        else draw(R, "pareto", C);
+        if (!rc && any_curve(&V, C)) {
+            if (write_positions(R, &V, C, e) || write_positions_gp(R, &V, C, e)) rc = -1;
+            else draw(R, "by_position", C);
+        }
+    }
+    ev_free(&V);
+    return rc;
+}
+
+/* ------------------------------------------------------------ markdown */
+
+static int by_bytes(const void *a, const void *b)
+{
+    const ev_point *x = *(const ev_point *const *)a, *y = *(const ev_point *const *)b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    if (x->loss.mean != y->loss.mean) return x->loss.mean < y->loss.mean ? -1 : 1;
+    return x->dtype - y->dtype;
+}
+
+static void md_context(FILE *f, const report *R, const ev *V, int C)
+{
+    const ev_point **s = al_malloc((size_t)(V->n_points + 1) * sizeof *s);
+    int n = 0;
+    for (int i = 0; i < V->n_points; i++)
+        if (V->p[i].context == C) s[n++] = &V->p[i];
+    qsort(s, (size_t)n, sizeof *s, by_bytes);
+    fprintf(f, "\n### Context %d\n\n| configuration | KV dtype | cache bytes | loss | seeds | "
+            "front |\n| --- | --- | --- | --- | --- | --- |\n", C);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "| %s | %s | %.0f | %.5f", s[i]->g->first->group, al_kv_dtype_name(s[i]->dtype),
+                s[i]->bytes, s[i]->loss.mean);
+        if (s[i]->loss.n > 1) fprintf(f, " ± %.5f", s[i]->loss.ci95);
+        fprintf(f, " | %d | %s |\n", s[i]->loss.n, s[i]->front ? "yes" : "");
+    }
+    free(s);
+    if (R->plots == AL_PLOTS_DRAWN)
+        fprintf(f, "\n![loss against cache bytes at context %d](eval_pareto_%d.png)\n", C, C);
+    if (any_curve(V, C) && R->plots == AL_PLOTS_DRAWN)
+        fprintf(f, "\n![loss by position at context %d](eval_by_position_%d.png)\n", C, C);
+}
+
+/* ------------------------------------------------------------ passkey */
+
+#define PK_MAX_LENGTHS 16
+
+typedef struct pk_sum {
+    int n_lengths, lengths[PK_MAX_LENGTHS];     /* ascending, from every trial's file */
+    double *exact, *digits;                     /* (groups, lengths) sums */
+    int *n;                                     /* (groups, lengths) cells summed */
+} pk_sum;
+
+static int pk_length_index(pk_sum *P, int L)
+{
+    int k = 0;
+    while (k < P->n_lengths && P->lengths[k] < L) k++;
+    if (k < P->n_lengths && P->lengths[k] == L) return k;
+    return -1;
+}
+
+static void pk_add_file(pk_sum *P, int g, const al_csv *t, int pass)
+{
+    for (int r = 0; r < t->n_rows; r++) {
+        int L = atoi(al_csv_cell(t, r, "length"));
+        if (pass == 0 && L > 0 && pk_length_index(P, L) < 0 && P->n_lengths < PK_MAX_LENGTHS) {
+            int k = 0;
+            while (k < P->n_lengths && P->lengths[k] < L) k++;
+            memmove(P->lengths + k + 1, P->lengths + k, (size_t)(P->n_lengths - k) * sizeof(int));
+            P->lengths[k] = L, P->n_lengths++;
+        }
+        int k = pass ? pk_length_index(P, L) : -1;
+        if (k < 0) continue;
+        P->exact[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "exact"), NULL);
+        P->digits[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "digit_accuracy"), NULL);
+        P->n[g * PK_MAX_LENGTHS + k]++;
+    }
+}
+
+/* Two passes over the counted trials' passkey.csv: the lengths, then the sums. */
+static void pk_collect(const report *R, pk_sum *P)
+{
+    memset(P, 0, sizeof *P);
+    size_t cells = (size_t)R->n_groups * PK_MAX_LENGTHS + 1;
+    P->exact = al_calloc(cells, sizeof *P->exact);
+    P->digits = al_calloc(cells, sizeof *P->digits);
+    P->n = al_calloc(cells, sizeof *P->n);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            char path[DIR_LEN + 512];
+            al_csv t;
+            al_err e;
+            int g = group_of(R, w);
+            if (!counts(w) || g < 0) continue;
+            snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", R->dir, w->trial);
+            if (access(path, F_OK) == 0 && al_csv_read(path, &t, &e) == 0)
+                pk_add_file(P, g, &t, pass);
+            if (access(path, F_OK) == 0) al_csv_free(&t);
+        }
+}
+
+static void pk_md(FILE *f, const report *R)
+{
+    pk_sum P;
+    pk_collect(R, &P);
+    if (P.n_lengths) {
+        fputs("\n## Passkey retrieval\n\nEach ok passkey trial's checkpoint on the grid of "
+              "`eval.passkey_lengths` x `eval.passkey_depths` (`attnlab score --passkey`; "
+              "`<trial>/eval/passkey.csv`): the share of keys answered exactly by greedy "
+              "decoding, and in brackets the share of digits right, each the mean over depths "
+              "and seeds, by window length.\n\n| configuration |", f);
+        for (int k = 0; k < P.n_lengths; k++) fprintf(f, " %d |", P.lengths[k]);
+        fputs("\n| --- |", f);
+        for (int k = 0; k < P.n_lengths; k++) fputs(" --- |", f);
+        fputc('\n', f);
+        for (int g = 0; g < R->n_groups; g++) {
+            int any = 0;
+            for (int k = 0; k < P.n_lengths; k++) any |= P.n[g * PK_MAX_LENGTHS + k] > 0;
+            if (!any) continue;
+            fprintf(f, "| %s |", R->g[g].first->group);
+            for (int k = 0; k < P.n_lengths; k++) {
+                int c = g * PK_MAX_LENGTHS + k;
+                if (P.n[c]) fprintf(f, " %.3f (%.3f) |", P.exact[c] / P.n[c], P.digits[c] / P.n[c]);
+                else fputs(" - |", f);
+            }
+            fputc('\n', f);
+        }
+    }
+    free(P.exact), free(P.digits), free(P.n);
+}
+
+void al_report_eval_md(FILE *f, const report *R)
+{
+    pk_md(f, R);
+    ev V;
+    collect(R, &V);
+    if (V.n_points || V.n_curves) {
+        fputs("\n## Checkpoints through the cache\n\n"
+              "Each ok trial's final checkpoint scored after training (the experiment's "
+              "`eval`), on the first tokens of its test split (`<trial>/eval/test.txt`), "
+              "teacher-forced through the KV cache at each dtype: `attnlab score "
+              "<trial>/model.safetensors <trial>/eval/test.txt --seq-len C --through-cache "
+              "--kv-dtype D` gives the same number. *Cache bytes* is the whole cache of one "
+              "C-token window, its precision, quantization scales and f32 residual window "
+              "included. Loss is the mean ± 95 % t-interval over seeds; *front*: no other "
+              "(configuration, dtype) at that context has as small a cache and a lower loss. "
+              "The numbers: `eval_configs.csv`; loss by position (the plain forward pass): "
+              "`eval_by_position_C.dat`.\n", f);
+        for (int c = 0; c < V.n_contexts; c++) md_context(f, R, &V, V.contexts[c]);
+    }
+    ev_free(&V);
+}

@@ -1,0 +1,181 @@
+/*
+ * sweep_eval.c - the experiment file's top-level `eval` (al_sweep_spec.h):
+ * which cache dtypes, contexts and position buckets every ok trial's
+ * checkpoint is scored at once it has trained. Parsed here, at load time,
+ * so that a typo fails before anything trains; the scoring itself is the
+ * runner's (cmd/sweep_eval.c, with `attnlab score`'s code).
+ */
+#include "al_sweep_spec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_data.h"
+#include "al_kvcache.h"
+
+static int int_of(const al_node *x, const char *key, long lo, long hi, long *out, al_err *e)
+{
+    char *end;
+    if (x->kind != AL_NODE_SCALAR || x->quoted)
+        return al_node_errf(e, x, "'eval.%s' must be an integer", key);
+    errno = 0;
+    long v = strtol(x->value, &end, 10);
+    if (!x->value[0] || *end || errno || v < lo || v > hi)
+        return al_node_errf(e, x, "'eval.%s' must be an integer in [%ld, %ld], got '%.40s'", key,
+                            lo, hi, x->value);
+    *out = v;
+    return 0;
+}
+
+static int dtypes_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_DTYPES)
+        return al_node_errf(e, x, "'eval.kv_dtypes' must be a list of 1 to %d of f32, bf16, "
+                            "f16, int8, int4", AL_EVAL_MAX_DTYPES);
+    for (int i = 0; i < x->n; i++) {
+        const al_node *d = x->items[i];
+        int k = d->kind == AL_NODE_SCALAR ? al_kv_dtype_parse(d->value) : -1;
+        if (k < 0)
+            return al_node_errf(e, d, "'eval.kv_dtypes[%d]' must be one of f32, bf16, f16, "
+                                "int8, int4", i);
+        for (int j = 0; j < v->n_dtypes; j++)
+            if (v->dtypes[j] == k)
+                return al_node_errf(e, d, "'eval.kv_dtypes': %s is listed twice",
+                                    al_kv_dtype_name(k));
+        v->dtypes[v->n_dtypes++] = k;
+    }
+    return 0;
+}
+
+static int contexts_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.contexts' must be a list of 1 to %d window lengths",
+                            AL_EVAL_MAX_CONTEXTS);
+    for (int i = 0; i < x->n; i++) {
+        long c = 0;
+        if (int_of(x->items[i], "contexts", 1, 1L << 20, &c, e)) return -1;
+        for (int j = 0; j < v->n_contexts; j++)
+            if (v->contexts[j] == c)
+                return al_node_errf(e, x->items[i], "'eval.contexts': %ld is listed twice", c);
+        v->contexts[v->n_contexts++] = (int)c;
+    }
+    return 0;
+}
+
+/* passkey_lengths: window lengths, each at least a passkey example. */
+static int pk_lengths_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.passkey_lengths' must be a list of 1 to %d window "
+                            "lengths", AL_EVAL_MAX_CONTEXTS);
+    for (int i = 0; i < x->n; i++) {
+        long c = 0;
+        if (int_of(x->items[i], "passkey_lengths", al_passkey_min_len(), 1L << 20, &c, e))
+            return -1;
+        v->pk_lengths[v->n_pk_lengths++] = (int)c;
+    }
+    return 0;
+}
+
+static int pk_depths_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.passkey_depths' must be a list of 1 to %d depths in "
+                            "[0, 1)", AL_EVAL_MAX_CONTEXTS);
+    for (int i = 0; i < x->n; i++) {
+        const al_node *d = x->items[i];
+        char *end = NULL;
+        double f = d->kind == AL_NODE_SCALAR && !d->quoted ? strtod(d->value, &end) : -1;
+        if (!end || *end || !(f >= 0 && f < 1))
+            return al_node_errf(e, d, "'eval.passkey_depths[%d]' must be a number in [0, 1)", i);
+        v->pk_depths[v->n_pk_depths++] = f;
+    }
+    return 0;
+}
+
+static int bool_of(const al_node *x, const char *key, int *out, al_err *e)
+{
+    if (x->kind == AL_NODE_SCALAR && !x->quoted && strcmp(x->value, "true") == 0) *out = 1;
+    else if (x->kind == AL_NODE_SCALAR && !x->quoted && strcmp(x->value, "false") == 0) *out = 0;
+    else return al_node_errf(e, x, "'eval.%s' must be true or false", key);
+    return 0;
+}
+
+static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
+{
+    static const char *const known[] = {"kv_dtypes", "contexts", "by_position", "buckets",
+                                        "tokens", "passkey_lengths", "passkey_depths",
+                                        "passkey_examples", NULL};
+    long n = 0;
+    for (int i = 0; i < m->n; i++) {
+        const char *k = m->keys[i];
+        const al_node *x = m->items[i];
+        int ok = 0;
+        for (int j = 0; known[j] && !ok; j++) ok = strcmp(k, known[j]) == 0;
+        if (!ok)   /* at the key, as the config decoder says it */
+            return al_errf(e, "%s:%d:%d: error: unknown key 'eval.%.60s' (known: kv_dtypes, "
+                           "contexts, by_position, buckets, tokens, passkey_lengths, "
+                           "passkey_depths, passkey_examples)", x->file, m->key_line[i],
+                           m->key_col[i], k);
+        int rc = strcmp(k, "kv_dtypes") == 0  ? dtypes_of(x, v, e)
+               : strcmp(k, "contexts") == 0   ? contexts_of(x, v, e)
+               : strcmp(k, "passkey_lengths") == 0 ? pk_lengths_of(x, v, e)
+               : strcmp(k, "passkey_depths") == 0 ? pk_depths_of(x, v, e)
+               : strcmp(k, "by_position") == 0 ? bool_of(x, k, &v->by_position, e)
+               : int_of(x, k, 1, strcmp(k, "buckets") == 0 ? 1L << 20 : 1L << 30, &n, e);
+        if (rc) return -1;
+        if (strcmp(k, "buckets") == 0) v->buckets = (int)n;
+        if (strcmp(k, "tokens") == 0) v->tokens = n;
+        if (strcmp(k, "passkey_examples") == 0) v->pk_examples = n;
+    }
+    return 0;
+}
+
+/* Every trial must read text with a test split, and `tokens` must hold a
+ * window of every context (the trial's seq_len where contexts is absent);
+ * or be a passkey trial (scored on the passkey grid instead). */
+static int check_trials(const al_sweep *s, const al_node *m, al_err *e)
+{
+    const al_sweep_eval *v = &s->eval;
+    for (int i = 0; i < s->n_trials; i++) {
+        const al_config *c = &s->trials[i].cfg;
+        if (strcmp(c->data.source, "passkey") == 0) continue;
+        if (strcmp(c->data.source, "text") != 0 && strcmp(c->data.source, "kjv") != 0)
+            return al_node_errf(e, m, "'eval' scores text or passkey: trial %s reads "
+                                "data.source %s",
+                                s->trials[i].label, c->data.source);
+        if (c->data.test_fraction <= 0)
+            return al_node_errf(e, m, "'eval' scores the test split: trial %s has "
+                                "data.test_fraction 0", s->trials[i].label);
+        for (int j = 0; j < (v->n_contexts ? v->n_contexts : 1); j++) {
+            long T = v->n_contexts ? v->contexts[j] : c->model.seq_len;
+            if (T > v->tokens)
+                return al_node_errf(e, m, "'eval.tokens' (%ld) must be at least every context "
+                                    "(%ld)", v->tokens, T);
+            if (v->by_position && v->buckets > T)
+                return al_node_errf(e, m, "'eval.buckets' (%d) must be at most every context "
+                                    "(%ld)", v->buckets, T);
+        }
+    }
+    return 0;
+}
+
+int al_sweep_eval_load(al_sweep *s, al_err *e)
+{
+    const al_node *m = al_node_get(s->root, "eval");
+    al_sweep_eval *v = &s->eval;
+    memset(v, 0, sizeof *v);
+    if (!m || al_node_is_null(m)) return 0;
+    if (m->kind != AL_NODE_MAP)
+        return al_node_errf(e, m, "'eval' must be a mapping (kv_dtypes, contexts, by_position, "
+                            "buckets, tokens, passkey_*)");
+    v->on = 1;
+    v->tokens = AL_EVAL_DEFAULT_TOKENS;
+    if (parse_keys(m, v, e)) return -1;
+    if (v->buckets && !v->by_position)
+        return al_node_errf(e, m, "'eval.buckets' needs 'eval.by_position: true'");
+    if (!v->n_dtypes) v->dtypes[v->n_dtypes++] = AL_KV_F32;
+    return check_trials(s, m, e);
+}
