@@ -160,10 +160,19 @@ static int unset_bytes(const key_spec *t, const void *base)
     return v == 0;
 }
 
+/* train.precision f32 (or "", a config built in code) is not written
+ * either: runs and trials from before bf16 existed keep their ids. */
+static int default_precision(const key_spec *t, const void *base)
+{
+    if (t->sub != (const void *)al_cfg_precisions) return 0;
+    const char *v = (const char *)base + t->offset;
+    return !v[0] || strcmp(v, "f32") == 0;
+}
+
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
-        if (t->type == K_IGNORE || unset_bytes(t, base)) continue;
+        if (t->type == K_IGNORE || unset_bytes(t, base) || default_precision(t, base)) continue;
         if (t->type == K_MATCH) {
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {
