@@ -589,5 +589,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     r->wall_s = al_now() - R.t0;
     run_close(&R);
     if (lock >= 0) close(lock);   /* the run is over: the directory is free */
+    al_err ignored;
+    al_gemm_set_precision("f32", &ignored);   /* the next caller's products as they were */
     return rc;
 }
