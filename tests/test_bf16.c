@@ -220,7 +220,7 @@ static void train_ok(const al_config *c, const char *dir, int resume, int stop, 
 
 static char *file_bytes(const char *dir, const char *name, size_t *n)
 {
-    char path[4200], *buf;
+    char path[8400], *buf;
     al_err e;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     ck_assert_msg(al_read_file(path, &buf, n, &e) == 0, "%s", e.msg);
@@ -309,6 +309,50 @@ START_TEST(f32_config_should_not_write_the_precision)
 }
 END_TEST
 
+
+/* A sweep takes train.precision as an axis; score and generate run in the
+ * checkpoint's precision, so a bf16 one is refused where bf16 cannot run
+ * and an f32 one is not. */
+START_TEST(sweeps_should_take_the_precision_as_an_axis_and_score_respect_it)
+{
+    if (no_bf16()) return;
+    char *d = al_test_tmpdir(), *out = NULL, args[4400], text[4400];
+    al_config c;
+    run_config(&c, d, 1);   /* its data.txt */
+    snprintf(text, sizeof text,
+        "data: {source: text, path: %s}\n"
+        "model: {n_layer: 1, d_model: 32, n_head: 2, seq_len: 16}\n"
+        "train: {steps: 4, batch_size: 2, eval_every: 2, eval_batches: 1, threads: 1}\n"
+        "sweep:\n  seeds: 1\n  grid:\n    train.precision: [f32, bf16]\n", c.data.path);
+    char *cfg = al_test_write(d, "s.yaml", text);
+    snprintf(args, sizeof args, "sweep %s --out %s/o --jobs 1", cfg, d);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    free(out);
+    const char *trial[2] = {"precision-f32_seed1", "precision-bf16_seed1"};
+    for (int i = 0; i < 2; i++) {
+        char dir[4300];
+        size_t n;
+        snprintf(dir, sizeof dir, "%s/o/%s", d, trial[i]);
+        char *ck = file_bytes(dir, "model.safetensors", &n);
+        ck_assert_ptr_nonnull(memmem(ck, n, i ? "\"attnlab.precision\":\"bf16\""
+                                              : "\"attnlab.precision\":\"f32\"", 26 - !i));
+        free(ck);
+        snprintf(args, sizeof args, "score %s/model.safetensors %s --seq-len 8", dir, cfg);
+        setenv("AL_BF16_ISA", "none", 1);
+        int rc = al_test_attnlab(args, &out);
+        snprintf(args, sizeof args, "generate %s/model.safetensors --prompt ab --tokens 3", dir);
+        char *gen = NULL;
+        int grc = al_test_attnlab(args, &gen);
+        unsetenv("AL_BF16_ISA");
+        ck_assert_msg(rc == (i ? 2 : 0), "score %s: exit %d: %s", trial[i], rc, out);
+        ck_assert_msg(grc == (i ? 2 : 0), "generate %s: exit %d: %s", trial[i], grc, gen);
+        if (i) ck_assert_msg(strstr(out, "trained in bf16") != NULL, "%s", out);
+        free(out), free(gen);
+    }
+    free(cfg), free(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the CPU */
 
 START_TEST(a_cpu_without_bf16_should_be_refused_in_one_line)
@@ -345,6 +389,7 @@ Suite *bf16_suite(void)
     tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
     tcase_add_test(tc, bf16_resume_should_be_bit_exact_and_record_the_precision);
     tcase_add_test(tc, f32_config_should_not_write_the_precision);
+    tcase_add_test(tc, sweeps_should_take_the_precision_as_an_axis_and_score_respect_it);
     tcase_add_test(tc, a_cpu_without_bf16_should_be_refused_in_one_line);
     suite_add_tcase(s, tc);
     return s;
