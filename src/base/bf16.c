@@ -3,17 +3,20 @@
  */
 #include "al_bf16.h"
 
+#include "al_kernels.h"   /* AL_CLONES */
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint16_t to_bf16(float x)
+/* Branch-free (a select), so that pack's loop vectorises. */
+static inline uint16_t to_bf16(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);   /* round to nearest, ties to even */
-    return (uint16_t)(u >> 16);
+    uint32_t nan = (u >> 16) | 0x40;                    /* NaN stays a quiet NaN */
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   /* nearest, ties to even */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
 }
 
 float al_bf16_round(float x)
@@ -51,7 +54,8 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
 extern void omp_set_num_threads(int n);
 
 #define SLOTS 256       /* threads that may call (the pool's and the main thread) */
-#define PRIMS 64        /* primitives kept per thread; then the oldest is replaced */
+#define PRIMS 512       /* primitives kept per thread (a shape per causal query block
+                           of attention, so many at long contexts); then the oldest goes */
 #define DNNL_OK(x) AL_ASSERT((x) == dnnl_success)
 
 typedef struct prim_key {
@@ -184,6 +188,13 @@ static prim *prim_get(slot *s, const prim_key *k)
     return p;
 }
 
+AL_CLONES static void round_rows(uint16_t *restrict out, const float *restrict x, int rows,
+                                 int cols, int ld)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) out[(size_t)i * cols + j] = to_bf16(x[(size_t)i * ld + j]);
+}
+
 /* rows x cols of x at ld, rounded to bf16 into a dense buffer of *buf. */
 static uint16_t *pack(uint16_t **buf, size_t *cap, const float *x, int rows, int cols, int ld)
 {
@@ -193,8 +204,7 @@ static uint16_t *pack(uint16_t **buf, size_t *cap, const float *x, int rows, int
         *buf = al_malloc(n * sizeof **buf);
         *cap = n;
     }
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) (*buf)[(size_t)i * cols + j] = to_bf16(x[(size_t)i * ld + j]);
+    round_rows(*buf, x, rows, cols, ld);
     return *buf;
 }
 
