@@ -3,11 +3,11 @@
  */
 #include "al_bf16.h"
 
-#include "al_kernels.h"   /* AL_CLONES */
-
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "al_kernels.h"   /* AL_CLONES */
 
 /* Branch-free (a select), so that pack's loop vectorises. */
 static inline uint16_t to_bf16(float x)
