@@ -139,6 +139,28 @@ START_TEST(bf16_products_should_keep_sgemm_edge_cases)
 }
 END_TEST
 
+/* The pool's workers end whenever the thread count changes; each gives its
+ * oneDNN slot back, so more threads than there are slots (256) come and go
+ * without running out, and the product stays right. */
+START_TEST(ended_threads_should_give_their_slots_back)
+{
+    if (no_bf16()) return;
+    int M = 128, N = 128, K = 64;
+    float *A = al_malloc((size_t)M * K * 4), *B = al_malloc((size_t)K * N * 4);
+    float *C = al_malloc((size_t)M * N * 4);
+    for (int i = 0; i < M * K; i++) A[i] = 1.0f;
+    for (int i = 0; i < K * N; i++) B[i] = 0.5f;
+    set_precision("bf16");
+    for (int r = 0; r < 600; r++) {
+        al_parallel_set_threads(1 + r % 2);
+        al_sgemm_pool(CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+        ck_assert_float_eq(C[(size_t)(r % M) * N + r % N], 32.0f);
+    }
+    set_precision("f32");
+    free(A), free(B), free(C);
+}
+END_TEST
+
 /* ------------------------------------------------------------ a step */
 
 static void grads_of(al_model *m, const int *in, const int *tgt, double *loss, float *g)
@@ -385,6 +407,7 @@ Suite *bf16_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, bf16_products_should_be_within_bf16_bound_of_f32);
     tcase_add_test(tc, bf16_products_should_keep_sgemm_edge_cases);
+    tcase_add_test(tc, ended_threads_should_give_their_slots_back);
     tcase_add_test(tc, bf16_step_should_give_f32_loss_and_gradients_within_tolerance);
     tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
     tcase_add_test(tc, bf16_resume_should_be_bit_exact_and_record_the_precision);

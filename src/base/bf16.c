@@ -48,7 +48,6 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
 
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 
 /* libgomp's: the calling thread's own team size (omp.h needs -fopenmp). */
 extern void omp_set_num_threads(int n);
@@ -77,14 +76,32 @@ typedef struct slot {
     size_t a_cap, b_cap;
 } slot;
 
-/* Static, so everything in it stays reachable for the life of the process. */
+/* Static, so everything in it stays reachable for the life of the process.
+ * A thread that ends (the pool's workers, when the thread count changes)
+ * gives its slot back, primitives and all, to the next thread that calls:
+ * a primitive gives the same bits whichever thread runs it. */
 static slot slots[SLOTS];
-static atomic_int n_slots;
+static struct {
+    pthread_mutex_t mu;
+    int free[SLOTS], n_free, n_used;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static _Thread_local int my_slot = -1;
+static pthread_key_t slot_key;   /* its destructor gives the slot back */
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
-static void engine_init(void) { DNNL_OK(dnnl_engine_create(&engine, dnnl_cpu, 0)); }
+static void slot_release(void *v)
+{
+    pthread_mutex_lock(&pool.mu);
+    pool.free[pool.n_free++] = (int)(intptr_t)v - 1;
+    pthread_mutex_unlock(&pool.mu);
+}
+
+static void engine_init(void)
+{
+    DNNL_OK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+    AL_ASSERT(pthread_key_create(&slot_key, slot_release) == 0);
+}
 
 static const char *isa_name(dnnl_cpu_isa_t isa)
 {
@@ -122,11 +139,15 @@ static slot *my(void)
 {
     if (my_slot >= 0) return &slots[my_slot];
     pthread_once(&engine_once, engine_init);
-    my_slot = atomic_fetch_add(&n_slots, 1);
-    AL_ASSERT(my_slot < SLOTS);
+    pthread_mutex_lock(&pool.mu);
+    int i = pool.n_free ? pool.free[--pool.n_free] : pool.n_used++;
+    pthread_mutex_unlock(&pool.mu);
+    AL_ASSERT(i < SLOTS);
+    AL_ASSERT(pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1)) == 0);
+    my_slot = i;
     omp_set_num_threads(1);   /* this thread's oneDNN calls start no team */
-    slot *s = &slots[my_slot];
-    DNNL_OK(dnnl_stream_create(&s->stream, engine, dnnl_stream_default_flags));
+    slot *s = &slots[i];
+    if (!s->stream) DNNL_OK(dnnl_stream_create(&s->stream, engine, dnnl_stream_default_flags));
     return s;
 }
 
