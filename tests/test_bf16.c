@@ -380,8 +380,8 @@ END_TEST
 START_TEST(a_cpu_without_bf16_should_be_refused_in_one_line)
 {
     char *d = al_test_tmpdir(), *out = NULL, args[4400];
-    al_test_write(d, "data.txt", "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz "
-                                 "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz\n");
+    free(al_test_write(d, "data.txt", "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz "
+                                      "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz\n"));
     char *cfg = al_test_write(d, "c.yaml",
         "data: {source: text, path: data.txt}\n"
         "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 8}\n"
