@@ -359,6 +359,10 @@ START_TEST(sweeps_should_take_the_precision_as_an_axis_and_score_respect_it)
         ck_assert_ptr_nonnull(memmem(ck, n, i ? "\"attnlab.precision\":\"bf16\""
                                               : "\"attnlab.precision\":\"f32\"", 26 - !i));
         free(ck);
+        /* what the trial's bits depend on: oneDNN's ISA for the bf16 one */
+        char *res = file_bytes(dir, "result.json", &n);
+        ck_assert_msg((strstr(res, "+onednn:") != NULL) == i, "%s: %s", trial[i], res);
+        free(res);
         snprintf(args, sizeof args, "score %s/model.safetensors %s --seq-len 8", dir, cfg);
         setenv("AL_BF16_ISA", "none", 1);
         int rc = al_test_attnlab(args, &out);
