@@ -13,9 +13,15 @@
  * thread (the pool's workers and the main thread) limits its own OpenMP
  * team to one thread on first use, so oneDNN never starts threads of its
  * own: the pool splits a product (gemm.c's plans, as for sgemm) and each
- * block is one single-threaded oneDNN call. Each thread keeps its own
- * primitives, one per shape, created on first use and reused, and its own
- * stream, all kept for the life of the process.
+ * block is one single-threaded oneDNN call. Each calling thread holds a
+ * slot: its primitives, one per shape, created on first use and reused,
+ * its stream and its operand buffers. A thread that ends hands its slot
+ * to the next new thread (the pool's workers are replaced when the thread
+ * count changes); slots live as long as the process.
+ *
+ * What this does not promise: the same bits across oneDNN versions or
+ * ISAs (avx512_core_bf16 and AMX accumulate in different orders), nor
+ * across thread counts (as for f32, a split changes the blocks).
  */
 #ifndef AL_BF16_H
 #define AL_BF16_H
