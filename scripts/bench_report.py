@@ -182,8 +182,41 @@ def sgemm_section(rows):
 
 # ------------------------------------------------------------ training
 
+def prec(r):
+    """A training row's precision: rows from before the axis are f32."""
+    return r.get("precision", "f32")
+
+
+def precision_section(rows):
+    """attnlab and each peer in f32 and bf16 side by side, per cell (medians)."""
+    train = [r for r in rows if r["kind"] == "train"]
+    if not any(prec(r) == "bf16" for r in train):
+        return []
+    cells = group(train, lambda r: (r["env"], r["shape"], r["variant"], int(r["threads"])))
+    impls = ["attnlab", "torch-tuned", "torch-installed"]
+    head = ["env", "shape", "variant", "thr", "oneDNN ISA"]
+    for i in impls:
+        head += [f"{i} f32", f"{i} bf16", "bf16/f32"]
+    head += ["attnlab bf16 / torch-tuned bf16"]
+    lines = [head]
+    keys = sorted(cells, key=lambda k: (k[0], SHAPE_ORDER.get(k[1], 9),
+                                        VARIANT_ORDER.get(k[2], 9), k[3]))
+    for key in keys:
+        by = group(cells[key], lambda r: (r.get("impl", "attnlab"), prec(r)))
+        isa = next((r.get("isa") for r in cells[key] if r.get("isa")), "")
+        line, med = list(key) + [isa], {}
+        for i in impls:
+            f, b = spread(by.get((i, "f32"), []), "tok_s"), spread(by.get((i, "bf16"), []), "tok_s")
+            med[i] = b.med if b else None
+            line += [f.fmt(), b.fmt(), fmt(b.med / f.med if f and b else None, ".2f")]
+        a, t = med["attnlab"], med["torch-tuned"]
+        lines.append(line + [fmt(a / t if a and t else None, ".2f")])
+    return lines
+
+
 def train_section(rows, peaks):
-    cells = group([r for r in rows if r["kind"] == "train"],
+    # the f32 cells (the targets of the speed issues); bf16 has its own table
+    cells = group([r for r in rows if r["kind"] == "train" and prec(r) == "f32"],
                   lambda r: (r["env"], r["shape"], r["variant"], int(r["threads"])))
     head = ["env", "shape", "variant", "thr", "core", "attnlab tok/s", "torch tuned",
             "ratio", "torch installed", "ratio", "GFLOP/s", "sgemm peak", "% peak",
@@ -306,6 +339,7 @@ def report(raw, out):
     copy = copy_rate(rows)
     sg_lines, sg_csv, peaks, sg_v = sgemm_section(rows)
     tr_lines, tr = train_section(rows, peaks)
+    pr_lines = precision_section(rows)
     de_lines, de, de_csv = decode_section(rows, copy)
     rec = [r for r in rows if r["kind"] == "recipe"]
     recipe = {name: (spread(rs, "val_loss"), spread(rs, "wall_s"), spread(rs, "tokens_per_s"))
@@ -324,7 +358,8 @@ def report(raw, out):
             train_rows.append(r)
     write_csv(os.path.join(out, "sgemm.csv"), sg_csv, list(sg_csv[0].keys()) if sg_csv else ["env"])
     write_csv(os.path.join(out, "train.csv"), train_rows,
-              ["round", "env", "impl", "corename", "shape", "variant", "threads", "seq_len",
+              ["round", "env", "impl", "corename", "precision", "isa", "shape", "variant",
+               "threads", "seq_len",
                "batch", "steps", "step_s", "cpu_s", "tok_s", "flops_per_token", "model_gflops",
                "sgemm_peak_gflops", "fraction_of_sgemm", "attn_share", "attn_flop_share",
                "params", "matmul_params", "rss_base_mib", "rss_peak_mib", "need_mib",
@@ -349,6 +384,12 @@ def report(raw, out):
             "and thread count; attn share = the variant's forward and backward over the "
             "step; RSS/need = peak resident set over the counted parameters, gradients, "
             "AdamW moments and activations.", "", markdown(tr_lines), ""]
+    if pr_lines:
+        text += ["## Training in bf16", "",
+                 "Tokens/s, median [min-max], of the same cells in f32 and in bf16: attnlab's "
+                 "`train.precision: bf16` (oneDNN matmul, bf16 operands, f32 accumulation; the "
+                 "ISA oneDNN dispatched to), the peers under `torch.autocast(\"cpu\", "
+                 "dtype=torch.bfloat16)`.", "", markdown(pr_lines), ""]
     if len(sg_lines) > 1:
         text += ["## Products (GFLOP/s)", "",
                  "Each product of the model at B*T rows: `fwd` out = x W^T, `dinp` dx = dout W, "
@@ -372,6 +413,9 @@ def report(raw, out):
     write_text(os.path.join(out, "report.md"), "\n".join(text))
     print(f"Machine: {mach}\n")
     print(plain(tr_lines))
+    if pr_lines:
+        print()
+        print(plain(pr_lines))
     if len(de_lines) > 1:
         print()
         print(plain(de_lines))

@@ -181,6 +181,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
@@ -198,7 +200,8 @@ def main():
         tgt = torch.randint(0, VOCAB, (B, T))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -211,7 +214,7 @@ def main():
     n2 = sum(p.numel() for p in model.parameters() if p.dim() == 2)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"train impl=torch shape={args.shape} variant={args.variant} threads={args.threads} "
-          f"corename={corename()} steps={args.steps} step_s={med:.6f} tok_s={tok:.1f} "
+          f"corename={corename()} precision={args.precision} steps={args.steps} step_s={med:.6f} tok_s={tok:.1f} "
           f"flops_per_token={fpt:.0f} model_gflops={tok * fpt / 1e9:.3f} params={params} "
           f"matmul_params={n2} rss_base_mib={base:.1f} rss_peak_mib={rss:.1f} "
           f"loss_first={losses[0]:.6f} loss_last={losses[-1]:.6f} torch={torch.__version__}")

@@ -18,8 +18,10 @@ al_ensure_packages() {
 }
 
 # Build tools and libraries: every build needs these.
+# libdnnl-dev: oneDNN's bf16 matmul for train.precision bf16 (the build
+# goes without it, -Ddnnl=auto, and then refuses bf16 runs).
 AL_BUILD_PACKAGES=(gcc pkg-config meson ninja-build libopenblas-dev libyaml-dev
-                   libjansson-dev libgsl-dev liblapacke-dev check libsubunit-dev)
+                   libjansson-dev libgsl-dev liblapacke-dev check libsubunit-dev libdnnl-dev)
 # Run-time: plots and the default corpus.
 AL_RUN_PACKAGES=(gnuplot-nox bible-kjv)
 # Tests only: the PyTorch reference implementation.

@@ -113,6 +113,8 @@ static const bad_row rows[] = {
      "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'data\\.source' .*wiki", 0},
     {"yaml: unknown kv_dtype", "printf 'model: {kv_dtype: f8}\\n' >bad.yaml",
      "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'model\\.kv_dtype' .*f8", 0},
+    {"yaml: unknown precision", "printf 'train: {precision: fp16}\\n' >bad.yaml",
+     "train bad.yaml --out out", "^bad\\.yaml:1:[0-9]+: error: 'train\\.precision' .*fp16", 0},
     {"yaml: the file is missing", NULL, "train nothere.yaml --out out",
      "^nothere\\.yaml: cannot open: No such file or directory$", 0},
     {"yaml: the file is a directory", "mkdir cfg.yaml", "train cfg.yaml --out out",

@@ -6,8 +6,12 @@
  * comments; rows are contiguous. Backward functions ACCUMULATE (+=) into
  * their gradient outputs, so the caller zeroes gradients once per step.
  *
- * Every matrix product goes through cblas_sgemm. No function here allocates;
- * scratch buffers are passed in by the caller who owns them.
+ * Every matrix product goes through the core's one product: cblas_sgemm
+ * under train.precision f32, oneDNN's bf16 matmul (bf16 operands, f32
+ * accumulation and results) under bf16, so a variant gets the run's
+ * precision by calling these helpers (variants/README.md). No function
+ * here allocates; scratch buffers are passed in by the caller who owns
+ * them (the bf16 path keeps per-thread operand buffers of its own).
  *
  * These kernels are part of the variant interface: built-in variants and
  * run-time plugins call the same functions.

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_bf16.h"
 #include "al_parallel.h"
 #include "al_util.h"
 
@@ -27,6 +28,24 @@ const char *al_split_name(int split)
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
     return split_names[split];
 }
+
+/* ------------------------------------------------------------ precision */
+
+static atomic_int precision = AL_PRECISION_F32;
+
+int al_gemm_set_precision(const char *name, al_err *e)
+{
+    if (!name || !name[0] || strcmp(name, "f32") == 0) {
+        atomic_store(&precision, AL_PRECISION_F32);
+        return 0;
+    }
+    AL_ASSERT(strcmp(name, "bf16") == 0);   /* the config's validation refused others */
+    if (al_bf16_check(e) != 0) return -1;
+    atomic_store(&precision, AL_PRECISION_BF16);
+    return 0;
+}
+
+int al_gemm_precision(void) { return atomic_load(&precision); }
 
 /* ------------------------------------------------------------ one thread */
 
@@ -48,7 +67,10 @@ void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
      * returns with C unwritten: assert instead. */
     AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
     AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (atomic_load(&precision) == AL_PRECISION_BF16)
+        al_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ splits */
@@ -142,6 +164,7 @@ static int run_split(gemm_job g, int split)
 typedef struct plan_key {
     int ta, tb, M, N, K, threads;
     int alpha_one, beta_zero, beta_one;   /* what OpenBLAS picks kernels by */
+    int precision;                        /* a bf16 plan probes bf16 products */
 } plan_key;
 
 static struct {
@@ -288,7 +311,9 @@ static void measure(probe *p, al_gemm_plan *pl)
         if (s != AL_SPLIT_BLAS && (pl->admitted & (1u << s)) &&
             pl->seconds[s] < pl->seconds[pl->split])
             pl->split = s;
-    if (!blas_stop_fn()) return;
+    /* bf16 products are oneDNN's on one thread: OpenBLAS's threads have
+     * nothing to offer them */
+    if (!blas_stop_fn() || atomic_load(&precision) == AL_PRECISION_BF16) return;
     time_splits(p, pl, 1u << AL_SPLIT_BLAS);
     if (pl->admitted & (1u << AL_SPLIT_BLAS)) {
         /* the pool's best split right after OpenBLAS's threads: its extra
@@ -312,7 +337,8 @@ static int plan_key_of(plan_key *k, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int 
         (side_chunks(M, t) < 2 && side_chunks(N, t) < 2))
         return -1;
     memset(k, 0, sizeof *k);   /* compared with memcmp */
-    *k = (plan_key){ta, tb, M, N, K, t, alpha == 1.0f, beta == 0.0f, beta == 1.0f};
+    *k = (plan_key){ta, tb, M, N, K, t, alpha == 1.0f, beta == 0.0f, beta == 1.0f,
+                    atomic_load(&precision)};
     return 0;
 }
 

@@ -73,6 +73,7 @@ typedef struct opts {
     int all_kinds;   /* sgemm: the backward products too (--products all) */
     int split;       /* train: -1 the plans' choice, else al_gemm_force_split */
     long seq_len, batch;   /* 0: the shape's */
+    const char *precision; /* train.precision of every product: f32 | bf16 */
 } opts;
 
 /* The batch shape of a cell: the shape's, or the options' overrides. */
@@ -252,12 +253,14 @@ static void print_train(const opts *o, const cell *k, double *dt, double *dc, do
     double med = median(dt, n), tok = (double)B * T / med, st = 0, sa = 0;
     double fpt = flops_per_token(m, o->bv);
     for (int i = 0; i < n; i++) st += dt[i], sa += da[i];
-    printf("train shape=%s variant=%s threads=%ld corename=%s seq_len=%d batch=%d steps=%d "
+    printf("train shape=%s variant=%s threads=%ld corename=%s precision=%s isa=%s seq_len=%d "
+           "batch=%d steps=%d "
            "step_s=%.6f cpu_s=%.6f tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f "
            "attn_share=%.4f attn_flop_share=%.4f params=%zu "
            "matmul_params=%zu rss_base_mib=%.1f rss_peak_mib=%.1f need_mib=%.1f "
            "faults_per_step=%.1f loss_first=%.6f loss_last=%.6f\n",
-           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), T, B, n, med,
+           o->sh->name, o->bv->name, o->threads, openblas_get_corename(), o->precision,
+           al_bf16_isa(), T, B, n, med,
            median(dc, n), tok, fpt, tok * fpt / 1e9, st > 0 ? sa / st : 0,
            attn_flops_per_token(m, o->bv) / fpt, m->n_params, matmul_params(m), base, rss_mib(),
            need_bytes(m, B, T) / (1024.0 * 1024.0), (double)faults / n, l0, l1);
@@ -533,6 +536,7 @@ static const char usage[] =
     "                     [--variant mha|gqa|mqa|mla] [--threads N] [--steps N] [--warmup N]\n"
     "                     [--min-time SEC] [--products fwd|all] [--split auto|rows|cols|grid|blas]\n"
     "                     [--seq-len T] [--batch B]   (train: override the shape's)\n"
+    "                     [--precision f32|bf16]      (train.precision of every product)\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
     "       attnlab-bench info          (the OpenBLAS core this process got)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
@@ -589,6 +593,10 @@ static int parse_one(opts *o, const char *a, const char *v)
         if (o->split < 0 && strcmp(v, "auto"))
             return fprintf(stderr, "attnlab-bench: --split '%s' must be auto, rows, cols, grid "
                            "or blas\n", v), -1;
+    } else if (!strcmp(a, "--precision")) {
+        if (strcmp(v, "f32") && strcmp(v, "bf16"))
+            return fprintf(stderr, "attnlab-bench: --precision '%s' must be f32 or bf16\n", v), -1;
+        o->precision = v;
     } else if (!strcmp(a, "--min-time")) {
         char *end;
         o->min_time = strtod(v, &end);
@@ -603,7 +611,7 @@ static int parse_one(opts *o, const char *a, const char *v)
 static int parse(opts *o, int argc, char **argv)
 {
     *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0],
-                .all_kinds = 1, .split = -1};
+                .all_kinds = 1, .split = -1, .precision = "f32"};
     if (argc < 2) return fputs(usage, stderr), -1;
     o->cmd = argv[1];
     for (int i = 2; i < argc; i += 2) {
@@ -624,6 +632,9 @@ int main(int argc, char **argv)
     if (parse(&o, argc, argv) != 0) return 2;
     al_parallel_set_threads((int)o.threads);
     al_gemm_force_split(o.split);
+    al_err e;
+    if (al_gemm_set_precision(o.precision, &e) != 0)
+        return fprintf(stderr, "attnlab-bench: %s\n", e.msg), 2;
     if (!strcmp(o.cmd, "sgemm")) return cmd_sgemm(&o);
     if (!strcmp(o.cmd, "train")) return cmd_train(&o);
     if (!strcmp(o.cmd, "flops")) return cmd_flops(&o);

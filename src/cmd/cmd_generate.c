@@ -184,7 +184,7 @@ int al_cmd_generate(int argc, char **argv)
     }
     al_model m;
     memset(&m, 0, sizeof m);
-    if (a.g.n_prompts < 0 || al_checkpoint_load(a.ckpt, &m, NULL, &e) != 0) {
+    if (a.g.n_prompts < 0 || al_checkpoint_load_run(a.ckpt, &m, NULL, &e) != 0) {
         free(file), free(prompts), free(lens);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }

@@ -40,7 +40,7 @@ void al_score_close(al_score_in *s)
 int al_score_open(const char *ckpt, const char *file, long seq_len, al_score_in *s, al_err *e)
 {
     memset(s, 0, sizeof *s);
-    if (al_checkpoint_load(ckpt, &s->m, &s->step, e) != 0) return -1;
+    if (al_checkpoint_load_run(ckpt, &s->m, &s->step, e) != 0) return -1;
     if (al_read_file(file, &s->bytes, &s->n, e) != 0) return -1;
     s->T = seq_len ? (int)seq_len : s->m.cfg.seq_len;
     s->windows = s->n > 0 ? (long)((s->n - 1) / (size_t)s->T) : 0;

@@ -43,6 +43,10 @@ int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
  * (al_model_init) and fills the parameters. *step may be NULL. The caller
  * frees with al_model_free. On failure *m is zeroed (safe to free). */
 int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e);
+/* The same, then the process's products set to the precision the
+ * checkpoint was trained in ("attnlab.precision", f32 when absent; score
+ * and generate): -1 when it is bf16 and bf16 cannot run here. */
+int al_checkpoint_load_run(const char *path, al_model *m, long *step, al_err *e);
 
 /* Fill the parameters of an initialised model m from the checkpoint at
  * path (train.init_from): every tensor of m's table must be there as F32 in

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_bf16.h"
 #include "al_config_io.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
@@ -272,7 +273,7 @@ int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e
 int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
                             const char *const *extra, int n_extra, al_err *e)
 {
-    enum { BASE_META = 5, MAX_EXTRA = 16 };
+    enum { BASE_META = 6, MAX_EXTRA = 16 };
     AL_ASSERT(n_extra >= 0 && n_extra <= MAX_EXTRA);
     al_st_out *t = al_calloc((size_t)m->n_tensors, sizeof *t);
     for (int i = 0; i < m->n_tensors; i++) {
@@ -285,7 +286,8 @@ int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
     snprintf(ver, sizeof ver, "%d", AL_VARIANT_API_VERSION);
     const char *meta[2 * (BASE_META + MAX_EXTRA)] = {
         "format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
-        "attnlab.interface_version", ver, "attnlab.variant_origin", stack_origin(&m->cfg)};
+        "attnlab.interface_version", ver, "attnlab.variant_origin", stack_origin(&m->cfg),
+        "attnlab.precision", al_gemm_precision() == AL_PRECISION_BF16 ? "bf16" : "f32"};
     for (int i = 0; i < 2 * n_extra; i++) meta[2 * BASE_META + i] = extra[i];
     int rc = al_st_write(path, t, m->n_tensors, meta, BASE_META + n_extra, e);
     free(cfg);
@@ -392,15 +394,32 @@ static int init_model(const al_st_file *f, const al_model_config *c, al_model *m
     return 0;
 }
 
-/* al_checkpoint_load, also telling the interface version it was saved by. */
-static int load_checkpoint(const char *path, al_model *m, long *step, long *version, al_err *e)
+/* "attnlab.precision" into prec (8 bytes): f32 when absent (a checkpoint
+ * from before bf16). */
+static int read_precision(const al_st_file *f, char *prec, al_err *e)
+{
+    const char *p = al_st_meta(f, "attnlab.precision");
+    if (!p) p = "f32";
+    if (strcmp(p, "f32") != 0 && strcmp(p, "bf16") != 0)
+        return al_errf(e, "%s: __metadata__ 'attnlab.precision' must be \"f32\" or \"bf16\"",
+                       f->path);
+    snprintf(prec, 8, "%s", p);
+    return 0;
+}
+
+/* al_checkpoint_load, also telling the interface version it was saved by
+ * and the precision it was trained in (prec may be NULL). */
+static int load_checkpoint(const char *path, al_model *m, long *step, long *version,
+                           char *prec, al_err *e)
 {
     memset(m, 0, sizeof *m);
     al_st_file f;
     if (al_st_read(path, &f, e) != 0) return -1;
     al_model_config c;
     long st = 0;
+    char p[8];
     int rc = read_meta(&f, &c, &st, version, e);
+    if (rc == 0) rc = read_precision(&f, prec ? prec : p, e);
     if (rc == 0) rc = init_model(&f, &c, m, e);
     if (rc == 0) rc = check_table(&f, m, e);
     for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
@@ -416,7 +435,19 @@ static int load_checkpoint(const char *path, al_model *m, long *step, long *vers
 int al_checkpoint_load(const char *path, al_model *m, long *step, al_err *e)
 {
     long version;
-    return load_checkpoint(path, m, step, &version, e);
+    return load_checkpoint(path, m, step, &version, NULL, e);
+}
+
+int al_checkpoint_load_run(const char *path, al_model *m, long *step, al_err *e)
+{
+    long version;
+    char prec[8];
+    if (load_checkpoint(path, m, step, &version, prec, e) != 0) return -1;
+    if (al_gemm_set_precision(prec, e) == 0) return 0;
+    char why[AL_ERR_LEN];
+    snprintf(why, sizeof why, "%s", e->msg);
+    al_model_free(m);
+    return al_errf(e, "%s: trained in bf16: %s", path, why);
 }
 
 /* ------------------------------------------------------------ init from */
@@ -815,7 +846,7 @@ static int restore_params(const char *dir, al_model *m, long step, al_err *e)
     long at;
     snprintf(path, sizeof path, "%s/%s", dir, AL_CHECKPOINT_FILE);
     long version;
-    if (load_checkpoint(path, &saved, &at, &version, e) != 0) return -1;
+    if (load_checkpoint(path, &saved, &at, &version, NULL, e) != 0) return -1;
     int rc = 0;
     config_diff(&saved, m, key, sizeof key);
     if (version != AL_VARIANT_API_VERSION)

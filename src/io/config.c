@@ -690,7 +690,9 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
         check_one_of(c, root, "model.kv_dtype", m->kv_dtype, al_cfg_kv_dtypes, e) ||
         (c->train.init_convert[0] &&   /* "" (a config built in code) is none */
          check_one_of(c, root, "train.init_convert", c->train.init_convert,
-                      al_cfg_init_converts, e)))
+                      al_cfg_init_converts, e)) ||
+        (c->train.precision[0] &&   /* "" (a config built in code) is f32 */
+         check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)))
         return -1;
     return check_variant(c, root, e);
 }

@@ -16,6 +16,8 @@
 /* A key added after trial ids existed (key_spec.quiet). */
 #define QUIET_FIELD(S, f, T, def, help) \
     {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help, 1}
+#define QUIET_ONE_OF(S, f, vals, def, help) \
+    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help, 1}
 #define ONE_OF(S, f, vals, def, help) \
     {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help, 0}
 #define NESTED(f, table, help) \
@@ -24,6 +26,7 @@
 const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", "passkey", NULL};
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
 const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
+const char *const al_cfg_precisions[] = {"f32", "bf16", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
@@ -102,6 +105,7 @@ static const key_spec train_keys[] = {
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
+    QUIET_ONE_OF(T, precision, al_cfg_precisions, "f32", "matrix products: f32, or bf16 (bf16 operands, f32 accumulation and results, through oneDNN; weights, AdamW state, norms, softmax, RoPE and the loss stay f32; needs a CPU with avx512_bf16 or AMX); score and generate use a checkpoint's"),
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 #undef T

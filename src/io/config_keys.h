@@ -55,6 +55,7 @@ extern const key_spec al_cfg_report_keys[];   /* report.*: not a trial's identit
 extern const char *const al_cfg_data_sources[];
 extern const char *const al_cfg_kv_dtypes[];
 extern const char *const al_cfg_init_converts[];
+extern const char *const al_cfg_precisions[];   /* train.precision */
 
 /* Copy s into a buffer of n bytes, zero-filling the rest (so configs can be
  * compared with memcmp). s must fit. */

@@ -161,7 +161,8 @@ static int unset_bytes(const key_spec *t, const void *base)
     return v == 0;
 }
 
-/* A quiet key (key_spec.quiet) holding its default. */
+/* A quiet key (key_spec.quiet) holding its default ("" in a string that a
+ * config built in code left empty reads as the default too). */
 static int quiet_default(const key_spec *t, const void *base)
 {
     const char *p = (const char *)base + t->offset;
@@ -170,7 +171,7 @@ static int quiet_default(const key_spec *t, const void *base)
     case K_INT:
     case K_BOOL: return *(const int *)p == (int)strtol(t->def, NULL, 10);
     case K_DOUBLE: return *(const double *)p == strtod(t->def, NULL);
-    case K_STRING: return strcmp(p, t->def) == 0;
+    case K_STRING: return !p[0] || strcmp(p, t->def) == 0;
     default: return 0;
     }
 }

@@ -95,6 +95,7 @@ typedef struct al_train_config {
     int checkpoint_every;                /* 0 = only at the end */
     char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
     char init_convert[8];                /* none | mean | first | random | svd */
+    char precision[8];                   /* products: f32 | bf16 ("" = f32, al_gemm.h) */
 } al_train_config;
 
 /* How results are shown, not what a run computes: report.* never enters a

@@ -127,7 +127,11 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
     al_trial_result_init(&r);
     r.steps = c.train.steps;
     al_cpu_model(r.cpu_model, sizeof r.cpu_model);
-    snprintf(r.blas_core, sizeof r.blas_core, "%s", al_blas_core());
+    /* a bf16 trial's bits depend on oneDNN's ISA as an f32 one's on the core */
+    if (strcmp(c.train.precision, "bf16") == 0)
+        snprintf(r.blas_core, sizeof r.blas_core, "%s+onednn:%s", al_blas_core(), al_bf16_isa());
+    else
+        snprintf(r.blas_core, sizeof r.blas_core, "%s", al_blas_core());
     /* as train.c resolves train.threads 0: every core */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r.threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? (int)cores : 1;

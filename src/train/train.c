@@ -20,6 +20,7 @@
 #include "al_mpi.h"
 #include "al_data_parallel.h"
 #include "al_eval.h"
+#include "al_bf16.h"
 #include "al_guard.h"
 #include "al_memory.h"
 #include "al_model.h"
@@ -562,7 +563,8 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_mpi_local_size();
     int threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? cores : 1;
     al_parallel_set_threads(threads);   /* the pool; OpenBLAS runs single-threaded */
-    int rc = al_dp_check_batch(c.train.batch_size, e);
+    int rc = al_gemm_set_precision(c.train.precision, e);   /* refused where bf16 cannot run */
+    if (rc == 0) rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
     else if (rc == 0) rc = init_from(&R, e);
@@ -587,5 +589,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     r->wall_s = al_now() - R.t0;
     run_close(&R);
     if (lock >= 0) close(lock);   /* the run is over: the directory is free */
+    al_err ignored;
+    al_gemm_set_precision("f32", &ignored);   /* the next caller's products as they were */
     return rc;
 }

@@ -1,0 +1,69 @@
+/*
+ * al_bf16.h - the products of train.precision bf16: bf16 operands, f32
+ * accumulation and f32 results, through oneDNN's matmul primitive.
+ *
+ * al_sgemm_here (al_gemm.h) sends every product here while the process
+ * precision is bf16 (al_gemm_set_precision), so every caller of the
+ * product helpers of al_kernels.h - the model, the built-in variants and
+ * plugins alike - gains it without change. Operands are rounded to bf16
+ * (nearest even) into per-thread buffers; C is f32 and alpha/beta mean
+ * what they mean for sgemm (beta 0 writes C, ignoring NaN in it).
+ *
+ * Threads: Debian's oneDNN runs its primitives on OpenMP. Each calling
+ * thread (the pool's workers and the main thread) limits its own OpenMP
+ * team to one thread on first use, so oneDNN never starts threads of its
+ * own: the pool splits a product (gemm.c's plans, as for sgemm) and each
+ * block is one single-threaded oneDNN call. Each calling thread holds a
+ * slot: its primitives, one per shape, created on first use and reused,
+ * its stream and its operand buffers. A thread that ends hands its slot
+ * to the next new thread (the pool's workers are replaced when the thread
+ * count changes); slots live as long as the process.
+ *
+ * What this does not promise: the same bits across oneDNN versions or
+ * ISAs (avx512_core_bf16 and AMX accumulate in different orders), nor
+ * across thread counts (as for f32, a split changes the blocks).
+ */
+#ifndef AL_BF16_H
+#define AL_BF16_H
+
+#include <cblas.h>
+#include <stddef.h>
+
+#include "al_util.h"
+
+/* train.precision: every product below (al_sgemm_here, so every split
+ * and every kernel of al_kernels.h) is sgemm in f32, or in bf16 oneDNN's
+ * matmul with bf16 operands and f32 accumulation (al_bf16.h). The f32
+ * path is exactly what it was before the setting existed. */
+enum { AL_PRECISION_F32, AL_PRECISION_BF16 };
+
+/* Sets the process's precision by name ("f32", "" = f32, or "bf16"): 0,
+ * or -1 with one line in e when bf16 cannot run here (al_bf16_check).
+ * Set before a run's first product; plans are kept per precision. */
+int al_gemm_set_precision(const char *name, al_err *e);
+int al_gemm_precision(void);
+
+/* 0 when this process can run bf16 products at full speed: built with
+ * oneDNN, whose effective ISA here has bf16 dot products (avx512_bf16 or
+ * AMX). Otherwise -1 with one line in e saying why. AL_BF16_ISA=none in
+ * the environment makes the CPU count as lacking them (the test of the
+ * message). We refuse rather than run oneDNN's emulation: emulated bf16
+ * is slower than the f32 path it would replace, and its bits differ from
+ * a real bf16 machine's. */
+int al_bf16_check(al_err *e);
+
+/* The ISA oneDNN dispatches to here ("avx512_core_bf16", ...; "none"
+ * without oneDNN): what a bf16 run's bits depend on besides the CPU. */
+const char *al_bf16_isa(void);
+
+/* C (M, N) = alpha op(A) op(B) + beta C with bf16 operands on the calling
+ * thread; M, N, K > 0 and leading dimensions as for cblas_sgemm. */
+void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc);
+
+/* x rounded to bf16 (nearest even; NaN stays NaN) and back to f32: the
+ * value a bf16 product sees (tests). */
+float al_bf16_round(float x);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * bf16.c - train.precision bf16's products through oneDNN (al_bf16.h).
+ */
+#include "al_bf16.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_kernels.h"   /* AL_CLONES */
+
+/* Branch-free (a select), so that pack's loop vectorises. */
+static inline uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t nan = (u >> 16) | 0x40;                    /* NaN stays a quiet NaN */
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   /* nearest, ties to even */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+
+float al_bf16_round(float x)
+{
+    uint32_t u = (uint32_t)to_bf16(x) << 16;
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+}
+
+#ifndef AL_HAVE_DNNL
+
+int al_bf16_check(al_err *e)
+{
+    return al_errf(e, "train.precision bf16: this attnlab was built without oneDNN "
+                      "(install libdnnl-dev and rebuild; meson option -Ddnnl)");
+}
+
+const char *al_bf16_isa(void) { return "none"; }
+
+void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc)
+{
+    AL_ASSERT(!"bf16 products without oneDNN");   /* al_bf16_check refused the run */
+}
+
+#else
+
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+
+/* libgomp's: the calling thread's own team size (omp.h needs -fopenmp). */
+extern void omp_set_num_threads(int n);
+
+#define SLOTS 256       /* threads that may call (the pool's and the main thread) */
+#define PRIMS 512       /* primitives kept per thread (a shape per causal query block
+                           of attention, so many at long contexts); then the oldest goes */
+#define DNNL_OK(x) AL_ASSERT((x) == dnnl_success)
+
+typedef struct prim_key {
+    int ta, tb, M, N, K, ldc;
+    float alpha, beta;
+} prim_key;
+
+typedef struct prim {
+    prim_key key;
+    dnnl_primitive_t p;
+    dnnl_memory_t a, b, c;
+} prim;
+
+typedef struct slot {
+    dnnl_stream_t stream;
+    prim prims[PRIMS];
+    int n, next;
+    uint16_t *a, *b;   /* the operands in bf16, dense in their stored layout */
+    size_t a_cap, b_cap;
+} slot;
+
+/* Static, so everything in it stays reachable for the life of the process.
+ * A thread that ends (the pool's workers, when the thread count changes)
+ * gives its slot back, primitives and all, to the next thread that calls:
+ * a primitive gives the same bits whichever thread runs it. */
+static slot slots[SLOTS];
+static struct {
+    pthread_mutex_t mu;
+    int free[SLOTS], n_free, n_used;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static _Thread_local int my_slot = -1;
+static pthread_key_t slot_key;   /* its destructor gives the slot back */
+static dnnl_engine_t engine;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+static void slot_release(void *v)
+{
+    pthread_mutex_lock(&pool.mu);
+    pool.free[pool.n_free++] = (int)(intptr_t)v - 1;
+    pthread_mutex_unlock(&pool.mu);
+}
+
+static void engine_init(void)
+{
+    DNNL_OK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+    AL_ASSERT(pthread_key_create(&slot_key, slot_release) == 0);
+}
+
+static const char *isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+    }
+}
+
+const char *al_bf16_isa(void) { return isa_name(dnnl_get_effective_cpu_isa()); }
+
+int al_bf16_check(al_err *e)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    const char *force = getenv("AL_BF16_ISA");
+    int has = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    if (force && strcmp(force, "none") == 0) has = 0;
+    if (has) return 0;
+    return al_errf(e, "train.precision bf16: this CPU has no bf16 dot products (avx512_bf16 or "
+                      "AMX; oneDNN's ISA here: %s%s): use train.precision f32",
+                   isa_name(isa), force ? ", AL_BF16_ISA=none" : "");
+}
+
+/* The calling thread's slot, set up on its first product. */
+static slot *my(void)
+{
+    if (my_slot >= 0) return &slots[my_slot];
+    pthread_once(&engine_once, engine_init);
+    pthread_mutex_lock(&pool.mu);
+    int i = pool.n_free ? pool.free[--pool.n_free] : pool.n_used++;
+    pthread_mutex_unlock(&pool.mu);
+    AL_ASSERT(i < SLOTS);
+    AL_ASSERT(pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1)) == 0);
+    my_slot = i;
+    omp_set_num_threads(1);   /* this thread's oneDNN calls start no team */
+    slot *s = &slots[i];
+    if (!s->stream) DNNL_OK(dnnl_stream_create(&s->stream, engine, dnnl_stream_default_flags));
+    return s;
+}
+
+/* A 2-D descriptor: logical (rows, cols) at the given strides. */
+static void md2(dnnl_memory_desc_t *md, int rows, int cols, long rs, long cs, dnnl_data_type_t t)
+{
+    dnnl_dims_t dims = {rows, cols}, strides = {rs, cs};
+    DNNL_OK(dnnl_memory_desc_init_by_strides(md, 2, dims, t, strides));
+}
+
+/* The matmul of key k: A (M, K) and B (K, N) dense bf16 in their stored
+ * layouts (transposed ones by strides), C f32 at ldc; alpha as an output
+ * scale and beta as a sum post-op, as sgemm's alpha . A B + beta C. */
+static void prim_create(prim *p, const prim_key *k)
+{
+    dnnl_memory_desc_t a, b, c;
+    md2(&a, k->M, k->K, k->ta == CblasNoTrans ? k->K : 1, k->ta == CblasNoTrans ? 1 : k->M,
+        dnnl_bf16);
+    md2(&b, k->K, k->N, k->tb == CblasNoTrans ? k->N : 1, k->tb == CblasNoTrans ? 1 : k->K,
+        dnnl_bf16);
+    md2(&c, k->M, k->N, k->ldc, 1, dnnl_f32);
+    dnnl_matmul_desc_t d;
+    DNNL_OK(dnnl_matmul_desc_init(&d, &a, &b, NULL, &c));
+    dnnl_primitive_attr_t attr;
+    DNNL_OK(dnnl_primitive_attr_create(&attr));
+    if (k->alpha != 1.0f) DNNL_OK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha));
+    dnnl_post_ops_t po = NULL;
+    if (k->beta != 0.0f) {
+        DNNL_OK(dnnl_post_ops_create(&po));
+        DNNL_OK(dnnl_post_ops_append_sum(po, k->beta));
+        DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_OK(dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+    DNNL_OK(dnnl_primitive_create(&p->p, pd));
+    DNNL_OK(dnnl_memory_create(&p->a, &a, engine, DNNL_MEMORY_NONE));
+    DNNL_OK(dnnl_memory_create(&p->b, &b, engine, DNNL_MEMORY_NONE));
+    DNNL_OK(dnnl_memory_create(&p->c, &c, engine, DNNL_MEMORY_NONE));
+    DNNL_OK(dnnl_primitive_desc_destroy(pd));
+    if (po) DNNL_OK(dnnl_post_ops_destroy(po));
+    DNNL_OK(dnnl_primitive_attr_destroy(attr));
+    p->key = *k;
+}
+
+static void prim_destroy(prim *p)
+{
+    dnnl_primitive_destroy(p->p);
+    dnnl_memory_destroy(p->a), dnnl_memory_destroy(p->b), dnnl_memory_destroy(p->c);
+}
+
+static prim *prim_get(slot *s, const prim_key *k)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!memcmp(&s->prims[i].key, k, sizeof *k)) return &s->prims[i];
+    prim *p;
+    if (s->n < PRIMS) p = &s->prims[s->n++];
+    else p = &s->prims[s->next++ % PRIMS], prim_destroy(p);
+    prim_create(p, k);
+    return p;
+}
+
+AL_CLONES static void round_rows(uint16_t *restrict out, const float *restrict x, int rows,
+                                 int cols, int ld)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) out[(size_t)i * cols + j] = to_bf16(x[(size_t)i * ld + j]);
+}
+
+/* rows x cols of x at ld, rounded to bf16 into a dense buffer of *buf. */
+static uint16_t *pack(uint16_t **buf, size_t *cap, const float *x, int rows, int cols, int ld)
+{
+    size_t n = (size_t)rows * cols;
+    if (n > *cap) {
+        free(*buf);
+        *buf = al_malloc(n * sizeof **buf);
+        *cap = n;
+    }
+    round_rows(*buf, x, rows, cols, ld);
+    return *buf;
+}
+
+void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc)
+{
+    slot *s = my();
+    prim_key k;
+    memset(&k, 0, sizeof k);   /* compared with memcmp */
+    k = (prim_key){ta, tb, M, N, K, ldc, alpha, beta};
+    prim *p = prim_get(s, &k);
+    uint16_t *a = ta == CblasNoTrans ? pack(&s->a, &s->a_cap, A, M, K, lda)
+                                     : pack(&s->a, &s->a_cap, A, K, M, lda);
+    uint16_t *b = tb == CblasNoTrans ? pack(&s->b, &s->b_cap, B, K, N, ldb)
+                                     : pack(&s->b, &s->b_cap, B, N, K, ldb);
+    DNNL_OK(dnnl_memory_set_data_handle(p->a, a));
+    DNNL_OK(dnnl_memory_set_data_handle(p->b, b));
+    DNNL_OK(dnnl_memory_set_data_handle(p->c, C));
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    DNNL_OK(dnnl_primitive_execute(p->p, s->stream, 3, args));
+    DNNL_OK(dnnl_stream_wait(s->stream));
+}
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * test_bf16.c - train.precision bf16 (src/base/bf16.c, al_bf16.h): bf16
+ * products within bf16's bound of the f32 ones and within f32 rounding of
+ * an exact product of the rounded operands; a training step's loss and
+ * gradients near f32's; the same bits from the same seed and threads (1
+ * and 2); a resume bit-exact; the precision in checkpoints and in the
+ * resume check; the one-line refusal where the CPU has no bf16. Where
+ * this build or CPU cannot run bf16 at all, the tests that need it say so
+ * and pass.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_checkpoint.h"
+#include "al_config_io.h"
+#include "al_gemm.h"
+#include "al_model.h"
+#include "al_parallel.h"
+#include "al_registry.h"
+#include "al_test.h"
+#include "al_test_model.h"
+#include "al_train.h"
+#include "al_util.h"
+
+/* 0 when bf16 runs here; else says why the test is skipped. */
+static int no_bf16(void)
+{
+    al_err e;
+    if (al_bf16_check(&e) == 0) return 0;
+    fprintf(stderr, "test_bf16: skipped: %s\n", e.msg);
+    return 1;
+}
+
+static void set_precision(const char *p)
+{
+    al_err e;
+    ck_assert_msg(al_gemm_set_precision(p, &e) == 0, "%s", e.msg);
+}
+
+/* ------------------------------------------------------------ products */
+
+typedef struct shape {
+    CBLAS_TRANSPOSE ta, tb;
+    int M, N, K;
+    float alpha, beta;
+} shape;
+
+static float *randn(al_rng *r, size_t n)
+{
+    float *x = al_malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)al_rng_normal(r);
+    return x;
+}
+
+/* Element (i, j) of op(X) for X stored with leading dimension ld. */
+static double at(const float *X, int ld, CBLAS_TRANSPOSE t, int i, int j, int round)
+{
+    float x = t == CblasNoTrans ? X[(size_t)i * ld + j] : X[(size_t)j * ld + i];
+    return round ? al_bf16_round(x) : x;
+}
+
+/* C from bf16, C from f32 against, per element: the exact product of the
+ * bf16-rounded operands (f32 accumulation over K terms: K * 2^-23 of the
+ * sum of |terms|), and the f32 product (each operand's rounding, 2^-8 of
+ * each, plus that). */
+static void check_shape(const shape *s, al_rng *r, double *worst)
+{
+    int lda = s->ta == CblasNoTrans ? s->K : s->M, ldb = s->tb == CblasNoTrans ? s->N : s->K;
+    size_t nc = (size_t)s->M * s->N;
+    float *A = randn(r, (size_t)s->M * s->K), *B = randn(r, (size_t)s->K * s->N);
+    float *C0 = randn(r, nc), *Cb = al_malloc(nc * 4), *Cf = al_malloc(nc * 4);
+    memcpy(Cb, C0, nc * 4), memcpy(Cf, C0, nc * 4);
+    set_precision("bf16");
+    al_sgemm_pool(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta, Cb, s->N);
+    set_precision("f32");
+    al_sgemm_pool(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta, Cf, s->N);
+    int differ = 0;
+    for (int i = 0; i < s->M; i++)
+        for (int j = 0; j < s->N; j++) {
+            double exact = 0, mag = 0;
+            for (int k = 0; k < s->K; k++) {
+                double t = at(A, lda, s->ta, i, k, 1) * at(B, ldb, s->tb, k, j, 1);
+                exact += t, mag += fabs(t);
+            }
+            size_t c = (size_t)i * s->N + j;
+            double want = s->alpha * exact + s->beta * C0[c], tol = (s->K + 2) * 0x1p-23 * mag + 1e-6;
+            double got = Cb[c], d = fabs(got - want);
+            ck_assert_msg(d <= tol, "%dx%dx%d (%d,%d): bf16 %g, exact %g", s->M, s->N, s->K, i, j,
+                          got, want);
+            double bound = fabs(s->alpha) * (2 * 0x1p-8 + 0x1p-16) * mag * 1.01 + 2 * tol;
+            ck_assert_msg(fabs(got - Cf[c]) <= bound, "(%d,%d): bf16 %g, f32 %g", i, j, got, Cf[c]);
+            if (mag > 0 && fabs(got - Cf[c]) / mag > *worst) *worst = fabs(got - Cf[c]) / mag;
+            differ |= got != Cf[c];
+        }
+    ck_assert_msg(differ, "%dx%dx%d: bf16 gave f32's bits (not bf16?)", s->M, s->N, s->K);
+    free(A), free(B), free(C0), free(Cb), free(Cf);
+}
+
+START_TEST(bf16_products_should_be_within_bf16_bound_of_f32)
+{
+    if (no_bf16()) return;
+    al_rng r;
+    al_rng_seed(&r, 25);
+    double worst = 0;
+    for (int threads = 1; threads <= 2; threads++) {
+        al_parallel_set_threads(threads);
+        for (int n = 0; n < 12; n++) {
+            shape s = {al_rng_uniform(&r) < 0.5 ? CblasNoTrans : CblasTrans,
+                       al_rng_uniform(&r) < 0.5 ? CblasNoTrans : CblasTrans,
+                       1 + (int)(al_rng_uniform(&r) * 300), 1 + (int)(al_rng_uniform(&r) * 200),
+                       1 + (int)(al_rng_uniform(&r) * 400), n % 3 ? 1.0f : 0.125f,
+                       n % 2 ? 1.0f : 0.0f};
+            check_shape(&s, &r, &worst);
+        }
+        /* one past the split threshold, so the pool's splits run too */
+        shape big = {CblasNoTrans, CblasTrans, 301, 203, 97, 1.0f, 0.0f};
+        check_shape(&big, &r, &worst);
+    }
+    fprintf(stderr, "test_bf16: worst |bf16 - f32| / sum|a b| = %.2e (bound %.2e)\n", worst,
+            2 * 0x1p-8 + 0x1p-16);
+}
+END_TEST
+
+/* beta 0 ignores NaN in C, as sgemm's does; K = 0 only scales C. */
+START_TEST(bf16_products_should_keep_sgemm_edge_cases)
+{
+    if (no_bf16()) return;
+    al_parallel_set_threads(1);
+    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1}, C[4] = {NAN, NAN, NAN, NAN};
+    set_precision("bf16");
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2);
+    float want[4] = {4, 5, 10, 11};
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(C[i], want[i]);
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, 2, 2, 0, 1.0f, A, 3, B, 2, 0.5f, C, 2);
+    ck_assert_float_eq(C[0], 2.0f);
+    set_precision("f32");
+}
+END_TEST
+
+/* The pool's workers end whenever the thread count changes; each gives its
+ * oneDNN slot back, so more threads than there are slots (256) come and go
+ * without running out, and the product stays right. */
+START_TEST(ended_threads_should_give_their_slots_back)
+{
+    if (no_bf16()) return;
+    int M = 128, N = 128, K = 64;
+    float *A = al_malloc((size_t)M * K * 4), *B = al_malloc((size_t)K * N * 4);
+    float *C = al_malloc((size_t)M * N * 4);
+    for (int i = 0; i < M * K; i++) A[i] = 1.0f;
+    for (int i = 0; i < K * N; i++) B[i] = 0.5f;
+    set_precision("bf16");
+    for (int r = 0; r < 600; r++) {
+        al_parallel_set_threads(1 + r % 2);
+        al_sgemm_pool(CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+        ck_assert_float_eq(C[(size_t)(r % M) * N + r % N], 32.0f);
+    }
+    set_precision("f32");
+    free(A), free(B), free(C);
+}
+END_TEST
+
+/* ------------------------------------------------------------ a step */
+
+static void grads_of(al_model *m, const int *in, const int *tgt, double *loss, float *g)
+{
+    *loss = al_model_forward(m, in, tgt, NULL, 2, 16);
+    al_model_backward(m);
+    memcpy(g, m->grads, m->n_params * sizeof *g);
+}
+
+START_TEST(bf16_step_should_give_f32_loss_and_gradients_within_tolerance)
+{
+    if (no_bf16()) return;
+    al_parallel_set_threads(1);
+    const char *names[] = {"mha", "gqa", "mla", "tpa"};
+    for (int v = 0; v < 4; v++) {
+        al_model_config c;
+        ck_assert_int_eq(al_test_tiny_config(&c, al_variant_find(names[v]), 2, 32, 4, 8, 16, 40),
+                         0);
+        al_model m;
+        al_err e;
+        ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+        al_model_init_weights(&m, 7);
+        ck_assert_int_eq(al_model_reserve(&m, 2, 16, &e), 0);
+        int in[32], tgt[32];
+        for (int i = 0; i < 32; i++) in[i] = (i * 7 + 3) % 40, tgt[i] = (i * 11 + 5) % 40;
+        float *g32 = al_malloc(m.n_params * 4), *g16 = al_malloc(m.n_params * 4);
+        double l32, l16;
+        set_precision("f32");
+        grads_of(&m, in, tgt, &l32, g32);
+        set_precision("bf16");
+        grads_of(&m, in, tgt, &l16, g16);
+        set_precision("f32");
+        double *a = al_malloc(m.n_params * 8), *b = al_malloc(m.n_params * 8);
+        for (size_t i = 0; i < m.n_params; i++) a[i] = g32[i], b[i] = g16[i];
+        double rel = al_test_rel_err(a, b, m.n_params);
+        fprintf(stderr, "test_bf16: %s: loss f32 %.6f bf16 %.6f, gradient rel err %.2e\n",
+                names[v], l32, l16, rel);
+        ck_assert_msg(fabs(l32 - l16) < 5e-3 * fabs(l32), "%s: loss %g vs %g", names[v], l16, l32);
+        ck_assert_msg(rel < 3e-2, "%s: gradients off by %g", names[v], rel);
+        ck_assert_msg(rel > 0, "%s: bf16 gave f32's gradients (not bf16?)", names[v]);
+        free(a), free(b), free(g32), free(g16);
+        al_model_free(&m);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ runs */
+
+static void run_config(al_config *c, const char *dir, int threads)
+{
+    char text[20001];
+    const char *s = "It is a truth universally acknowledged, that a single man in possession ";
+    for (int i = 0; i < 20000; i++) text[i] = s[(i * 7 + i / 13) % strlen(s)];
+    text[20000] = 0;
+    char *path = al_test_write(dir, "data.txt", text);
+    al_config_defaults(c);
+    snprintf(c->data.source, sizeof c->data.source, "text");
+    snprintf(c->data.path, sizeof c->data.path, "%s", path);
+    free(path);
+    c->model.n_layer = 2, c->model.d_model = 64, c->model.n_head = 4, c->model.d_head = 16;
+    c->model.seq_len = 32;
+    c->model.attn = al_variant_find("gqa");
+    snprintf(c->model.variant, sizeof c->model.variant, "gqa");
+    c->model.attn_set[0] = 2;
+    c->train.steps = 12, c->train.batch_size = 4, c->train.lr = 1e-2;
+    c->train.warmup_steps = 2, c->train.eval_every = 6, c->train.eval_batches = 2;
+    c->train.threads = threads;
+    snprintf(c->train.precision, sizeof c->train.precision, "bf16");
+}
+
+static void train_ok(const al_config *c, const char *dir, int resume, int stop, int want)
+{
+    al_train_opts o = {.outdir = dir, .resume = resume, .stop_after = stop};
+    al_train_result r;
+    al_err e;
+    ck_assert_msg(al_train(c, &o, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.status, want);
+}
+
+static char *file_bytes(const char *dir, const char *name, size_t *n)
+{
+    char path[8400], *buf;
+    al_err e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(al_read_file(path, &buf, n, &e) == 0, "%s", e.msg);
+    return buf;
+}
+
+/* 1 when the two runs' checkpoints are the same bytes. */
+static int same_model(const char *d1, const char *d2)
+{
+    size_t n1, n2;
+    char *b1 = file_bytes(d1, "model.safetensors", &n1), *b2 = file_bytes(d2, "model.safetensors", &n2);
+    int same = n1 == n2 && memcmp(b1, b2, n1) == 0;
+    free(b1), free(b2);
+    return same;
+}
+
+START_TEST(bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads)
+{
+    if (no_bf16()) return;
+    for (int threads = 1; threads <= 2; threads++) {
+        char *d1 = al_test_tmpdir(), *d2 = al_test_tmpdir(), *d3 = al_test_tmpdir();
+        al_config c;
+        run_config(&c, d1, threads);
+        train_ok(&c, d1, 0, 0, AL_TRAIN_OK);
+        train_ok(&c, d2, 0, 0, AL_TRAIN_OK);
+        ck_assert_msg(same_model(d1, d2), "%d threads: two bf16 runs differ", threads);
+        snprintf(c.train.precision, sizeof c.train.precision, "f32");
+        train_ok(&c, d3, 0, 0, AL_TRAIN_OK);
+        ck_assert_msg(!same_model(d1, d3), "%d threads: bf16 run equals f32 run", threads);
+        free(d1), free(d2), free(d3);
+    }
+}
+END_TEST
+
+START_TEST(bf16_resume_should_be_bit_exact_and_record_the_precision)
+{
+    if (no_bf16()) return;
+    char *d1 = al_test_tmpdir(), *d2 = al_test_tmpdir(), path[4200];
+    al_config c;
+    run_config(&c, d1, 2);
+    train_ok(&c, d1, 0, 0, AL_TRAIN_OK);
+    c.train.checkpoint_every = 3;
+    train_ok(&c, d2, 0, 7, AL_TRAIN_STOPPED);
+    /* the saved config and checkpoint say bf16; a resume in f32 is refused */
+    size_t n;
+    char *cfg = file_bytes(d2, "config.yaml", &n), *ck = file_bytes(d2, "model.safetensors", &n);
+    ck_assert_ptr_nonnull(strstr(cfg, "  precision: bf16\n"));
+    ck_assert_ptr_nonnull(memmem(ck, n, "\"attnlab.precision\":\"bf16\"", 26));
+    free(cfg), free(ck);
+    al_config f = c;
+    snprintf(f.train.precision, sizeof f.train.precision, "f32");
+    al_train_opts o = {.outdir = d2, .resume = 1};
+    al_train_result r;
+    al_err e;
+    ck_assert_int_ne(al_train(&f, &o, &r, &e), 0);
+    ck_assert_msg(strstr(e.msg, "train.precision"), "refusal without the key: %s", e.msg);
+    c.train.checkpoint_every = 0;
+    train_ok(&c, d2, 1, 0, AL_TRAIN_OK);
+    ck_assert_msg(same_model(d1, d2), "resumed bf16 run differs from the uninterrupted one");
+    /* a model.safetensors read back sets the process to its precision */
+    al_model m;
+    snprintf(path, sizeof path, "%s/model.safetensors", d2);
+    ck_assert_msg(al_checkpoint_load_run(path, &m, NULL, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(al_gemm_precision(), AL_PRECISION_BF16);
+    al_model_free(&m);
+    set_precision("f32");
+    free(d1), free(d2);
+}
+END_TEST
+
+/* f32 runs write no precision (old runs keep their ids) but their
+ * checkpoints say f32. */
+START_TEST(f32_config_should_not_write_the_precision)
+{
+    char *d = al_test_tmpdir();
+    al_config c;
+    run_config(&c, d, 1);
+    c.train.steps = 2, c.train.eval_every = 2, c.train.warmup_steps = 1;
+    snprintf(c.train.precision, sizeof c.train.precision, "f32");
+    train_ok(&c, d, 0, 0, AL_TRAIN_OK);
+    size_t n;
+    char *cfg = file_bytes(d, "config.yaml", &n), *ck = file_bytes(d, "model.safetensors", &n);
+    ck_assert_ptr_null(strstr(cfg, "precision"));
+    ck_assert_ptr_nonnull(memmem(ck, n, "\"attnlab.precision\":\"f32\"", 25));
+    free(cfg), free(ck), free(d);
+}
+END_TEST
+
+
+/* A sweep takes train.precision as an axis; score and generate run in the
+ * checkpoint's precision, so a bf16 one is refused where bf16 cannot run
+ * and an f32 one is not. */
+START_TEST(sweeps_should_take_the_precision_as_an_axis_and_score_respect_it)
+{
+    if (no_bf16()) return;
+    char *d = al_test_tmpdir(), *out = NULL, args[4400], text[4400];
+    al_config c;
+    run_config(&c, d, 1);   /* its data.txt */
+    snprintf(text, sizeof text,
+        "data: {source: text, path: %s}\n"
+        "model: {n_layer: 1, d_model: 32, n_head: 2, seq_len: 16}\n"
+        "train: {steps: 4, batch_size: 2, eval_every: 2, eval_batches: 1, threads: 1}\n"
+        "sweep:\n  seeds: 1\n  grid:\n    train.precision: [f32, bf16]\n", c.data.path);
+    char *cfg = al_test_write(d, "s.yaml", text);
+    snprintf(args, sizeof args, "sweep %s --out %s/o --jobs 1", cfg, d);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    free(out);
+    const char *trial[2] = {"precision-f32_seed1", "precision-bf16_seed1"};
+    for (int i = 0; i < 2; i++) {
+        char dir[4300];
+        size_t n;
+        snprintf(dir, sizeof dir, "%s/o/%s", d, trial[i]);
+        char *ck = file_bytes(dir, "model.safetensors", &n);
+        ck_assert_ptr_nonnull(memmem(ck, n, i ? "\"attnlab.precision\":\"bf16\""
+                                              : "\"attnlab.precision\":\"f32\"", 26 - !i));
+        free(ck);
+        /* what the trial's bits depend on: oneDNN's ISA for the bf16 one */
+        char *res = file_bytes(dir, "result.json", &n);
+        ck_assert_msg((strstr(res, "+onednn:") != NULL) == i, "%s: %s", trial[i], res);
+        free(res);
+        snprintf(args, sizeof args, "score %s/model.safetensors %s --seq-len 8", dir, cfg);
+        setenv("AL_BF16_ISA", "none", 1);
+        int rc = al_test_attnlab(args, &out);
+        snprintf(args, sizeof args, "generate %s/model.safetensors --prompt ab --tokens 3", dir);
+        char *gen = NULL;
+        int grc = al_test_attnlab(args, &gen);
+        unsetenv("AL_BF16_ISA");
+        ck_assert_msg(rc == (i ? 2 : 0), "score %s: exit %d: %s", trial[i], rc, out);
+        ck_assert_msg(grc == (i ? 2 : 0), "generate %s: exit %d: %s", trial[i], grc, gen);
+        if (i) ck_assert_msg(strstr(out, "trained in bf16") != NULL, "%s", out);
+        free(out), free(gen);
+    }
+    free(cfg), free(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the CPU */
+
+START_TEST(a_cpu_without_bf16_should_be_refused_in_one_line)
+{
+    char *d = al_test_tmpdir(), *out = NULL, args[4400];
+    free(al_test_write(d, "data.txt", "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz "
+                                      "abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz\n"));
+    char *cfg = al_test_write(d, "c.yaml",
+        "data: {source: text, path: data.txt}\n"
+        "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 8}\n"
+        "train: {steps: 2, batch_size: 2, eval_every: 2, eval_batches: 1, threads: 1,\n"
+        "        precision: bf16}\n");
+    snprintf(args, sizeof args, "train %s --out %s/run", cfg, d);
+    setenv("AL_BF16_ISA", "none", 1);
+    int rc = al_test_attnlab(args, &out);
+    unsetenv("AL_BF16_ISA");
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, out);
+    al_err e;
+    if (al_bf16_check(&e) != 0 && !strstr(e.msg, "this CPU"))   /* a build without oneDNN */
+        ck_assert_msg(strstr(out, "built without oneDNN") != NULL, "%s", out);
+    else
+        ck_assert_msg(strstr(out, "train.precision bf16: this CPU has no bf16 dot products") != NULL,
+                      "%s", out);
+    const char *line = strstr(out, "train.precision bf16:"), *nl = line ? strchr(line, '\n') : NULL;
+    ck_assert_msg(nl && !nl[1], "not one line: %s", out);
+    free(out), free(cfg), free(d);
+}
+END_TEST
+
+Suite *bf16_suite(void)
+{
+    Suite *s = suite_create("bf16");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, bf16_products_should_be_within_bf16_bound_of_f32);
+    tcase_add_test(tc, bf16_products_should_keep_sgemm_edge_cases);
+    tcase_add_test(tc, ended_threads_should_give_their_slots_back);
+    tcase_add_test(tc, bf16_step_should_give_f32_loss_and_gradients_within_tolerance);
+    tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
+    tcase_add_test(tc, bf16_resume_should_be_bit_exact_and_record_the_precision);
+    tcase_add_test(tc, f32_config_should_not_write_the_precision);
+    tcase_add_test(tc, sweeps_should_take_the_precision_as_an_axis_and_score_respect_it);
+    tcase_add_test(tc, a_cpu_without_bf16_should_be_refused_in_one_line);
+    suite_add_tcase(s, tc);
+    return s;
+}
