@@ -147,7 +147,11 @@ END_TEST
  * seeds 1..3 is {-0.03, -0.02, -0.05}, mean -0.03333, sd 0.0152753, half-
  * width t(0.975, 2) sd / sqrt(3) = 0.037946: straddles 0, so "better" is
  * "cannot tell"; c - a = {0.20, 0.21, 0.19}: [0.1752, 0.2248], so c is
- * resolved worse and "better" is contradicted. */
+ * resolved worse and "better" is contradicted. e - a = {0.015, 0.03,
+ * 0.0225}: mean 0.0225, sd 0.0075, resolved worse at 95 % on its own
+ * ([+0.0039, +0.0411]) but not within the simultaneous intervals of the 4
+ * claims, t(1 - 0.025 / 4, 2) = 8.860200034654257 (scipy.stats.t.ppf):
+ * [-0.0159, +0.0609], so "E beats A" is "cannot tell", not "contradicted". */
 START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
 {
     static const char head[] =
@@ -155,13 +159,14 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
         "tokens_per_step,final_train_loss,val_loss,best_val_loss,test_loss,tokens_per_s,"
         "wall_s,status,reason\n";
     double a[] = {2.00, 2.10, 2.05}, b[] = {1.97, 2.08, 2.00}, c[] = {2.20, 2.31, 2.24};
+    double e4[] = {2.015, 2.13, 2.0725};
     char text[4096], *dir = al_test_tmpdir();
     snprintf(text, sizeof text, "%s", head);
-    const char *names[] = {"a", "b", "c"};
-    const double *loss[] = {a, b, c};
-    int kv[] = {1000, 250, 500};
+    const char *names[] = {"a", "b", "c", "e"};
+    const double *loss[] = {a, b, c, e4};
+    int kv[] = {1000, 250, 500, 125};
     for (int s = 0; s < 3; s++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             size_t len = strlen(text);
             snprintf(text + len, sizeof text - len, "%s_seed%d,%s,%s,%d,mha,%d,100,%d,10,64,2,2,2,"
                      "%.17g,1000,1,ok,\n", names[k], s + 1, names[k], names[k], k == 0, s + 1,
@@ -176,7 +181,9 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
                        "{\"claim\": \"C beats A\", \"config\": \"c\", \"versus\": \"a\","
                        " \"expect\": \"better\"},"
                        "{\"claim\": \"C as good as B\", \"config\": \"c\", \"versus\": \"b\","
-                       " \"expect\": \"no_worse\", \"margin\": 0.5}]}"));
+                       " \"expect\": \"no_worse\", \"margin\": 0.5},"
+                       "{\"claim\": \"E beats A\", \"config\": \"e\", \"versus\": \"a\","
+                       " \"expect\": \"better\"}]}"));
     setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
     al_report_stats st;
     al_err e;
@@ -188,9 +195,10 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
     ck_assert_msg(al_read_file(path, &md, &n, &e) == 0, "%s", e.msg);
     double sd = sqrt((pow(-0.03 + 0.1 / 3, 2) + pow(-0.02 + 0.1 / 3, 2) + pow(-0.05 + 0.1 / 3, 2)) /
                      2), h = 4.302652729911275 * sd / sqrt(3);
+    double hs = 8.860200034654257 * sd / sqrt(3);   /* simultaneous over the 4 */
     snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 (0.25x) | %+.4f "
-             "[%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3, -0.1 / 3 - h,
-             -0.1 / 3 + h);
+             "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3,
+             -0.1 / 3 - h, -0.1 / 3 + h, -0.1 / 3 - hs, -0.1 / 3 + hs);
     ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
     ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 (0.50x) | +0.2000 ["),
                   "%s", md);
@@ -198,6 +206,13 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
     /* c - b = {0.23, 0.23, 0.24}: far below the margin 0.5 */
     ck_assert_msg(strstr(md, "| C as good as B | c | b | no_worse (margin 0.5) |"), "%s", md);
     ck_assert_msg(strstr(md, "**supported**: worse by less than 0.5"), "%s", md);
+    snprintf(want, sizeof want, "| E beats A | e | a | better | 125 vs 1000 (0.12x) | +0.0225 "
+             "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |",
+             0.0225 - 4.302652729911275 * 0.0075 / sqrt(3),
+             0.0225 + 4.302652729911275 * 0.0075 / sqrt(3),
+             0.0225 - 8.860200034654257 * 0.0075 / sqrt(3),
+             0.0225 + 8.860200034654257 * 0.0075 / sqrt(3));
+    ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
     /* in the header: before the configurations table */
     ck_assert(strstr(md, "## Claims under test") < strstr(md, "## Configurations"));
     free(md), free(dir);

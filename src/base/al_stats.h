@@ -24,6 +24,8 @@ typedef struct al_stat {
 void al_stat_of(const double *x, int n, al_stat *s);
 /* The 0.975 quantile of Student's t with dof degrees of freedom (dof >= 1). */
 double al_t975(int dof);
+/* The p quantile of Student's t (0 < p < 1, dof >= 1). */
+double al_t_quantile(double p, int dof);
 /* 1 when the 95 % interval of a difference excludes 0 (n >= 2 and
  * |mean| > ci95); 0 otherwise, including too few pairs. */
 int al_stat_resolved(const al_stat *d);

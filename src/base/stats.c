@@ -14,6 +14,11 @@ double al_t975(int dof)
     return gsl_cdf_tdist_Pinv(0.975, (double)dof);
 }
 
+double al_t_quantile(double p, int dof)
+{
+    return gsl_cdf_tdist_Pinv(p, (double)dof);
+}
+
 /* Two passes: the mean first, then squared deviations from it, which
  * stays accurate for losses that agree to many digits. */
 void al_stat_of(const double *x, int n, al_stat *s)
