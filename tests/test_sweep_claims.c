@@ -134,6 +134,14 @@ START_TEST(verdicts_read_the_interval_as_worked_by_hand)
      * [0.012, 0.02] lies beyond it; a resolved improvement is also no worse */
     ck_assert_str_eq(verdict(AL_CLAIM_NO_WORSE, 0.01, 4, 0.005, 0.003, 0), "supported");
     ck_assert_str_eq(verdict(AL_CLAIM_NO_WORSE, 0.01, 4, 0.010, 0.006, 0), "cannot tell");
+    char why[128];
+    al_sweep_claim nw = {.expect = AL_CLAIM_NO_WORSE, .margin = 0.01};
+    al_stat straddle = {.n = 4, .mean = 0.010, .ci95 = 0.006}, near0 = {.n = 4, .mean = 0.005,
+                                                                      .ci95 = 0.008};
+    al_report_claim_verdict(&nw, &straddle, 0, why, sizeof why);   /* [0.004, 0.016] */
+    ck_assert_str_eq(why, "resolved worse, but the interval straddles the margin 0.01");
+    al_report_claim_verdict(&nw, &near0, 0, why, sizeof why);      /* [-0.003, 0.013] */
+    ck_assert_str_eq(why, "the interval straddles the margin 0.01");
     ck_assert_str_eq(verdict(AL_CLAIM_NO_WORSE, 0.01, 4, 0.016, 0.004, 0), "contradicted");
     ck_assert_str_eq(verdict(AL_CLAIM_NO_WORSE, 0.01, 4, -0.05, 0.01, 0), "supported");
     ck_assert_str_eq(verdict(AL_CLAIM_ANY, 0, 4, 0.03, 0.02, 0), "resolved");

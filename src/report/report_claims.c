@@ -72,7 +72,8 @@ const char *al_report_claim_verdict(const al_sweep_claim *c, const al_stat *d, i
                    "supported";
         if (lo > c->margin)
             return snprintf(why, n, "worse by more than %g", c->margin), "contradicted";
-        return snprintf(why, n, "the interval straddles the margin %g", c->margin),
+        return snprintf(why, n, "%sthe interval straddles the margin %g",
+                        lo > 0 ? "resolved worse, but " : "", c->margin),
                "cannot tell";
     default:
         if (hi < 0) return snprintf(why, n, "better"), "resolved";
