@@ -204,17 +204,17 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
     double sd = sqrt((pow(-0.03 + 0.1 / 3, 2) + pow(-0.02 + 0.1 / 3, 2) + pow(-0.05 + 0.1 / 3, 2)) /
                      2), h = 4.302652729911275 * sd / sqrt(3);
     double hs = 8.860200034654257 * sd / sqrt(3);   /* simultaneous over the 4 */
-    snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 (0.25x) | %+.4f "
+    snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 B/token (0.25x) | %+.4f "
              "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3,
              -0.1 / 3 - h, -0.1 / 3 + h, -0.1 / 3 - hs, -0.1 / 3 + hs);
     ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
-    ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 (0.50x) | +0.2000 ["),
+    ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 B/token (0.50x) | +0.2000 ["),
                   "%s", md);
     ck_assert_msg(strstr(md, "| 3 | **contradicted**: resolved worse |"), "%s", md);
     /* c - b = {0.23, 0.23, 0.24}: far below the margin 0.5 */
     ck_assert_msg(strstr(md, "| C as good as B | c | b | no_worse (margin 0.5) |"), "%s", md);
     ck_assert_msg(strstr(md, "**supported**: worse by less than 0.5"), "%s", md);
-    snprintf(want, sizeof want, "| E beats A | e | a | better | 125 vs 1000 (0.12x) | +0.0225 "
+    snprintf(want, sizeof want, "| E beats A | e | a | better | 125 vs 1000 B/token (0.12x) | +0.0225 "
              "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |",
              0.0225 - 4.302652729911275 * 0.0075 / sqrt(3),
              0.0225 + 4.302652729911275 * 0.0075 / sqrt(3),
@@ -223,6 +223,40 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
     ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
     /* in the header: before the configurations table */
     ck_assert(strstr(md, "## Claims under test") < strstr(md, "## Configurations"));
+    free(md), free(dir);
+}
+END_TEST
+
+/* A bounded layer's per-token bytes equal a global one's; its saving shows
+ * in the whole cache at report.context, which the row then compares. */
+START_TEST(claims_compare_whole_caches_at_the_report_context)
+{
+    static const char head[] =
+        "trial,config,group,baseline,variant,seed,params,kv_bytes_per_token,kv_context,"
+        "kv_bytes_at_context,steps,tokens_per_step,final_train_loss,val_loss,best_val_loss,"
+        "test_loss,tokens_per_s,wall_s,status,reason\n";
+    char text[2048], *dir = al_test_tmpdir();
+    snprintf(text, sizeof text, "%s"
+             "g_seed1,g,g,1,mha,1,100,100,1024,102400,10,64,2,2,2,2.00,1000,1,ok,\n"
+             "l_seed1,l,l,0,local,1,100,100,1024,6800,10,64,2,2,2,2.01,1000,1,ok,\n"
+             "g_seed2,g,g,1,mha,2,100,100,1024,102400,10,64,2,2,2,2.10,1000,1,ok,\n"
+             "l_seed2,l,l,0,local,2,100,100,1024,6800,10,64,2,2,2,2.12,1000,1,ok,\n", head);
+    free(al_test_write(dir, "summary.csv", text));
+    free(al_test_write(dir, "sweep.json",
+                       "{\"experiment\": \"x\", \"claims\": [{\"claim\": \"L as good\", "
+                       "\"config\": \"l\", \"versus\": \"g\", \"expect\": \"no_worse\", "
+                       "\"margin\": 0.1}]}"));
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    unsetenv("AL_GNUPLOT");
+    char path[4200], *md = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    ck_assert_msg(al_read_file(path, &md, &n, &e) == 0, "%s", e.msg);
+    ck_assert_msg(strstr(md, "| L as good | l | g | no_worse (margin 0.1) | 6800 vs 102400 B at "
+                             "1024 tokens (0.07x) |"), "%s", md);
     free(md), free(dir);
 }
 END_TEST
@@ -236,6 +270,7 @@ Suite *sweep_claims_suite(void)
                         (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, verdicts_read_the_interval_as_worked_by_hand);
     tcase_add_test(tc, report_section_pairs_by_seed_and_gives_verdicts);
+    tcase_add_test(tc, claims_compare_whole_caches_at_the_report_context);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -107,8 +107,15 @@ static void claim_row(FILE *f, const report *R, const al_sweep_claim *c)
     if (d.n >= 2)
         adj.ci95 = al_t_quantile(1 - 0.025 / R->n_claims, d.n - 1) * d.sd / sqrt((double)d.n);
     const char *v = al_report_claim_verdict(c, &adj, R->use_acc, why, sizeof why);
-    fprintf(f, " | %.0f vs %.0f (%.2fx) | ", a->first->kv, b->first->kv,
-            b->first->kv > 0 ? a->first->kv / b->first->kv : NAN);
+    /* the whole cache at report.context when the summary has it (a bounded
+     * layer's per-token figure says nothing of its saving), else per token */
+    const row *x = a->first, *y = b->first;
+    if (x->kv_at > 0 && y->kv_at > 0 && x->kv_context == y->kv_context)
+        fprintf(f, " | %.0f vs %.0f B at %.0f tokens (%.2fx) | ", x->kv_at, y->kv_at,
+                x->kv_context, x->kv_at / y->kv_at);
+    else
+        fprintf(f, " | %.0f vs %.0f B/token (%.2fx) | ", x->kv, y->kv,
+                y->kv > 0 ? x->kv / y->kv : NAN);
     if (d.n >= 2)
         fprintf(f, "%+.4f [%+.4f, %+.4f] | [%+.4f, %+.4f]", d.mean, d.mean - d.ci95,
                 d.mean + d.ci95, adj.mean - adj.ci95, adj.mean + adj.ci95);
@@ -123,9 +130,10 @@ void al_report_claims_md(FILE *f, const report *R)
     fprintf(f, "\n## Claims under test\n\nWhat the papers claim, beside what this run measured "
             "(Δ: %s of the configuration minus that of the one it is compared with, paired by "
             "seed, with its 95 %% t-interval and the simultaneous interval over the %d "
-            "comparisons; KV bytes per token, and the ratio of the two caches).\n\n",
+            "comparisons; the two caches, whole at the report's context when the summary has "
+            "it, else per token, and their ratio).\n\n",
             R->metric, R->n_claims);
-    fprintf(f, "| claim | configuration | versus | expect | KV bytes/token | Δ %s [95 %%] | "
+    fprintf(f, "| claim | configuration | versus | expect | KV cache | Δ %s [95 %%] | "
             "simultaneous [95 %%, Bonferroni] | pairs | verdict |\n", R->metric);
     fprintf(f, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < R->n_claims; i++) claim_row(f, R, &R->claims[i]);
