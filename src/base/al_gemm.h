@@ -28,7 +28,7 @@
 
 #include "al_bf16.h"   /* the precision of every product here */
 
-enum al_split { AL_SPLIT_ROWS, AL_SPLIT_COLS, AL_SPLIT_GRID, AL_SPLIT_BLAS, AL_NSPLITS };
+enum al_gemm_split { AL_SPLIT_ROWS, AL_SPLIT_COLS, AL_SPLIT_GRID, AL_SPLIT_BLAS, AL_NSPLITS };
 
 /* A product this small runs whole: splitting would cost more than it saves. */
 #define AL_GEMM_PAR_FLOPS (1L << 21)

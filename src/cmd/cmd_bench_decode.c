@@ -17,6 +17,7 @@
 #include "al_parallel.h"
 #include "al_data.h"
 #include "al_decode.h"
+#include "al_gemm.h"
 #include "al_train.h"
 
 typedef struct bench_args {
@@ -185,10 +186,16 @@ static int write_csv(const char *path, const bench_cell *cells, int n, al_err *e
 
 static void print_table(const bench_cell *cells, int n)
 {
-    printf("%-28s %8s %5s %6s %13s %19s %12s %12s\n", "variant", "context", "batch", "dtype",
+    char cpu[128];
+    al_cpu_model(cpu, sizeof cpu);   /* beside every figure: what it was measured on */
+    printf("cpu=%s openblas_core=%s threads=%d\n", cpu, al_blas_core(), al_parallel_threads());
+    int w = 28;   /* a variant with its settings may be longer */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(cells[i].variant) > w) w = (int)strlen(cells[i].variant);
+    printf("%-*s %8s %5s %6s %13s %19s %12s %12s\n", w, "variant", "context", "batch", "dtype",
            "tokens_per_s", "kv_bytes_per_token", "cache_bytes", "weight_bytes");
     for (int i = 0; i < n; i++)
-        printf("%-28s %8d %5d %6s %13.1f %19zu %12zu %12zu\n", cells[i].variant,
+        printf("%-*s %8d %5d %6s %13.1f %19zu %12zu %12zu\n", w, cells[i].variant,
                cells[i].context, cells[i].batch, al_kv_dtype_name(cells[i].dtype),
                cells[i].tokens_per_s, cells[i].bytes_per_token, cells[i].cache_bytes,
                cells[i].weight_bytes);
