@@ -362,8 +362,10 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
     ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
     free_fields(ra, n), free_fields(rb, n);
     /* the old columns keep their places; the new ones come after seeds_open */
-    ck_assert_str_eq(head[n - 8], "seeds_open");
-    ck_assert_str_eq(head[n - 7], "resolved_holm");
+    ck_assert_str_eq(head[n - 10], "seeds_open");
+    ck_assert_str_eq(head[n - 9], "resolved_holm");
+    ck_assert_str_eq(head[n - 2], "kv_context");   /* appended after same_machine */
+    ck_assert_str_eq(head[n - 1], "kv_bytes_at_context");
     free_fields(head, n);
     char *md = read_in(dir, "report.md");
     ck_assert_msg(strstr(md, "| b | 500 | 3 | +0.0500 | [+0.0003, +0.0997] | 0.049 | yes | "

@@ -111,6 +111,9 @@ typedef struct report {
     int seq_done;             /* every comparison resolved, or the last look taken */
 } report;
 
+/* report_configs.c: configs.csv, atomically. */
+int al_report_write_configs(const report *R, al_err *e);
+
 /* report_rows.c: a's metric minus b's, paired by seed over the seeds both have. */
 void al_report_paired(const report *R, const group *a, const group *b, al_stat *d);
 

@@ -28,6 +28,11 @@ int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extr
  * sweep.exclude matches)? */
 int al_sweep_tree_matches(const al_node *tree, const al_node *map);
 
+/* sweep_label.c: key + value appended to out: "kv2", "lr0.003",
+ * "causal-false"; "variant" is just its value, a path keeps only its last
+ * component, and a list's items are joined by '+'. */
+void al_sweep_value_label(char *out, size_t n, const char *key, const al_node *v);
+
 /* sweep_stage.c: s->root holds a `stages` list; expand every stage into
  * s->trials (stage order), filling s->stages. */
 int al_sweep_stages_load(al_sweep *s, const char *const *plugins, int n_plugins, al_err *e);

@@ -1,0 +1,85 @@
+/*
+ * report_configs.c - configs.csv: the report's numbers, one row per
+ * configuration, for pandas (README "What the report claims"). Columns are
+ * only ever appended, so scripts that read older files keep working.
+ */
+#include "report_rows.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "al_util.h"
+#include "report_plot.h"
+
+static void csv_num(FILE *f, double v, const char *fmt)
+{
+    if (isfinite(v)) fprintf(f, fmt, v);
+    fputc(',', f);
+}
+
+static void csv_text(FILE *f, const char *s)
+{
+    if (!s[strcspn(s, ",\"\n\r")]) fputs(s, f);
+    else {
+        fputc('"', f);
+        for (; *s; s++) fprintf(f, *s == '"' ? "\"\"" : "%c", *s);
+        fputc('"', f);
+    }
+    fputc(',', f);
+}
+
+static void configs_row(FILE *f, const report *R, const group *g)
+{
+    const row *w = g->first;
+    csv_text(f, w->group);
+    csv_text(f, w->variant);
+    for (int k = 0; k < R->sm.n_set; k++) csv_text(f, al_report_setting(&R->sm, w, k));
+    fprintf(f, "%s,", w->causal == 0 ? "false" : "true");
+    double s[] = {w->n_layer, w->d_ff, w->params, w->params_to, w->kv};
+    for (int i = 0; i < 5; i++) csv_num(f, s[i], "%.0f");
+    csv_text(f, R->metric);
+    fprintf(f, "%d,", g->q.n);
+    csv_num(f, g->q.mean, "%.12g");
+    csv_num(f, g->q.sd, "%.12g");
+    csv_num(f, g->q.ci95, "%.12g");
+    csv_num(f, g->is_base ? NAN : g->delta.mean, "%.12g");
+    fprintf(f, "%d,", g->is_base ? 0 : g->delta.n);
+    csv_num(f, g->is_base ? NAN : g->delta.ci95, "%.12g");
+    fprintf(f, "%s,%d,%s,%d,", g->is_base ? "" : al_stat_resolved(&g->delta) ? "true" : "false",
+            g->is_base, g->front ? "true" : "false", g->resolved);
+    csv_num(f, g->acc.mean, "%.12g");
+    csv_num(f, g->acc.ci95, "%.12g");
+    if (R->use_acc) fprintf(f, "%d,", g->solved);
+    else fputc(',', f);
+    csv_num(f, g->val.mean, "%.12g");
+    csv_text(f, g->tuned);
+    fprintf(f, "%d,%s,", g->n_open, g->is_base ? "" : g->resolved_holm ? "true" : "false");
+    if (g->seeds_needed) fprintf(f, "%d", g->seeds_needed);
+    fputc(',', f);
+    csv_num(f, g->p, "%.6g");
+    csv_num(f, g->slope_n ? g->slope : NAN, "%.6g");
+    fprintf(f, "%s,", !g->slope_n ? "" : g->slope < AL_STILL_IMPROVING_SLOPE ? "true" : "false");
+    csv_num(f, g->solved_step, "%.0f");
+    fprintf(f, "%s,", g->machine[0] ? "false" : "true");
+    csv_num(f, w->kv_context, "%.0f");   /* the whole cache at report.context */
+    if (isfinite(w->kv_at)) fprintf(f, "%.0f", w->kv_at);
+    fputc('\n', f);
+}
+
+int al_report_write_configs(const report *R, al_err *e)
+{
+    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
+    FILE *f = al_report_open(R, "configs.csv", path, tmp, e);
+    if (!f) return -1;
+    fputs("config,variant,", f);
+    for (int k = 0; k < R->sm.n_set; k++) csv_text(f, al_report_setting_name(&R->sm, k));
+    fputs("causal,n_layer,d_ff,params,params_to,"
+          "kv_bytes_per_token,metric,n,mean,sd,ci95,delta_vs_baseline,delta_n,delta_ci95,"
+          "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
+          "val_loss_mean,tuned,seeds_open,resolved_holm,seeds_needed,p_value,val_loss_slope,"
+          "still_improving,solved_step_median,same_machine,kv_context,kv_bytes_at_context\n", f);
+    for (int k = 0; k < R->n_groups; k++) configs_row(f, R, &R->g[k]);
+    return al_commit_atomic(f, tmp, path, e);
+}
+
