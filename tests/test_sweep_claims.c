@@ -204,18 +204,18 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
     double sd = sqrt((pow(-0.03 + 0.1 / 3, 2) + pow(-0.02 + 0.1 / 3, 2) + pow(-0.05 + 0.1 / 3, 2)) /
                      2), h = 4.302652729911275 * sd / sqrt(3);
     double hs = 8.860200034654257 * sd / sqrt(3);   /* simultaneous over the 4 */
-    snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 B/token (0.25x) | %+.4f "
-             "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3,
+    snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 B/token (0.25x) | "
+             "%+.4f [%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3,
              -0.1 / 3 - h, -0.1 / 3 + h, -0.1 / 3 - hs, -0.1 / 3 + hs);
     ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
-    ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 B/token (0.50x) | +0.2000 ["),
-                  "%s", md);
+    ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 B/token (0.50x) | "
+                             "+0.2000 ["), "%s", md);
     ck_assert_msg(strstr(md, "| 3 | **contradicted**: resolved worse |"), "%s", md);
     /* c - b = {0.23, 0.23, 0.24}: far below the margin 0.5 */
     ck_assert_msg(strstr(md, "| C as good as B | c | b | no_worse (margin 0.5) |"), "%s", md);
     ck_assert_msg(strstr(md, "**supported**: worse by less than 0.5"), "%s", md);
-    snprintf(want, sizeof want, "| E beats A | e | a | better | 125 vs 1000 B/token (0.12x) | +0.0225 "
-             "[%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |",
+    snprintf(want, sizeof want, "| E beats A | e | a | better | 125 vs 1000 B/token (0.12x) | "
+             "+0.0225 [%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |",
              0.0225 - 4.302652729911275 * 0.0075 / sqrt(3),
              0.0225 + 4.302652729911275 * 0.0075 / sqrt(3),
              0.0225 - 8.860200034654257 * 0.0075 / sqrt(3),
