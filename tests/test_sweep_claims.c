@@ -205,8 +205,8 @@ START_TEST(report_section_pairs_by_seed_and_gives_verdicts)
                      2), h = 4.302652729911275 * sd / sqrt(3);
     double hs = 8.860200034654257 * sd / sqrt(3);   /* simultaneous over the 4 */
     snprintf(want, sizeof want, "| B beats A | b | a | better | 250 vs 1000 B/token (0.25x) | "
-             "%+.4f [%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |", -0.1 / 3,
-             -0.1 / 3 - h, -0.1 / 3 + h, -0.1 / 3 - hs, -0.1 / 3 + hs);
+             "%+.4f [%+.4f, %+.4f] | [%+.4f, %+.4f] | 3 | **cannot tell**: not resolved |",
+             -0.1 / 3, -0.1 / 3 - h, -0.1 / 3 + h, -0.1 / 3 - hs, -0.1 / 3 + hs);
     ck_assert_msg(strstr(md, want), "%s\nwant %s", md, want);
     ck_assert_msg(strstr(md, "| C beats A | c | a | better | 500 vs 1000 B/token (0.50x) | "
                              "+0.2000 ["), "%s", md);
