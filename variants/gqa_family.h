@@ -93,6 +93,8 @@ static size_t family_kv_elems(const al_attn_shape *s)
 {
     return al_gqa_kv_elems(s, family_groups(s));
 }
+/* a row is [K | V], the halves of equal size */
+static size_t family_kv_key_elems(const al_attn_shape *s) { return family_kv_elems(s) / 2; }
 static void family_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
                            float *const *p, int T)
 {

@@ -81,6 +81,7 @@ static size_t local_scratch_floats(const al_attn_shape *s, int B, int T)
 }
 
 static size_t local_kv_elems(const al_attn_shape *s) { return al_gqa_kv_elems(s, groups(s)); }
+static size_t local_kv_key_elems(const al_attn_shape *s) { return local_kv_elems(s) / 2; }
 
 /* Saved activations, gqa's layout: q (BT,H*dh) | k, v (BT,G*dh) |
  * y (BT,H*dh) | stat (B,H,T,2). */
@@ -294,6 +295,7 @@ const al_variant_ops al_variant_local = {
     .decode_batch = local_decode_batch,
     .flags = AL_VARIANT_WRITES_GRADS,
     .kv_rows = local_kv_rows,
+    .kv_key_elems = local_kv_key_elems,
     .share_params = al_gqa_share_params,
     .share_act_floats = al_gqa_share_act_floats,
     .share_forward = local_share_forward,

@@ -21,6 +21,7 @@ const al_variant_ops al_variant_mha = {
     .forward = family_forward,
     .backward = family_backward,
     .kv_elems = family_kv_elems,
+    .kv_key_elems = family_kv_key_elems,
     .prefill = family_prefill,
     .decode_scratch_floats = family_decode_scratch_floats,
     .decode = family_decode,

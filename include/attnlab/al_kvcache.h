@@ -23,11 +23,11 @@
  * again starts a new sequence. Reads (al_kv_rows, al_kv_row_get) convert
  * as for bf16, so a variant reads an int cache without knowing it.
  * Which elements are keys is the caller's choice: the core's decoder
- * (al_model_layer_kv_layout, src/model/tensors.c) passes key_elems = elems,
- * the whole row per channel, for every variant (the interface says nothing about which elements of a
- * row are values: a latent (MLA, GLA), a tied state (GTA) or TPA's factors
- * serve as both), except the mha/mqa/gqa family, whose row is [K | V] with
- * K and V of equal size: key_elems = elems / 2, KIVI exactly. A bounded
+ * (al_model_layer_kv_layout, src/model/tensors.c) passes the variant's
+ * kv_key_elems (attnlab_variant.h): the mha/mqa/gqa family and local say
+ * half a row ([K | V], KIVI exactly); without the member the whole row is
+ * quantized per channel (a latent (MLA, GLA), a tied state (GTA) or TPA's
+ * factors serve as both keys and values). A bounded
  * ring (al_kv_ring_row) rewrites rows out of order, which groups of
  * tokens cannot follow: the core makes its residual its whole size, so it
  * stays f32.

@@ -33,9 +33,11 @@
 /* 4: appends the optional member `kv_rows` (rows a layer's cache holds at
  *    a context), so a variant may bound its cache (local's ring of
  *    `window` rows plus its sinks), and the optional share_* members
- *    (cross-layer K/V sharing, model.kv_share). A version-2 or 3 table is
- *    still accepted, kv_rows NULL: its cache holds one row per token; it
- *    cannot share. */
+ *    (cross-layer K/V sharing, model.kv_share), and the optional
+ *    `kv_key_elems` (which elements of a row are keys, for int8/int4
+ *    caches). A version-2 or 3 table is still accepted, kv_rows NULL: its
+ *    cache holds one row per token; it cannot share; its rows are
+ *    quantized whole, per channel. */
 #define AL_VARIANT_API_VERSION 4
 #define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
@@ -221,6 +223,13 @@ typedef struct al_variant_ops {
      * src_act. NULL: `attnlab attention` refuses a shared model. */
     void (*share_probs)(const al_attn_shape *s, float *P, const float *act,
                         const float *src_act, float *const *p, int T);
+
+    /* Optional: how many leading elements of a cache row are keys, the rest
+     * values (at most kv_elems). An int8/int4 cache quantizes keys per
+     * channel and values per token, as KIVI does; NULL: every element is
+     * treated as a key, right for rows whose elements serve as both (a
+     * latent, a tied state, factors). */
+    size_t (*kv_key_elems)(const al_attn_shape *s);
 } al_variant_ops;
 
 /* 1 when v can be a member of a kv_share group (all six members set). */

@@ -213,16 +213,13 @@ int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
     return al_attn_kv_rows(al_config_attn_item(c, k).attn, &s, context);
 }
 
-/* Elements of a row quantized per channel, as keys (al_kvcache.h). The
- * variant interface does not say which elements of a row are values, so
- * the whole row is, except for the mha/mqa/gqa family (variants/gqa.c),
- * whose row is K then V of equal size. */
-static size_t key_elems(const al_variant_ops *v, size_t elems)
+/* Elements of a row quantized per channel, as keys (al_kvcache.h): the
+ * variant's answer (kv_key_elems), else the whole row. A plugin's answer
+ * past the row is taken as the whole row. */
+static size_t key_elems(const al_variant_ops *v, const al_attn_shape *s, size_t elems)
 {
-    static const char *const kv_split[] = {"mha", "mqa", "gqa"};
-    for (size_t i = 0; i < sizeof kv_split / sizeof *kv_split; i++)
-        if (!strcmp(v->name, kv_split[i])) return elems / 2;
-    return elems;
+    size_t k = v->kv_key_elems ? v->kv_key_elems(s) : elems;
+    return k <= elems ? k : elems;
 }
 
 al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context)
@@ -230,7 +227,9 @@ al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int conte
     int k = l % al_config_n_attn(c);
     al_kv_layout o;
     o.elems = al_model_layer_kv_elems(c, l);
-    o.key_elems = key_elems(al_config_attn_item(c, k).attn, o.elems);
+    al_attn_shape s;
+    fill_shape(&s, c, k);
+    o.key_elems = key_elems(al_config_attn_item(c, k).attn, &s, o.elems);
     o.rows = al_model_layer_kv_rows(c, l, context);
     o.group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
     o.residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
