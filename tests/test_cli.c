@@ -395,6 +395,39 @@ START_TEST(every_subcommand_lists_its_options_and_refuses_unknown_ones)
 }
 END_TEST
 
+/* README's key table is `attnlab keys` as is: a key added to the tables
+ * (src/io/config_keys.c) without the README, or a README row edited by
+ * hand, fails here (the gta, gla and tpa rows were missing once). */
+START_TEST(readme_key_table_is_what_attnlab_keys_prints)
+{
+    char *keys = NULL, *readme = NULL, path[4096];
+    size_t n = 0;
+    al_err e = {0};
+    ck_assert_int_eq(al_test_attnlab("keys", &keys), 0);
+    snprintf(path, sizeof path, "%s/README.md", al_test_srcdir());
+    ck_assert_msg(al_read_file(path, &readme, &n, &e) == 0, "%s", e.msg);
+    const char *head = "| key | default | meaning |\n";
+    ck_assert_msg(strncmp(keys, head, strlen(head)) == 0, "keys starts: %.60s", keys);
+    char *at = strstr(readme, head);
+    ck_assert_msg(at != NULL, "README.md has no key table");
+    char *end = at;                                    /* the table: lines starting '|' */
+    while (*end == '|') {
+        char *nl = strchr(end, '\n');
+        end = nl ? nl + 1 : end + strlen(end);
+    }
+    size_t len = (size_t)(end - at);
+    if (len != strlen(keys) || memcmp(at, keys, len) != 0) {
+        size_t i = 0;
+        while (i < len && keys[i] && at[i] == keys[i]) i++;
+        while (i > 0 && keys[i - 1] != '\n') i--;
+        ck_abort_msg("README.md's key table differs from `attnlab keys` at\n  README: %.120s\n"
+                     "  keys:   %.120s", at + i, keys + i);
+    }
+    free(keys);
+    free(readme);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -411,6 +444,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, parser_names_unknown_options_missing_values_and_arguments);
     tcase_add_test(tc, help_is_generated_from_the_table);
     tcase_add_test(tc, every_subcommand_lists_its_options_and_refuses_unknown_ones);
+    tcase_add_test(tc, readme_key_table_is_what_attnlab_keys_prints);
     suite_add_tcase(s, tc);
     return s;
 }
