@@ -408,11 +408,69 @@ START_TEST(a_cpu_without_bf16_should_be_refused_in_one_line)
 }
 END_TEST
 
+/* ------------------------------------------------------------ packing */
+
+static uint32_t bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* al_bf16_pack (the CPU's conversion where it has one) rounds exactly as
+ * the software al_bf16_round: ties to even both ways, carries into the
+ * exponent and to infinity, NaN quieted, signed zeros and infinities kept;
+ * only a denormal may become a zero of its sign (the instruction). Every
+ * length from 0 to 70 too, so the 32-wide loop's tail is walked. */
+START_TEST(bf16_pack_should_round_as_the_software_rounding)
+{
+    static const uint32_t edge[] = {
+        0x3f808000u, 0x3f818000u,            /* ties: down to even, up to even */
+        0x3f807fffu, 0x3f808001u,            /* just below and above a tie */
+        0x3fffffffu, 0x7f7fffffu,            /* carry into the exponent; to infinity */
+        0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,
+        0x7fc00000u, 0x7f800001u, 0xffa00000u, /* quiet and signalling NaNs */
+        0x00800000u, 0x80800000u,            /* the smallest normals */
+        0x00000001u, 0x807fffffu, 0x00400000u /* denormals */
+    };
+    enum { NE = sizeof edge / sizeof edge[0], N = 4096 };
+    float *x = al_malloc(N * sizeof *x);
+    uint16_t *out = al_malloc(N * sizeof *out);
+    al_rng r;
+    al_rng_seed(&r, 7);
+    for (int i = 0; i < N; i++)
+        x[i] = i < NE ? from_bits(edge[i]) : (float)(al_rng_normal(&r) * pow(10, i % 40 - 20));
+    for (int n = 0; n <= N; n = n < 70 ? n + 1 : N + 1) {   /* 0 .. 70, then N */
+        memset(out, 0xab, N * sizeof *out);
+        al_bf16_pack(out, x, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            uint32_t want = bits(al_bf16_round(x[i])) >> 16, got = out[i];
+            int denormal = (bits(x[i]) & 0x7f800000u) == 0 && (bits(x[i]) & 0x007fffffu) != 0;
+            if (denormal && got == ((bits(x[i]) >> 16) & 0x8000u)) continue;   /* read as zero */
+            ck_assert_msg(got == want, "n %d, x[%d] = %a (%08x): %04x, want %04x", n, i, x[i],
+                          bits(x[i]), got, want);
+        }
+        for (int i = n; i < N; i++) ck_assert_int_eq(out[i], 0xabab);   /* no write past n */
+    }
+    fprintf(stderr, "test_bf16: packing by %s\n",
+            al_bf16_pack_hw() ? "vcvtne2ps2bf16" : "the software rounding");
+    free(x), free(out);
+}
+END_TEST
+
 Suite *bf16_suite(void)
 {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, bf16_pack_should_round_as_the_software_rounding);
     tcase_add_test(tc, bf16_products_should_be_within_bf16_bound_of_f32);
     tcase_add_test(tc, bf16_products_should_keep_sgemm_edge_cases);
     tcase_add_test(tc, ended_threads_should_give_their_slots_back);

@@ -28,6 +28,7 @@
 
 #include <cblas.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "al_util.h"
 
@@ -63,7 +64,16 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
                   int ldc);
 
 /* x rounded to bf16 (nearest even; NaN stays NaN) and back to f32: the
- * value a bf16 product sees (tests). */
+ * value a bf16 product sees (tests), denormals aside (al_bf16_pack). */
 float al_bf16_round(float x);
+
+/* n floats rounded to bf16 as al_bf16_round rounds them, into out: how
+ * al_bf16_gemm packs its operands. On a CPU with avx512_bf16 (every CPU
+ * a bf16 run is allowed on) it is the CPU's vcvtne2ps2bf16, which reads
+ * denormal inputs (|x| < 2^-126) as zero of their sign; elsewhere, or
+ * with AL_BF16_PACK_SW set, the software rounding, which keeps them.
+ * al_bf16_pack_hw says which (1: the instruction). */
+void al_bf16_pack(uint16_t *out, const float *x, size_t n);
+int al_bf16_pack_hw(void);
 
 #endif

@@ -27,6 +27,56 @@ float al_bf16_round(float x)
     return y;
 }
 
+AL_CLONES static void pack_sw(uint16_t *restrict out, const float *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = to_bf16(x[i]);
+}
+
+/* The CPU's own conversion, 32 floats an instruction. Why: the software
+ * loop above is 13.6 % of a 1-thread bf16 training step (perf, the bench's
+ * small mha shape) and 17 % at 2 threads; this one is 2.2-2.7x faster on
+ * the same buffers. Same rounding (nearest even, NaN quieted as above),
+ * except that the instruction reads denormal inputs as zero. */
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 11)
+#include <immintrin.h>
+#define HAVE_PACK_HW 1
+__attribute__((target("avx512f,avx512bw,avx512bf16")))
+static void pack_hw(uint16_t *restrict out, const float *restrict x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+        _mm512_storeu_si512((void *)(out + i), (__m512i)v);
+    }
+    for (; i < n; i++) out[i] = to_bf16(x[i]);
+}
+#endif
+
+int al_bf16_pack_hw(void)
+{
+#ifdef HAVE_PACK_HW
+    static int has = -1;   /* a benign race: every thread computes the same answer */
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    }
+    return has && !getenv("AL_BF16_PACK_SW");
+#else
+    return 0;
+#endif
+}
+
+void al_bf16_pack(uint16_t *out, const float *x, size_t n)
+{
+#ifdef HAVE_PACK_HW
+    if (al_bf16_pack_hw()) {
+        pack_hw(out, x, n);
+        return;
+    }
+#endif
+    pack_sw(out, x, n);
+}
+
 #ifndef AL_HAVE_DNNL
 
 int al_bf16_check(al_err *e)
@@ -209,11 +259,14 @@ static prim *prim_get(slot *s, const prim_key *k)
     return p;
 }
 
-AL_CLONES static void round_rows(uint16_t *restrict out, const float *restrict x, int rows,
-                                 int cols, int ld)
+static void round_rows(uint16_t *restrict out, const float *restrict x, int rows, int cols,
+                       int ld)
 {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) out[(size_t)i * cols + j] = to_bf16(x[(size_t)i * ld + j]);
+    if (ld == cols) {
+        al_bf16_pack(out, x, (size_t)rows * cols);
+        return;
+    }
+    for (int i = 0; i < rows; i++) al_bf16_pack(out + (size_t)i * cols, x + (size_t)i * ld, cols);
 }
 
 /* rows x cols of x at ld, rounded to bf16 into a dense buffer of *buf. */
