@@ -362,10 +362,12 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
     ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
     free_fields(ra, n), free_fields(rb, n);
     /* the old columns keep their places; the new ones come after seeds_open */
-    ck_assert_str_eq(head[n - 10], "seeds_open");
-    ck_assert_str_eq(head[n - 9], "resolved_holm");
-    ck_assert_str_eq(head[n - 2], "kv_context");   /* appended after same_machine */
-    ck_assert_str_eq(head[n - 1], "kv_bytes_at_context");
+    ck_assert_str_eq(head[n - 12], "seeds_open");
+    ck_assert_str_eq(head[n - 11], "resolved_holm");
+    ck_assert_str_eq(head[n - 4], "kv_context");   /* appended after same_machine */
+    ck_assert_str_eq(head[n - 3], "kv_bytes_at_context");
+    ck_assert_str_eq(head[n - 2], "solved_p");     /* and after those */
+    ck_assert_str_eq(head[n - 1], "solved_differs_holm");
     free_fields(head, n);
     char *md = read_in(dir, "report.md");
     ck_assert_msg(strstr(md, "| b | 500 | 3 | +0.0500 | [+0.0003, +0.0997] | 0.049 | yes | "
@@ -592,6 +594,59 @@ START_TEST(accuracy_metric_counts_solved_seeds)
 }
 END_TEST
 
+/* Seeds solved against the baseline, paired by seed (exact McNemar, Holm
+ * over the family). Baseline a solves all 6 seeds. b fails seeds 1-5 but
+ * only just (0.89): discordant 5:0, p = 2/32 = 0.0625, not below 0.05.
+ * c fails all 6: 6:0, p = 2/64 = 0.03125; Holm, m = 2: 0.03125 <= 0.05/2?
+ * no (0.025), so nothing differs after the correction, though c alone is
+ * below 0.05. d (a third comparison) solves 6 of 6 where a does: 0:0,
+ * p = 1. Then with 10 seeds e fails 9 seeds where a solves: 2/1024. */
+START_TEST(solved_counts_are_compared_with_the_baseline_by_seed)
+{
+    char body[16384] = "";
+    for (int s = 1; s <= 6; s++) {
+        add_trial(body, sizeof body, "a", "", "", 1, s, 1000, 1, 1, 0.95, "ok");
+        add_trial(body, sizeof body, "b", "", "", 0, s, 500, 1, 1, s <= 5 ? 0.89 : 0.93, "ok");
+        add_trial(body, sizeof body, "c", "", "", 0, s, 250, 1, 1, 0.30, "ok");
+        add_trial(body, sizeof body, "d", "", "", 0, s, 750, 1, 1, 0.97, "ok");
+    }
+    char *dir = summary2_dir(body), **head = NULL;
+    write_report(dir);
+    int n = 0;
+    static const struct { const char *g, *p, *differs; } want[] = {
+        {"a", "", ""}, {"b", "0.0625", "false"}, {"c", "0.03125", "false"}, {"d", "1", "false"},
+    };
+    for (int i = 0; i < 4; i++) {
+        char **r = configs_row(dir, want[i].g, &head, &n);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(field(head, r, n, "solved_p"), want[i].p);
+        ck_assert_str_eq(field(head, r, n, "solved_differs_holm"), want[i].differs);
+        free_fields(r, n);
+    }
+    free_fields(head, n);
+    head = NULL, n = 0;
+    char *md = read_in(dir, "report.md"), *row = table_row(md, "c");
+    ck_assert_msg(strstr(row, "| 0/6; vs baseline 6:0, p 0.031 |"), "%s", row);
+    free(row), free(md), free(dir);
+
+    char body2[16384] = "";
+    for (int s = 1; s <= 10; s++) {
+        add_trial(body2, sizeof body2, "a", "", "", 1, s, 1000, 1, 1, 0.95, "ok");
+        add_trial(body2, sizeof body2, "e", "", "", 0, s, 250, 1, 1, s == 1 ? 0.96 : 0.2, "ok");
+    }
+    dir = summary2_dir(body2);
+    write_report(dir);
+    char **r = configs_row(dir, "e", &head, &n);
+    ck_assert_str_eq(field(head, r, n, "solved_p"), "0.00390625");   /* 9:0 */
+    ck_assert_str_eq(field(head, r, n, "solved_differs_holm"), "true");
+    free_fields(r, n);
+    free_fields(head, n);
+    md = read_in(dir, "report.md"), row = table_row(md, "e");
+    ck_assert_msg(strstr(row, "| 1/10; vs baseline 9:0, p 0.0039, **differs** |"), "%s", row);
+    free(row), free(md), free(dir);
+}
+END_TEST
+
 /* Parameter counts that differ are called out, with the key that fixes it. */
 START_TEST(unmatched_parameter_counts_are_called_out)
 {
@@ -758,6 +813,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, trials_on_different_machines_are_called_out);
     tcase_add_test(tc, select_picks_the_argmin_per_seed);
     tcase_add_test(tc, accuracy_metric_counts_solved_seeds);
+    tcase_add_test(tc, solved_counts_are_compared_with_the_baseline_by_seed);
     tcase_add_test(tc, unmatched_parameter_counts_are_called_out);
     tcase_add_test(tc, accuracy_is_the_measure_when_every_config_has_one);
     tcase_add_test(tc, curves_average_seeds_per_step);

@@ -98,6 +98,28 @@ START_TEST(holm_rejects_the_hand_worked_family)
 }
 END_TEST
 
+/* Exact McNemar by hand: n discordant pairs split b:c, p = 2 P(X <= min)
+ * for X ~ Binomial(n, 1/2). 5:0 -> 2/32; 9:0 -> 2/512; 7:0 -> 2/128; 3:5 ->
+ * 2 (1 + 8 + 28 + 56)/256 = 186/256; a tie caps at 1; no discordant pair
+ * says nothing (1). */
+START_TEST(mcnemar_exact_p_by_hand)
+{
+    ck_assert_double_eq_tol(al_mcnemar_p(5, 0), 0.0625, 1e-15);
+    ck_assert_double_eq_tol(al_mcnemar_p(0, 5), 0.0625, 1e-15);
+    ck_assert_double_eq_tol(al_mcnemar_p(9, 0), 0.00390625, 1e-15);
+    ck_assert_double_eq_tol(al_mcnemar_p(7, 0), 0.015625, 1e-15);
+    ck_assert_double_eq_tol(al_mcnemar_p(3, 5), 186.0 / 256, 1e-15);
+    ck_assert_double_eq_tol(al_mcnemar_p(5, 3), 186.0 / 256, 1e-15);
+    ck_assert_double_eq(al_mcnemar_p(10, 10), 1.0);
+    ck_assert_double_eq(al_mcnemar_p(0, 0), 1.0);
+    ck_assert(isnan(al_mcnemar_p(-1, 2)));
+    /* large n stays finite and matches the normal approximation's order:
+     * 60:40 (z = 2.0, two-sided about 0.0569 exact) */
+    double p = al_mcnemar_p(60, 40);
+    ck_assert_msg(p > 0.05 && p < 0.06, "%g", p);
+}
+END_TEST
+
 /* p < 0.05 exactly when the 95 % interval excludes 0; the p-value of
  * {0.20, 0.21, 0.19} from scipy.stats.ttest_1samp: 0.0008322931113192272. */
 START_TEST(p_value_agrees_with_the_interval)
@@ -308,6 +330,7 @@ Suite *stats_suite(void)
     tcase_add_test(tc, resolved_means_the_interval_excludes_zero);
     tcase_add_test(tc, openblas_still_provides_cblas);
     tcase_add_test(tc, holm_rejects_the_hand_worked_family);
+    tcase_add_test(tc, mcnemar_exact_p_by_hand);
     tcase_add_test(tc, p_value_agrees_with_the_interval);
     tcase_add_test(tc, seeds_needed_matches_the_power_table);
     tcase_add_test(tc, power_agrees_with_scipy_nct);

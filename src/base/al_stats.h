@@ -43,6 +43,15 @@ double al_stat_p(const al_stat *d);
  * A NAN p-value (too few pairs) stays in the family, never rejected. */
 int al_holm(int m, const double *p, double alpha, int *reject);
 
+/* Two-sided exact McNemar test of paired binary outcomes: b pairs where
+ * only the first succeeded, c where only the second did. Under "no
+ * difference" each of the n = b + c discordant pairs goes either way with
+ * probability 1/2, so p = min(1, 2 P(Binomial(n, 1/2) <= min(b, c))); 1
+ * when n = 0; NAN for a negative count. Why this test for "seeds solved": seeds are paired (the same
+ * seed, the same initialisation stream and batches), as the paired t test
+ * of the means pairs them. */
+double al_mcnemar_p(int b, int c);
+
 /* Power of the two-sided paired t test at level alpha with n pairs when
  * the true mean difference is `effect` standard deviations of the pairs
  * (Cohen's d_z): the noncentral t tail, integrated numerically (stats.c;

@@ -92,6 +92,19 @@ int al_holm(int m, const double *p, double alpha, int *reject)
     return count;
 }
 
+double al_mcnemar_p(int b, int c)
+{
+    if (b < 0 || c < 0) return NAN;
+    int n = b + c, k = b < c ? b : c;
+    if (n == 0) return 1.0;
+    double tail = 0, term = ldexp(1.0, -n);   /* C(n, 0) / 2^n */
+    for (int i = 0; i <= k; i++) {
+        tail += term;
+        term *= (double)(n - i) / (i + 1);    /* C(n, i + 1) / 2^n */
+    }
+    return fmin(1.0, 2 * tail);
+}
+
 /* ------------------------------------------------------------ power */
 
 /* P(|T| > c) for T noncentral t with nu degrees of freedom and

@@ -64,6 +64,9 @@ static void configs_row(FILE *f, const report *R, const group *g)
     fprintf(f, "%s,", g->machine[0] ? "false" : "true");
     csv_num(f, w->kv_context, "%.0f");   /* the whole cache at report.context */
     if (isfinite(w->kv_at)) fprintf(f, "%.0f", w->kv_at);
+    fputc(',', f);
+    csv_num(f, g->solved_p, "%.6g");   /* exact McNemar against the baseline */
+    fputs(!isfinite(g->solved_p) ? "" : g->solved_holm ? "true" : "false", f);
     fputc('\n', f);
 }
 
@@ -78,7 +81,8 @@ int al_report_write_configs(const report *R, al_err *e)
           "kv_bytes_per_token,metric,n,mean,sd,ci95,delta_vs_baseline,delta_n,delta_ci95,"
           "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
           "val_loss_mean,tuned,seeds_open,resolved_holm,seeds_needed,p_value,val_loss_slope,"
-          "still_improving,solved_step_median,same_machine,kv_context,kv_bytes_at_context\n", f);
+          "still_improving,solved_step_median,same_machine,kv_context,kv_bytes_at_context,"
+          "solved_p,solved_differs_holm\n", f);
     for (int k = 0; k < R->n_groups; k++) configs_row(f, R, &R->g[k]);
     return al_commit_atomic(f, tmp, path, e);
 }

@@ -27,3 +27,22 @@ void al_report_paired(const report *R, const group *a, const group *b, al_stat *
     al_stat_of(x, n, d);
     free(x);
 }
+
+void al_report_solved_pairs(const report *R, const group *a, const group *b, int *only_a,
+                            int *only_b)
+{
+    *only_a = *only_b = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *u = &R->sm.rows[i];
+        if (!u->selected || strcmp(u->group, a->first->group) != 0 || isnan(u->seed)) continue;
+        for (int j = 0; j < R->sm.n; j++) {
+            const row *v = &R->sm.rows[j];
+            if (!v->selected || v->seed != u->seed || strcmp(v->group, b->first->group) != 0)
+                continue;
+            int sa = (R->use_test ? u->test_acc : u->val_acc) >= AL_SOLVED_ACCURACY;
+            int sb = (R->use_test ? v->test_acc : v->val_acc) >= AL_SOLVED_ACCURACY;
+            *only_a += sa && !sb;
+            *only_b += sb && !sa;
+        }
+    }
+}

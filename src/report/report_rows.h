@@ -87,6 +87,10 @@ typedef struct group {
     int seeds_needed;         /* seeds for 80 % power at delta's mean and sd (0: none) */
     double slope;             /* val loss per 100 steps over the last quarter, mean over seeds */
     int slope_n;              /* seeds in it */
+    int solved_only_base;     /* seeds the baseline solved and this did not (paired) */
+    int solved_only_this;     /* ... and the other way round */
+    double solved_p;          /* exact McNemar p of those (NAN: not a recall task, baseline) */
+    int solved_holm;          /* solved counts differ after Holm over the family */
     double solved_step;       /* median first eval step with accuracy >= 0.9 (NAN: none) */
     int solved_step_n;        /* seeds that reached it */
     char machine[512];        /* "cpu; core; threads" when its trials differ, else "" */
@@ -116,6 +120,11 @@ int al_report_write_configs(const report *R, al_err *e);
 
 /* report_rows.c: a's metric minus b's, paired by seed over the seeds both have. */
 void al_report_paired(const report *R, const group *a, const group *b, al_stat *d);
+/* ... and whether each solved the task (accuracy >= AL_SOLVED_ACCURACY),
+ * paired the same way: *only_a seeds a solved and b did not, *only_b the
+ * other way round. */
+void al_report_solved_pairs(const report *R, const group *a, const group *b, int *only_a,
+                            int *only_b);
 
 static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
 
