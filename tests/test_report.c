@@ -647,6 +647,49 @@ START_TEST(solved_counts_are_compared_with_the_baseline_by_seed)
 }
 END_TEST
 
+/* The passkey table (report_eval.c) by hand: each trial's exact-match
+ * share at a length is its mean over depths; mha's seeds 0.9, 0.7, 1.0
+ * (mean 0.8667, sd 0.15275, half-width t(0.975, 2) sd / sqrt 3 = 0.3795);
+ * mqa minus mha by seed -0.4, -0.3, -0.3: mean -0.3333, sd 0.057735,
+ * half-width 0.1434, p = 0.0099 (t = -10 on 2 dof), one cell: resolved.
+ * At length 200 every key is missed by both: 0 +- 0, not resolved. */
+START_TEST(passkey_table_gives_intervals_and_paired_differences)
+{
+    char body[8192] = "";
+    const double mha[3][2] = {{0.8, 1.0}, {0.6, 0.8}, {1.0, 1.0}};
+    const double mqa[3][2] = {{0.5, 0.5}, {0.3, 0.5}, {0.6, 0.8}};
+    for (int s = 1; s <= 3; s++) {
+        add_trial(body, sizeof body, "mha", "", "", 1, s, 1000, 1, 1, 0.5, "ok");
+        add_trial(body, sizeof body, "mqa", "", "", 0, s, 250, 1, 1, 0.5, "ok");
+    }
+    char *dir = summary2_dir(body);
+    for (int s = 1; s <= 3; s++)
+        for (int v = 0; v < 2; v++) {
+            const double (*x)[2] = v ? mqa : mha;
+            char path[4200], text[512];
+            snprintf(path, sizeof path, "%s/%s_seed%d", dir, v ? "mqa" : "mha", s);
+            mkdir(path, 0777);
+            strcat(path, "/eval");
+            mkdir(path, 0777);
+            snprintf(text, sizeof text, "length,depth,examples,exact,digit_accuracy,loss\n"
+                     "100,0,5,%.2f,0.9,0.1\n100,0.5,5,%.2f,0.9,0.1\n"
+                     "200,0,5,0,0.1,5\n200,0.5,5,0,0.1,5\n", x[s - 1][0], x[s - 1][1]);
+            free(al_test_write(path, "passkey.csv", text));
+        }
+    write_report(dir);
+    char *md = read_in(dir, "report.md");
+    char *a = table_row(md, "mha"), *b = strstr(md, "Exact-match accuracy minus mha's");
+    ck_assert_msg(strstr(a, "| 0.867 ± 0.379 (0.900) | 0.000 ± 0.000 (0.100) |"), "%s", a);
+    ck_assert_msg(b != NULL, "%s", md);
+    ck_assert_msg(strstr(b, "Holm over the 2 cells below"), "%s", b);
+    char *d = table_row(b, "mqa");
+    ck_assert_msg(strstr(d, "| -0.333 [-0.477, -0.190] **resolved** | +0.000 [+0.000, +0.000] |"),
+                  "%s", d);
+    ck_assert_ptr_nonnull(strstr(b, "could change sign with other seeds"));
+    free(a), free(d), free(md), free(dir);
+}
+END_TEST
+
 /* Parameter counts that differ are called out, with the key that fixes it. */
 START_TEST(unmatched_parameter_counts_are_called_out)
 {
@@ -814,6 +857,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, select_picks_the_argmin_per_seed);
     tcase_add_test(tc, accuracy_metric_counts_solved_seeds);
     tcase_add_test(tc, solved_counts_are_compared_with_the_baseline_by_seed);
+    tcase_add_test(tc, passkey_table_gives_intervals_and_paired_differences);
     tcase_add_test(tc, unmatched_parameter_counts_are_called_out);
     tcase_add_test(tc, accuracy_is_the_measure_when_every_config_has_one);
     tcase_add_test(tc, curves_average_seeds_per_step);

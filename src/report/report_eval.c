@@ -394,11 +394,11 @@ static void md_context(FILE *f, const report *R, const ev *V, int C)
 
 typedef struct pk_sum {
     int n_lengths, lengths[PK_MAX_LENGTHS];     /* ascending, from every trial's file */
-    double *exact, *digits;                     /* (groups, lengths) sums */
-    int *n;                                     /* (groups, lengths) cells summed */
+    double *exact, *digits;                     /* (rows, lengths): each trial's mean over
+                                                   depths; NAN where it has none */
 } pk_sum;
 
-static int pk_length_index(pk_sum *P, int L)
+static int pk_length_index(const pk_sum *P, int L)
 {
     int k = 0;
     while (k < P->n_lengths && P->lengths[k] < L) k++;
@@ -406,8 +406,11 @@ static int pk_length_index(pk_sum *P, int L)
     return -1;
 }
 
-static void pk_add_file(pk_sum *P, int g, const al_csv *t, int pass)
+/* Pass 0 gathers the lengths; pass 1 averages trial i's cells over depths. */
+static void pk_add_file(pk_sum *P, int i, const al_csv *t, int pass)
 {
+    double ex[PK_MAX_LENGTHS] = {0}, dg[PK_MAX_LENGTHS] = {0};
+    int n[PK_MAX_LENGTHS] = {0};
     for (int r = 0; r < t->n_rows; r++) {
         int L = atoi(al_csv_cell(t, r, "length"));
         if (pass == 0 && L > 0 && pk_length_index(P, L) < 0 && P->n_lengths < PK_MAX_LENGTHS) {
@@ -418,63 +421,151 @@ static void pk_add_file(pk_sum *P, int g, const al_csv *t, int pass)
         }
         int k = pass ? pk_length_index(P, L) : -1;
         if (k < 0) continue;
-        P->exact[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "exact"), NULL);
-        P->digits[g * PK_MAX_LENGTHS + k] += strtod(al_csv_cell(t, r, "digit_accuracy"), NULL);
-        P->n[g * PK_MAX_LENGTHS + k]++;
+        ex[k] += strtod(al_csv_cell(t, r, "exact"), NULL);
+        dg[k] += strtod(al_csv_cell(t, r, "digit_accuracy"), NULL);
+        n[k]++;
     }
+    for (int k = 0; pass && k < P->n_lengths; k++)
+        if (n[k]) {
+            P->exact[i * PK_MAX_LENGTHS + k] = ex[k] / n[k];
+            P->digits[i * PK_MAX_LENGTHS + k] = dg[k] / n[k];
+        }
 }
 
-/* Two passes over the counted trials' passkey.csv: the lengths, then the sums. */
+/* Two passes over the counted trials' passkey.csv: the lengths, then each
+ * trial's means. */
 static void pk_collect(const report *R, pk_sum *P)
 {
     memset(P, 0, sizeof *P);
-    size_t cells = (size_t)R->n_groups * PK_MAX_LENGTHS + 1;
-    P->exact = al_calloc(cells, sizeof *P->exact);
-    P->digits = al_calloc(cells, sizeof *P->digits);
-    P->n = al_calloc(cells, sizeof *P->n);
+    size_t cells = (size_t)R->sm.n * PK_MAX_LENGTHS + 1;
+    P->exact = al_malloc(cells * sizeof *P->exact);
+    P->digits = al_malloc(cells * sizeof *P->digits);
+    for (size_t c = 0; c < cells; c++) P->exact[c] = P->digits[c] = NAN;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < R->sm.n; i++) {
             const row *w = &R->sm.rows[i];
             char path[DIR_LEN + 512];
             al_csv t;
             al_err e;
-            int g = group_of(R, w);
-            if (!counts(w) || g < 0) continue;
+            if (!counts(w) || group_of(R, w) < 0) continue;
             snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", R->dir, w->trial);
-            if (access(path, F_OK) == 0 && al_csv_read(path, &t, &e) == 0)
-                pk_add_file(P, g, &t, pass);
-            if (access(path, F_OK) == 0) al_csv_free(&t);
+            if (access(path, F_OK) == 0 && al_csv_read(path, &t, &e) == 0) {
+                pk_add_file(P, i, &t, pass);
+                al_csv_free(&t);
+            }
         }
+}
+
+/* Over the seeds of group g at length k: the trials' values (x) or, with
+ * base, each seed's value minus the baseline's at the same seed. */
+static void pk_stat(const report *R, const pk_sum *P, const double *v, int g, int base, int k,
+                    al_stat *s)
+{
+    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
+    int m = 0;
+    for (int i = 0; i < R->sm.n; i++) {
+        const row *w = &R->sm.rows[i];
+        if (!counts(w) || group_of(R, w) != g || isnan(v[i * PK_MAX_LENGTHS + k])) continue;
+        if (base < 0) {
+            x[m++] = v[i * PK_MAX_LENGTHS + k];
+            continue;
+        }
+        for (int j = 0; j < R->sm.n; j++) {
+            const row *u = &R->sm.rows[j];
+            if (counts(u) && group_of(R, u) == base && u->seed == w->seed &&
+                !isnan(v[j * PK_MAX_LENGTHS + k]))
+                x[m++] = v[i * PK_MAX_LENGTHS + k] - v[j * PK_MAX_LENGTHS + k];
+        }
+    }
+    al_stat_of(x, m, s);
+    free(x);
+}
+
+static void pk_table_head(FILE *f, const pk_sum *P)
+{
+    fputs("| configuration |", f);
+    for (int k = 0; k < P->n_lengths; k++) fprintf(f, " %d |", P->lengths[k]);
+    fputs("\n| --- |", f);
+    for (int k = 0; k < P->n_lengths; k++) fputs(" --- |", f);
+    fputc('\n', f);
+}
+
+/* Exact-match accuracy against the baseline's, paired by seed, Holm over
+ * every (configuration, length) cell of the table. */
+static void pk_deltas(FILE *f, const report *R, const pk_sum *P, int base)
+{
+    int cells = R->n_groups * P->n_lengths, m = 0, unresolved = 0;
+    al_stat *d = al_calloc((size_t)cells + 1, sizeof *d);
+    double *p = al_calloc((size_t)cells + 1, sizeof *p);
+    int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
+    for (int g = 0; g < R->n_groups; g++)
+        for (int k = 0; g != base && k < P->n_lengths; k++) {
+            pk_stat(R, P, P->exact, g, base, k, &d[g * P->n_lengths + k]);
+            if (d[g * P->n_lengths + k].n) p[m++] = al_stat_p(&d[g * P->n_lengths + k]);
+        }
+    al_holm(m, p, 0.05, rej);
+    fprintf(f, "\nExact-match accuracy minus %s's, paired by seed, with its 95 %% t-interval; "
+            "**resolved** when p < 0.05 still after Holm over the %d cells below:\n\n",
+            R->g[base].first->group, m);
+    pk_table_head(f, P);
+    for (int g = 0, i = 0; g < R->n_groups; g++) {
+        if (g == base) continue;
+        fprintf(f, "| %s |", R->g[g].first->group);
+        for (int k = 0; k < P->n_lengths; k++) {
+            const al_stat *s = &d[g * P->n_lengths + k];
+            if (!s->n) {
+                fputs(" - |", f);
+                continue;
+            }
+            int res = rej[i++];
+            unresolved += !res;
+            if (s->n < 2) fprintf(f, " %+.3f (1 seed) |", s->mean);
+            else fprintf(f, " %+.3f [%+.3f, %+.3f]%s |", s->mean, s->mean - s->ci95,
+                         s->mean + s->ci95, res ? " **resolved**" : "");
+        }
+        fputc('\n', f);
+    }
+    if (unresolved)
+        fputs("\nA difference that is not resolved could change sign with other seeds: do not "
+              "read a ranking into it.\n", f);
+    free(d), free(p), free(rej);
 }
 
 static void pk_md(FILE *f, const report *R)
 {
     pk_sum P;
     pk_collect(R, &P);
+    int base = -1, shown = 0;
     if (P.n_lengths) {
         fputs("\n## Passkey retrieval\n\nEach ok passkey trial's checkpoint on the grid of "
               "`eval.passkey_lengths` x `eval.passkey_depths` (`attnlab score --passkey`; "
               "`<trial>/eval/passkey.csv`): the share of keys answered exactly by greedy "
-              "decoding, and in brackets the share of digits right, each the mean over depths "
-              "and seeds, by window length.\n\n| configuration |", f);
-        for (int k = 0; k < P.n_lengths; k++) fprintf(f, " %d |", P.lengths[k]);
-        fputs("\n| --- |", f);
-        for (int k = 0; k < P.n_lengths; k++) fputs(" --- |", f);
-        fputc('\n', f);
+              "decoding (mean over seeds ± 95 % t-interval) and in brackets the share of "
+              "digits right, each trial's value the mean over depths, by window length.\n\n", f);
+        pk_table_head(f, &P);
         for (int g = 0; g < R->n_groups; g++) {
+            al_stat ex, dg;
             int any = 0;
-            for (int k = 0; k < P.n_lengths; k++) any |= P.n[g * PK_MAX_LENGTHS + k] > 0;
+            for (int k = 0; k < P.n_lengths; k++) {
+                pk_stat(R, &P, P.exact, g, -1, k, &ex);
+                any |= ex.n > 0;
+            }
             if (!any) continue;
+            shown++;
+            if (R->g[g].is_base) base = g;
             fprintf(f, "| %s |", R->g[g].first->group);
             for (int k = 0; k < P.n_lengths; k++) {
-                int c = g * PK_MAX_LENGTHS + k;
-                if (P.n[c]) fprintf(f, " %.3f (%.3f) |", P.exact[c] / P.n[c], P.digits[c] / P.n[c]);
-                else fputs(" - |", f);
+                pk_stat(R, &P, P.exact, g, -1, k, &ex);
+                pk_stat(R, &P, P.digits, g, -1, k, &dg);
+                if (!ex.n) fputs(" - |", f);
+                else if (ex.n < 2) fprintf(f, " %.3f (%.3f) |", ex.mean, dg.mean);
+                else fprintf(f, " %.3f ± %.3f (%.3f) |", ex.mean, ex.ci95, dg.mean);
             }
             fputc('\n', f);
         }
+        if (base >= 0 && shown > 1) pk_deltas(f, R, &P, base);
     }
-    free(P.exact), free(P.digits), free(P.n);
+    free(P.exact), free(P.digits);
 }
 
 void al_report_eval_md(FILE *f, const report *R)
