@@ -3,6 +3,7 @@
  */
 #include "al_bf16.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,14 @@ static void pack_hw(uint16_t *restrict out, const float *restrict x, size_t n)
 int al_bf16_pack_hw(void)
 {
 #ifdef HAVE_PACK_HW
-    static int has = -1;   /* a benign race: every thread computes the same answer */
-    if (has < 0) {
+    static atomic_int has = -1;   /* every thread that asks first computes the same */
+    int h = atomic_load(&has);
+    if (h < 0) {
         __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+        h = __builtin_cpu_supports("avx512bf16") && !getenv("AL_BF16_PACK_SW");
+        atomic_store(&has, h);
     }
-    return has && !getenv("AL_BF16_PACK_SW");
+    return h;
 #else
     return 0;
 #endif
