@@ -449,10 +449,9 @@ static void pk_collect(const report *R, pk_sum *P)
             al_err e;
             if (!counts(w) || group_of(R, w) < 0) continue;
             snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", R->dir, w->trial);
-            if (access(path, F_OK) == 0 && al_csv_read(path, &t, &e) == 0) {
-                pk_add_file(P, i, &t, pass);
-                al_csv_free(&t);
-            }
+            if (access(path, F_OK) != 0) continue;
+            if (al_csv_read(path, &t, &e) == 0) pk_add_file(P, i, &t, pass);
+            al_csv_free(&t);   /* what was read, either way (al_csv.h) */
         }
 }
 
