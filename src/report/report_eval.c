@@ -455,29 +455,28 @@ static void pk_collect(const report *R, pk_sum *P)
         }
 }
 
-/* Over the seeds of group g at length k: the trials' values (x) or, with
- * base, each seed's value minus the baseline's at the same seed. */
-static void pk_stat(const report *R, const pk_sum *P, const double *v, int g, int base, int k,
-                    al_stat *s)
+/* Over the seeds of group g at length k: the trials' values (v) or, with
+ * base, each seed's value minus the baseline's at the same seed (the
+ * pairs of al_report_seed_pairs, both trials ok). */
+static void pk_stat(const report *R, const double *v, int g, int base, int k, al_stat *s)
 {
     double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
-    int m = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
-        if (!counts(w) || group_of(R, w) != g || isnan(v[i * PK_MAX_LENGTHS + k])) continue;
-        if (base < 0) {
-            x[m++] = v[i * PK_MAX_LENGTHS + k];
-            continue;
+    int m = 0, n = 0, *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib);
+    if (base < 0)
+        for (int i = 0; i < R->sm.n; i++) {
+            const row *w = &R->sm.rows[i];
+            if (counts(w) && group_of(R, w) == g && !isnan(v[i * PK_MAX_LENGTHS + k]))
+                x[m++] = v[i * PK_MAX_LENGTHS + k];
         }
-        for (int j = 0; j < R->sm.n; j++) {
-            const row *u = &R->sm.rows[j];
-            if (counts(u) && group_of(R, u) == base && u->seed == w->seed &&
-                !isnan(v[j * PK_MAX_LENGTHS + k]))
-                x[m++] = v[i * PK_MAX_LENGTHS + k] - v[j * PK_MAX_LENGTHS + k];
-        }
+    else n = al_report_seed_pairs(R, &R->g[g], &R->g[base], ia, ib);
+    for (int p = 0; p < n; p++) {
+        double a = v[ia[p] * PK_MAX_LENGTHS + k], b = v[ib[p] * PK_MAX_LENGTHS + k];
+        if (counts(&R->sm.rows[ia[p]]) && counts(&R->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
+            x[m++] = a - b;
     }
     al_stat_of(x, m, s);
-    free(x);
+    free(x), free(ia), free(ib);
 }
 
 static void pk_table_head(FILE *f, const pk_sum *P)
@@ -499,7 +498,7 @@ static void pk_deltas(FILE *f, const report *R, const pk_sum *P, int base)
     int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
     for (int g = 0; g < R->n_groups; g++)
         for (int k = 0; g != base && k < P->n_lengths; k++) {
-            pk_stat(R, P, P->exact, g, base, k, &d[g * P->n_lengths + k]);
+            pk_stat(R, P->exact, g, base, k, &d[g * P->n_lengths + k]);
             if (d[g * P->n_lengths + k].n) p[m++] = al_stat_p(&d[g * P->n_lengths + k]);
         }
     al_holm(m, p, 0.05, rej);
@@ -546,7 +545,7 @@ static void pk_md(FILE *f, const report *R)
             al_stat ex, dg;
             int any = 0;
             for (int k = 0; k < P.n_lengths; k++) {
-                pk_stat(R, &P, P.exact, g, -1, k, &ex);
+                pk_stat(R, P.exact, g, -1, k, &ex);
                 any |= ex.n > 0;
             }
             if (!any) continue;
@@ -554,8 +553,8 @@ static void pk_md(FILE *f, const report *R)
             if (R->g[g].is_base) base = g;
             fprintf(f, "| %s |", R->g[g].first->group);
             for (int k = 0; k < P.n_lengths; k++) {
-                pk_stat(R, &P, P.exact, g, -1, k, &ex);
-                pk_stat(R, &P, P.digits, g, -1, k, &dg);
+                pk_stat(R, P.exact, g, -1, k, &ex);
+                pk_stat(R, P.digits, g, -1, k, &dg);
                 if (!ex.n) fputs(" - |", f);
                 else if (ex.n < 2) fprintf(f, " %.3f (%.3f) |", ex.mean, dg.mean);
                 else fprintf(f, " %.3f ± %.3f (%.3f) |", ex.mean, ex.ci95, dg.mean);

@@ -11,38 +11,43 @@
 
 #include "al_util.h"
 
-void al_report_paired(const report *R, const group *a, const group *b, al_stat *d)
+int al_report_seed_pairs(const report *R, const group *a, const group *b, int *ia, int *ib)
 {
-    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
     int n = 0;
     for (int i = 0; i < R->sm.n; i++) {
         const row *u = &R->sm.rows[i];
         if (!u->selected || strcmp(u->group, a->first->group) != 0 || isnan(u->seed)) continue;
-        for (int j = 0; j < R->sm.n; j++) {
+        for (int j = 0; j < R->sm.n && n < R->sm.n; j++) {
             const row *v = &R->sm.rows[j];
             if (v->selected && v->seed == u->seed && strcmp(v->group, b->first->group) == 0)
-                x[n++] = u->q - v->q;
+                ia[n] = i, ib[n] = j, n++;
         }
     }
+    return n;
+}
+
+void al_report_paired(const report *R, const group *a, const group *b, al_stat *d)
+{
+    int *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib), n = al_report_seed_pairs(R, a, b, ia, ib);
+    double *x = al_calloc((size_t)n + 1, sizeof *x);
+    for (int k = 0; k < n; k++) x[k] = R->sm.rows[ia[k]].q - R->sm.rows[ib[k]].q;
     al_stat_of(x, n, d);
-    free(x);
+    free(x), free(ia), free(ib);
 }
 
 void al_report_solved_pairs(const report *R, const group *a, const group *b, int *only_a,
                             int *only_b)
 {
+    int *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib), n = al_report_seed_pairs(R, a, b, ia, ib);
     *only_a = *only_b = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *u = &R->sm.rows[i];
-        if (!u->selected || strcmp(u->group, a->first->group) != 0 || isnan(u->seed)) continue;
-        for (int j = 0; j < R->sm.n; j++) {
-            const row *v = &R->sm.rows[j];
-            if (!v->selected || v->seed != u->seed || strcmp(v->group, b->first->group) != 0)
-                continue;
-            int sa = (R->use_test ? u->test_acc : u->val_acc) >= AL_SOLVED_ACCURACY;
-            int sb = (R->use_test ? v->test_acc : v->val_acc) >= AL_SOLVED_ACCURACY;
-            *only_a += sa && !sb;
-            *only_b += sb && !sa;
-        }
+    for (int k = 0; k < n; k++) {
+        const row *u = &R->sm.rows[ia[k]], *v = &R->sm.rows[ib[k]];
+        int sa = (R->use_test ? u->test_acc : u->val_acc) >= AL_SOLVED_ACCURACY;
+        int sb = (R->use_test ? v->test_acc : v->val_acc) >= AL_SOLVED_ACCURACY;
+        *only_a += sa && !sb;
+        *only_b += sb && !sa;
     }
+    free(ia), free(ib);
 }

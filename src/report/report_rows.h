@@ -118,7 +118,11 @@ typedef struct report {
 /* report_configs.c: configs.csv, atomically. */
 int al_report_write_configs(const report *R, al_err *e);
 
-/* report_rows.c: a's metric minus b's, paired by seed over the seeds both have. */
+/* report_rows.c: the pairs by seed every paired comparison uses: rows
+ * ia[k] of a and ib[k] of b, both selected, with the same (not NaN) seed;
+ * ia and ib hold R->sm.n; returns the number of pairs. */
+int al_report_seed_pairs(const report *R, const group *a, const group *b, int *ia, int *ib);
+/* a's metric minus b's, paired by seed over the seeds both have. */
 void al_report_paired(const report *R, const group *a, const group *b, al_stat *d);
 /* ... and whether each solved the task (accuracy >= AL_SOLVED_ACCURACY),
  * paired the same way: *only_a seeds a solved and b did not, *only_b the
