@@ -33,20 +33,7 @@ static char *write_text(const char *dir)
 {
     static const char *const words[] = {"the ", "king ", "and ", "queen ", "of ", "a ",
                                         "land ", "sea ", "shall ", "be ", ".\n"};
-    char *text = malloc(20001);
-    size_t n = 0;
-    uint64_t x = 12345;
-    while (n < 19990) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        const char *w = words[(x >> 33) % 11];
-        size_t l = strlen(w);
-        memcpy(text + n, w, l);
-        n += l;
-    }
-    text[n] = 0;
-    char *p = al_test_write(dir, "data.txt", text);
-    free(text);
-    return p;
+    return al_test_write_words(dir, words, 11, 20000, 12345);
 }
 
 /* An experiment file in dir: the tiny base config, then `sweep`. */

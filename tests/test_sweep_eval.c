@@ -23,19 +23,7 @@ static char *write_text(const char *dir)
 {
     static const char *const words[] = {"the ", "king ", "and ", "queen ", "of ", "a ",
                                         "land ", "sea ", "shall ", "be ", ".\n"};
-    char *text = malloc(6001);
-    size_t n = 0;
-    uint64_t x = 777;
-    while (n < 5990) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        const char *w = words[(x >> 33) % 11];
-        memcpy(text + n, w, strlen(w));
-        n += strlen(w);
-    }
-    text[n] = 0;
-    char *p = al_test_write(dir, "data.txt", text);
-    free(text);
-    return p;
+    return al_test_write_words(dir, words, 11, 6000, 777);
 }
 
 /* The tiny base config (data, mha and mqa), then `tail` from line 6. */

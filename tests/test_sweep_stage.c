@@ -29,19 +29,7 @@ static char *write_text(const char *dir)
 {
     static const char *const words[] = {"in ", "the ", "beginning ", "was ", "word ", "and ",
                                         "light ", "darkness ", "upon ", "face ", ".\n"};
-    char *text = malloc(16001);
-    size_t n = 0;
-    uint64_t x = 777;
-    while (n < 15990) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        const char *w = words[(x >> 33) % 11];
-        memcpy(text + n, w, strlen(w));
-        n += strlen(w);
-    }
-    text[n] = 0;
-    char *p = al_test_write(dir, "data.txt", text);
-    free(text);
-    return p;
+    return al_test_write_words(dir, words, 11, 16000, 777);
 }
 
 static const char base_sweep[] =

@@ -10,6 +10,7 @@
 #define AL_TEST_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Path to ../shared/data/tinyshakespeare.txt or NULL when absent. */
@@ -22,6 +23,12 @@ const char *al_test_binary(void);
 char *al_test_tmpdir(void);
 /* Write text to a file in dir; returns the malloc'ed path. */
 char *al_test_write(const char *dir, const char *name, const char *text);
+/* dir/data.txt: words drawn from words[0..n_words) by a 64-bit LCG seeded
+ * with seed, appended until the text reaches size - 10 bytes; returns the
+ * malloc'ed path. Text with some structure, so tiny models learn
+ * something and losses differ between configurations. */
+char *al_test_write_words(const char *dir, const char *const *words, int n_words, size_t size,
+                          uint64_t seed);
 /* Run `attnlab ARGS` (ARGS as shell words), capturing stdout+stderr into
  * *out; returns the exit status (or -1). */
 int al_test_attnlab(const char *args, char **out);

@@ -191,3 +191,21 @@ int al_test_stack_config(al_model_config *c, const al_variant_ops *const *vs, in
     al_model_free(&m);
     return 0;
 }
+
+char *al_test_write_words(const char *dir, const char *const *words, int n_words, size_t size,
+                          uint64_t seed)
+{
+    char *text = malloc(size + 1);
+    size_t n = 0;
+    uint64_t x = seed;
+    while (n < size - 10) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        const char *w = words[(x >> 33) % (uint64_t)n_words];
+        memcpy(text + n, w, strlen(w));
+        n += strlen(w);
+    }
+    text[n] = 0;
+    char *p = al_test_write(dir, "data.txt", text);
+    free(text);
+    return p;
+}
