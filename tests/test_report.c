@@ -362,12 +362,14 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
     ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
     free_fields(ra, n), free_fields(rb, n);
     /* the old columns keep their places; the new ones come after seeds_open */
-    ck_assert_str_eq(head[n - 12], "seeds_open");
-    ck_assert_str_eq(head[n - 11], "resolved_holm");
-    ck_assert_str_eq(head[n - 4], "kv_context");   /* appended after same_machine */
-    ck_assert_str_eq(head[n - 3], "kv_bytes_at_context");
-    ck_assert_str_eq(head[n - 2], "solved_p");     /* and after those */
-    ck_assert_str_eq(head[n - 1], "solved_differs_holm");
+    ck_assert_str_eq(head[n - 17], "seeds_open");
+    ck_assert_str_eq(head[n - 16], "resolved_holm");
+    ck_assert_str_eq(head[n - 9], "kv_context");   /* appended after same_machine */
+    ck_assert_str_eq(head[n - 8], "kv_bytes_at_context");
+    ck_assert_str_eq(head[n - 7], "solved_p");     /* and after those */
+    ck_assert_str_eq(head[n - 6], "solved_differs_holm");
+    ck_assert_str_eq(head[n - 5], "val_gap_q3");   /* and after those */
+    ck_assert_str_eq(head[n - 1], "val_gap_trend");
     free_fields(head, n);
     char *md = read_in(dir, "report.md");
     ck_assert_msg(strstr(md, "| b | 500 | 3 | +0.0500 | [+0.0003, +0.0997] | 0.049 | yes | "
@@ -403,24 +405,34 @@ static void write_metrics(const char *dir, const char *trial, const double *loss
 /* The slope over the last quarter by hand: steps = 10, so the points at
  * steps 8, 9, 10. Seed 1: 2.30, 2.28, 2.20, mean step 9, slope
  * ((-1)(0.04) + 0 + (1)(-0.06)) / 2 = -0.05 per step, -5 per 100 steps;
- * seed 2 flat: 0. The mean, -2.5, is still improving (below -0.01). The
- * earlier points (wild here) do not count. b is flat: not improving. */
+ * seed 2 flat: 0. The mean, -2.5. Over the quarter's 2.5 steps seed 1 fell
+ * 0.125 nats, seed 2 none: 0.0625 on average, more than 0.02, so a is still
+ * improving. The earlier points (wild here) do not count. b is flat: not
+ * improving. c falls 0.001 a step (-0.1 per 100 steps, which a per-step
+ * rule of -0.01 would flag) but only 0.0025 nats over its quarter: not. */
 START_TEST(loss_slope_over_the_last_quarter_by_hand)
 {
     char body[4096] = "";
     add_trial(body, sizeof body, "a", "", "", 1, 1, 1000, 2.2, 2.2, NAN, "ok");
     add_trial(body, sizeof body, "a", "", "", 1, 2, 1000, 2.1, 2.1, NAN, "ok");
     add_trial(body, sizeof body, "b", "", "", 0, 1, 500, 2.0, 2.0, NAN, "ok");
+    add_trial(body, sizeof body, "c", "", "", 0, 1, 250, 2.5, 2.5, NAN, "ok");
     char *dir = summary2_dir(body), **head = NULL;
+    double c1[] = {3, 3, 3, 3, 3, 3, 3, 3, 2.001, 2.000, 1.999};
     double a1[] = {9, 1, 7, 3, 5, 5, 4, 8, 2.30, 2.28, 2.20}, a2[] = {9, 1, 7, 3, 5, 5, 4, 8,
                                                                      2.1, 2.1, 2.1};
     double b1[] = {3, 3, 3, 3, 3, 3, 3, 3, 2.0, 2.0, 2.0};
     write_metrics(dir, "a_seed1", a1, NULL);
     write_metrics(dir, "a_seed2", a2, NULL);
     write_metrics(dir, "b_seed1", b1, NULL);
+    write_metrics(dir, "c_seed1", c1, NULL);
     write_report(dir);
     int n = 0;
-    char **r = configs_row(dir, "a", &head, &n);
+    char **r = configs_row(dir, "c", &head, &n);
+    ck_assert_double_eq_tol(num_field(head, r, n, "val_loss_slope"), -0.1, 1e-9);
+    ck_assert_str_eq(field(head, r, n, "still_improving"), "false");
+    free_fields(r, n);
+    r = configs_row(dir, "a", &head, &n);
     ck_assert_double_eq_tol(num_field(head, r, n, "val_loss_slope"), -2.5, 1e-9);
     ck_assert_str_eq(field(head, r, n, "still_improving"), "true");
     free_fields(r, n);
@@ -430,8 +442,72 @@ START_TEST(loss_slope_over_the_last_quarter_by_hand)
     free_fields(r, n);
     free_fields(head, n);
     char *md = read_in(dir, "report.md");
-    ck_assert_msg(strstr(md, "**Still improving:** the validation loss of 1 of 2 "
-                             "configurations") && strstr(md, ": a (-2.5000)."), "%s", md);
+    ck_assert_msg(strstr(md, "**Still improving:** the validation loss of 1 of 3 "
+                             "configurations") && strstr(md, ": a (0.0625)."), "%s", md);
+    free(md), free(dir);
+}
+END_TEST
+
+/* The gaps to the baseline b over the last quarter, by hand (steps = 10:
+ * compared at step 8, the first eval at or after 7.5, and at 10). b falls
+ * from 2.0 to 1.9 at every seed.
+ *   a: 2.10 2.12 2.08 -> 1.95 1.98 1.94: gaps +0.10 +0.12 +0.08 -> +0.05
+ *      +0.08 +0.04, changes -0.05 -0.04 -0.04: mean -0.043333, sd 0.005774,
+ *      ci95 t(2) 4.3027 sd / sqrt 3 = 0.014342, p 0.00587 (scipy);
+ *   c: 2.05 -> 1.99 2.00 1.98: changes +0.04 +0.05 +0.03, ci95 0.024841,
+ *      p 0.0202;
+ *   d: 2.0 -> 1.91 1.89 1.90: changes +0.01 -0.01 0, p 1.
+ * Holm over 3: 0.00587 <= 0.05/3, 0.0202 <= 0.05/2, 1 > 0.05: a narrows
+ * (the change points back to 0 from +0.10), c widens, d is steady. */
+START_TEST(gap_to_the_baseline_over_the_last_quarter_by_hand)
+{
+    static const double aq[] = {2.10, 2.12, 2.08}, ae[] = {1.95, 1.98, 1.94};
+    static const double ce[] = {1.99, 2.00, 1.98}, de[] = {1.91, 1.89, 1.90};
+    char body[8192] = "";
+    for (int s = 1; s <= 3; s++) {
+        add_trial(body, sizeof body, "b", "", "", 1, s, 1000, 1.9, 1.9, NAN, "ok");
+        add_trial(body, sizeof body, "a", "", "", 0, s, 500, ae[s - 1], ae[s - 1], NAN, "ok");
+        add_trial(body, sizeof body, "c", "", "", 0, s, 250, ce[s - 1], ce[s - 1], NAN, "ok");
+        add_trial(body, sizeof body, "d", "", "", 0, s, 750, de[s - 1], de[s - 1], NAN, "ok");
+    }
+    char *dir = summary2_dir(body), **head = NULL;
+    for (int s = 1; s <= 3; s++) {
+        char t[32];
+        double b[11], a[11], c[11], d[11];
+        for (int i = 0; i <= 10; i++) b[i] = a[i] = c[i] = d[i] = 3.0 - 0.1 * i;
+        b[8] = d[8] = 2.0, b[10] = 1.9, a[8] = aq[s - 1], c[8] = 2.05;
+        a[10] = ae[s - 1], c[10] = ce[s - 1], d[10] = de[s - 1];
+        a[9] = c[9] = d[9] = b[9] = NAN;   /* a missing eval is skipped */
+        snprintf(t, sizeof t, "b_seed%d", s), write_metrics(dir, t, b, NULL);
+        snprintf(t, sizeof t, "a_seed%d", s), write_metrics(dir, t, a, NULL);
+        snprintf(t, sizeof t, "c_seed%d", s), write_metrics(dir, t, c, NULL);
+        snprintf(t, sizeof t, "d_seed%d", s), write_metrics(dir, t, d, NULL);
+    }
+    write_report(dir);
+    static const struct { const char *g, *trend; double q, end, change, ci; } want[] = {
+        {"a", "narrowing", 0.10, 0.17 / 3, -0.043333333333333335, 0.014342175766370919},
+        {"c", "widening", 0.05, 0.09, 0.04, 0.024841377118437532},
+        {"d", "steady", 0, 0, 0, 0.02484137711843753},
+    };
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        char **r = configs_row(dir, want[i].g, &head, &n);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_double_eq_tol(num_field(head, r, n, "val_gap_q3"), want[i].q, 1e-9);
+        ck_assert_double_eq_tol(num_field(head, r, n, "val_gap_end"), want[i].end, 1e-9);
+        ck_assert_double_eq_tol(num_field(head, r, n, "val_gap_change"), want[i].change, 1e-9);
+        ck_assert_double_eq_tol(num_field(head, r, n, "val_gap_change_ci95"), want[i].ci, 1e-6);
+        ck_assert_str_eq(field(head, r, n, "val_gap_trend"), want[i].trend);
+        free_fields(r, n);
+    }
+    char **r = configs_row(dir, "b", &head, &n);   /* the baseline has no gap */
+    ck_assert_str_eq(field(head, r, n, "val_gap_change"), "");
+    ck_assert_str_eq(field(head, r, n, "val_gap_trend"), "");
+    free_fields(r, n), free_fields(head, n);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "| a | 3 | +0.1000 (step 8) | +0.0567 (step 10) | -0.0433 "
+                             "[-0.0577, -0.0290] | 0.00587 | narrowing |"), "%s", md);
+    ck_assert_ptr_nonnull(strstr(md, "**A narrowing gap is partly one of learning speed**"));
     free(md), free(dir);
 }
 END_TEST
@@ -852,6 +928,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, one_seed_reports_n_1_and_no_interval);
     tcase_add_test(tc, holm_adjusts_the_family_of_comparisons_with_the_baseline);
     tcase_add_test(tc, loss_slope_over_the_last_quarter_by_hand);
+    tcase_add_test(tc, gap_to_the_baseline_over_the_last_quarter_by_hand);
     tcase_add_test(tc, recall_reports_the_median_step_to_solve);
     tcase_add_test(tc, trials_on_different_machines_are_called_out);
     tcase_add_test(tc, select_picks_the_argmin_per_seed);

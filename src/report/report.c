@@ -423,7 +423,7 @@ static void baseline_deltas(report *R)
     }
     if (base && R->seq_on) sequential_verdicts(R, base);
     else holm_verdicts(R);
-    if (base) solved_verdicts(R, base);
+    if (base) solved_verdicts(R, base), al_report_gap_trends(R, base);
 }
 
 /* ------------------------------------------------------------ the front */
@@ -556,7 +556,7 @@ static void fmt_int(char *buf, size_t n, double v)
 static void fmt_slope(char *buf, size_t n, const group *g)
 {
     if (!g->slope_n) snprintf(buf, n, "–");
-    else snprintf(buf, n, "%+.4f%s", g->slope, g->slope < AL_STILL_IMPROVING_SLOPE ? "*" : "");
+    else snprintf(buf, n, "%+.4f%s", g->slope, al_report_still_improving(g) ? "*" : "");
 }
 
 /* "1.5175 ± 0.0021" (mean ± 95 % half-width), "1.5175" for one seed. */
@@ -710,7 +710,8 @@ static void md_configs(FILE *f, const report *R)
             "(see below). With one seed there is a value but no interval. *slope/100 steps*: "
             "the least-squares slope of the validation loss over the eval points of the last "
             "25 %% of training, per 100 steps, mean over seeds (a `*`: still improving, "
-            "steeper than %.2f).%s\n", R->metric, AL_STILL_IMPROVING_SLOPE,
+            "the loss fell more than %.2f nats over that quarter).%s\n", R->metric,
+            AL_STILL_IMPROVING_FALL,
             R->use_acc ? " *solved*: seeds whose accuracy reached 0.9; the median step: over "
             "the seeds whose validation accuracy reached 0.9 at an evaluation, the first "
             "such step; *vs baseline b:c*: seeds only the baseline solved and seeds only "
@@ -830,25 +831,64 @@ static void md_trend(FILE *f, const report *R)
     int n = 0, any = 0;
     for (int k = 0; k < R->n_groups; k++) {
         any |= R->g[k].slope_n > 0;
-        n += R->g[k].slope_n && R->g[k].slope < AL_STILL_IMPROVING_SLOPE;
+        n += al_report_still_improving(&R->g[k]);
     }
     if (!any) return;
     fprintf(f, "\n## Has training ended?\n\n");
     if (!n) {
-        fprintf(f, "No configuration's validation loss was still falling faster than %.2f "
-                "nats per 100 steps over the last quarter of training.\n",
-                -AL_STILL_IMPROVING_SLOPE);
+        fprintf(f, "No configuration's validation loss fell more than %.2f nats over the last "
+                "quarter of training (the least-squares slope of the eval points there times "
+                "the quarter's steps, mean over seeds).\n", AL_STILL_IMPROVING_FALL);
         return;
     }
-    fprintf(f, "**Still improving:** the validation loss of %d of %d configurations was "
-            "still falling faster than %.2f nats per 100 steps over the last quarter of "
-            "training (least-squares slope of the eval points, mean over seeds):", n,
-            R->n_groups, -AL_STILL_IMPROVING_SLOPE);
+    fprintf(f, "**Still improving:** the validation loss of %d of %d configurations fell more "
+            "than %.2f nats over the last quarter of training (the least-squares slope of the "
+            "eval points there times the quarter's steps, mean over seeds):", n, R->n_groups,
+            AL_STILL_IMPROVING_FALL);
     for (int k = 0, i = 0; k < R->n_groups; k++)
-        if (R->g[k].slope_n && R->g[k].slope < AL_STILL_IMPROVING_SLOPE)
-            fprintf(f, "%s %s (%+.4f)", i++ ? "," : "", R->g[k].first->group, R->g[k].slope);
+        if (al_report_still_improving(&R->g[k]))
+            fprintf(f, "%s %s (%.4f)", i++ ? "," : "", R->g[k].first->group, R->g[k].tail_fall);
     fputs(". The comparison is then one of how fast the models learn, not of where they "
           "end: train longer to rank the end points.\n", f);
+}
+
+/* Did the gaps to the baseline move over the last quarter? A gap that
+ * narrows there is partly one of learning speed: something the slope alone
+ * cannot say. The converse is no promise (the note printed below). */
+static void md_gaps(FILE *f, const report *R)
+{
+    const group *base = base_group(R);
+    int any = 0, narrowing = 0;
+    for (int k = 0; k < R->n_groups; k++) any |= R->g[k].gap_change.n > 0;
+    if (!base || !any) return;
+    fprintf(f, "\n### Did the gaps to %s move over the last quarter?\n\n| configuration | seeds | val Δ at 75 %% "
+            "| val Δ at the end | change [95 %%] | p | trend (Holm) |\n|---|---:|---|---|---|"
+            "---:|---|\n", base->first->group);
+    for (int k = 0; k < R->n_groups; k++) {
+        const group *g = &R->g[k];
+        if (g == base || !g->gap_change.n) continue;
+        char q[64], e[64], c[96];
+        fmt_delta(c, sizeof c, &g->gap_change);
+        snprintf(q, sizeof q, "%+.4f (step %.0f)", g->gap_q.mean, g->gap_q_step);
+        snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap_end.mean, g->gap_end_step);
+        const char *t = al_report_gap_trend(g);
+        narrowing += strcmp(t, "narrowing") == 0;
+        fprintf(f, "| %s | %d | %s | %s | %s | %.3g | %s |\n", g->first->group, g->gap_change.n, q,
+                e, c, al_stat_p(&g->gap_change), t[0] ? t : "one seed: no verdict");
+    }
+    fprintf(f, "\n*val Δ*: the configuration's validation loss minus %s's, paired by seed, mean "
+            "over seeds, at the first eval at or after 75 %% of training and at the last; "
+            "*change*: the end's minus the first's, per seed, with its 95 %% t-interval; "
+            "*trend*: narrowing or widening when the change is beyond seed noise after Holm's "
+            "correction over the comparisons with the baseline, else steady. Steady or widening "
+            "does not show that a gap will hold: under a cosine schedule the last quarter is "
+            "the annealing, and gaps that held steady or widened there have closed with "
+            "longer training (README, \"Did the gaps move?\").",
+            base->first->group);
+    fputs(narrowing ? " **A narrowing gap is partly one of learning speed**: the configuration "
+          "was catching up when training stopped, so longer training may shrink the gap "
+          "further, and a ranking that rests on it may not hold where the models end.\n"
+          : "\n", f);
 }
 
 /* Trials of one configuration on different CPUs, OpenBLAS cores or thread
@@ -1018,6 +1058,7 @@ static void md_write(FILE *f, const report *R)
     md_params(f, R);
     md_deltas(f, R);
     md_trend(f, R);
+    md_gaps(f, R);
     md_machines(f, R);
     md_tuning(f, R);
     md_front(f, R);

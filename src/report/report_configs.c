@@ -11,6 +11,7 @@
 
 #include "al_util.h"
 #include "report_plot.h"
+#include "report_trend.h"
 
 static void csv_num(FILE *f, double v, const char *fmt)
 {
@@ -59,7 +60,7 @@ static void configs_row(FILE *f, const report *R, const group *g)
     fputc(',', f);
     csv_num(f, g->p, "%.6g");
     csv_num(f, g->slope_n ? g->slope : NAN, "%.6g");
-    fprintf(f, "%s,", !g->slope_n ? "" : g->slope < AL_STILL_IMPROVING_SLOPE ? "true" : "false");
+    fprintf(f, "%s,", !g->slope_n ? "" : al_report_still_improving(g) ? "true" : "false");
     csv_num(f, g->solved_step, "%.0f");
     fprintf(f, "%s,", g->machine[0] ? "false" : "true");
     csv_num(f, w->kv_context, "%.0f");   /* the whole cache at report.context */
@@ -67,6 +68,12 @@ static void configs_row(FILE *f, const report *R, const group *g)
     fputc(',', f);
     csv_num(f, g->solved_p, "%.6g");   /* exact McNemar against the baseline */
     fputs(!isfinite(g->solved_p) ? "" : g->solved_holm ? "true" : "false", f);
+    fputc(',', f);
+    csv_num(f, g->gap_q.mean, "%.12g");   /* NAN (blank) for the baseline */
+    csv_num(f, g->gap_end.mean, "%.12g");
+    csv_num(f, g->gap_change.mean, "%.12g");
+    csv_num(f, g->gap_change.ci95, "%.12g");
+    fputs(al_report_gap_trend(g), f);
     fputc('\n', f);
 }
 
@@ -82,7 +89,8 @@ int al_report_write_configs(const report *R, al_err *e)
           "resolved,baseline,front,front_resolved,accuracy_mean,accuracy_ci95,solved,"
           "val_loss_mean,tuned,seeds_open,resolved_holm,seeds_needed,p_value,val_loss_slope,"
           "still_improving,solved_step_median,same_machine,kv_context,kv_bytes_at_context,"
-          "solved_p,solved_differs_holm\n", f);
+          "solved_p,solved_differs_holm,val_gap_q3,val_gap_end,val_gap_change,"
+          "val_gap_change_ci95,val_gap_trend\n", f);
     for (int k = 0; k < R->n_groups; k++) configs_row(f, R, &R->g[k]);
     return al_commit_atomic(f, tmp, path, e);
 }

@@ -28,10 +28,12 @@
 
 #define DIR_LEN 4096
 #define AL_SOLVED_ACCURACY 0.9   /* a recall task counts as solved from here */
-/* Validation loss still falling faster than this (nats per 100 steps, the
- * least-squares slope over the last quarter of training, mean over seeds)
- * is "still improving": the ranking is then one of learning speed. */
-#define AL_STILL_IMPROVING_SLOPE (-0.01)
+/* A validation loss that fell more than this over the last quarter of
+ * training (nats: the least-squares slope there times the quarter's steps,
+ * mean over seeds) is "still improving": the ranking is then one of
+ * learning speed. Per quarter of training, not per step, so that the verdict
+ * does not change with the batch size or the number of steps alone. */
+#define AL_STILL_IMPROVING_FALL 0.02
 #define AL_SEEDS_NEEDED_CAP 10000
 
 typedef struct row {
@@ -86,12 +88,20 @@ typedef struct group {
                                  with the baseline (sequential sweeps: by the rounds' rule) */
     int seeds_needed;         /* seeds for 80 % power at delta's mean and sd (0: none) */
     double slope;             /* val loss per 100 steps over the last quarter, mean over seeds */
+    double tail_fall;         /* -slope times the quarter's steps: nats, mean over seeds */
     int slope_n;              /* seeds in it */
     int solved_only_base;     /* seeds the baseline solved and this did not (paired) */
     int solved_only_this;     /* ... and the other way round */
     double solved_p;          /* exact McNemar p of those (NAN: not a recall task, baseline) */
     int solved_holm;          /* solved counts differ after Holm over the family */
     double solved_step;       /* median first eval step with accuracy >= 0.9 (NAN: none) */
+    /* The gap to the baseline in validation loss, paired by seed, at the
+     * first eval at or after 75 % of training (gap_q) and at the last one
+     * (gap_end), and its change between the two (gap_end - gap_q per seed):
+     * a gap that narrows is partly one of learning speed. */
+    al_stat gap_q, gap_end, gap_change;
+    double gap_q_step, gap_end_step;   /* the steps of the first pair */
+    int gap_holm;             /* the change is beyond noise, Holm over the family */
     int solved_step_n;        /* seeds that reached it */
     char machine[512];        /* "cpu; core; threads" when its trials differ, else "" */
 } group;
@@ -129,6 +139,11 @@ void al_report_paired(const report *R, const group *a, const group *b, al_stat *
  * other way round. */
 void al_report_solved_pairs(const report *R, const group *a, const group *b, int *only_a,
                             int *only_b);
+
+static inline int al_report_still_improving(const group *g)
+{
+    return g->slope_n && g->tail_fall > AL_STILL_IMPROVING_FALL;
+}
 
 static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
 

@@ -37,11 +37,18 @@ static int read_evals(const report *R, const row *w, double **step, double **los
     return n;
 }
 
+/* The trial's planned steps; older summaries lack them: its last eval step. */
+static double planned_steps(const double *step, int n, double steps)
+{
+    double last = 0;
+    for (int r = 0; r < n; r++) last = step[r] > last ? step[r] : last;
+    return steps > 0 ? steps : last;
+}
+
 double al_report_tail_slope(const double *step, const double *loss, int n, double steps)
 {
-    double last = 0, *y = al_calloc((size_t)n + 1, sizeof *y);
-    for (int r = 0; r < n; r++) last = step[r] > last ? step[r] : last;
-    if (!(steps > 0)) steps = last;   /* older summaries: the last eval step */
+    double *y = al_calloc((size_t)n + 1, sizeof *y);
+    steps = planned_steps(step, n, steps);
     for (int r = 0; r < n; r++) y[r] = step[r] >= 0.75 * steps ? loss[r] : NAN;
     double s = al_ls_slope(step, y, n) * 100;
     free(y);
@@ -64,7 +71,7 @@ static double median(double *x, int n)
 /* Slope and first solved step of group g, over its selected trials. */
 static void group_trend(const report *R, group *g)
 {
-    double sum = 0, *first = al_calloc((size_t)R->sm.n + 1, sizeof *first);
+    double sum = 0, fall = 0, *first = al_calloc((size_t)R->sm.n + 1, sizeof *first);
     g->slope_n = g->solved_step_n = 0;
     for (int i = 0; i < R->sm.n; i++) {
         const row *w = &R->sm.rows[i];
@@ -72,7 +79,8 @@ static void group_trend(const report *R, group *g)
         double *step, *loss, *acc;
         int n = read_evals(R, w, &step, &loss, &acc);
         double s = al_report_tail_slope(step, loss, n, w->steps);
-        if (isfinite(s)) sum += s, g->slope_n++;
+        if (isfinite(s))   /* the slope over the quarter's length: the fall in nats */
+            sum += s, fall -= s * planned_steps(step, n, w->steps) / 400, g->slope_n++;
         for (int r = 0; r < n; r++)
             if (acc[r] >= AL_SOLVED_ACCURACY) {
                 first[g->solved_step_n++] = step[r];
@@ -81,6 +89,7 @@ static void group_trend(const report *R, group *g)
         free(step), free(loss), free(acc);
     }
     g->slope = g->slope_n ? sum / g->slope_n : NAN;
+    g->tail_fall = g->slope_n ? fall / g->slope_n : NAN;
     g->solved_step = median(first, g->solved_step_n);
     free(first);
 }
@@ -88,4 +97,86 @@ static void group_trend(const report *R, group *g)
 void al_report_trends(report *R)
 {
     for (int k = 0; k < R->n_groups; k++) group_trend(R, &R->g[k]);
+}
+
+/* The val loss of a curve at eval step s (NAN: no such finite point). */
+static double loss_at(const double *step, const double *loss, int n, double s)
+{
+    for (int r = 0; r < n; r++)
+        if (step[r] == s) return loss[r];
+    return NAN;
+}
+
+/* The two steps a pair of curves is compared at: the last eval both have
+ * with a finite loss (*end), and the first such one at or after 75 % of
+ * `steps` (NAN or 0: of *end). 0 when there are not two such points. */
+static int gap_steps(const double *sa, const double *la, int na, const double *sb,
+                     const double *lb, int nb, double steps, double *q, double *end)
+{
+    *q = *end = NAN;
+    for (int r = 0; r < na; r++)
+        if (isfinite(la[r]) && isfinite(loss_at(sb, lb, nb, sa[r])) && !(*end >= sa[r]))
+            *end = sa[r];
+    double from = 0.75 * (steps > 0 ? steps : *end);
+    for (int r = 0; r < na; r++)
+        if (isfinite(la[r]) && isfinite(loss_at(sb, lb, nb, sa[r])) && sa[r] >= from &&
+            !(*q <= sa[r]))
+            *q = sa[r];
+    return isfinite(*q) && *q < *end;
+}
+
+/* gap_q, gap_end and gap_change of g against base, over the seed pairs
+ * whose curves share two such steps. */
+static void group_gap(const report *R, group *g, const group *base)
+{
+    int *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib), m = 0;
+    double *x = al_calloc(3 * (size_t)R->sm.n + 3, sizeof *x), *xq = x, *xe = x + R->sm.n + 1,
+           *xc = xe + R->sm.n + 1;
+    int np = al_report_seed_pairs(R, g, base, ia, ib);
+    g->gap_q_step = g->gap_end_step = NAN;
+    for (int k = 0; k < np; k++) {
+        const row *wa = &R->sm.rows[ia[k]], *wb = &R->sm.rows[ib[k]];
+        double *sa, *la, *aa, *sb, *lb, *ab, q, end;
+        int na = read_evals(R, wa, &sa, &la, &aa), nb = read_evals(R, wb, &sb, &lb, &ab);
+        if (gap_steps(sa, la, na, sb, lb, nb, wa->steps, &q, &end)) {
+            xq[m] = loss_at(sa, la, na, q) - loss_at(sb, lb, nb, q);
+            xe[m] = loss_at(sa, la, na, end) - loss_at(sb, lb, nb, end);
+            xc[m] = xe[m] - xq[m];
+            if (!m++) g->gap_q_step = q, g->gap_end_step = end;
+        }
+        free(sa), free(la), free(aa), free(sb), free(lb), free(ab);
+    }
+    al_stat_of(xq, m, &g->gap_q);
+    al_stat_of(xe, m, &g->gap_end);
+    al_stat_of(xc, m, &g->gap_change);
+    free(ia), free(ib), free(x);
+}
+
+void al_report_gap_trends(report *R, const group *base)
+{
+    double *p = al_calloc((size_t)R->n_groups + 1, sizeof *p);
+    int *rej = al_calloc((size_t)R->n_groups + 1, sizeof *rej), m = 0;
+    for (int k = 0; k < R->n_groups; k++) {
+        group *g = &R->g[k];
+        al_stat_of(p, 0, &g->gap_q);   /* none yet: n 0, mean NAN */
+        g->gap_end = g->gap_change = g->gap_q;
+        g->gap_holm = 0;
+        g->gap_q_step = g->gap_end_step = NAN;
+        if (g == base) continue;
+        group_gap(R, g, base);
+        p[m++] = al_stat_p(&g->gap_change);
+    }
+    al_holm(m, p, 0.05, rej);
+    for (int k = 0, i = 0; k < R->n_groups; k++)
+        if (&R->g[k] != base) R->g[k].gap_holm = rej[i++];
+    free(p), free(rej);
+}
+
+const char *al_report_gap_trend(const group *g)
+{
+    if (g->gap_change.n < 2) return "";
+    if (!g->gap_holm) return "steady";
+    /* narrowing: the change points back towards 0 from where the gap stood */
+    return (g->gap_change.mean < 0) == (g->gap_q.mean > 0) ? "narrowing" : "widening";
 }
