@@ -99,11 +99,12 @@ void al_report_trends(report *R)
     for (int k = 0; k < R->n_groups; k++) group_trend(R, &R->g[k]);
 }
 
-/* The val loss of a curve at eval step s (NAN: no such finite point). */
+/* The val loss of a curve at eval step s (NAN: no such finite point; a
+ * row of that step without a val loss is passed over). */
 static double loss_at(const double *step, const double *loss, int n, double s)
 {
     for (int r = 0; r < n; r++)
-        if (step[r] == s) return loss[r];
+        if (step[r] == s && isfinite(loss[r])) return loss[r];
     return NAN;
 }
 
