@@ -444,6 +444,10 @@ START_TEST(loss_slope_over_the_last_quarter_by_hand)
     char *md = read_in(dir, "report.md");
     ck_assert_msg(strstr(md, "**Still improving:** the validation loss of 1 of 3 "
                              "configurations") && strstr(md, ": a (0.0625)."), "%s", md);
+    /* b and c pair with a at seed 1 only: a gap (b - a: 2.0 - 2.30 at step 8,
+     * 2.0 - 2.20 at 10), but no interval, no p and no verdict */
+    ck_assert_ptr_nonnull(strstr(md, "| b | 1 | -0.3000 (step 8) | -0.2000 (step 10) | +0.1000 "
+                                     "(n = 1, no interval) | – | one seed: no verdict |"));
     free(md), free(dir);
 }
 END_TEST

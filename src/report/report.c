@@ -861,20 +861,21 @@ static void md_gaps(FILE *f, const report *R)
     int any = 0, narrowing = 0;
     for (int k = 0; k < R->n_groups; k++) any |= R->g[k].gap_change.n > 0;
     if (!base || !any) return;
-    fprintf(f, "\n### Did the gaps to %s move over the last quarter?\n\n| configuration | seeds | val Δ at 75 %% "
-            "| val Δ at the end | change [95 %%] | p | trend (Holm) |\n|---|---:|---|---|---|"
-            "---:|---|\n", base->first->group);
+    fprintf(f, "\n### Did the gaps to %s move over the last quarter?\n\n| configuration | seeds "
+            "| val Δ at 75 %% | val Δ at the end | change [95 %%] | p | trend (Holm) |\n"
+            "|---|---:|---|---|---|---:|---|\n", base->first->group);
     for (int k = 0; k < R->n_groups; k++) {
         const group *g = &R->g[k];
         if (g == base || !g->gap_change.n) continue;
-        char q[64], e[64], c[96];
+        char q[64], e[64], c[96], p[32] = "–";
         fmt_delta(c, sizeof c, &g->gap_change);
+        if (g->gap_change.n > 1) snprintf(p, sizeof p, "%.3g", al_stat_p(&g->gap_change));
         snprintf(q, sizeof q, "%+.4f (step %.0f)", g->gap_q.mean, g->gap_q_step);
         snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap_end.mean, g->gap_end_step);
         const char *t = al_report_gap_trend(g);
         narrowing += strcmp(t, "narrowing") == 0;
-        fprintf(f, "| %s | %d | %s | %s | %s | %.3g | %s |\n", g->first->group, g->gap_change.n, q,
-                e, c, al_stat_p(&g->gap_change), t[0] ? t : "one seed: no verdict");
+        fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n", g->first->group, g->gap_change.n, q, e,
+                c, p, t[0] ? t : "one seed: no verdict");
     }
     fprintf(f, "\n*val Δ*: the configuration's validation loss minus %s's, paired by seed, mean "
             "over seeds, at the first eval at or after 75 %% of training and at the last; "
@@ -882,7 +883,7 @@ static void md_gaps(FILE *f, const report *R)
             "*trend*: narrowing or widening when the change is beyond seed noise after Holm's "
             "correction over the comparisons with the baseline, else steady. Steady or widening "
             "does not show that a gap will hold: under a cosine schedule the last quarter is "
-            "the annealing, and gaps that held steady or widened there have closed with "
+            "the annealing, and gaps that held steady or widened there have shrunk with "
             "longer training (README, \"Did the gaps move?\").",
             base->first->group);
     fputs(narrowing ? " **A narrowing gap is partly one of learning speed**: the configuration "
