@@ -410,20 +410,6 @@ END_TEST
 
 /* ------------------------------------------------------------ packing */
 
-static uint32_t bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float from_bits(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* al_bf16_pack (the CPU's conversion where it has one) rounds exactly as
  * the software al_bf16_round: ties to even both ways, carries into the
  * exponent and to infinity, NaN quieted, signed zeros and infinities kept;
@@ -446,16 +432,18 @@ START_TEST(bf16_pack_should_round_as_the_software_rounding)
     al_rng r;
     al_rng_seed(&r, 7);
     for (int i = 0; i < N; i++)
-        x[i] = i < NE ? from_bits(edge[i]) : (float)(al_rng_normal(&r) * pow(10, i % 40 - 20));
+        x[i] = i < NE ? al_test_bits_f32(edge[i])
+                      : (float)(al_rng_normal(&r) * pow(10, i % 40 - 20));
     for (int n = 0; n <= N; n = n < 70 ? n + 1 : N + 1) {   /* 0 .. 70, then N */
         memset(out, 0xab, N * sizeof *out);
         al_bf16_pack(out, x, (size_t)n);
         for (int i = 0; i < n; i++) {
-            uint32_t want = bits(al_bf16_round(x[i])) >> 16, got = out[i];
-            int denormal = (bits(x[i]) & 0x7f800000u) == 0 && (bits(x[i]) & 0x007fffffu) != 0;
-            if (denormal && got == ((bits(x[i]) >> 16) & 0x8000u)) continue;   /* read as zero */
-            ck_assert_msg(got == want, "n %d, x[%d] = %a (%08x): %04x, want %04x", n, i, x[i],
-                          bits(x[i]), got, want);
+            uint32_t u = al_test_f32_bits(x[i]), got = out[i];
+            uint32_t want = al_test_f32_bits(al_bf16_round(x[i])) >> 16;
+            int denormal = (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0;
+            if (denormal && got == ((u >> 16) & 0x8000u)) continue;   /* read as zero */
+            ck_assert_msg(got == want, "n %d, x[%d] = %a (%08x): %04x, want %04x", n, i, x[i], u,
+                          got, want);
         }
         for (int i = n; i < N; i++) ck_assert_int_eq(out[i], 0xabab);   /* no write past n */
     }

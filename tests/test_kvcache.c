@@ -14,20 +14,6 @@
 #include "al_test.h"
 #include "al_util.h"
 
-static float from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t to_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 START_TEST(f16_converts_known_values)
 {
     static const struct { float f; uint16_t h; } cases[] = {
@@ -79,7 +65,8 @@ START_TEST(f16_round_trips_every_half)
         _Float16 ref;
         uint16_t hb = (uint16_t)h;
         memcpy(&ref, &hb, sizeof ref);
-        if (to_bits(f) != to_bits((float)ref)) ck_abort_msg("0x%04x vs _Float16", h);
+        if (al_test_f32_bits(f) != al_test_f32_bits((float)ref))
+            ck_abort_msg("0x%04x vs _Float16", h);
     }
 }
 END_TEST
@@ -94,7 +81,7 @@ START_TEST(f16_narrowing_matches_the_compiler)
     for (int i = 0; i < 2000000; i++) {
         uint32_t u = (uint32_t)al_rng_u64(&r);
         if (i % 2) u = (u & 0x80000000u) | (0x32000000u + u % 0x16000000u); /* half range */
-        float f = from_bits(u);
+        float f = al_test_bits_f32(u);
         if (isnan(f)) continue;
         _Float16 ref = (_Float16)f;
         uint16_t rb;
@@ -133,16 +120,16 @@ START_TEST(bf16_converts_known_values_and_matches_rounding_in_double)
     ck_assert_uint_eq(al_f32_to_bf16(-INFINITY), 0xFF80);
     ck_assert_uint_eq(al_f32_to_bf16(0x1p-149f), 0x0000);                /* below half a unit */
     ck_assert_uint_eq(al_f32_to_bf16(0x1p-133f), 0x0001);                /* smallest bf16 */
-    uint16_t n = al_f32_to_bf16(NAN), sn = al_f32_to_bf16(from_bits(0x7F800001u));
+    uint16_t n = al_f32_to_bf16(NAN), sn = al_f32_to_bf16(al_test_bits_f32(0x7F800001u));
     ck_assert(isnan(al_bf16_to_f32(n)) && isnan(al_bf16_to_f32(sn)));   /* never inf */
-    ck_assert(al_bf16_to_f32(0x4049) == from_bits(0x40490000u));
+    ck_assert(al_bf16_to_f32(0x4049) == al_test_bits_f32(0x40490000u));
     al_rng r;
     al_rng_seed(&r, 3);
     for (int i = 0; i < 2000000; i++) {
-        float f = from_bits((uint32_t)al_rng_u64(&r));
+        float f = al_test_bits_f32((uint32_t)al_rng_u64(&r));
         if (isnan(f)) continue;
         float got = al_bf16_to_f32(al_f32_to_bf16(f)), want = bf16_ref(f);
-        if (to_bits(got) != to_bits(want))
+        if (al_test_f32_bits(got) != al_test_f32_bits(want))
             ck_abort_msg("%a: %a want %a", (double)f, (double)got, (double)want);
     }
 }
@@ -234,9 +221,9 @@ START_TEST(block_conversion_matches_every_value)
             int nt = E - t0 < AL_KV_TILE ? E - t0 : AL_KV_TILE;
             const float *rows = al_kv_rows(c, t0, nt, tmp);
             for (int i = 0; i < nt * E; i++)
-                if (to_bits(rows[i]) != to_bits(want[t0 * E + i]))
+                if (al_test_f32_bits(rows[i]) != al_test_f32_bits(want[t0 * E + i]))
                     ck_abort_msg("dtype %d value %d: 0x%08x vs 0x%08x", dt, t0 * E + i,
-                                 to_bits(rows[i]), to_bits(want[t0 * E + i]));
+                                 al_test_f32_bits(rows[i]), al_test_f32_bits(want[t0 * E + i]));
         }
         al_kv_cache_free(c);
     }

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Path to ../shared/data/tinyshakespeare.txt or NULL when absent. */
 const char *al_test_shakespeare(void);
@@ -35,6 +36,21 @@ int al_test_attnlab(const char *args, char **out);
 /* Run a shell command, capture stdout+stderr into *out (malloc'ed); returns
  * the exit status (or -1). */
 int al_test_run(const char *cmd, char **out);
+
+/* A float's bits and back (for exact comparisons and hand-made values). */
+static inline uint32_t al_test_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float al_test_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* Environment assignments for running attnlab under Open MPI's mpirun in
  * tests (loopback, shared memory, as root, oversubscribed; ASan settings).
