@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -399,11 +400,24 @@ void al_signals_hint(const char *fmt, ...)
 
 static void put(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
 
-/* Only async-signal-safe calls: unlink, write, _exit. The temp file goes;
- * its target is the previous complete file or the new one (rename is
- * atomic), which is all a resume reads. The lock goes with the process. */
+/* The thread that installed the handlers: the one that writes the run's
+ * files. A process-directed signal may land on any thread (a pool or
+ * OpenBLAS worker); handled there, the main thread would go on meanwhile,
+ * open its next temp file after the handler's sweep and print after its
+ * last line, so _exit would leave that file behind. */
+static pthread_t main_thread;
+
+/* Only async-signal-safe calls: pthread_self, pthread_kill, unlink, write,
+ * _exit. On another thread the signal is handed to the main thread, which
+ * stops where it stands. The temp file goes; its target is the previous
+ * complete file or the new one (rename is atomic), which is all a resume
+ * reads. The lock goes with the process. */
 static void on_signal(int sig)
 {
+    if (!pthread_equal(pthread_self(), main_thread)) {
+        pthread_kill(main_thread, sig);
+        return;
+    }
     for (int i = 0; i < MAX_TMP; i++)
         if (tmp_used[i]) unlink(tmps[i]);
     put(sig == SIGINT ? "attnlab: interrupted (SIGINT); " : "attnlab: terminated (SIGTERM); ");
@@ -415,6 +429,7 @@ static void on_signal(int sig)
 void al_signals_install(void)
 {
     struct sigaction sa;
+    main_thread = pthread_self();
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigfillset(&sa.sa_mask);   /* one handler at a time: SIGTERM during SIGINT's waits */

@@ -267,11 +267,14 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
         al_progress_line("%s%s step %d/%d | loss %.4f | val %.4f | lr %.2e | %.0f tok/s | ETA %s",
                          lab, mask, step, t->steps, loss, val, lr, tok_s, etab);
     } else if (eval_line && R->o->log_lines) {
-        fprintf(stderr, "%s%s step %d/%d", lab, mask, step, t->steps);
-        if (!isnan(loss)) fprintf(stderr, " train_loss %.4f", loss);
-        fprintf(stderr, " val_loss %.4f", val);
-        if (!isnan(acc)) fprintf(stderr, " val_accuracy %.4f", acc);
-        fprintf(stderr, " lr %.3g tok/s %.0f eta %s\n", lr, tok_s, etab);
+        /* one write: stderr is unbuffered, and a signal between pieces
+         * would leave half a line before the handler's last one */
+        char line[512], tl[32] = "", va[32] = "";
+        if (!isnan(loss)) snprintf(tl, sizeof tl, " train_loss %.4f", loss);
+        if (!isnan(acc)) snprintf(va, sizeof va, " val_accuracy %.4f", acc);
+        snprintf(line, sizeof line, "%s%s step %d/%d%s val_loss %.4f%s lr %.3g tok/s %.0f eta %s\n",
+                 lab, mask, step, t->steps, tl, val, va, lr, tok_s, etab);
+        fputs(line, stderr);
     }
 }
 
