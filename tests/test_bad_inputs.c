@@ -136,6 +136,11 @@ static const bad_row rows[] = {
      "\\(in stage 'up'", 0},
 
     /* ---- the command line */
+    {"cli: new-variant with a built-in variant's name", NULL, "new-variant gqa --out skel",
+     "^attnlab: new-variant: NAME 'gqa' is a built-in variant's; choose another", 0},
+    {"cli: new-variant where one of its two files exists (writes neither)",
+     "mkdir skel && : >skel/meson.build", "new-variant mine --out skel",
+     "^attnlab: new-variant: skel/meson\\.build exists; not overwriting it$", 0},
     {"cli: unknown flag", NULL, "train good.yaml --out out --frobnicate",
      "^attnlab: train: unknown option '--frobnicate' \\(see 'attnlab train --help'\\)$", 0},
     {"cli: missing value", NULL, "train good.yaml --out",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "al_cli.h"
 #include "al_registry.h"
@@ -36,7 +37,8 @@ static const al_cli_spec new_spec = {
     "It builds and passes `attnlab check-variant` as generated:\n"
     "  cd DIR && meson setup build && ninja -C build\n"
     "  attnlab check-variant --plugin build/libattnlab_NAME.so --variant NAME\n"
-    "Refuses to overwrite either file.\n",
+    "Refuses a built-in variant's NAME and to overwrite either file; writes\n"
+    "both files or neither.\n",
 };
 
 /* template with every @name@ replaced by name (malloc'ed). */
@@ -58,18 +60,47 @@ static char *fill(const char *template, const char *name)
     return out;
 }
 
-static int write_new(const char *dir, const char *file, const char *text, al_err *e)
+/* 0 when DIR/file does not exist; else -1 with the refusal in e. */
+static int check_absent(const char *dir, const char *file, al_err *e)
 {
     char path[4096];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (stat(path, &st) == 0) {
-        snprintf(e->msg, sizeof e->msg, "new-variant: %.900s exists; not overwriting it", path);
-        return -1;
-    }
+    if (stat(path, &st) != 0) return 0;
+    snprintf(e->msg, sizeof e->msg, "new-variant: %.900s exists; not overwriting it", path);
+    return -1;
+}
+
+static int write_new(const char *dir, const char *file, const char *text, al_err *e)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     if (al_write_atomic(path, text, strlen(text), e) != 0) return -1;
     printf("wrote %s\n", path);
     return 0;
+}
+
+/* Both files or neither: every refusal comes before the first write, and
+ * a second write that fails takes the first file (and a folder this call
+ * made) with it. */
+static int write_skeleton(const char *dir, const char *name, al_err *e)
+{
+    char file[128], path[4096];
+    struct stat st;
+    int made_dir = stat(dir, &st) != 0;
+    snprintf(file, sizeof file, "%s.c", name);
+    if (check_absent(dir, file, e) || check_absent(dir, "meson.build", e)) return -1;
+    if (al_mkdirs(dir, e) != 0) return -1;
+    char *c = fill(al_template_c, name), *meson = fill(al_template_meson, name);
+    int rc = write_new(dir, file, c, e);
+    if (!rc && write_new(dir, "meson.build", meson, e) != 0) {
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        unlink(path);
+        rc = -1;
+    }
+    if (rc && made_dir) rmdir(dir);
+    free(c), free(meson);
+    return rc;
 }
 
 int al_cmd_new_variant(int argc, char **argv)
@@ -83,11 +114,12 @@ int al_cmd_new_variant(int argc, char **argv)
                  "'_' or '-'", a.name);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
-    if (al_mkdirs(a.out, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    char file[128];
-    snprintf(file, sizeof file, "%s.c", a.name);
-    char *c = fill(al_template_c, a.name), *meson = fill(al_template_meson, a.name);
-    rc = write_new(a.out, file, c, &e) || write_new(a.out, "meson.build", meson, &e);
-    free(c), free(meson);
-    return rc ? al_cli_fail(AL_EXIT_INPUT, e.msg) : 0;
+    /* a plugin whose name a built-in holds is refused at load: its skeleton
+     * could never run */
+    if (al_variant_find(a.name)) {
+        snprintf(e.msg, sizeof e.msg, "new-variant: NAME '%s' is a built-in variant's; choose "
+                 "another (attnlab variants lists them)", a.name);
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
+    }
+    return write_skeleton(a.out, a.name, &e) ? al_cli_fail(AL_EXIT_INPUT, e.msg) : 0;
 }
