@@ -141,6 +141,11 @@ static const bad_row rows[] = {
     {"cli: new-variant where one of its two files exists (writes neither)",
      "mkdir skel && : >skel/meson.build", "new-variant mine --out skel",
      "^attnlab: new-variant: skel/meson\\.build exists; not overwriting it$", 0},
+    {"cli: a sweep's trial whose experiment file changed since the sweep read it", NULL,
+     "trial sweep.yaml --index 0 --out out --file-sha256 "
+     "0000000000000000000000000000000000000000000000000000000000000000",
+     "^attnlab: sweep\\.yaml: changed since the sweep started \\(SHA-256 000000000000\\.\\.\\. "
+     "then, [0-9a-f]{12}\\.\\.\\. now\\); restore it, or start the sweep again", 0},
     {"cli: unknown flag", NULL, "train good.yaml --out out --frobnicate",
      "^attnlab: train: unknown option '--frobnicate' \\(see 'attnlab train --help'\\)$", 0},
     {"cli: missing value", NULL, "train good.yaml --out",

@@ -185,7 +185,53 @@ START_TEST(batch_script_runs_one_trial_per_array_task)
     /* outside an array job the script refuses */
     ck_assert_int_ne(run(&out, "env -u SLURM_ARRAY_TASK_ID bash %s", script), 0);
     ck_assert_msg(strstr(out, "run this script with sbatch --array"), "%s", out);
+    free(out);
+    /* a task that starts after the experiment file was edited (queued for
+     * hours, say) refuses to run the edited experiment under this sweep */
+    ck_assert_int_eq(run(NULL, "echo '# edited' >>%s", exp), 0);
+    ck_assert_int_eq(run(&out, "SLURM_ARRAY_TASK_ID=0 bash %s; cat %s/r/mha_seed1/log.txt",
+                         script, dir), 0);
+    ck_assert_msg(strstr(out, "exp.yaml: changed since the sweep started"), "%s", out);
+    snprintf(path, sizeof path, "%s/r/mha_seed1/result.json", dir);
+    ck_assert_int_ne(stat(path, &st), 0);
     free(out), free(script), free(exp), free(dir);
+}
+END_TEST
+
+/* An experiment file edited while a local sweep runs: the trials that
+ * start after the edit stop with one line naming the file, which the
+ * summary keeps as their reason; the trial that was running finishes as
+ * the experiment it started as. */
+START_TEST(a_file_edited_mid_sweep_stops_the_later_trials)
+{
+    char *dir = al_test_tmpdir(), *exp = write_exp(dir), *out, *text;
+    /* the first worker stops itself after its first step (SIGSTOP); the
+     * file is edited; then it goes on */
+    int rc = run(&out,
+        "cd %s || exit 1\n(AL_FAULT='step:mha_seed1/step!stop' '%s' sweep exp.yaml --out r --jobs 1 "
+        "  >sweep.log 2>&1; echo $? >rc) </dev/null >/dev/null 2>&1 &\n"
+        "for i in $(seq 600); do\n"
+        "  p=$(pgrep -f ' trial exp[.]yaml --index' | head -1)\n"
+        "  [ -n \"$p\" ] && [ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" = T ] && break\n"
+        "  sleep 0.05\n"
+        "done\n"
+        "echo '# edited' >>exp.yaml\n"
+        "pkill -CONT -f ' trial exp[.]yaml --index'\n"
+        "for i in $(seq 1200); do [ -s rc ] && break; sleep 0.05; done\n"
+        "cat rc", dir, al_test_binary());
+    ck_assert_msg(rc == 0, "the sweep did not end: %s", out);
+    free(out);
+    char path[4300];
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/r/summary.csv", dir);
+    ck_assert_msg(al_read_file(path, &text, &n, &e) == 0, "%s", e.msg);
+    int changed = 0;
+    for (char *p = text; (p = strstr(p, "exp.yaml: changed since the sweep started")); p++)
+        changed++;
+    ck_assert_msg(changed == 3, "%d trials refused, not 3:\n%s", changed, text);
+    ck_assert_msg(strstr(text, ",ok,") || strstr(text, ",ok\n"), "the first trial: %s", text);
+    free(text), free(exp), free(dir);
 }
 END_TEST
 
@@ -227,6 +273,7 @@ Suite *sweep_exec_suite(void)
     tcase_add_test(tc, unavailable_executor_says_what_to_install);
     tcase_add_test(tc, corrupt_submission_record_is_refused);
     tcase_add_test(tc, batch_script_runs_one_trial_per_array_task);
+    tcase_add_test(tc, a_file_edited_mid_sweep_stops_the_later_trials);
     tcase_add_test(tc, mpi_sweep_equals_the_local_sweep);
     suite_add_tcase(s, tc);
     return s;

@@ -36,6 +36,9 @@ struct al_node {
  * (experiment files are a few hundred bytes; this is no place for data). */
 #define AL_CONFIG_MAX_BYTES (1u << 20)
 int al_yaml_load(const char *path, al_node **out, al_err *e);
+/* The same, and the SHA-256 (hex) of exactly the bytes it parsed, so a
+ * caller can tell later whether the file still holds what it read. */
+int al_yaml_load_digest(const char *path, al_node **out, char sha256[65], al_err *e);
 /* Parse YAML text (for --set values and tests); `name` is used in errors. */
 int al_yaml_parse(const char *name, const char *text, al_node **out, al_err *e);
 void al_node_free(al_node *n);

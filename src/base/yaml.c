@@ -7,6 +7,7 @@
  * where it came from after the source tree is freed.
  */
 #include "al_yaml.h"
+#include "al_sha256.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -364,10 +365,16 @@ int al_node_is_null(const al_node *x)
 /* A config file: its top level must be a mapping ("---" alone: empty). */
 int al_yaml_load(const char *path, al_node **out, al_err *e)
 {
+    return al_yaml_load_digest(path, out, NULL, e);
+}
+
+int al_yaml_load_digest(const char *path, al_node **out, char sha256[65], al_err *e)
+{
     char *text;
     size_t n;
     *out = NULL;
     if (al_read_file_max(path, AL_CONFIG_MAX_BYTES, &text, &n, e)) return -1;
+    if (sha256) al_sha256_hex(text, n, sha256);
     al_node *root;
     int rc = parse_text(path, text, n, 0, &root, e);
     free(text);

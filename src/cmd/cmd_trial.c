@@ -3,6 +3,7 @@
  * `attnlab sweep` (cmd_sweep.c) and the other executors start.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "al_cli.h"
 #include "al_sweep_run.h"
@@ -10,6 +11,7 @@
 typedef struct trial_args {
     al_cli_opts o;
     long index, threads;
+    const char *file_sha256;
 } trial_args;
 
 static const al_opt trial_opts[] = {
@@ -20,6 +22,9 @@ static const al_opt trial_opts[] = {
     {.name = "--out", .kind = AL_OPT_PATH, .meta = "DIR", AL_CLI_AT(trial_args, o.out),
      .flags = AL_OPT_REQUIRED, .help = "the sweep's results directory"},
     AL_LONG("--threads", "M", 1, 1024, trial_args, threads, "threads (default: train.threads)"),
+    {.name = "--file-sha256", .kind = AL_OPT_STR, .meta = "HEX",
+     AL_CLI_AT(trial_args, file_sha256),
+     .help = "FILE's SHA-256 when the sweep read it: refuse to run if it changed since"},
     AL_CLI_SET(trial_args, 0),
     AL_CLI_PLUGIN(trial_args, 0),
     AL_CLI_CONTEXT(trial_args, AL_OPT_IGNORED, "unused by trial"),
@@ -45,6 +50,15 @@ int al_cmd_trial(int argc, char **argv)
     if (al_sweep_load(a.o.file, a.o.sets, a.o.n_sets, a.o.plugins, a.o.n_plugins, &s, &e)) {
         fprintf(stderr, "%s\n", e.msg);
         return AL_EXIT_INPUT;
+    }
+    /* the sweep's trials are one experiment: a file edited mid-sweep
+     * would make this trial another one's, under the same sweep */
+    if (a.file_sha256 && strcmp(a.file_sha256, s.file_sha256) != 0) {
+        snprintf(e.msg, sizeof e.msg, "%s: changed since the sweep started (SHA-256 %.12s... "
+                 "then, %.12s... now); restore it, or start the sweep again to run the edited "
+                 "experiment", a.o.file, a.file_sha256, s.file_sha256);
+        al_sweep_free(&s);
+        return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     if (a.index >= s.n_trials) {
         snprintf(e.msg, sizeof e.msg, "trial: --index %ld, but %s has %d trials", a.index,

@@ -179,6 +179,7 @@ typedef struct al_sweep_stage {
 
 typedef struct al_sweep {
     char file[AL_PATH_LEN];
+    char file_sha256[65];              /* of the bytes read: a worker checks it */
     char name[AL_NAME_LEN];
     char description[256];
     al_node *root;                     /* the file with --set applied (owned) */

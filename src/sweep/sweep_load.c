@@ -21,7 +21,7 @@ int al_sweep_load(const char *path, const char *const *sets, int n_sets,
     snprintf(s->file, sizeof s->file, "%s", path);
     for (int i = 0; i < n_plugins; i++)
         if (al_plugin_load(plugins[i], e)) return -1;
-    if (al_yaml_load(path, &s->root, e)) return -1;
+    if (al_yaml_load_digest(path, &s->root, s->file_sha256, e)) return -1;
     int rc = 0;
     for (int i = 0; i < n_sets && !rc; i++) rc = al_node_apply_set(s->root, sets[i], e);
     if (!rc) rc = al_plugin_load_listed(s->root, e);   /* before any variant is decoded */

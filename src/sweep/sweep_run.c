@@ -283,6 +283,8 @@ static void worker_argv(const al_sweep *s, const al_sweep_run_opts *o, const al_
     argv[k++] = o->dir;
     argv[k++] = "--threads";
     argv[k++] = buf + strlen(buf) + 1;
+    argv[k++] = "--file-sha256";
+    argv[k++] = s->file_sha256;
     for (int i = 0; i < o->n_sets; i++) argv[k++] = "--set", argv[k++] = o->sets[i];
     for (int i = 0; i < o->n_plugins; i++) argv[k++] = "--plugin", argv[k++] = o->plugins[i];
     argv[k] = NULL;

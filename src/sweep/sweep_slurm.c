@@ -354,7 +354,7 @@ static void write_script(FILE *f, const al_sweep *s, const al_sweep_run_opts *o,
     sh_quote(f, P->file);
     fputs(" --index \"${trials[$task]}\" --out ", f);
     sh_quote(f, P->dir);
-    fprintf(f, " --threads %d", o->threads);
+    fprintf(f, " --threads %d --file-sha256 %s", o->threads, s->file_sha256);
     for (int i = 0; i < o->n_sets; i++) fputs(" --set ", f), sh_quote(f, o->sets[i]);
     for (int i = 0; i < o->n_plugins; i++) fputs(" --plugin ", f), sh_quote(f, P->plugins[i]);
     fputc('\n', f);
