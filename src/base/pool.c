@@ -1,5 +1,5 @@
 /*
- * parallel.c - the worker pool behind al_parallel_for (contract in
+ * pool.c - the worker pool behind al_parallel_for (contract in
  * al_parallel.h).
  *
  * A loop is published as a job plus one 64-bit word, claim = (generation,

@@ -9,7 +9,7 @@
 #include "al_checkpoint.h"
 #include "al_cli.h"
 #include "al_safetensors.h"
-#include "al_score_in.h"
+#include "al_score.h"
 
 #define GRADS_DEFAULT_BATCH 4
 

@@ -17,7 +17,7 @@
 #include "al_guard.h"
 #include "al_mpi.h"
 #include "al_report.h"
-#include "al_sweep_eval.h"
+#include "al_sweep_eval_run.h"
 #include "al_sweep_exec.h"
 #include "al_sweep_run.h"
 #include "al_sweep_spec.h"

@@ -1,5 +1,5 @@
 /*
- * al_ablation.h - the causal-mask ablation made visible, for the report of
+ * al_report_ablation.h - the causal-mask ablation made visible, for the report of
  * a sweep that trained models with and without the causal mask
  * (experiments/causal_mask_ablation.yaml).
  *

@@ -1,5 +1,5 @@
 /*
- * al_headstats.h - what the heads of a sweep's models learned, for the
+ * al_report_headstats.h - what the heads of a sweep's models learned, for the
  * report: per trial and configuration, how many heads are previous-token
  * and induction heads and how spread out attention is, beside loss and
  * KV-cache size. Statistics are al_attention.h's.

@@ -1,5 +1,5 @@
 /*
- * ablation.c - the report's causal-mask section (al_ablation.h): scores
+ * report_ablation.c - the report's causal-mask section (al_report_ablation.h): scores
  * with the mask applied, attention maps side by side, samples through the
  * KV cache.
  */

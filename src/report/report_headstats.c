@@ -1,6 +1,6 @@
 /*
- * headstats.c - the report's per-configuration summary of what the heads
- * learned (al_headstats.h).
+ * report_headstats.c - the report's per-configuration summary of what the heads
+ * learned (al_report_headstats.h).
  */
 #include <math.h>
 #include <stdlib.h>

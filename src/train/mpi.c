@@ -1,5 +1,5 @@
 /*
- * dist.c - the MPI side of attnlab: launch detection, the size check, and
+ * mpi.c - the MPI side of attnlab: launch detection, the size check, and
  * the few collectives training and the mpi sweep executor use. Without
  * AL_HAVE_MPI every function is the single-rank case.
  */

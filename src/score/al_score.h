@@ -1,10 +1,12 @@
 /*
- * al_score_in.h - what `attnlab score` and `attnlab grads` both read: a
- * checkpoint's model, a file's bytes, and the windows over them (defined
- * in cmd_score.c, which says how windows are cut).
+ * al_score.h - the scoring library (src/score/): a checkpoint's loss on a
+ * file's bytes, plainly, through the cache or by position (score.c, which
+ * says how windows are cut), the passkey grid (score_passkey.c) and the
+ * by-position files (score_pos.c). `attnlab score`, `attnlab grads` and a
+ * sweep's evaluation call it, so their numbers are one code's.
  */
-#ifndef AL_SCORE_IN_H
-#define AL_SCORE_IN_H
+#ifndef AL_SCORE_H
+#define AL_SCORE_H
 
 #include <stdio.h>
 
@@ -30,23 +32,35 @@ int al_score_prepare(al_score_in *s, long threads, int B, al_err *e);
 void al_score_fill(al_score_in *s, long w0, int B);
 void al_score_close(al_score_in *s);
 
-/* What al_score_eval found. */
+/* How to score: what `attnlab score`'s options say, as a library call
+ * takes it. */
+typedef struct al_score_opts {
+    long seq_len;       /* tokens per window (0: the checkpoint's seq_len) */
+    long batch;         /* windows per pass (0: as memory allows; 8 through the cache) */
+    long threads;       /* BLAS threads (0: all cores) */
+    int through_cache;  /* token by token through the KV cache */
+    int kv_dtype;       /* the cache's dtype (-1: model.kv_dtype) */
+    int by_position;    /* sum the loss at each position as well */
+} al_score_opts;
+
+/* What a score found. */
 typedef struct al_score_result {
     double loss;          /* mean over every window's tokens */
     long tokens, windows;
     int T, trained;       /* the window, and the checkpoint's seq_len */
+    int dtype;            /* the cache's dtype through the cache; else -1 */
     size_t cache_bytes;   /* one window's cache, through the cache (else 0) */
     double *pos_sum;      /* (T) with by_position: the loss summed over windows at
                              each position (malloc'ed; the caller frees it) */
 } al_score_result;
 
-/* `attnlab score CKPT FILE --seq-len T` run in this process (what a
- * sweep's `eval` runs, so that its numbers are the command's): through
- * the cache at kv_dtype when it is >= 0, else the plain forward pass;
- * with by_position the per-position sums as well. Batches as the command
- * chooses them. -1 with e naming the file. */
-int al_score_eval(const char *ckpt, const char *file, int T, int kv_dtype, int by_position,
-                  long threads, al_score_result *out, al_err *e);
+/* s's windows scored as o asks (o->seq_len is s's already). -1 with e set. */
+int al_score_run(al_score_in *s, const al_score_opts *o, al_score_result *r, al_err *e);
+
+/* Open, run and close in one call: what a sweep's `eval` runs, so its
+ * numbers are the command's. -1 with e naming the file. */
+int al_score_eval(const char *ckpt, const char *file, const al_score_opts *o,
+                  al_score_result *out, al_err *e);
 
 /* `score --passkey` (score_passkey.c): the grid, 0 counts for defaults. */
 #define AL_PASSKEY_MAX_GRID 16

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "al_data.h"
-#include "al_score_in.h"
+#include "al_score.h"
 
 #define PK_BATCH 8
 

@@ -1,5 +1,6 @@
 /*
- * sweep_eval.c - a sweep's `eval` (al_sweep_spec.h) run after training:
+ * sweep_eval_run.c - a sweep's `eval` (parsed by sweep_eval.c into
+ * al_sweep_spec.h's al_sweep_eval) run after training:
  * each ok trial's model.safetensors scored, without retraining, with the
  * same code as `attnlab score` (al_score_eval), into its own directory:
  *
@@ -32,8 +33,8 @@
 #include "al_data.h"
 #include "al_kvcache.h"
 #include "al_parallel.h"
-#include "al_score_in.h"
-#include "al_sweep_eval.h"
+#include "al_score.h"
+#include "al_sweep_eval_run.h"
 #include "al_sweep_results.h"
 
 #define TDIR_LEN (AL_PATH_LEN + AL_SWEEP_ID_LEN + 2)
@@ -122,8 +123,10 @@ static int write_text(const al_sweep_trial *t, const char *tdir, long tokens, ch
 static int one_row(const char *ckpt, const char *text, int T, int dtype, long threads,
                    eval_file *F, al_err *e)
 {
+    al_score_opts o = {.seq_len = T, .threads = threads, .through_cache = dtype >= 0,
+                       .kv_dtype = dtype};
     al_score_result r;
-    if (al_score_eval(ckpt, text, T, dtype, 0, threads, &r, e)) return -1;
+    if (al_score_eval(ckpt, text, &o, &r, e)) return -1;
     AL_ASSERT(F->n < MAX_ROWS);
     F->r[F->n++] = (eval_row){dtype, T, r.loss, (long)r.cache_bytes, r.tokens};
     return 0;
@@ -136,8 +139,9 @@ static int by_position(const al_sweep_eval *v, const char *tdir, const char *ckp
     snprintf(dir, sizeof dir, "%s/eval/by_position_%d", tdir, T);
     snprintf(csv, sizeof csv, "%s/by_position.csv", dir);
     if (access(csv, F_OK) == 0) return 0;
+    al_score_opts o = {.seq_len = T, .threads = threads, .kv_dtype = -1, .by_position = 1};
     al_score_result r;
-    if (al_score_eval(ckpt, text, T, -1, 1, threads, &r, e)) return -1;
+    if (al_score_eval(ckpt, text, &o, &r, e)) return -1;
     int N = v->buckets ? v->buckets : T < 16 ? T : 16;
     int rc = al_score_write_by_position(dir, r.pos_sum, r.windows, T, N, r.trained, e);
     free(r.pos_sum);

@@ -1,11 +1,11 @@
 /*
- * al_sweep_eval.h - a sweep's `eval` run on its finished trials
- * (sweep_eval.c, which says what goes where), called by `attnlab sweep`
- * once its trials have run. In the cmd layer because it scores with
- * `attnlab score`'s code.
+ * al_sweep_eval_run.h - a sweep's `eval` run on its finished trials
+ * (sweep_eval_run.c, which says what goes where; sweep_eval.c parses the
+ * spec), called by `attnlab sweep` once its trials have run. It scores
+ * with the scoring library (src/score/), `attnlab score`'s own code.
  */
-#ifndef AL_SWEEP_EVAL_H
-#define AL_SWEEP_EVAL_H
+#ifndef AL_SWEEP_EVAL_RUN_H
+#define AL_SWEEP_EVAL_RUN_H
 
 #include "al_sweep_spec.h"
 

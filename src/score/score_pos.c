@@ -1,11 +1,11 @@
 /*
  * score_pos.c - `attnlab score --by-position`: the mean loss per bucket of
- * window positions, as CSV and a gnuplot picture (al_score_in.h).
+ * window positions, as CSV and a gnuplot picture (al_score.h).
  */
 #include <stdio.h>
 
 #include "al_gnuplot.h"
-#include "al_score_in.h"
+#include "al_score.h"
 
 static int write_csv(const char *dir, const double *pos_sum, long windows, int T, int N,
                      al_err *e)
