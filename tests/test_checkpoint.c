@@ -13,6 +13,7 @@
 #include "al_checkpoint.h"
 #include "al_kvcache.h"
 #include "al_config_io.h"
+#include "config_keys.h"
 #include "al_optim.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
@@ -291,6 +292,51 @@ static char *config_json_before_the_tables(const al_model *m)
     json_decref(o);
     return text;
 }
+
+/* The reader is the key table's: for every scalar row of the model
+ * mapping, a checkpoint without the key is refused as missing or loads
+ * with the row's default, as the row's ckpt says; one past the row's
+ * ceiling is refused naming the key. A key added to the table is read
+ * by checkpoints the day it is added, or this fails. */
+START_TEST(checkpoint_config_is_read_by_the_key_rows)
+{
+    char *dir = al_test_tmpdir(), path[4200], val[64], want[128];
+    al_model m, back;
+    ck_assert_int_eq(tiny_model(&m, al_variant_find("gqa"), -1, 5), 0);
+    al_config defaults;
+    al_config_defaults(&defaults);
+    snprintf(path, sizeof path, "%s/row.safetensors", dir);
+    int rows = 0;
+    for (const key_spec *k = al_cfg_model_keys; k->key; k++) {
+        if (k->type > K_STRING) continue;
+        rows++;
+        al_err e;
+        write_mutated(path, &m, &(mut){.key = k->key, .value = NULL});
+        int rc = al_checkpoint_load(path, &back, NULL, &e);
+        if (k->ckpt == CK_ALWAYS) {
+            snprintf(want, sizeof want, "'%s' is missing", k->key);
+            ck_assert_msg(rc != 0 && strstr(e.msg, want), "%s absent: %s", k->key,
+                          rc ? e.msg : "loaded");
+        } else {
+            ck_assert_msg(rc == 0, "%s absent: %s", k->key, e.msg);
+            ck_assert_msg(!memcmp((char *)&back.cfg + k->offset,
+                                  (char *)&defaults.model + k->offset, k->size),
+                          "%s absent did not read as its default %s", k->key, k->def);
+            al_model_free(&back);
+        }
+        if (k->ckpt_hi <= 0) continue;
+        if (k->type == K_INT) snprintf(val, sizeof val, "%ld", (long)k->ckpt_hi + 1);
+        else snprintf(val, sizeof val, "%.17g", k->ckpt_hi * 2);
+        write_mutated(path, &m, &(mut){.key = k->key, .value = val});
+        snprintf(want, sizeof want, "'%s' must be", k->key);
+        ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) != 0 && strstr(e.msg, want),
+                      "%s = %s was not refused by its row", k->key, val);
+    }
+    ck_assert_int_ge(rows, 14);
+    al_model_free(&m);
+    free(dir);
+}
+END_TEST
 
 START_TEST(checkpoints_written_before_the_key_tables_still_load)
 {
@@ -825,6 +871,7 @@ Suite *checkpoint_suite(void)
     tcase_add_test(tc, metadata_holds_the_config_by_setting_name);
     tcase_add_test(tc, kv_dtype_is_recorded_and_read_back);
     tcase_add_test(tc, config_json_comes_from_the_key_tables_and_reads_back);
+    tcase_add_test(tc, checkpoint_config_is_read_by_the_key_rows);
     tcase_add_test(tc, checkpoints_written_before_the_key_tables_still_load);
     tcase_add_test(tc, mismatched_checkpoints_are_clear_errors);
     tcase_add_test(tc, fuzzed_checkpoints_load_or_fail_cleanly);

@@ -16,17 +16,17 @@
 
 #include "al_bf16.h"
 #include "al_config_io.h"
+#include "config_keys.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_sha256.h"
 
-/* Sizes a checkpoint may declare. They keep every product the model and
- * the variants form in int range, so a corrupt config is an error rather
- * than an overflow or a huge allocation. */
+/* The size a variant setting may declare (the model's own keys carry
+ * theirs in their rows, config_keys.c): it keeps every product the model
+ * and the variants form in int range, so a corrupt config is an error
+ * rather than an overflow or a huge allocation. */
 #define MAX_DIM (1 << 14)
-#define MAX_LONG_DIM (1 << 24)
-#define MAX_MLP_RATIO 64.0
 /* Refuse to allocate a model this much larger than the file's data. */
 #define MAX_UNBACKED_FLOATS (1u << 22)
 
@@ -69,30 +69,6 @@ static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return al_errf(e, "%s: attnlab.config: %s", path, al_st_printable(clean, sizeof clean, msg));
-}
-
-static int get_int(const char *path, json_t *o, const char *key, long lo, long hi, int *out,
-                   al_err *e)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v) return cfg_err(e, path, "'%s' is missing", key);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", key, lo, hi);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-/* A number in (0, hi]. */
-static int get_real(const char *path, json_t *o, const char *key, double hi, double *out,
-                    al_err *e)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v) return cfg_err(e, path, "'%s' is missing", key);
-    double x = json_is_number(v) ? json_number_value(v) : NAN;
-    if (!(x > 0 && x <= hi))
-        return cfg_err(e, path, "'%s' must be a number in (0, %g]", key, hi);
-    *out = x;
-    return 0;
 }
 
 static int unknown_variant(al_err *e, const char *path, const char *name, const char *origin)
@@ -193,43 +169,66 @@ static int known_keys(const char *path, json_t *o, al_err *e)
     return 0;
 }
 
-/* Fields of the model mapping, each checked for type and range. */
+/* "\"f32\", \"bf16\" or \"int4\"": the values a string key allows. */
+static void one_of_text(char *out, size_t n, const char *const *vals)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; vals[i] && len < n; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s\"%s\"",
+                                i == 0 ? "" : vals[i + 1] ? ", " : " or ", vals[i]);
+}
+
+/* One scalar of the model mapping, by its row: type, the range a
+ * checkpoint may declare, and the allowed values. */
+static int decode_scalar(const char *path, const key_spec *k, json_t *v, al_model_config *c,
+                         al_err *e)
+{
+    char *field = (char *)c + k->offset, vals[160];
+    if (k->type == K_INT) {
+        if (!json_is_integer(v) || json_integer_value(v) < k->ckpt_lo ||
+            json_integer_value(v) > (json_int_t)k->ckpt_hi)
+            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key,
+                           k->ckpt_lo, (long)k->ckpt_hi);
+        int x = (int)json_integer_value(v);
+        memcpy(field, &x, sizeof x);
+    } else if (k->type == K_DOUBLE) {
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(x > 0 && x <= k->ckpt_hi))
+            return cfg_err(e, path, "'%s' must be a number in (0, %g]", k->key, k->ckpt_hi);
+        memcpy(field, &x, sizeof x);
+    } else if (k->type == K_BOOL) {
+        if (!json_is_boolean(v)) return cfg_err(e, path, "'%s' must be true or false", k->key);
+        int x = json_is_true(v);
+        memcpy(field, &x, sizeof x);
+    } else {
+        char why[256];
+        AL_ASSERT(k->type == K_STRING && k->sub);
+        if (!json_is_string(v) || al_cfg_put_scalar(k, json_string_value(v), 1, c, why, sizeof why)) {
+            one_of_text(vals, sizeof vals, k->sub);
+            return cfg_err(e, path, "'%s' must be %s", k->key, vals);
+        }
+    }
+    return 0;
+}
+
+/* The model mapping's scalars, from the key table: each present one
+ * checked by its row; an absent one is an error, unless the row says
+ * checkpoints may lack it (older than the key, or written only when not
+ * the default), when the config's defaults (the same rows') stand. d_ff
+ * goes to *d_ff: the built model's, set after validation. */
 static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d_ff, al_err *e)
 {
-    json_t *causal = json_object_get(o, "causal");
-    if (known_keys(path, o, e) || get_int(path, o, "n_layer", 1, MAX_DIM, &c->n_layer, e) ||
-        get_int(path, o, "d_model", 1, MAX_DIM, &c->d_model, e) ||
-        get_int(path, o, "n_head", 1, MAX_DIM, &c->n_head, e) ||
-        get_int(path, o, "d_head", 1, MAX_DIM, &c->d_head, e) ||
-        get_int(path, o, "vocab_size", 1, MAX_LONG_DIM, &c->vocab_size, e) ||
-        get_int(path, o, "seq_len", 1, MAX_LONG_DIM, &c->seq_len, e) ||
-        get_real(path, o, "mlp_ratio", MAX_MLP_RATIO, &c->mlp_ratio, e) ||
-        get_int(path, o, "d_ff", 1, (long)(MAX_DIM * MAX_MLP_RATIO), d_ff, e) ||
-        get_real(path, o, "norm_eps", 1.0, &c->norm_eps, e) ||
-        get_real(path, o, "rope_base", 1e30, &c->rope_base, e))
-        return -1;
-    if (!json_is_boolean(causal)) return cfg_err(e, path, "'causal' must be true or false");
-    c->causal = json_is_true(causal);
-    /* the decode cache's storage; checkpoints older than the key had f32 */
-    json_t *kv = json_object_get(o, "kv_dtype");
-    const char *dt = kv ? json_string_value(kv) : "f32";
-    if (!dt || al_kv_dtype_parse(dt) < 0)
-        return cfg_err(e, path, "'kv_dtype' must be \"f32\", \"bf16\", \"f16\", \"int8\" or "
-                       "\"int4\"");
-    snprintf(c->kv_dtype, sizeof c->kv_dtype, "%s", dt);
-    /* checkpoints older than the quantized caches had neither key */
-    c->kv_quant_group = AL_KV_QUANT_GROUP;
-    c->kv_quant_residual = AL_KV_QUANT_RESIDUAL;
-    if ((json_object_get(o, "kv_quant_group") &&
-         get_int(path, o, "kv_quant_group", 1, MAX_LONG_DIM, &c->kv_quant_group, e)) ||
-        (json_object_get(o, "kv_quant_residual") &&
-         get_int(path, o, "kv_quant_residual", 0, MAX_LONG_DIM, &c->kv_quant_residual, e)))
-        return -1;
-    /* cross-layer K/V sharing; checkpoints older than the key had none */
-    c->kv_share = 1;
-    if (json_object_get(o, "kv_share") &&
-        get_int(path, o, "kv_share", 1, MAX_DIM, &c->kv_share, e))
-        return -1;
+    if (known_keys(path, o, e)) return -1;
+    for (const key_spec *k = al_cfg_model_keys; k->key; k++) {
+        if (k->type > K_STRING) continue;   /* attention, layer_attention: below */
+        json_t *v = json_object_get(o, k->key);
+        if (!v && k->ckpt != CK_ALWAYS) continue;
+        if (!v) return cfg_err(e, path, "'%s' is missing", k->key);
+        if (decode_scalar(path, k, v, c, e)) return -1;
+    }
+    *d_ff = c->d_ff;   /* validated as a config file's would be: before matching */
+    c->d_ff = 0;
     return 0;
 }
 

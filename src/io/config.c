@@ -208,6 +208,12 @@ static int put_scalar(const key_spec *k, const char *s, int quoted, void *base,
     return -1;
 }
 
+int al_cfg_put_scalar(const key_spec *k, const char *s, int quoted, void *base, char *why,
+                      size_t n)
+{
+    return put_scalar(k, s, quoted, base, why, n);
+}
+
 static const char *wanted(int type)
 {
     switch (type) {
@@ -383,8 +389,8 @@ static const al_variant_ops *attention_variant(const al_node *m, const char *pat
 static int decode_setting(const al_setting *s, const al_node *v, double *out,
                           const char *path, al_err *e)
 {
-    key_spec k = {s->name, s->kind == AL_SET_INT ? K_INT : K_DOUBLE, 0,
-                  s->kind == AL_SET_INT ? sizeof(int) : sizeof(double), NULL, NULL, NULL, 0};
+    key_spec k = {.key = s->name, .type = s->kind == AL_SET_INT ? K_INT : K_DOUBLE,
+                  .size = s->kind == AL_SET_INT ? sizeof(int) : sizeof(double)};
     union { int i; double d; } u;
     char why[512];
     if (v->kind != AL_NODE_SCALAR)
@@ -562,53 +568,36 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
 /* ------------------------------------------------------------ validation */
 
 
-enum rule { R_POS, R_NONNEG, R_OPEN01, R_HALF01 };
-typedef struct num_rule {
-    const char *path;
-    int is_int;
-    size_t offset;       /* in al_config */
-    int rule;            /* enum rule */
-} num_rule;
-#define IRULE(f, r) {#f, 1, offsetof(al_config, f), r}
-#define DRULE(f, r) {#f, 0, offsetof(al_config, f), r}
+/* Every number against its row's rule (key_spec.rule), table by table. */
+static int check_table_rules(const al_config *c, const al_node *root, const key_spec *t,
+                             const void *base, const char *path, al_err *e)
+{
+    for (; t->key; t++) {
+        const char *p = (const char *)base + t->offset;
+        char sub[256], num[64];
+        al_cfg_join(sub, sizeof sub, path, t->key);
+        if (t->type == K_MAP) {
+            if (check_table_rules(c, root, t->sub, p, sub, e)) return -1;
+            continue;
+        }
+        if (t->rule == R_ANY || (t->type != K_INT && t->type != K_DOUBLE)) continue;
+        double v = t->type == K_INT ? *(const int *)p : *(const double *)p;
+        al_cfg_fmt_double(num, sizeof num, v);
+        if (!al_cfg_rule_ok(t->rule, v))
+            return al_cfg_verr(e, c, root, sub, "'%s' (%s) %s", sub, num,
+                               al_cfg_rule_text(t->rule));
+    }
+    return 0;
+}
 
-static const num_rule num_rules[] = {
-    IRULE(model.n_layer, R_POS), IRULE(model.d_model, R_POS), IRULE(model.n_head, R_POS),
-    IRULE(model.d_head, R_NONNEG), IRULE(model.seq_len, R_POS),
-    IRULE(model.vocab_size, R_NONNEG), DRULE(model.mlp_ratio, R_POS),
-    IRULE(model.d_ff, R_NONNEG), IRULE(model.kv_share, R_POS),
-    DRULE(model.norm_eps, R_POS), DRULE(model.rope_base, R_POS),
-    IRULE(model.kv_quant_group, R_POS), IRULE(model.kv_quant_residual, R_NONNEG),
-    IRULE(train.steps, R_POS), IRULE(train.batch_size, R_POS), DRULE(train.lr, R_POS),
-    DRULE(train.min_lr, R_NONNEG), IRULE(train.warmup_steps, R_NONNEG),
-    DRULE(train.weight_decay, R_NONNEG), DRULE(train.beta1, R_HALF01),
-    DRULE(train.beta2, R_HALF01), DRULE(train.grad_clip, R_NONNEG),
-    IRULE(train.eval_every, R_POS), IRULE(train.eval_batches, R_POS),
-    IRULE(train.threads, R_NONNEG), IRULE(train.checkpoint_every, R_NONNEG),
-    DRULE(data.val_fraction, R_OPEN01), DRULE(data.test_fraction, R_HALF01),
-    IRULE(data.vocab_size, R_POS),
-    IRULE(data.seq_len, R_NONNEG), IRULE(data.num_kv_pairs, R_POS),
-    IRULE(data.min_kv_pairs, R_NONNEG), IRULE(data.curriculum_steps, R_NONNEG),
-    IRULE(data.train_examples, R_POS), IRULE(data.test_examples, R_POS),
-    DRULE(data.power_a, R_NONNEG),
-    IRULE(report.context, R_NONNEG),
-    {NULL, 0, 0, 0},
-};
-
-/* Written so that NaN fails every rule. */
+/* The model first, as the rules were always checked. */
 static int check_rules(const al_config *c, const al_node *root, al_err *e)
 {
-    static const char *const want[] = {"must be positive", "must be >= 0",
-                                       "must be in (0, 1)", "must be in [0, 1)"};
-    for (const num_rule *r = num_rules; r->path; r++) {
-        const char *p = (const char *)c + r->offset;
-        double v = r->is_int ? *(const int *)p : *(const double *)p;
-        int ok = r->rule == R_POS ? v > 0 : r->rule == R_NONNEG ? v >= 0
-                 : r->rule == R_OPEN01 ? v > 0 && v < 1 : v >= 0 && v < 1;
-        char num[64];
-        al_cfg_fmt_double(num, sizeof num, v);
-        if (!ok)
-            return al_cfg_verr(e, c, root, r->path, "'%s' (%s) %s", r->path, num, want[r->rule]);
+    static const char *const order[] = {"model", "train", "data", "report", NULL};
+    for (int i = 0; order[i]; i++) {
+        const key_spec *k = al_cfg_key(al_cfg_top_keys, order[i]);
+        if (check_table_rules(c, root, k->sub, (const char *)c + k->offset, order[i], e))
+            return -1;
     }
     return 0;
 }

@@ -12,16 +12,24 @@
 
 /* ------------------------------------------------------------ key tables */
 
-#define FIELD(S, f, T, def, help) {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help, 0}
+/* A row; optional attributes follow as designated initialisers (.rule,
+ * .ckpt, .ckpt_lo, .ckpt_hi, .unset_zero), so everything about a key is
+ * on its one line. */
+#define FIELD(S, f, T, d, h, ...) \
+    {.key = #f, .type = T, .offset = offsetof(S, f), .size = sizeof(((S *)0)->f), .def = d, \
+     .help = h, __VA_ARGS__}
 /* A key added after trial ids existed (key_spec.quiet). */
-#define QUIET_FIELD(S, f, T, def, help) \
-    {#f, T, offsetof(S, f), sizeof(((S *)0)->f), NULL, def, help, 1}
-#define QUIET_ONE_OF(S, f, vals, def, help) \
-    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help, 1}
-#define ONE_OF(S, f, vals, def, help) \
-    {#f, K_STRING, offsetof(S, f), sizeof(((S *)0)->f), vals, def, help, 0}
-#define NESTED(f, table, help) \
-    {#f, K_MAP, offsetof(al_config, f), sizeof(((al_config *)0)->f), table, NULL, help, 0}
+#define QUIET_FIELD(S, f, T, d, h, ...) FIELD(S, f, T, d, h, .quiet = 1, __VA_ARGS__)
+#define ONE_OF(S, f, vals, d, h, ...) FIELD(S, f, K_STRING, d, h, .sub = vals, __VA_ARGS__)
+#define QUIET_ONE_OF(S, f, vals, d, h, ...) ONE_OF(S, f, vals, d, h, .quiet = 1, __VA_ARGS__)
+#define NESTED(f, table, h) \
+    {.key = #f, .type = K_MAP, .offset = offsetof(al_config, f), \
+     .size = sizeof(((al_config *)0)->f), .sub = table, .help = h}
+
+/* What a checkpoint may declare (key_spec.ckpt_lo, ckpt_hi). */
+#define CK_DIM (1 << 14)
+#define CK_LONG_DIM (1 << 24)
+#define CK_MLP_RATIO 64.0
 
 const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", "passkey", NULL};
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
@@ -33,42 +41,42 @@ static const key_spec data_keys[] = {
     ONE_OF(D, source, al_cfg_data_sources, "kjv",
            "data source: text, kjv, mqar, induction or passkey (text when only data.path is given)"),
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
-    FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)"),
-    FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run"),
-    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192"),
-    FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)"),
-    FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment"),
-    FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)"),
-    FIELD(D, curriculum_steps, K_INT, "0", "over the first curriculum_steps training steps the largest pair count (segment length) of training examples grows linearly from min_kv_pairs to num_kv_pairs (0 = no ramp)"),
-    FIELD(D, train_examples, K_INT, "20000", "synthetic training examples (passkey: the pool training draws from)"),
-    FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)"),
-    FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps"),
+    FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)", .rule = R_OPEN01),
+    FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run", .rule = R_HALF01),
+    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192", .rule = R_POS),
+    FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)", .rule = R_NONNEG),
+    FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment", .rule = R_POS),
+    FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)", .rule = R_NONNEG),
+    FIELD(D, curriculum_steps, K_INT, "0", "over the first curriculum_steps training steps the largest pair count (segment length) of training examples grows linearly from min_kv_pairs to num_kv_pairs (0 = no ramp)", .rule = R_NONNEG),
+    FIELD(D, train_examples, K_INT, "20000", "synthetic training examples (passkey: the pool training draws from)", .rule = R_POS),
+    FIELD(D, test_examples, K_INT, "1000", "synthetic test examples (and as many validation examples, drawn apart from them)", .rule = R_POS),
+    FIELD(D, power_a, K_DOUBLE, "0.01", "power-law parameter of mqar query gaps", .rule = R_NONNEG),
     FIELD(D, seed, K_U64, "0", "seed of the synthetic data (0 = train.seed)"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    {0},
 };
 #undef D
 
 #define M al_model_config
 const key_spec al_cfg_model_keys[] = {
-    FIELD(M, n_layer, K_INT, "4", "transformer blocks"),
-    FIELD(M, d_model, K_INT, "128", "residual stream width"),
-    FIELD(M, n_head, K_INT, "4", "query heads"),
-    FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)"),
-    FIELD(M, seq_len, K_INT, "64", "context length trained on"),
-    FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model"),
-    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching"),
-    FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)"),
-    FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon"),
-    FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency"),
+    FIELD(M, n_layer, K_INT, "4", "transformer blocks", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
+    FIELD(M, d_model, K_INT, "128", "residual stream width", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
+    FIELD(M, n_head, K_INT, "4", "query heads", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
+    FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
+    FIELD(M, seq_len, K_INT, "64", "context length trained on", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
+    FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model", .rule = R_POS, .ckpt_hi = CK_MLP_RATIO),
+    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_DIM * CK_MLP_RATIO),
+    FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
+    FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon", .rule = R_POS, .ckpt_hi = 1.0),
+    FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency", .rule = R_POS, .ckpt_hi = 1e30),
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
-    ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)"),
-    QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point"),
-    QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32"),
-    QUIET_FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off"),
-    {"attention", K_ATTN, 0, 0, NULL, NULL, "attention variant and its settings", 0},
-    {"layer_attention", K_LATTN, 0, 0, NULL, "-", "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention", 0},
-    {"match_params", K_MATCH, 0, 0, NULL, "off", "match the parameter count of the same model with another attention (and no kv_share): {to: {variant: mha}, by: d_ff} (or by: n_layer)", 0},
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)", .ckpt = CK_SINCE),
+    QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point", .rule = R_POS, .ckpt = CK_SINCE, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
+    QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32", .rule = R_NONNEG, .ckpt = CK_SINCE, .ckpt_lo = 0, .ckpt_hi = CK_LONG_DIM),
+    QUIET_FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off", .rule = R_POS, .ckpt = CK_NON_DEFAULT, .ckpt_lo = 1, .ckpt_hi = CK_DIM, .unset_zero = 1),
+    {.key = "attention", .type = K_ATTN, .help = "attention variant and its settings"},
+    {.key = "layer_attention", .type = K_LATTN, .def = "-", .help = "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
+    {.key = "match_params", .type = K_MATCH, .def = "off", .help = "match the parameter count of the same model with another attention (and no kv_share): {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
+    {0},
 };
 #undef M
 
@@ -76,60 +84,87 @@ const key_spec al_cfg_model_keys[] = {
  * (checked, when present, against the resolution). */
 static const char *const match_by_names[] = {"d_ff", "n_layer", NULL};
 const key_spec al_cfg_match_keys[] = {
-    {"to", K_ATTN, 0, 0, NULL, "-", "the attention whose model to match, a mapping like model.attention ({variant: mha})", 0},
-    {"by", K_STRING, 0, 16, match_by_names, "d_ff", "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)", 0},
-    {"n_layer", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched n_layer (model.n_layer is the one before matching)", 0},
-    {"d_ff", K_INT, 0, sizeof(int), NULL, "-", "written by attnlab: the matched d_ff (model.d_ff is the one before matching)", 0},
-    {"params", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the matched model's parameter count", 0},
-    {"params_to", K_U64, 0, sizeof(uint64_t), NULL, "-", "written by attnlab: the parameter count of the model matched to", 0},
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    {.key = "to", .type = K_ATTN, .def = "-", .help = "the attention whose model to match, a mapping like model.attention ({variant: mha})"},
+    {.key = "by", .type = K_STRING, .size = 16, .sub = match_by_names, .def = "d_ff", .help = "what changes: d_ff (the MLP width, a multiple of 8, as the MQA paper widens it) or n_layer (blocks, as DeepSeek-V2 App. D.1 adds them)"},
+    {.key = "n_layer", .type = K_INT, .size = sizeof(int), .def = "-", .help = "written by attnlab: the matched n_layer (model.n_layer is the one before matching)"},
+    {.key = "d_ff", .type = K_INT, .size = sizeof(int), .def = "-", .help = "written by attnlab: the matched d_ff (model.d_ff is the one before matching)"},
+    {.key = "params", .type = K_U64, .size = sizeof(uint64_t), .def = "-", .help = "written by attnlab: the matched model's parameter count"},
+    {.key = "params_to", .type = K_U64, .size = sizeof(uint64_t), .def = "-", .help = "written by attnlab: the parameter count of the model matched to"},
+    {0},
 };
 
 #define T al_train_config
 static const key_spec train_keys[] = {
-    FIELD(T, steps, K_INT, "2000", "optimizer steps"),
-    FIELD(T, batch_size, K_INT, "12", "sequences per step"),
-    FIELD(T, lr, K_DOUBLE, "1e-3", "peak learning rate"),
-    FIELD(T, min_lr, K_DOUBLE, "1e-4", "learning rate at the end of the cosine decay"),
-    FIELD(T, warmup_steps, K_INT, "100", "steps of linear warmup, at most steps (default: min(100, steps))"),
-    FIELD(T, weight_decay, K_DOUBLE, "0.1", "AdamW weight decay"),
-    FIELD(T, beta1, K_DOUBLE, "0.9", "AdamW beta1, in [0, 1)"),
-    FIELD(T, beta2, K_DOUBLE, "0.99", "AdamW beta2, in [0, 1)"),
-    FIELD(T, grad_clip, K_DOUBLE, "1.0", "clip the global gradient norm to this (0 = off)"),
-    FIELD(T, eval_every, K_INT, "200", "steps between evaluations"),
-    FIELD(T, eval_batches, K_INT, "20", "batches per evaluation"),
+    FIELD(T, steps, K_INT, "2000", "optimizer steps", .rule = R_POS),
+    FIELD(T, batch_size, K_INT, "12", "sequences per step", .rule = R_POS),
+    FIELD(T, lr, K_DOUBLE, "1e-3", "peak learning rate", .rule = R_POS),
+    FIELD(T, min_lr, K_DOUBLE, "1e-4", "learning rate at the end of the cosine decay", .rule = R_NONNEG),
+    FIELD(T, warmup_steps, K_INT, "100", "steps of linear warmup, at most steps (default: min(100, steps))", .rule = R_NONNEG),
+    FIELD(T, weight_decay, K_DOUBLE, "0.1", "AdamW weight decay", .rule = R_NONNEG),
+    FIELD(T, beta1, K_DOUBLE, "0.9", "AdamW beta1, in [0, 1)", .rule = R_HALF01),
+    FIELD(T, beta2, K_DOUBLE, "0.99", "AdamW beta2, in [0, 1)", .rule = R_HALF01),
+    FIELD(T, grad_clip, K_DOUBLE, "1.0", "clip the global gradient norm to this (0 = off)", .rule = R_NONNEG),
+    FIELD(T, eval_every, K_INT, "200", "steps between evaluations", .rule = R_POS),
+    FIELD(T, eval_batches, K_INT, "20", "batches per evaluation", .rule = R_POS),
     FIELD(T, seed, K_U64, "1", "seed of the initialisation and the training batches"),
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
-    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)"),
-    FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)"),
+    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG),
+    FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)", .rule = R_NONNEG),
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     QUIET_ONE_OF(T, precision, al_cfg_precisions, "f32", "matrix products: f32, or bf16 (bf16 operands, f32 accumulation and results, through oneDNN; weights, AdamW state, norms, softmax, RoPE and the loss stay f32; needs a CPU with avx512_bf16 or AMX); score and generate use a checkpoint's"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    {0},
 };
 #undef T
 
 #define R al_report_config
 const key_spec al_cfg_report_keys[] = {
-    FIELD(R, context, K_INT, "0", "context (tokens) at which the report gives each model's whole KV cache, beside bytes per token (0 = model.seq_len); not part of a trial's identity, so changing it on a finished sweep only re-reports"),
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    FIELD(R, context, K_INT, "0", "context (tokens) at which the report gives each model's whole KV cache, beside bytes per token (0 = model.seq_len); not part of a trial's identity, so changing it on a finished sweep only re-reports", .rule = R_NONNEG),
+    {0},
 };
 #undef R
 
 const key_spec al_cfg_top_keys[] = {
-    {"name", K_IGNORE, 0, 0, NULL, NULL, "experiment name (informational)", 0},
-    {"description", K_IGNORE, 0, 0, NULL, NULL, "one line about the experiment (informational)", 0},
+    {.key = "name", .type = K_IGNORE, .help = "experiment name (informational)"},
+    {.key = "description", .type = K_IGNORE, .help = "one line about the experiment (informational)"},
     NESTED(data, data_keys, "the data source"),
     NESTED(model, al_cfg_model_keys, "the model shape"),
     NESTED(train, train_keys, "the optimizer and the schedule"),
     NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
-    {"sweep", K_IGNORE, 0, 0, NULL, NULL, "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner", 0},
-    {"stages", K_IGNORE, 0, 0, NULL, NULL, "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner", 0},
-    {"eval", K_IGNORE, 0, 0, NULL, NULL, "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples), read by the sweep runner; not part of a trial's identity", 0},
-    {"plugins", K_PLUGINS, 0, 0, NULL, "[]", "shared objects that add attention variants", 0},
-    {NULL, 0, 0, 0, NULL, NULL, NULL, 0},
+    {.key = "sweep", .type = K_IGNORE, .help = "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
+    {.key = "stages", .type = K_IGNORE, .help = "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
+    {.key = "eval", .type = K_IGNORE, .help = "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples), read by the sweep runner; not part of a trial's identity"},
+    {.key = "plugins", .type = K_PLUGINS, .def = "[]", .help = "shared objects that add attention variants"},
+    {0},
 };
+
+/* ------------------------------------------------------------ rows */
+
+const key_spec *al_cfg_key(const key_spec *t, const char *key)
+{
+    for (; t->key; t++)
+        if (strcmp(t->key, key) == 0) return t;
+    return NULL;
+}
+
+int al_cfg_rule_ok(int r, double v)
+{
+    switch (r) {
+    case R_POS: return v > 0;
+    case R_NONNEG: return v >= 0;
+    case R_OPEN01: return v > 0 && v < 1;
+    case R_HALF01: return v >= 0 && v < 1;
+    }
+    return 1;
+}
+
+const char *al_cfg_rule_text(int r)
+{
+    static const char *const text[] = {"", "must be positive", "must be >= 0",
+                                       "must be in (0, 1)", "must be in [0, 1)"};
+    return text[r];
+}
 
 /* ------------------------------------------------------------ key paths */
 

@@ -31,6 +31,25 @@ enum key_type {
     K_LATTN,    /* model.layer_attention: a list of K_ATTN mappings */
 };
 
+/* What a number must be, wherever it is read (a file, --set, a
+ * checkpoint). Written so that NaN fails every rule. */
+enum key_rule {
+    R_ANY,      /* no rule */
+    R_POS,      /* > 0 */
+    R_NONNEG,   /* >= 0 */
+    R_OPEN01,   /* in (0, 1) */
+    R_HALF01,   /* in [0, 1) */
+};
+
+/* How a model key stands in a checkpoint's config JSON (attnlab.config). */
+enum key_ckpt {
+    CK_ALWAYS,      /* written always; a checkpoint without it is corrupt */
+    CK_SINCE,       /* written always, but checkpoints older than the key lack it:
+                       absent reads as def */
+    CK_NON_DEFAULT, /* written only when not def (so checkpoints without the
+                       feature stay byte-identical to older ones); absent reads as def */
+};
+
 typedef struct key_spec {
     const char *key;
     int type;            /* enum key_type */
@@ -42,7 +61,27 @@ typedef struct key_spec {
     int quiet;           /* 1: written only when it differs from def. A key added after
                             runs and sweeps existed is quiet, so that their written
                             configs, trial ids and resume checks stay as they were */
+    int rule;            /* enum key_rule: checked by al_config_validate and checkpoints */
+    int ckpt;            /* enum key_ckpt (model keys) */
+    /* The range a checkpoint may declare (model keys; ckpt_hi 0: none). It
+     * keeps every product the model and the variants form in int range, so
+     * a corrupt file is an error, not an overflow or a huge allocation.
+     * Integers: [ckpt_lo, ckpt_hi]; numbers: (0, ckpt_hi]. */
+    long ckpt_lo;
+    double ckpt_hi;
+    int unset_zero;      /* 1: a config built in code may leave it 0, meaning def */
 } key_spec;
+
+/* The row of key in table t, or NULL. */
+const key_spec *al_cfg_key(const key_spec *t, const char *key);
+/* 1 when v satisfies rule r. */
+int al_cfg_rule_ok(int r, double v);
+/* What rule r wants, for messages ("must be positive"). */
+const char *al_cfg_rule_text(int r);
+/* Convert the text of a scalar into k's field at base (the converters of
+ * a config file): 0, or -1 with what was wanted in why. */
+int al_cfg_put_scalar(const key_spec *k, const char *s, int quoted, void *base, char *why,
+                      size_t n);
 
 /* The whole file (al_config); the model mapping (al_model_config);
  * model.match_params (decoded by hand: its offsets are 0). Each ends with

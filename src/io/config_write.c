@@ -132,12 +132,37 @@ static void write_table(FILE *f, const key_spec *t, const void *base, int indent
 /* The model mapping as given: under a match, n_layer and d_ff are the
  * values before matching (the matched ones go under match_params), so that
  * the file reads back to the same model. */
+/* A model config built in code may leave keys at 0 that mean their
+ * default (key_spec.unset_zero): those read as their rows' defaults. The
+ * int-cache pair is one such setting whose 0 is keyed on the group alone
+ * (a residual of 0 is a real value), as the model reads it (tensors.c,
+ * below the tables, with al_kvcache.h's constants). */
+static void fill_unset(al_model_config *c)
+{
+    char why[256];
+    for (const key_spec *k = al_cfg_model_keys; k->key; k++)
+        if (k->unset_zero && *(const int *)((const char *)c + k->offset) == 0 &&
+            al_cfg_put_scalar(k, k->def, 0, c, why, sizeof why))
+            al_assert_fail(why, __FILE__, __LINE__);   /* a bad default in a table */
+    if (!c->kv_quant_group)
+        c->kv_quant_group = AL_KV_QUANT_GROUP, c->kv_quant_residual = AL_KV_QUANT_RESIDUAL;
+}
+
+/* 1 when k's field at base holds its row's default. */
+static int at_default(const key_spec *k, const void *base)
+{
+    char tmp[sizeof(al_model_config)], why[256];
+    AL_ASSERT(k->offset + k->size <= sizeof tmp && k->type <= K_STRING);
+    memset(tmp, 0, sizeof tmp);
+    if (al_cfg_put_scalar(k, k->def, 0, tmp, why, sizeof why))
+        al_assert_fail(why, __FILE__, __LINE__);
+    return memcmp(tmp + k->offset, (const char *)base + k->offset, k->size) == 0;
+}
+
 static al_model_config as_given(const al_model_config *m)
 {
     al_model_config given = *m;
-    if (!given.kv_quant_group)   /* built in code: the defaults of both (al_config.h) */
-        given.kv_quant_group = AL_KV_QUANT_GROUP, given.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
-    if (given.kv_share < 1) given.kv_share = 1;   /* built in code: 0 reads as 1 */
+    fill_unset(&given);
     if (m->match.by != AL_MATCH_NONE) {
         given.n_layer = m->match.base_n_layer;
         given.d_ff = m->match.base_d_ff;
@@ -340,8 +365,8 @@ static json_t *table_json(const key_spec *t, const void *base, int built)
         const char *field = (const char *)base + t->offset;
         json_t *v;
         if (!in_json(t, built)) continue;
-        /* a checkpoint without sharing reads as every one before the key did */
-        if (built && strcmp(t->key, "kv_share") == 0 && *(const int *)field <= 1) continue;
+        /* a checkpoint without the feature reads as every one before the key did */
+        if (built && t->ckpt == CK_NON_DEFAULT && at_default(t, base)) continue;
         if (t->type == K_ATTN || t->type == K_LATTN) {   /* the one the model has */
             const al_model_config *m = base;
             if ((m->n_layer_attn > 0) != (t->type == K_LATTN)) continue;
@@ -393,8 +418,7 @@ char *al_config_model_json(const al_model_config *m)
 {
     al_model_config built = *m;
     built.d_ff = al_config_d_ff(m);   /* a config built by hand may leave it 0 */
-    if (!built.kv_quant_group)       /* ... and these (al_config.h) */
-        built.kv_quant_group = AL_KV_QUANT_GROUP, built.kv_quant_residual = AL_KV_QUANT_RESIDUAL;
+    fill_unset(&built);
     return dump(table_json(al_cfg_model_keys, &built, 1));
 }
 
