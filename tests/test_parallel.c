@@ -300,6 +300,33 @@ START_TEST(a_training_step_should_repeat_bit_for_bit_and_agree_across_thread_cou
 }
 END_TEST
 
+/* threads: 0 resolved in one place: a request stands; 0 is the node's
+ * cores shared among the ranks an MPI launch put on it, at least 1. */
+START_TEST(threads_zero_is_the_cores_shared_among_local_ranks)
+{
+    static const struct { long req, cores; int local; int want; } t[] = {
+        {4, 16, 1, 4},      /* a request stands */
+        {4, 16, 8, 4},      /* ... under MPI too */
+        {0, 16, 1, 16},     /* every core */
+        {0, 16, 4, 4},      /* four ranks on the node share them */
+        {0, 16, 3, 5},      /* rounded down */
+        {0, 2, 4, 1},       /* more ranks than cores: one thread each */
+        {0, 1, 1, 1},
+        {0, 0, 1, 1},       /* sysconf failed: still one */
+        {0, -1, 1, 1},
+        {0, 16, 0, 16},     /* no local size known: alone */
+        {-3, 8, 1, 8},      /* a negative request reads as 0 (validation refuses it earlier) */
+        {1L << 40, 8, 1, 2147483647},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int got = al_threads_resolve(t[i].req, t[i].cores, t[i].local);
+        ck_assert_msg(got == t[i].want, "row %zu: %d, want %d", i, got, t[i].want);
+    }
+    ck_assert_int_eq(al_threads_for(3), 3);
+    ck_assert_int_ge(al_threads_for(0), 1);
+}
+END_TEST
+
 Suite *parallel_suite(void)
 {
     Suite *s = suite_create("parallel");
@@ -312,6 +339,7 @@ Suite *parallel_suite(void)
     tcase_add_test(tc, attention_should_give_the_same_bits_at_any_thread_count);
     tcase_add_test(tc, split_products_should_repeat_bit_for_bit);
     tcase_add_test(tc, a_training_step_should_repeat_bit_for_bit_and_agree_across_thread_counts);
+    tcase_add_test(tc, threads_zero_is_the_cores_shared_among_local_ranks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -90,6 +90,16 @@ int al_edit_distance(const char *a, const char *b);
 /* ---- Time */
 double al_now(void);   /* monotonic seconds */
 
+/* Threads: the one place `threads: 0` (and --threads 0) is resolved. A
+ * request > 0 stands; 0 means every core this process may use: the
+ * machine's cores shared among the ranks an MPI launch put on this node
+ * (local_size), at least 1. al_threads_for uses this machine's cores and
+ * the local size that MPI start-up published (1 before it, and without
+ * MPI). */
+int al_threads_resolve(long requested, long cores, int local_size);
+int al_threads_for(long requested);
+void al_threads_set_local_size(int local_size);   /* by the MPI start-up alone */
+
 /* ---- Progress: a rewritten status line on a terminal, nothing otherwise. */
 int al_stderr_is_tty(void);
 void al_progress_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

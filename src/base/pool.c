@@ -177,7 +177,7 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_workers_in
 void al_parallel_set_threads(int n)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) n = al_threads_for(0);
     if (n < 1) n = 1;
     if (n > MAX_THREADS) n = MAX_THREADS;
     openblas_set_num_threads(1);

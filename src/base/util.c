@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -306,6 +307,29 @@ double al_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- threads */
+
+/* Set once, at MPI start-up, before any thread count is resolved: a fact
+ * of the launch, like the rank, not a setting that a run leaves behind. */
+static int threads_local_size = 1;
+
+int al_threads_resolve(long requested, long cores, int local_size)
+{
+    if (requested > 0) return requested > INT_MAX ? INT_MAX : (int)requested;
+    long per_rank = cores / (local_size > 1 ? local_size : 1);
+    return per_rank > 1 ? (int)(per_rank > INT_MAX ? INT_MAX : per_rank) : 1;
+}
+
+int al_threads_for(long requested)
+{
+    return al_threads_resolve(requested, sysconf(_SC_NPROCESSORS_ONLN), threads_local_size);
+}
+
+void al_threads_set_local_size(int local_size)
+{
+    threads_local_size = local_size > 1 ? local_size : 1;
 }
 
 /* ---------------------------------------------------------------- progress */

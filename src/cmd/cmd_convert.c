@@ -194,9 +194,7 @@ int al_cmd_convert(int argc, char **argv)
     al_err e;
     al_node *to = NULL;
     if (parse_to(a.to, &to, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = a.threads ? (int)a.threads : run.train.threads;
-    al_parallel_set_threads(threads > 0 ? threads : cores > 1 ? (int)cores : 1);
+    al_parallel_set_threads(al_threads_for(a.threads ? a.threads : run.train.threads));
     al_convert_job j = {a.o.file, to, a.method, (uint64_t)a.seed, &run, a.tokens, a.o.out, 1};
     al_convert_result r;
     rc = al_convert_run(&j, &r, &e);

@@ -109,7 +109,7 @@ static void choose_pool(const al_sweep *s, sweep_args *a)
             if (s->trials[i].cfg.train.threads > a->threads)
                 a->threads = s->trials[i].cfg.train.threads;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = al_threads_for(0);   /* the cores this process may use */
     if (!a->jobs) a->jobs = cores / a->threads > 0 ? cores / a->threads : 1;
     if (a->jobs > s->n_trials) a->jobs = s->n_trials;
 }

@@ -162,7 +162,7 @@ static int passkey_trial(const al_sweep_eval *v, const al_sweep_trial *t, const 
     memcpy(g.lengths, v->pk_lengths, sizeof v->pk_lengths);
     memcpy(g.depths, v->pk_depths, sizeof v->pk_depths);
     al_score_in s;
-    al_parallel_set_threads((int)(threads ? threads : sysconf(_SC_NPROCESSORS_ONLN)));
+    al_parallel_set_threads(al_threads_for(threads));
     int rc = al_score_open(ckpt, text, 0, &s, e) || al_score_passkey(&s, &g, NULL, dir, e);
     al_score_close(&s);
     *done += rc == 0;

@@ -132,9 +132,7 @@ int al_sweep_trial_run(const al_sweep *s, const al_sweep_trial *t, const char *d
         snprintf(r.blas_core, sizeof r.blas_core, "%s+onednn:%s", al_blas_core(), al_bf16_isa());
     else
         snprintf(r.blas_core, sizeof r.blas_core, "%s", al_blas_core());
-    /* as train.c resolves train.threads 0: every core */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r.threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? (int)cores : 1;
+    r.threads = al_threads_for(c.train.threads);   /* as train.c resolves it */
     if (train_trial(&c, &o, &tr, e) != 0) {
         r.status = AL_TRIAL_FAILED;
         snprintf(r.reason, sizeof r.reason, "%.500s", e->msg);

@@ -73,6 +73,7 @@ static int mpi_start(long want, const char *var, al_err *e)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, D.rank, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &D.local_size);
     MPI_Comm_free(&node);
+    al_threads_set_local_size(D.local_size);   /* threads: 0 shares the node's cores */
     return 0;
 }
 #endif

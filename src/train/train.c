@@ -563,9 +563,8 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     R.o = o;
     R.wdir = al_mpi_rank() == 0 ? o->outdir : NULL;
     R.t0 = al_now();
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN) / al_mpi_local_size();
-    int threads = c.train.threads > 0 ? c.train.threads : cores > 1 ? cores : 1;
-    al_parallel_set_threads(threads);   /* the pool; OpenBLAS runs single-threaded */
+    /* the pool; OpenBLAS runs single-threaded */
+    al_parallel_set_threads(al_threads_for(c.train.threads));
     int rc = al_gemm_set_precision(c.train.precision, e);   /* refused where bf16 cannot run */
     if (rc == 0) rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
