@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "al_config_io.h"
+#include "al_blascore.h"
 #include "al_gemm.h"
 #include "al_model.h"
 #include "al_optim.h"
@@ -626,6 +627,9 @@ static int parse(opts *o, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    al_err be;
+    if (al_blas_follow_cpu(argv, &be) != 0)   /* as attnlab does (al_blascore.h) */
+        return fprintf(stderr, "attnlab-bench: %s\n", be.msg), 2;
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
         return fputs(usage, stdout), 0;
     opts o;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_blascore.h"
 #include "al_cli.h"
 #include "al_guard.h"
 
@@ -48,6 +49,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    al_err e;
+    /* before any work: where OpenBLAS fell below this CPU, run again with
+     * the kernels it has for it (al_blascore.h) */
+    if (al_blas_follow_cpu(argv, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     al_signals_install();
     if (argc < 2) {
         usage(stderr);
