@@ -277,6 +277,33 @@ START_TEST(bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads)
 }
 END_TEST
 
+/* After a bf16 model is loaded: its forward runs in bf16 (a loss just
+ * apart from the same weights' at f32), and the process stays at f32
+ * before and after (a product is cblas_sgemm's bits). */
+static void expect_f32_products_after(al_model *m)
+{
+    al_err e;
+    int T = m->cfg.seq_len, V = m->cfg.vocab_size;
+    int *in = al_malloc(T * sizeof(int)), *tgt = al_malloc(T * sizeof(int));
+    for (int i = 0; i < T; i++) in[i] = (3 * i) % V, tgt[i] = (3 * i + 1) % V;
+    ck_assert_int_eq(al_model_reserve(m, 1, T, &e), 0);
+    double lb = al_model_forward(m, in, tgt, NULL, 1, T);
+    ck_assert_int_eq(al_gemm_precision(), AL_PRECISION_F32);
+    m->precision = AL_PRECISION_F32;
+    double lf = al_model_forward(m, in, tgt, NULL, 1, T);
+    m->precision = AL_PRECISION_BF16;
+    ck_assert_msg(lb != lf && fabs(lb - lf) < 0.05, "bf16 loss %.9f, f32 %.9f", lb, lf);
+    al_rng r;
+    al_rng_seed(&r, 3);
+    float *A = randn(&r, 64 * 64), *B = randn(&r, 64 * 64);
+    float *C1 = al_malloc(64 * 64 * 4), *C2 = al_malloc(64 * 64 * 4);
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, A, 64, B, 64, 0.0f, C1, 64);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, A, 64, B, 64, 0.0f,
+                C2, 64);
+    ck_assert_msg(!memcmp(C1, C2, 64 * 64 * 4), "a product after the bf16 model was not f32");
+    free(A), free(B), free(C1), free(C2), free(in), free(tgt);
+}
+
 START_TEST(bf16_resume_should_be_bit_exact_and_record_the_precision)
 {
     if (no_bf16()) return;
@@ -302,13 +329,15 @@ START_TEST(bf16_resume_should_be_bit_exact_and_record_the_precision)
     c.train.checkpoint_every = 0;
     train_ok(&c, d2, 1, 0, AL_TRAIN_OK);
     ck_assert_msg(same_model(d1, d2), "resumed bf16 run differs from the uninterrupted one");
-    /* a model.safetensors read back sets the process to its precision */
+    /* a model.safetensors read back runs at its precision, and leaves the
+     * process's as it was: an f32 product after it is f32 */
     al_model m;
     snprintf(path, sizeof path, "%s/model.safetensors", d2);
     ck_assert_msg(al_checkpoint_load_run(path, &m, NULL, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(al_gemm_precision(), AL_PRECISION_BF16);
+    ck_assert_int_eq(m.precision, AL_PRECISION_BF16);
+    ck_assert_int_eq(al_gemm_precision(), AL_PRECISION_F32);
+    expect_f32_products_after(&m);
     al_model_free(&m);
-    set_precision("f32");
     free(d1), free(d2);
 }
 END_TEST

@@ -43,6 +43,16 @@ enum { AL_PRECISION_F32, AL_PRECISION_BF16 };
  * Set before a run's first product; plans are kept per precision. */
 int al_gemm_set_precision(const char *name, al_err *e);
 int al_gemm_precision(void);
+/* The precision of one call's products: al_gemm_enter(p) puts p in force
+ * and returns what was, which al_gemm_leave puts back. A model enters its
+ * own around each of its calls (al_model.h), so a precision travels with
+ * the model and nothing is left set after it; p < 0 changes nothing (a
+ * model that follows the process's). */
+int al_gemm_enter(int p);
+void al_gemm_leave(int was);
+/* "f32" / "" or "bf16" as AL_PRECISION_*: 0, or -1 with e set when bf16
+ * cannot run here (al_bf16_check). */
+int al_gemm_precision_parse(const char *name, int *p, al_err *e);
 
 /* 0 when this process can run bf16 products at full speed: built with
  * oneDNN, whose effective ISA here has bf16 dot products (avx512_bf16 or

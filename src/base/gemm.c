@@ -33,6 +33,16 @@ const char *al_split_name(int split)
 
 static atomic_int precision = AL_PRECISION_F32;
 
+int al_gemm_precision_parse(const char *name, int *p, al_err *e)
+{
+    *p = AL_PRECISION_F32;
+    if (!name || !name[0] || strcmp(name, "f32") == 0) return 0;
+    AL_ASSERT(strcmp(name, "bf16") == 0);   /* the config's validation refused others */
+    if (al_bf16_check(e) != 0) return -1;
+    *p = AL_PRECISION_BF16;
+    return 0;
+}
+
 int al_gemm_set_precision(const char *name, al_err *e)
 {
     if (!name || !name[0] || strcmp(name, "f32") == 0) {
@@ -46,6 +56,16 @@ int al_gemm_set_precision(const char *name, al_err *e)
 }
 
 int al_gemm_precision(void) { return atomic_load(&precision); }
+
+int al_gemm_enter(int p)
+{
+    return p < 0 ? -1 : atomic_exchange(&precision, p);
+}
+
+void al_gemm_leave(int was)
+{
+    if (was >= 0) atomic_store(&precision, was);
+}
 
 /* ------------------------------------------------------------ one thread */
 

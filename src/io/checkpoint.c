@@ -269,6 +269,12 @@ int al_checkpoint_save(const char *path, const al_model *m, long step, al_err *e
     return al_checkpoint_save_meta(path, m, step, NULL, 0, e);
 }
 
+/* What the model's products ran at: its own, else the process's. */
+static int model_precision(const al_model *m)
+{
+    return m->precision >= 0 ? m->precision : al_gemm_precision();
+}
+
 int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
                             const char *const *extra, int n_extra, al_err *e)
 {
@@ -286,7 +292,7 @@ int al_checkpoint_save_meta(const char *path, const al_model *m, long step,
     const char *meta[2 * (BASE_META + MAX_EXTRA)] = {
         "format", "pt", "attnlab.config", cfg, "attnlab.step", stepbuf,
         "attnlab.interface_version", ver, "attnlab.variant_origin", stack_origin(&m->cfg),
-        "attnlab.precision", al_gemm_precision() == AL_PRECISION_BF16 ? "bf16" : "f32"};
+        "attnlab.precision", model_precision(m) == AL_PRECISION_BF16 ? "bf16" : "f32"};
     for (int i = 0; i < 2 * n_extra; i++) meta[2 * BASE_META + i] = extra[i];
     int rc = al_st_write(path, t, m->n_tensors, meta, BASE_META + n_extra, e);
     free(cfg);
@@ -442,7 +448,7 @@ int al_checkpoint_load_run(const char *path, al_model *m, long *step, al_err *e)
     long version;
     char prec[8];
     if (load_checkpoint(path, m, step, &version, prec, e) != 0) return -1;
-    if (al_gemm_set_precision(prec, e) == 0) return 0;
+    if (al_model_set_precision(m, prec, e) == 0) return 0;
     char why[AL_ERR_LEN];
     snprintf(why, sizeof why, "%s", e->msg);
     al_model_free(m);

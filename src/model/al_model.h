@@ -47,6 +47,8 @@ typedef struct al_layer {
 typedef struct al_model {
     al_model_config cfg;
     int d_ff;
+    int precision;               /* AL_PRECISION_* of every call's products (al_bf16.h);
+                                    -1 (al_model_init's): the process's */
 
     int n_tensors;
     al_tensor *tensors;          /* owned */
@@ -72,6 +74,9 @@ typedef struct al_model {
     int *inputs;                 /* (B,T) */
 } al_model;
 
+/* The precision of this model's products ("f32" or "bf16", train.precision):
+ * 0, or -1 with e set where bf16 cannot run here. */
+int al_model_set_precision(al_model *m, const char *name, al_err *e);
 /* Build the tensor table and allocate parameters and gradients (zeroed). */
 int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
 /* Initialise weights per the spec from a seed: each tensor from its own

@@ -9,6 +9,7 @@
  * model.c is its reference: tests check the two agree at every position.
  */
 #include "al_decode.h"
+#include "al_bf16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -140,7 +141,7 @@ size_t al_decoder_row_bytes(const al_decoder *d)
 
 static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens);
 
-int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e)
+static int prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e)
 {
     al_model *m = d->m;
     const al_model_config *c = &m->cfg;
@@ -167,6 +168,16 @@ int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_er
     d->pos[b] = nb;
     for (int i = nb; i < n; i++) step_rows(d, b, 1, &tokens[i]);
     return 0;
+}
+
+/* Prefill and steps run at the model's precision (al_model.h), leaving
+ * the process's as they found it. */
+int al_decoder_prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e)
+{
+    int was = al_gemm_enter(d->m->precision);
+    int rc = prefill_seq(d, b, tokens, n, e);
+    al_gemm_leave(was);
+    return rc;
 }
 
 int al_decoder_prefill(al_decoder *d, const int *tokens, int n, al_err *e)
@@ -246,15 +257,23 @@ static const float *step_rows(al_decoder *d, int b0, int n, const int *tokens)
     return logits;
 }
 
+static const float *step_at_precision(al_decoder *d, int n, const int *tokens)
+{
+    int was = al_gemm_enter(d->m->precision);
+    const float *logits = step_rows(d, 0, n, tokens);
+    al_gemm_leave(was);
+    return logits;
+}
+
 const float *al_decoder_step(al_decoder *d, int token)
 {
     AL_ASSERT(d->batch == 1);
-    return step_rows(d, 0, 1, &token);
+    return step_at_precision(d, 1, &token);
 }
 
 const float *al_decoder_step_batch(al_decoder *d, const int *tokens)
 {
-    return step_rows(d, 0, d->batch, tokens);
+    return step_at_precision(d, d->batch, tokens);
 }
 
 void al_decoder_fill_random(al_decoder *d, int n, uint64_t seed)

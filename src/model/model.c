@@ -5,6 +5,8 @@
  * attention parameters and buffer sizes, and calls forward/backward.
  */
 #include "al_model.h"
+
+#include "al_bf16.h"
 #include "al_memory.h"
 #include "al_parallel.h"
 
@@ -44,6 +46,7 @@ static void bind_views(al_model *m)
 int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
 {
     memset(m, 0, sizeof *m);
+    m->precision = -1;   /* the process's, until a run or a checkpoint says */
     m->cfg = *cfg;
     if (m->cfg.kv_share < 1) m->cfg.kv_share = 1;   /* a config built by hand: no sharing */
     AL_ASSERT(cfg->attn != NULL);
@@ -244,8 +247,8 @@ static void zero_floats(float *x, size_t n)
     al_parallel_for((long)n, 65536, zero_range, &j);
 }
 
-double al_model_forward(al_model *m, const int *inputs, const int *targets,
-                        const float *weights, int B, int T)
+static double model_forward(al_model *m, const int *inputs, const int *targets,
+                            const float *weights, int B, int T)
 {
     AL_ASSERT(B <= m->B && T <= m->T);
     const al_model_config *c = &m->cfg;
@@ -352,7 +355,7 @@ static void block_backward(al_model *m, int l, int B, int T)
                              1.0f, 0.0f);
 }
 
-void al_model_backward(al_model *m)
+static void model_backward(al_model *m)
 {
     AL_ASSERT(m->has_targets);
     const al_model_config *c = &m->cfg;
@@ -369,6 +372,31 @@ void al_model_backward(al_model *m)
     /* x = tok_emb[inputs]: the embedding adds to the head's gradient */
     rows_job j = {m->d_tok_emb, m->dx, NULL, m->inputs, D, BT};
     al_parallel_for(V, 16, embed_back_tokens, &j);
+}
+
+/* ------------------------------------------------------------ entry points */
+
+/* Each call runs its products at the model's precision and leaves the
+ * process's as it found it (al_gemm_enter). */
+double al_model_forward(al_model *m, const int *inputs, const int *targets,
+                        const float *weights, int B, int T)
+{
+    int was = al_gemm_enter(m->precision);
+    double loss = model_forward(m, inputs, targets, weights, B, T);
+    al_gemm_leave(was);
+    return loss;
+}
+
+void al_model_backward(al_model *m)
+{
+    int was = al_gemm_enter(m->precision);
+    model_backward(m);
+    al_gemm_leave(was);
+}
+
+int al_model_set_precision(al_model *m, const char *name, al_err *e)
+{
+    return al_gemm_precision_parse(name, &m->precision, e);
 }
 
 /* ------------------------------------------------------------ queries */

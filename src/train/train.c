@@ -284,6 +284,8 @@ static int run_open(run *R, al_config *c, al_err *e)
     if (al_train_resolve(c, R->data.vocab_size, e) != 0) return -1;
     if (al_train_check_memory(c, e) != 0) return -1;
     if (al_model_init(&R->model, &c->model, e) != 0) return -1;
+    /* train.precision travels with the model: its calls run at it */
+    if (al_model_set_precision(&R->model, c->train.precision, e) != 0) return -1;
     al_model_init_weights(&R->model, c->train.seed);
     if (al_model_reserve(&R->model, c->train.batch_size, c->model.seq_len, e) != 0)
         return -1;
@@ -565,7 +567,7 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     R.t0 = al_now();
     /* the pool; OpenBLAS runs single-threaded */
     al_parallel_set_threads(al_threads_for(c.train.threads));
-    int rc = al_gemm_set_precision(c.train.precision, e);   /* refused where bf16 cannot run */
+    int prec, rc = al_gemm_precision_parse(c.train.precision, &prec, e);   /* refused early */
     if (rc == 0) rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
@@ -591,7 +593,5 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     r->wall_s = al_now() - R.t0;
     run_close(&R);
     if (lock >= 0) close(lock);   /* the run is over: the directory is free */
-    al_err ignored;
-    al_gemm_set_precision("f32", &ignored);   /* the next caller's products as they were */
     return rc;
 }
