@@ -204,7 +204,8 @@ static int decode_scalar(const char *path, const key_spec *k, json_t *v, al_mode
     } else {
         char why[256];
         AL_ASSERT(k->type == K_STRING && k->sub);
-        if (!json_is_string(v) || al_cfg_put_scalar(k, json_string_value(v), 1, c, why, sizeof why)) {
+        if (!json_is_string(v) ||
+            al_cfg_put_scalar(k, json_string_value(v), 1, c, why, sizeof why)) {
             one_of_text(vals, sizeof vals, k->sub);
             return cfg_err(e, path, "'%s' must be %s", k->key, vals);
         }
