@@ -437,6 +437,75 @@ START_TEST(a_cpu_without_bf16_should_be_refused_in_one_line)
 }
 END_TEST
 
+/* ------------------------------------------------------------ does bf16 pay */
+
+/* The rates are measured on the class of the shape, then read back from
+ * the cache: the same figures, one line per (CPU, class). */
+START_TEST(bf16_rates_are_measured_once_per_cpu_and_class)
+{
+    if (no_bf16()) return;
+    char *d = al_test_tmpdir(), path[4200], *text;
+    size_t n;
+    al_err e;
+    setenv("ATTNLAB_CACHE_DIR", d, 1);
+    al_bf16_rates a, b;
+    al_bf16_rates_of(1000, 64, 64, &a);
+    ck_assert_int_eq(a.M, 1024);
+    ck_assert_int_eq(a.N, 64);
+    ck_assert_int_eq(a.K, 64);
+    ck_assert_msg(a.bf16 > 0 && a.f32 > 0 && !a.cached, "%g %g", a.bf16, a.f32);
+    al_bf16_rates_of(1024, 60, 64, &b);   /* the same class */
+    ck_assert_int_eq(b.cached, 1);
+    ck_assert_msg(fabs(b.bf16 - a.bf16) < 1e-3 && fabs(b.f32 - a.f32) < 1e-3, "cached differs");
+    fprintf(stderr, "bf16: m 1024 n 64 k 64, one thread: bf16 %.1f, f32 %.1f GFLOP/s\n",
+            a.bf16, a.f32);
+    snprintf(path, sizeof path, "%s/bf16-rates", d);
+    ck_assert_int_eq(al_read_file(path, &text, &n, &e), 0);
+    ck_assert_msg(strchr(text, '\n') == text + n - 1, "not one line: %s", text);
+    free(text);
+    unsetenv("ATTNLAB_CACHE_DIR");
+    free(d);
+}
+END_TEST
+
+/* A bf16 run where bf16 is slower says so in one line with both rates
+ * and goes on; where it is faster, nothing is said. */
+START_TEST(a_bf16_run_says_when_bf16_does_not_pay)
+{
+    if (no_bf16()) return;
+    static const struct { const char *rates; int note; } t[] = {{"50,100", 1}, {"100,100", 1},
+                                                                {"200,100", 0}};
+    al_bf16_rates r = {.bf16 = 80, .f32 = 160, .M = 4096, .N = 256, .K = 256};
+    char note[512];
+    ck_assert_int_eq(al_bf16_pays(&r), 0);
+    al_bf16_note(&r, note, sizeof note);
+    ck_assert_msg(strstr(note, "attnlab: bf16 products are no faster than f32 on this CPU (80.0 "
+                               "against 160.0 GFLOP/s"), "%s", note);
+    char *d = al_test_tmpdir(), *out, args[4400];
+    char text[1201], yaml[4400];
+    for (int i = 0; i < 1200; i++) text[i] = "the sea and the king. "[i % 22];
+    text[1200] = 0;
+    free(al_test_write(d, "data.txt", text));
+    snprintf(yaml, sizeof yaml,
+             "data: {source: text, path: %s/data.txt}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 8}\n"
+             "train: {steps: 2, batch_size: 2, eval_every: 2, eval_batches: 1, threads: 1,\n"
+             "        precision: bf16}\n", d);
+    char *cfg = al_test_write(d, "c.yaml", yaml);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(args, sizeof args, "train %s --out %s/run%zu", cfg, d, i);
+        setenv("AL_BF16_RATES", t[i].rates, 1);
+        int rc = al_test_attnlab(args, &out);
+        unsetenv("AL_BF16_RATES");
+        ck_assert_msg(rc == 0, "%s: exit %d: %s", t[i].rates, rc, out);
+        int has = strstr(out, "attnlab: bf16 products are no faster than f32 on this CPU") != NULL;
+        ck_assert_msg(has == t[i].note, "%s: note %d: %s", t[i].rates, has, out);
+        free(out);
+    }
+    free(cfg), free(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ packing */
 
 /* al_bf16_pack (the CPU's conversion where it has one) rounds exactly as
@@ -497,6 +566,8 @@ Suite *bf16_suite(void)
     tcase_add_test(tc, f32_config_should_not_write_the_precision);
     tcase_add_test(tc, sweeps_should_take_the_precision_as_an_axis_and_score_respect_it);
     tcase_add_test(tc, a_cpu_without_bf16_should_be_refused_in_one_line);
+    tcase_add_test(tc, bf16_rates_are_measured_once_per_cpu_and_class);
+    tcase_add_test(tc, a_bf16_run_says_when_bf16_does_not_pay);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -63,6 +63,22 @@ int al_gemm_precision_parse(const char *name, int *p, al_err *e);
  * a real bf16 machine's. */
 int al_bf16_check(al_err *e);
 
+/* Whether bf16 pays here: bf16 and f32 product rates (GFLOP/s, one
+ * thread) for a shape class (each side rounded up to a power of two, at
+ * most 4096), measured in a few milliseconds (bf16_rate.c) and cached per
+ * CPU model and class under $ATTNLAB_CACHE_DIR, $XDG_CACHE_HOME/attnlab or
+ * ~/.cache/attnlab (written atomically; an unwritable cache only costs
+ * the next run the measurement). Only where al_bf16_check passed. */
+typedef struct al_bf16_rates {
+    double bf16, f32;    /* GFLOP/s */
+    int M, N, K;         /* the class measured */
+    int cached;          /* 1: read from the cache */
+} al_bf16_rates;
+void al_bf16_rates_of(int M, int N, int K, al_bf16_rates *r);
+int al_bf16_pays(const al_bf16_rates *r);   /* bf16 faster than f32 */
+/* The one line a run prints where bf16 does not pay: both rates. */
+void al_bf16_note(const al_bf16_rates *r, char *out, size_t n);
+
 /* The ISA oneDNN dispatches to here ("avx512_core_bf16", ...; "none"
  * without oneDNN): what a bf16 run's bits depend on besides the CPU. */
 const char *al_bf16_isa(void);

@@ -278,6 +278,20 @@ static void report_progress(run *R, int step, double loss, double lr, int eval_l
     }
 }
 
+/* bf16 is a numerics choice as well as a speed one: the run goes on as
+ * asked, but says so where this CPU gives it no speed (al_bf16_rates_of,
+ * on the model's typical product: B*T rows by d_model by d_model). */
+static void bf16_note(const al_config *c)
+{
+    long rows = (long)c->train.batch_size * c->model.seq_len;
+    al_bf16_rates r;
+    char line[512];
+    al_bf16_rates_of(rows < 4096 ? (int)rows : 4096, c->model.d_model, c->model.d_model, &r);
+    if (al_bf16_pays(&r)) return;
+    al_bf16_note(&r, line, sizeof line);
+    fprintf(stderr, "%s\n", line);
+}
+
 static int run_open(run *R, al_config *c, al_err *e)
 {
     if (al_data_open(&R->data, &c->data, c->model.seq_len, e) != 0) return -1;
@@ -286,6 +300,7 @@ static int run_open(run *R, al_config *c, al_err *e)
     if (al_model_init(&R->model, &c->model, e) != 0) return -1;
     /* train.precision travels with the model: its calls run at it */
     if (al_model_set_precision(&R->model, c->train.precision, e) != 0) return -1;
+    if (R->model.precision == AL_PRECISION_BF16 && al_mpi_rank() == 0) bf16_note(c);
     al_model_init_weights(&R->model, c->train.seed);
     if (al_model_reserve(&R->model, c->train.batch_size, c->model.seq_len, e) != 0)
         return -1;
