@@ -30,7 +30,7 @@ static void fixture_open(fixture *f, int n_bytes)
     memset(f, 0, sizeof *f);
     f->dir = al_test_tmpdir();
     al_model_config c;
-    const al_variant_ops *mla = al_variant_find("mla");
+    const al_variant *mla = al_variant_find("mla");
     ck_assert_int_eq(al_test_tiny_config(&c, mla, 2, 16, 2, 8, 8, 256), 0);
     c.attn_set[al_variant_setting_index(mla, "d_rope")] = 4;
     al_err e;

@@ -76,9 +76,9 @@ static al_config load_ok(const char *text)
     return c;
 }
 
-static const al_variant_ops *V(const char *name)
+static const al_variant *V(const char *name)
 {
-    const al_variant_ops *v = al_variant_find(name);
+    const al_variant *v = al_variant_find(name);
     ck_assert_ptr_nonnull(v);
     return v;
 }
@@ -87,7 +87,7 @@ static const al_variant_ops *V(const char *name)
 static al_model_config stack(const char *const *names, int n_items, int n_layer, int seq_len,
                              int vocab)
 {
-    const al_variant_ops *vs[8];
+    const al_variant *vs[8];
     for (int k = 0; k < n_items; k++) vs[k] = V(names[k]);
     al_model_config c;
     ck_assert_int_eq(al_test_stack_config(&c, vs, n_items, n_layer, 16, 4, 4, seq_len, vocab),

@@ -21,6 +21,7 @@
 #include "al_kvcache.h"
 #include "al_parallel.h"
 #include "al_registry.h"
+#include "attnlab_variant_v4.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
@@ -30,7 +31,7 @@ enum { D = 16, H = 4, DH = 4, NB = 2, NT = 12 };
 /* ------------------------------------------------------------ one layer */
 
 typedef struct layer {
-    const al_variant_ops *v;
+    const al_variant *v;
     al_attn_shape s;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     int np, G;
@@ -45,9 +46,9 @@ static void layer_init(layer *l, int window, int G, int sinks, int causal)
     ck_assert_ptr_nonnull(l->v);
     l->s = (al_attn_shape){D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}};
     char err[256];
-    ck_assert_msg(l->v->check(&l->s, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(al_variant_check(l->v, &l->s, err, sizeof err) == 0, "%s", err);
     l->G = G ? G : H;
-    l->np = l->v->params(&l->s, l->spec);
+    l->np = l->v->train->params(al_test_ctx_of(l->v, &l->s), l->spec);
     al_rng r;
     al_rng_seed(&r, 7);
     for (int i = 0; i < l->np; i++) {
@@ -61,8 +62,8 @@ static void layer_init(layer *l, int window, int G, int sinks, int causal)
     for (size_t j = 0; j < n; j++) l->x[j] = (float)al_rng_normal(&r);
     for (size_t j = 0; j < n; j++) l->R[j] = (float)al_rng_normal(&r);
     l->dx = calloc(n, sizeof(float)), l->out = calloc(n, sizeof(float));
-    l->act = calloc(l->v->act_floats(&l->s, NB, NT), sizeof(float));
-    l->scratch = calloc(l->v->scratch_floats(&l->s, NB, NT) + 1, sizeof(float));
+    l->act = calloc(l->v->train->act_floats(al_test_ctx_of(l->v, &l->s), NB, NT), sizeof(float));
+    l->scratch = calloc(l->v->train->scratch_floats(al_test_ctx_of(l->v, &l->s), NB, NT) + 1, sizeof(float));
 }
 
 static void layer_free(layer *l)
@@ -74,7 +75,7 @@ static void layer_free(layer *l)
 /* L = sum(out * R) in double. */
 static double layer_loss(layer *l)
 {
-    l->v->forward(&l->s, l->out, l->act, l->scratch, l->x, l->p, NB, NT);
+    l->v->train->forward(al_test_ctx_of(l->v, &l->s), l->out, l->act, l->scratch, l->x, l->p, NB, NT);
     double L = 0;
     for (size_t j = 0; j < (size_t)NB * NT * D; j++) L += (double)l->out[j] * l->R[j];
     return L;
@@ -161,7 +162,7 @@ START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_windo
         layer l;
         layer_init(&l, cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
         layer_loss(&l);
-        l.v->backward(&l.s, l.dx, l.dp, l.scratch, l.R, l.x, l.act, l.p, NB, NT);
+        l.v->train->backward(al_test_ctx_of(l.v, &l.s), l.dx, l.dp, l.scratch, l.R, l.x, l.act, l.p, NB, NT);
         al_rng r;
         al_rng_seed(&r, 3);
         for (int i = 0; i < l.np; i++) {
@@ -208,19 +209,19 @@ END_TEST
 
 START_TEST(local_check_refuses_bad_settings_naming_them)
 {
-    const al_variant_ops *v = al_variant_find("local");
+    const al_variant *v = al_variant_find("local");
     al_attn_shape s = {D, 8, DH, NT, 1, 10000.0f, 1e-5f, {0, 0, 0}};
     char err[256];
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'window' (0) must be at least 1");
     s.set[SET_WINDOW] = 4, s.set[SET_N_KV_HEAD] = 3;
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8), or be 0 for n_head");
     s.set[SET_N_KV_HEAD] = 2, s.set[SET_SINKS] = -1;
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'sinks' (-1) must be at least 0");
     s.set[SET_SINKS] = 0;
-    ck_assert_int_eq(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_eq(al_variant_check(v, &s, err, sizeof err), 0);
 }
 END_TEST
 
@@ -398,8 +399,8 @@ START_TEST(local_measured_cache_bytes_equal_the_ring_formula)
 END_TEST
 
 /* A table of version 3 ends before kv_rows: it registers (a whole-size
- * copy, nothing read past its end, as ASan would see) with kv_rows NULL,
- * and its caches keep one row per token. */
+ * copy, nothing read past its end, as ASan would see) with the default
+ * kv_rows, and its caches keep one row per token. */
 START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
 {
     al_err e;
@@ -407,20 +408,16 @@ START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
     size_t size = al_variant_ops_size(3);
     ck_assert_uint_lt(size, al_variant_ops_size(4));
     ck_assert_uint_eq(al_variant_ops_size(4), sizeof(al_variant_ops));
-    al_variant_ops full = *al_variant_find("local");
-    full.api_version = 3;
-    full.name = "local_v3";
-    void *old = malloc(size);
-    memcpy(old, &full, size);
+    void *old = al_test_old_table(3, "local_v3");
     ck_assert_int_eq(al_variant_register(old, "v3.so", &e), 0);
-    const al_variant_ops *got = al_variant_find("local_v3");
+    const al_variant *got = al_variant_find("local_v3");
     ck_assert_ptr_nonnull(got);
-    ck_assert_ptr_null(got->kv_rows);
-    ck_assert_ptr_eq(got->decode_batch, full.decode_batch);
+    ck_assert_ptr_nonnull(got->decode->decode_batch);   /* a version-3 member, kept */
     al_attn_shape s = {D, H, DH, NT, 1, 10000.0f, 1e-5f, {5, 0, 3}};
-    ck_assert_int_eq(al_attn_kv_rows(got, &s, 40), 40);
-    ck_assert_int_eq(al_attn_kv_rows(&full, &s, 40), 8);
-    ck_assert_int_eq(al_attn_kv_rows(al_variant_find("mha"), &s, 40), 40);
+    ck_assert_int_eq(al_attn_kv_rows(got, al_test_ctx_of(got, &s), 40), 40);
+    const al_variant *local = al_variant_find("local"), *mha = al_variant_find("mha");
+    ck_assert_int_eq(al_attn_kv_rows(local, al_test_ctx_of(local, &s), 40), 8);
+    ck_assert_int_eq(al_attn_kv_rows(mha, al_test_ctx_of(mha, &s), 40), 40);
     al_variant_truncate(before);
     free(old);
 }
@@ -621,17 +618,20 @@ END_TEST
 
 /* A variant (a plugin's, say) whose kv_rows answers more rows than tokens
  * is refused by the decoder with one line naming it, not a crash. */
-static int too_many_rows(const al_attn_shape *s, int context)
+static int too_many_rows(const void *ctx, int context)
 {
-    (void)s;
+    (void)ctx;
     return context + 1;
 }
 
 START_TEST(decoder_refuses_a_kv_rows_answer_outside_the_context)
 {
-    static al_variant_ops bad;
+    static al_variant bad;
+    static al_variant_decode bad_decode;
     bad = *al_variant_find("local");
-    bad.kv_rows = too_many_rows;
+    bad_decode = *bad.decode;
+    bad_decode.kv_rows = too_many_rows;
+    bad.decode = &bad_decode;
     al_model m;
     make_model(&m, 5, 0, 0);
     m.cfg.attn = &bad;   /* the config's and every layer's view of the variant */

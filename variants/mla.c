@@ -21,6 +21,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
@@ -42,7 +43,7 @@ typedef struct dims {
     int D, H, dh, dr, dc, dq, BT, dqk;
 } dims;
 
-static dims get_dims(const al_attn_shape *s, int B, int T)
+static dims shape_dims(const al_attn_shape *s, int B, int T)
 {
     dims d = {s->d_model, s->n_head, s->d_head, al_set_int(s, SET_D_ROPE),
               al_set_int(s, SET_D_LATENT), al_set_int(s, SET_D_Q_LATENT), B * T, 0};
@@ -50,22 +51,37 @@ static dims get_dims(const al_attn_shape *s, int B, int T)
     return d;
 }
 
-static int mla_check(const al_attn_shape *s, char *err, size_t n)
+/* A layer's context: its shape and dimensions (BT 1), made once by init. */
+typedef struct mla_ctx {
+    al_attn_shape s;
+    dims d;
+} mla_ctx;
+
+static dims get_dims(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, 1, 1);
-    if (d.dc < 1)
-        return snprintf(err, n, "'d_latent' (%d) must be positive", d.dc), -1;
-    if (d.dr < 2 || d.dr % 2)
-        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", d.dr), -1;
-    if (d.dq < 0)
-        return snprintf(err, n, "'d_q_latent' (%d) must be 0 (no query compression) or positive",
-                        d.dq), -1;
-    return 0;
+    dims d = ((const mla_ctx *)ctx)->d;
+    d.BT = B * T;
+    return d;
 }
 
-static int mla_params(const al_attn_shape *s, al_param_spec *o)
+static void *mla_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = shape_dims(s, 1, 1);
+    if (d.dc < 1)
+        return snprintf(err, n, "'d_latent' (%d) must be positive", d.dc), NULL;
+    if (d.dr < 2 || d.dr % 2)
+        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", d.dr), NULL;
+    if (d.dq < 0)
+        return snprintf(err, n, "'d_q_latent' (%d) must be 0 (no query compression) or positive",
+                        d.dq), NULL;
+    mla_ctx *c = malloc(sizeof *c);
+    if (c) *c = (mla_ctx){*s, d};
+    return c;
+}
+
+static int mla_params(const void *ctx, al_param_spec *o)
+{
+    dims d = get_dims(ctx, 1, 1);
     int k = 0, Hd = d.H * d.dh, qin = d.dq ? d.dq : d.D;
     if (d.dq) {
         o[k++] = (al_param_spec){"wdq", d.dq, d.D, AL_INIT_NORMAL};
@@ -141,9 +157,9 @@ static mla_a carve(const dims *d, float *a, int B, int T)
     return m;
 }
 
-static size_t mla_act_floats(const al_attn_shape *s, int B, int T)
+static size_t mla_act_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * d.dc + 1 + d.dr + 2 * Hqk + 2 * Hd) +
            2 * (size_t)B * d.H * T;
@@ -151,9 +167,9 @@ static size_t mla_act_floats(const al_attn_shape *s, int B, int T)
 
 /* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
  * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (BT,dc) | dcq, dcq0 (BT,dq) */
-static size_t mla_scratch_floats(const al_attn_shape *s, int B, int T)
+static size_t mla_scratch_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * d.dc + 2 * d.dq);
 }
@@ -238,10 +254,11 @@ static void queries_forward(const al_attn_shape *s, const dims *d, const mla_p *
     pack_heads(a->qf, qr, d, d->dh, d->dr);
 }
 
-static void mla_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void mla_forward(const void *ctx, float *out, float *act, float *scratch,
                         const float *x, float *const *p, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     mla_p w = bind(&d, p);
     mla_a a = carve(&d, act, B, T);
     queries_forward(s, &d, &w, &a, scratch, x, B, T);
@@ -312,11 +329,12 @@ static void queries_backward(const al_attn_shape *s, const dims *d, const mla_p 
     al_linear_backward_beta(dx, dw->wdq, g->dcq0, x, w->wdq, d->BT, d->D, d->dq, 0.0f, 0.0f);
 }
 
-static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void mla_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                          const float *dout, const float *x, const float *act, float *const *p,
                          int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     mla_p w = bind(&d, p), dw = bind(&d, dp);
     mla_a a = carve(&d, (float *)act, B, T);
     mla_g g = carve_grads(&d, scratch);
@@ -341,8 +359,9 @@ static void mla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     al_linear_backward_beta(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr, 1.0f, 0.0f);
 }
 
-static size_t mla_kv_elems(const al_attn_shape *s)
+static size_t mla_kv_elems(const void *ctx)
 {
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
     return (size_t)al_set_int(s, SET_D_LATENT) + al_set_int(s, SET_D_ROPE);
 }
 
@@ -350,10 +369,11 @@ static size_t mla_kv_elems(const al_attn_shape *s)
  * scores (q_h . k_c,h + q_r,h . k_r) / sqrt(d_head + d_rope), rebuilt from
  * the saved per-head [content | rope] queries and keys and the row
  * statistics by the kernel backward uses. */
-static void mla_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
+static void mla_probs(const void *ctx, float *P, const float *act, const float *src, float *const *p,
                       int T)
 {
-    dims d = get_dims(s, 1, T);
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, T);
     mla_a a = carve(&d, (float *)act, 1, T);
     al_attn_probs(P, a.stat, a.qf, a.kf, T, d.H, d.H, d.dqk, 1.0f / sqrtf((float)d.dqk),
                   s->causal);
@@ -363,10 +383,10 @@ static void mla_probs(const al_attn_shape *s, float *P, const float *act, float 
 /* ------------------------------------------------------------ decode */
 
 /* Cache row of a token: c [dc] (after kv_norm), then k_r [dr] (RoPE'd). */
-static void mla_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+static void mla_prefill(const void *ctx, al_kv_cache *cache, const float *act,
                         float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    dims d = get_dims(ctx, 1, T);
     mla_a a = carve(&d, (float *)act, 1, T);
     for (int t = 0; t < T; t++) {
         al_kv_put(cache, t, 0, d.dc, a.c + (size_t)t * d.dc);
@@ -425,18 +445,19 @@ static void step_forward(const al_attn_shape *s, const dims *d, const mla_p *w, 
 
 /* step | absorbed queries qa (H, dc+dr) | latent outputs o (H, dc) |
  * y (H*dh) | al_kv_attend's S | tile */
-static size_t mla_decode_scratch_floats(const al_attn_shape *s, int context)
+static size_t mla_decode_scratch_floats(const void *ctx, int context)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     size_t row = (size_t)d.dc + d.dr;
     return step_floats(&d) + (size_t)d.H * (row + d.dc + d.dh) + AL_KV_ATTEND_S(d.H) +
            (size_t)AL_KV_TILE * row;
 }
 
-static void mla_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void mla_decode(const void *ctx, float *out, float *scratch, const float *x,
                        float *const *p, al_kv_cache *cache, int pos)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     mla_p w = bind(&d, p);
     mla_step st = carve_step(&d, scratch);
     int row = d.dc + d.dr;
@@ -497,9 +518,9 @@ static mla_batch carve_batch(const dims *d, float *s, int B)
     return m;
 }
 
-static size_t mla_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+static size_t mla_decode_batch_scratch_floats(const void *ctx, int context, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     size_t row = (size_t)d.dc + d.dr;
     (void)context;
     return (size_t)B * (2 * (size_t)d.dq + (size_t)d.H * (2 * d.dh + d.dr + row + d.dc) +
@@ -533,10 +554,11 @@ static void batch_forward(const al_attn_shape *s, const dims *d, const mla_p *w,
     }
 }
 
-static void mla_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void mla_decode_batch(const void *ctx, float *out, float *scratch, const float *x,
                              float *const *p, al_kv_cache *const *caches, const int *pos, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const mla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     mla_p w = bind(&d, p);
     mla_batch m = carve_batch(&d, scratch, B);
     int row = d.dc + d.dr, Hd = d.H * d.dh, Hr = d.H * d.dr, Hrow = d.H * row;
@@ -563,7 +585,7 @@ static void mla_decode_batch(const al_attn_shape *s, float *out, float *scratch,
  * keys K and values V (context, H*dh) | probabilities (context) | y (H*dh) */
 size_t al_mla_naive_scratch_floats(const al_attn_shape *s, int context)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = shape_dims(s, 1, 1);
     size_t Hd = (size_t)d.H * d.dh;
     return step_floats(&d) + (size_t)context * (d.dc + d.dr + 2 * Hd + 1) + Hd;
 }
@@ -593,7 +615,7 @@ static void naive_head(float *y, float *P, const float *q, const float *qr, cons
 void al_mla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,
                          float *const *p, al_kv_cache *cache, int pos)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = shape_dims(s, 1, 1);
     mla_p w = bind(&d, p);
     mla_step st = carve_step(&d, scratch);
     int n = pos + 1, ctx = al_kv_cache_context(cache), Hd = d.H * d.dh;
@@ -613,23 +635,27 @@ void al_mla_decode_naive(const al_attn_shape *s, float *out, float *scratch, con
     al_linear_forward(out, y, w.wo, 1, Hd, d.D);
 }
 
-const al_variant_ops al_variant_mla = {
+static const al_variant_train mla_train = {mla_params, mla_act_floats, mla_scratch_floats,
+                                           mla_forward, mla_backward, AL_VARIANT_WRITES_GRADS};
+static const al_variant_decode mla_decode_table = {
+    .storage = AL_KV_ROWS,
+    .kv_elems = mla_kv_elems,
+    .prefill = mla_prefill,
+    .scratch_floats = mla_decode_scratch_floats,
+    .decode = mla_decode,
+    .batch_scratch_floats = mla_decode_batch_scratch_floats,
+    .decode_batch = mla_decode_batch,
+};
+static const al_variant_pictures mla_pictures = {mla_probs, 0};
+
+const al_variant al_variant_mla = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "mla",
     .description = "multi-head latent attention (DeepSeek-V2): caches a d_latent latent and a shared d_rope RoPE key",
     .settings = mla_settings,
-    .check = mla_check,
-    .params = mla_params,
-    .act_floats = mla_act_floats,
-    .scratch_floats = mla_scratch_floats,
-    .forward = mla_forward,
-    .backward = mla_backward,
-    .kv_elems = mla_kv_elems,
-    .prefill = mla_prefill,
-    .decode_scratch_floats = mla_decode_scratch_floats,
-    .decode = mla_decode,
-    .probs = mla_probs,
-    .decode_batch_scratch_floats = mla_decode_batch_scratch_floats,
-    .decode_batch = mla_decode_batch,
-    .flags = AL_VARIANT_WRITES_GRADS,
+    .init = mla_init,
+    .fini = free,
+    .train = &mla_train,
+    .decode = &mla_decode_table,
+    .pictures = &mla_pictures,
 };

@@ -16,7 +16,7 @@
  *   writes_grads                backward writes dx and dp (flag
  *                               AL_VARIANT_WRITES_GRADS) or adds to them
  *   scratch.forward             forward/backward stay inside scratch_floats
- *   scratch.decode.DTYPE        decode stays inside decode_scratch_floats at
+ *   scratch.decode.DTYPE        decode stays inside decode->scratch_floats at
  *                               a context past one cache tile (f32 bf16 f16)
  *   decode                      token by token from position 0, logits equal
  *                               the full forward (f32), past one tile
@@ -70,7 +70,7 @@ typedef struct al_check_settings {
  * -1 with e set when no candidate shape passes the variant's check() (e
  * then holds the variant's own refusal at the first shape). fixed may be
  * NULL. Free r with al_check_report_free. */
-int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
+int al_check_variant(const al_variant *v, const al_check_settings *fixed,
                      al_check_report *r, al_err *e);
 void al_check_report_free(al_check_report *r);
 /* The line named `name`, or NULL. */

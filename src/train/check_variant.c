@@ -87,7 +87,7 @@ void al_check_report_free(al_check_report *r)
 
 /* ------------------------------------------------------------ shapes */
 
-static void shape_config(al_model_config *c, const al_variant_ops *v, const cv_shape *sh,
+static void shape_config(al_model_config *c, const al_variant *v, const cv_shape *sh,
                          int causal)
 {
     memset(c, 0, sizeof *c);
@@ -107,7 +107,7 @@ static void shape_config(al_model_config *c, const al_variant_ops *v, const cv_s
     memcpy(c->attn_set, sh->set, sizeof c->attn_set);
 }
 
-static int accepts(const al_variant_ops *v, const cv_shape *sh, al_err *e)
+static int accepts(const al_variant *v, const cv_shape *sh, al_err *e)
 {
     al_model_config c;
     al_model m;
@@ -120,7 +120,7 @@ static int accepts(const al_variant_ops *v, const cv_shape *sh, al_err *e)
 /* Settings of one shape: fixed ones as given, optional ones at their
  * defaults, required ones the first of 2, 1, 4, 8 the variant accepts.
  * Returns 1 when the shape is accepted. */
-static int shape_settings(const al_variant_ops *v, const al_check_settings *fx, cv_shape *sh,
+static int shape_settings(const al_variant *v, const al_check_settings *fx, cv_shape *sh,
                           al_err *e)
 {
     static const double tries[] = {2, 1, 4, 8};
@@ -137,7 +137,7 @@ static int shape_settings(const al_variant_ops *v, const al_check_settings *fx, 
     return accepts(v, sh, e);
 }
 
-static int pick_shapes(const al_variant_ops *v, const al_check_settings *fx, cv_shape *out,
+static int pick_shapes(const al_variant *v, const al_check_settings *fx, cv_shape *out,
                        al_err *e)
 {
     int n = 0;
@@ -162,8 +162,9 @@ static void shape_text(const cv_shape *sh, const char *extra, char *buf, size_t 
 /* One layer of v on its own buffers: random parameters and inputs (the
  * same for a seed), a guard of NaN-patterned floats after scratch and act. */
 typedef struct lt {
-    const al_variant_ops *v;
+    const al_variant *v;
     al_attn_shape s;
+    void *ctx;   /* v->init's */
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     int np, B, T;
     size_t n_act, n_scr;
@@ -190,7 +191,7 @@ static size_t numel(const al_param_spec *s) { return (size_t)s->rows * (s->cols 
 
 static float *fresh(size_t n) { float *p = calloc(n ? n : 1, sizeof(float)); AL_ASSERT(p); return p; }
 
-static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int causal, int B, int T,
+static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
                     uint64_t seed)
 {
     memset(t, 0, sizeof *t);
@@ -198,7 +199,10 @@ static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int caus
     t->s = (al_attn_shape){sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
     memcpy(t->s.set, sh->set, sizeof t->s.set);
     t->B = B, t->T = T;
-    t->np = v->params(&t->s, t->spec);
+    char err[8];
+    t->ctx = al_variant_init(v, &t->s, err, sizeof err);
+    AL_ASSERT(t->ctx != NULL);   /* pick_shapes kept only shapes the variant accepts */
+    t->np = v->train->params(t->ctx, t->spec);
     al_rng r;
     al_rng_seed(&r, seed);
     for (int i = 0; i < t->np; i++) {
@@ -212,8 +216,8 @@ static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int caus
     t->x = fresh(BTD), t->R = fresh(BTD), t->dx = fresh(BTD), t->out = fresh(BTD);
     for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
     for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
-    t->n_act = v->act_floats(&t->s, B, T);
-    t->n_scr = v->scratch_floats(&t->s, B, T);
+    t->n_act = v->train->act_floats(t->ctx, B, T);
+    t->n_scr = v->train->scratch_floats(t->ctx, B, T);
     t->act = fresh(t->n_act + GUARD), t->scratch = fresh(t->n_scr + GUARD);
     guard_fill(t->act + t->n_act, GUARD);
     guard_fill(t->scratch + t->n_scr, GUARD);
@@ -221,6 +225,7 @@ static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int caus
 
 static void lt_free(lt *t)
 {
+    t->v->fini(t->ctx);
     for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
     free(t->x), free(t->R), free(t->dx), free(t->out), free(t->act), free(t->scratch);
 }
@@ -230,7 +235,7 @@ static size_t lt_n(const lt *t) { return (size_t)t->B * t->T * t->s.d_model; }
 /* L = sum(out * R), in double. */
 static double lt_loss(lt *t)
 {
-    t->v->forward(&t->s, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
+    t->v->train->forward(t->ctx, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
     double L = 0;
     for (size_t j = 0; j < lt_n(t); j++) L += (double)t->out[j] * t->R[j];
     return L;
@@ -244,7 +249,7 @@ static void lt_zero_grads(lt *t)
 
 static void lt_backward(lt *t, const float *dout)
 {
-    t->v->backward(&t->s, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
+    t->v->train->backward(t->ctx, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
 }
 
 static int lt_guard_hits(const lt *t)
@@ -286,7 +291,7 @@ static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r
     return rel_err(an, fd, S);
 }
 
-static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+static void check_grads_at(al_check_report *r, const al_variant *v, const cv_shape *sh,
                            int causal, const char *what)
 {
     lt t;
@@ -313,7 +318,7 @@ static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv
 
 /* Optional settings (not fixed by the caller) whose value 4 the variant
  * accepts at sh: bit i for setting i. */
-static unsigned optional_variations(const al_variant_ops *v, const al_check_settings *fx,
+static unsigned optional_variations(const al_variant *v, const al_check_settings *fx,
                                     const cv_shape *sh)
 {
     unsigned mask = 0;
@@ -330,7 +335,7 @@ static unsigned optional_variations(const al_variant_ops *v, const al_check_sett
 /* ------------------------------------------------------------ layer properties */
 
 /* Inputs after position 3 of sequence 0 change: outputs up to 3 must not. */
-static void check_causal(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_causal(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt t;
     char where[192];
@@ -365,7 +370,7 @@ static double max_diff(const float *a, const float *b, size_t n)
 }
 
 /* Forward and backward of a fresh layer at `threads` threads into a. */
-static void run_layer(lt *a, const al_variant_ops *v, const cv_shape *sh, int threads)
+static void run_layer(lt *a, const al_variant *v, const cv_shape *sh, int threads)
 {
     al_parallel_set_threads(threads);
     lt_init(a, v, sh, 1, 2, 6, 3);
@@ -385,7 +390,7 @@ static double layer_diff(const lt *a, const lt *b, double *amax)
     return d;
 }
 
-static void check_deterministic(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_deterministic(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt a, b, c;
     char where[192];
@@ -408,14 +413,14 @@ static void check_deterministic(al_check_report *r, const al_variant_ops *v, con
 /* A variant that says it writes its gradients (AL_VARIANT_WRITES_GRADS)
  * gives the same bits over NaN as over zeros; one that does not must add
  * to what dx and dp held (1.0 here). */
-static void check_grad_semantics(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_grad_semantics(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt a, b;
     lt_init(&a, v, sh, 1, 2, 6, 5);
     lt_init(&b, v, sh, 1, 2, 6, 5);
     lt_loss(&a);
     lt_loss(&b);
-    int writes = (v->flags & AL_VARIANT_WRITES_GRADS) != 0;
+    int writes = (v->train->flags & AL_VARIANT_WRITES_GRADS) != 0;
     float fill = writes ? NAN : 1.0f;
     lt_zero_grads(&a);
     for (int k = -1; k < b.np; k++) {
@@ -546,7 +551,7 @@ static double probs_fit(const float *P, const double *J, int H, int T, int D)
     return sqrt(num) / fmax(sqrt(den), 1e-30);
 }
 
-static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+static void check_probs(al_check_report *r, const al_variant *v, const cv_shape *sh,
                         int causal)
 {
     lt t;
@@ -555,12 +560,12 @@ static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_sh
     float *P = fresh((size_t)H * TP * TP);
     lt_init(&t, v, sh, causal, 1, TP, 11);
     lt_loss(&t);
-    v->probs(&t.s, P, t.act, t.p, TP);
+    v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     shape_text(sh, causal ? "masked" : "unmasked", where, sizeof where);
     record(r, "probs.rows", rows_err(P, H, TP, causal), 1e-5, 0, where);
     for (int j = 1; j < TP; j++) memcpy(t.x + (size_t)j * D, t.x, (size_t)D * sizeof(float));
     lt_loss(&t);
-    v->probs(&t.s, P, t.act, t.p, TP);
+    v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     double *J = jacobian(&t);
     double err = H <= 8 ? probs_fit(P, J, H, TP, D) : NAN;
     shape_text(sh, causal ? "masked, equal input rows" : "unmasked, equal input rows", where,
@@ -575,22 +580,23 @@ static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_sh
 
 /* Decodes SCRATCH_CTX tokens (past one tile) through one layer with a
  * cache of `dtype`, with a tile's worth of guard floats after
- * decode_scratch_floats: the guard floats written. */
-static int decode_scratch_hits(const al_variant_ops *v, const cv_shape *sh, int dtype)
+ * decode->scratch_floats: the guard floats written. */
+static int decode_scratch_hits(const al_variant *v, const cv_shape *sh, int dtype)
 {
     lt t;
     lt_init(&t, v, sh, 1, 1, 1, 13);
-    int N = SCRATCH_CTX, rows = v->kv_rows ? v->kv_rows(&t.s, N) : N;
-    size_t elems = v->kv_elems(&t.s), n = v->decode_scratch_floats(&t.s, N);
+    const al_variant_decode *dv = v->decode;
+    int N = SCRATCH_CTX, rows = dv->kv_rows(t.ctx, N);
+    size_t elems = dv->kv_elems(t.ctx), n = dv->scratch_floats(t.ctx, N);
     size_t guard = (size_t)AL_KV_TILE * elems + GUARD;
-    al_kv_cache *c = al_kv_cache_new(elems, rows, dtype);
+    al_kv_cache *c = al_kv_cache_new(elems, rows, dv->storage == AL_KV_STATE ? AL_KV_F32 : dtype);
     float *scr = fresh(n + guard), *x = fresh((size_t)sh->D), *out = fresh((size_t)sh->D);
     guard_fill(scr + n, guard);
     al_rng g;
     al_rng_seed(&g, 17);
     for (int pos = 0; pos < N; pos++) {
         for (int j = 0; j < sh->D; j++) x[j] = (float)al_rng_normal(&g);
-        v->decode(&t.s, out, scr, x, t.p, c, pos);
+        dv->decode(t.ctx, out, scr, x, t.p, c, pos);
     }
     int hits = guard_hits(scr, n, guard);
     al_kv_cache_free(c);
@@ -604,7 +610,7 @@ static int decode_scratch_hits(const al_variant_ops *v, const cv_shape *sh, int 
 /* A tiny model of v at sh (optional setting opt at 4 when >= 0) with its
  * matrices scaled up so attention is sharp and logits are O(1): a decode
  * that reads the wrong rows or positions shows at 1e-4. */
-static int make_model(al_model *m, const al_variant_ops *v, const cv_shape *sh, int opt,
+static int make_model(al_model *m, const al_variant *v, const cv_shape *sh, int opt,
                       uint64_t seed, al_err *e)
 {
     cv_shape o = *sh;
@@ -669,7 +675,7 @@ static double decode_vs_full(al_model *m, const int *tok, const float *full, int
 
 typedef struct model_run {
     al_check_report *r;
-    const al_variant_ops *v;
+    const al_variant *v;
     const cv_shape *sh;
     int opt;
     char tag[64];          /* the optional setting, "" or " d_q_latent=4" */
@@ -810,15 +816,17 @@ static void check_batch(model_run *mr, al_model *m)
 }
 
 /* Cache bytes measured by the allocator against kv_elems x rows x layers
- * x dtype size (rows: kv_rows, or the context). */
+ * x dtype size (a state: one f32 row at any context). */
 static void check_bytes(model_run *mr, al_model *m)
 {
     enum { C = 37 };
-    const al_attn_shape *s = &m->layers[0].ashape;
-    size_t rows = mr->v->kv_rows ? (size_t)mr->v->kv_rows(s, C) : C;
+    const al_variant_decode *dv = mr->v->decode;
+    const void *ctx = m->layers[0].ctx;
+    size_t rows = (size_t)dv->kv_rows(ctx, C);
     double worst = 0;
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
-        size_t want = mr->v->kv_elems(s) * rows * LAYERS * al_kv_dtype_size(dt);
+        int stored = dv->storage == AL_KV_STATE ? AL_KV_F32 : dt;
+        size_t want = dv->kv_elems(ctx) * rows * LAYERS * al_kv_dtype_size(stored);
         size_t live0 = al_kv_bytes_live();
         al_decoder d;
         al_err e;
@@ -837,12 +845,8 @@ static void check_bytes(model_run *mr, al_model *m)
 
 /* ------------------------------------------------------------ the suite */
 
-static int decodable(const al_variant_ops *v)
-{
-    return v->prefill && v->decode && v->decode_scratch_floats;
-}
 
-static void model_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh, int opt)
+static void model_checks(al_check_report *r, const al_variant *v, const cv_shape *sh, int opt)
 {
     model_run mr = {r, v, sh, opt, "", {1, 1, 1}};
     if (opt >= 0) snprintf(mr.tag, sizeof mr.tag, ", %s=4", v->settings[opt].name);
@@ -866,20 +870,20 @@ static void model_checks(al_check_report *r, const al_variant_ops *v, const cv_s
     al_model_free(&m);
 }
 
-static void layer_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void layer_checks(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     check_grads_at(r, v, sh, 1, "");
     check_grads_at(r, v, sh, 0, "");
     check_causal(r, v, sh);
     check_deterministic(r, v, sh);
     check_grad_semantics(r, v, sh);
-    if (v->probs && sh->H <= 8) {
+    if (v->pictures && sh->H <= 8) {
         check_probs(r, v, sh, 1);
         check_probs(r, v, sh, 0);
     }
 }
 
-int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
+int al_check_variant(const al_variant *v, const al_check_settings *fixed,
                      al_check_report *r, al_err *e)
 {
     cv_shape sh[MAX_SHAPES];
@@ -900,16 +904,12 @@ int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
             cv_shape o = sh[0];
             o.set[k] = 4;
             check_grads_at(r, v, &o, 1, tag);
-            if (v->probs && o.H <= 8) check_probs(r, v, &o, 1);
+            if (v->pictures && o.H <= 8) check_probs(r, v, &o, 1);
         }
-    if (v->prefill || v->decode || v->decode_scratch_floats) {
-        if (!decodable(v)) {
-            record(r, "decode", INFINITY, 0, 0, "some decode members are set, not all three");
-        } else {
-            model_checks(r, v, &sh[0], -1);
-            for (int k = 0; k < AL_MAX_SETTINGS; k++)
-                if (opts & (1u << k)) model_checks(r, v, &sh[0], k);
-        }
+    if (al_variant_decodes(v)) {   /* the registry refused a decode trio not whole */
+        model_checks(r, v, &sh[0], -1);
+        for (int k = 0; k < AL_MAX_SETTINGS; k++)
+            if (opts & (1u << k)) model_checks(r, v, &sh[0], k);
     }
     for (int i = 0; i < r->n; i++) r->n_fail += !r->lines[i].pass;
     return 0;
