@@ -19,7 +19,7 @@
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"
-#include "mla_internal.h"
+#include "al_test_latent.h"
 
 enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13 };
 
@@ -457,12 +457,12 @@ static void check_mla_absorbed(int dq, int dtype)
     al_kv_cache *ca = al_kv_cache_new(v->decode->kv_elems(ctx), n, dtype);
     al_kv_cache *cb = al_kv_cache_new(v->decode->kv_elems(ctx), n, dtype);
     float *sa = calloc(v->decode->scratch_floats(ctx, n), sizeof(float));
-    float *sb = calloc(al_mla_naive_scratch_floats(&s, n), sizeof(float));
+    float *sb = calloc(al_test_latent_scratch(&s, (al_test_latent){8, 4, 1, dq}, n), sizeof(float));
     float oa[16], ob[16];
     double worst = 0, worst_fwd = 0, amax = 0;
     for (int t = 0; t < n; t++) {
         v->decode->decode(ctx, oa, sa, x + t * D, p, ca, t);
-        al_mla_decode_naive(&s, ob, sb, x + t * D, p, cb, t);
+        al_test_latent_decode(&s, (al_test_latent){8, 4, 1, dq}, ob, sb, x + t * D, p, cb, t);
         worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
         worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
     }

@@ -2,7 +2,7 @@
  * test_gla.c - grouped latent attention (variants/gla.c): what the generic
  * loops (test_variants, test_decode, test_torch) cannot say about it.
  *
- * The absorbed decode against the naive oracle (gla_internal.h) and the
+ * The absorbed decode against the naive oracle (al_test_latent.h) and the
  * training forward; with one latent head, GLA is MLA given the same
  * tensors; check() names the key; `attnlab kv` counts h_c latents plus one
  * RoPE key; convert refuses to build it with a reason.
@@ -17,7 +17,7 @@
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"
-#include "gla_internal.h"
+#include "al_test_latent.h"
 
 enum { D = 16, H = 4, DH = 4, SEQ = 8, VOCAB = 13 };
 
@@ -73,12 +73,12 @@ static void check_absorbed(int hc, int dq, int dtype)
     al_kv_cache *ca = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
     al_kv_cache *cb = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
     float *sa = calloc(v->decode->scratch_floats(al_test_ctx_of(v, &s), n), sizeof(float));
-    float *sb = calloc(al_gla_naive_scratch_floats(&s, n), sizeof(float));
+    float *sb = calloc(al_test_latent_scratch(&s, (al_test_latent){6, 4, hc, dq}, n), sizeof(float));
     float oa[D], ob[D];
     double worst = 0, worst_fwd = 0, amax = 0;
     for (int t = 0; t < n; t++) {
         v->decode->decode(al_test_ctx_of(v, &s), oa, sa, x + t * D, p, ca, t);
-        al_gla_decode_naive(&s, ob, sb, x + t * D, p, cb, t);
+        al_test_latent_decode(&s, (al_test_latent){6, 4, hc, dq}, ob, sb, x + t * D, p, cb, t);
         worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
         worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
     }

@@ -7,7 +7,8 @@
  * their keys and values from latent head g alone. Position enters, as in
  * MLA, through one decoupled RoPE key k_r shared by all heads. The cache
  * holds the h_c latents and k_r: h_c*d_latent + d_rope floats per token per
- * layer. With h_c = 1 it is MLA, tensor for tensor.
+ * layer. With h_c = 1 it is MLA, tensor for tensor and bit for bit: mla.c
+ * is this file's tables with one latent head (gla_internal.h).
  *
  *   latents   c_g = rmsnorm_g(wdkv_g . x) [d_latent], g = 0..h_c-1, each
  *             latent head with its own norm weights (the reference code's
@@ -44,10 +45,10 @@
 #include <attnlab/al_parallel.h>
 #include "gla_internal.h"
 
-/* n_latent_head comes after d_latent and d_rope: check() names the first
+/* n_latent_head comes after d_latent and d_rope: init names the first
  * bad key in this order, so each setting is judged with the ones before it
  * given (the tests' tiny configurations fill required keys in order). */
-enum { SET_D_LATENT, SET_D_ROPE, SET_N_LATENT_HEAD, SET_D_Q_LATENT };
+enum { SET_D_LATENT, SET_D_ROPE, SET_N_LATENT_HEAD, SET_D_Q_LATENT, N_SETTINGS };
 
 static const al_setting gla_settings[] = {
     {"d_latent", AL_SET_INT, 0, 1, "width d_c of each latent head (GLA-2: 2 * d_head)"},
@@ -56,23 +57,14 @@ static const al_setting gla_settings[] = {
     {"d_q_latent", AL_SET_INT, 0, 0, "query latent width d_c'; 0 = no query compression"},
     {NULL, 0, 0, 0, NULL},
 };
+_Static_assert(sizeof gla_settings / sizeof gla_settings[0] == N_SETTINGS + 1,
+               "gla: one setting row per enum entry");
 
 /* Dimensions, read once per call: dc per latent head, L = hc*dc all of
  * them, Hg query heads per latent head. */
 typedef struct dims {
     int D, H, dh, dr, dc, hc, dq, BT, dqk, L, Hg;
 } dims;
-
-static dims shape_dims(const al_attn_shape *s, int B, int T)
-{
-    dims d = {s->d_model, s->n_head, s->d_head, al_set_int(s, SET_D_ROPE),
-              al_set_int(s, SET_D_LATENT), al_set_int(s, SET_N_LATENT_HEAD),
-              al_set_int(s, SET_D_Q_LATENT), B * T, 0, 0, 0};
-    d.dqk = d.dh + d.dr;
-    d.L = d.hc * d.dc;
-    d.Hg = d.hc > 0 ? d.H / d.hc : 0;
-    return d;
-}
 
 /* A layer's context: its shape and dimensions (BT 1), made once by init. */
 typedef struct gla_ctx {
@@ -87,23 +79,29 @@ static dims get_dims(const void *ctx, int B, int T)
     return d;
 }
 
-static void *gla_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+void *al_gla_new(const al_attn_shape *s, int dc, int dr, int hc, int dq, char *err, size_t n)
 {
-    dims d = shape_dims(s, 1, 1);
-    if (d.dc < 1)
-        return snprintf(err, n, "'d_latent' (%d) must be positive", d.dc), NULL;
-    if (d.dr < 2 || d.dr % 2)
-        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", d.dr), NULL;
-    if (d.hc < 1)
-        return snprintf(err, n, "'n_latent_head' (%d) must be positive", d.hc), NULL;
-    if (d.H % d.hc)
-        return snprintf(err, n, "'n_latent_head' (%d) must divide 'n_head' (%d)", d.hc, d.H), NULL;
-    if (d.dq < 0)
+    if (dc < 1) return snprintf(err, n, "'d_latent' (%d) must be positive", dc), NULL;
+    if (dr < 2 || dr % 2)
+        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", dr), NULL;
+    if (hc < 1) return snprintf(err, n, "'n_latent_head' (%d) must be positive", hc), NULL;
+    if (s->n_head % hc)
+        return snprintf(err, n, "'n_latent_head' (%d) must divide 'n_head' (%d)", hc,
+                        s->n_head), NULL;
+    if (dq < 0)
         return snprintf(err, n, "'d_q_latent' (%d) must be 0 (no query compression) or positive",
-                        d.dq), NULL;
+                        dq), NULL;
+    dims d = {s->d_model, s->n_head, s->d_head, dr, dc, hc, dq, 1, s->d_head + dr, hc * dc,
+              s->n_head / hc};
     gla_ctx *c = malloc(sizeof *c);
     if (c) *c = (gla_ctx){*s, d};
     return c;
+}
+
+static void *gla_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+{
+    return al_gla_new(s, al_set_int(s, SET_D_LATENT), al_set_int(s, SET_D_ROPE),
+                      al_set_int(s, SET_N_LATENT_HEAD), al_set_int(s, SET_D_Q_LATENT), err, n);
 }
 
 /* MLA's tensors under MLA's names; wdkv and kv_norm hold the h_c latent
@@ -679,82 +677,11 @@ static void gla_decode_batch(const void *ctx, float *out, float *scratch, const 
     al_linear_forward_few(out, m.tmp, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
 }
 
-/* ------------------------------------------------------------ naive decode (oracle) */
+/* ------------------------------------------------------------ tables */
 
-/* step | latents C (context, L), rope keys Kr (context, dr) | expanded
- * keys K and values V (context, H*dh) | probabilities (context) | y (H*dh) */
-size_t al_gla_naive_scratch_floats(const al_attn_shape *s, int context)
-{
-    dims d = shape_dims(s, 1, 1);
-    size_t Hd = (size_t)d.H * d.dh;
-    return step_floats(&d) + (size_t)context * (d.L + d.dr + 2 * Hd + 1) + Hd;
-}
-
-/* y_h = softmax_t((q_h . K[t,h] + q_r,h . Kr[t]) * scale) . V[t,h], in double */
-static void naive_head(float *y, float *P, const float *q, const float *qr, const float *K,
-                       const float *Kr, const float *V, const dims *d, int n, int h)
-{
-    size_t Hd = (size_t)d->H * d->dh;
-    double mx = -INFINITY, sum = 0, scale = 1.0 / sqrt((double)d->dqk);
-    for (int t = 0; t < n; t++) {
-        double sc = 0;
-        for (int j = 0; j < d->dh; j++) sc += (double)q[j] * K[t * Hd + (size_t)h * d->dh + j];
-        for (int j = 0; j < d->dr; j++) sc += (double)qr[j] * Kr[(size_t)t * d->dr + j];
-        P[t] = (float)(sc * scale);
-        mx = P[t] > mx ? P[t] : mx;
-    }
-    for (int t = 0; t < n; t++) sum += exp(P[t] - mx);
-    for (int j = 0; j < d->dh; j++) {
-        double acc = 0;
-        for (int t = 0; t < n; t++)
-            acc += exp(P[t] - mx) / sum * V[t * Hd + (size_t)h * d->dh + j];
-        y[j] = (float)acc;
-    }
-}
-
-/* Every head's keys or values out (n, H*dh) from the cached latents
- * C (n, L), head by head in plain loops, so the oracle shares no product
- * with the absorbed path: out[t, h] = up_h . C[t, g(h)]. */
-static void naive_expand(float *out, const float *C, const float *up, const dims *d, int n)
-{
-    size_t Hd = (size_t)d->H * d->dh;
-    for (int t = 0; t < n; t++)
-        for (int h = 0; h < d->H; h++)
-            for (int j = 0; j < d->dh; j++) {
-                const float *u = up + ((size_t)h * d->dh + j) * d->dc;
-                const float *c = C + (size_t)t * d->L + (size_t)(h / d->Hg) * d->dc;
-                double acc = 0;
-                for (int k = 0; k < d->dc; k++) acc += (double)u[k] * c[k];
-                out[t * Hd + (size_t)h * d->dh + j] = (float)acc;
-            }
-}
-
-void al_gla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,
-                         float *const *p, al_kv_cache *cache, int pos)
-{
-    dims d = shape_dims(s, 1, 1);
-    gla_p w = bind(&d, p);
-    gla_step st = carve_step(&d, scratch);
-    int n = pos + 1, ctx = al_kv_cache_context(cache), Hd = d.H * d.dh;
-    float *C = st.end, *Kr = C + (size_t)ctx * d.L, *K = Kr + (size_t)ctx * d.dr;
-    float *V = K + (size_t)ctx * Hd, *P = V + (size_t)ctx * Hd, *y = P + ctx;
-    step_forward(s, &d, &w, &st, x, cache, pos);
-    for (int t = 0; t < n; t++) {   /* read back the rows: the latents, then k_r */
-        al_kv_row_get(cache, t, st.row);
-        memcpy(C + (size_t)t * d.L, st.row, d.L * sizeof(float));
-        memcpy(Kr + (size_t)t * d.dr, st.row + d.L, d.dr * sizeof(float));
-    }
-    naive_expand(K, C, w.wuk, &d, n);   /* k_c,h = wuk_h . c_g(h), every token and head */
-    naive_expand(V, C, w.wuv, &d, n);   /* v_h = wuv_h . c_g(h) */
-    for (int h = 0; h < d.H; h++)
-        naive_head(y + (size_t)h * d.dh, P, st.qn + (size_t)h * d.dh, st.qr + (size_t)h * d.dr,
-                   K, Kr, V, &d, n, h);
-    al_linear_forward(out, y, w.wo, 1, Hd, d.D);
-}
-
-static const al_variant_train gla_train = {gla_params, gla_act_floats, gla_scratch_floats,
+const al_variant_train al_gla_train = {gla_params, gla_act_floats, gla_scratch_floats,
                                            gla_forward, gla_backward, AL_VARIANT_WRITES_GRADS};
-static const al_variant_decode gla_decode_table = {
+const al_variant_decode al_gla_decode_table = {
     .storage = AL_KV_ROWS,
     .kv_elems = gla_kv_elems,
     .prefill = gla_prefill,
@@ -763,7 +690,7 @@ static const al_variant_decode gla_decode_table = {
     .batch_scratch_floats = gla_decode_batch_scratch_floats,
     .decode_batch = gla_decode_batch,
 };
-static const al_variant_pictures gla_pictures = {gla_probs, 0};
+const al_variant_pictures al_gla_pictures = {gla_probs, 0};
 
 const al_variant al_variant_gla = {
     .api_version = AL_VARIANT_API_VERSION,
@@ -773,7 +700,7 @@ const al_variant al_variant_gla = {
     .settings = gla_settings,
     .init = gla_init,
     .fini = free,
-    .train = &gla_train,
-    .decode = &gla_decode_table,
-    .pictures = &gla_pictures,
+    .train = &al_gla_train,
+    .decode = &al_gla_decode_table,
+    .pictures = &al_gla_pictures,
 };
