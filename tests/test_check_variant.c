@@ -1,6 +1,6 @@
 /*
  * test_check_variant.c - `attnlab check-variant` (src/cmd/cmd_check_variant.c
- * over src/train/check_variant.c): every built-in variant and the example
+ * over src/model/check_variant.c): every built-in variant and the example
  * plugin pass it; each deliberately faulty plugin (tests/plugins/faulty.c)
  * fails the check that names its fault; bad input exits 2 with one line;
  * `attnlab new-variant` writes a skeleton that builds against the

@@ -7,7 +7,7 @@
  * optional setting of it that accepts the value 4 (MLA's d_q_latent: with
  * and without query compression), is run through the same checks. (The
  * same checks on any one variant, a plugin's included, are those of
- * `attnlab check-variant`, src/train/check_variant.c.)
+ * `attnlab check-variant`, src/model/check_variant.c.)
  */
 #include <malloc.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
  * test_variants.c - one generic loop that every registered variant goes
  * through (built-ins and plugins alike): the conformance suite of `attnlab
- * check-variant` (src/train/check_variant.c: gradients against finite
+ * check-variant` (src/model/check_variant.c: gradients against finite
  * differences, causality, determinism, the gradient contract, decode and
  * prefill parity, bf16/f16 caches, batches, probs, cache bytes), run in
  * process; the registry's refusals. A variant added to the registry is
@@ -18,7 +18,7 @@
 #include "al_test.h"
 #include "al_test_model.h"
 
-/* Runs the conformance suite (src/train/check_variant.c, the code behind
+/* Runs the conformance suite (src/model/check_variant.c, the code behind
  * `attnlab check-variant`) on v; every line must pass. Returns the report
  * for further questions (free it). */
 static al_check_report run_suite(const al_variant *v)

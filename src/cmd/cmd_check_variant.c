@@ -1,6 +1,6 @@
 /*
  * cmd_check_variant.c - `attnlab check-variant`: the conformance suite
- * (src/train/al_check_variant.h) on one registered variant, built-in or
+ * (src/model/al_check_variant.h) on one registered variant, built-in or
  * from --plugin, one line per check with its measured error and bound.
  * Exit 0 when every check passes, 1 when one fails, 2 for bad input
  * (including a variant whose check() refuses every shape tried).

@@ -16,7 +16,7 @@ int al_test_tiny_config(al_model_config *c, const al_variant *v, int n_layer,
 int al_test_stack_config(al_model_config *c, const al_variant *const *vs, int n_items,
                          int n_layer, int d_model, int n_head, int d_head, int seq_len,
                          int vocab);
-/* The conformance suite of `attnlab check-variant` (src/train/
+/* The conformance suite of `attnlab check-variant` (src/model/
  * check_variant.c) on one variant, in process (tests/test_variants.c):
  * every line must pass. */
 void al_test_variant_generic(const al_variant *v);
