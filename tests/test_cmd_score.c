@@ -330,7 +330,7 @@ START_TEST(grads_writes_the_loss_and_every_gradient_of_the_first_windows)
             a[k] = v;
             b[k] = f.m.grads[x->offset + k];
         }
-        ck_assert_msg(al_test_rel_err(a, b, x->numel) < 1e-5, "%s", x->name);
+        ck_assert_msg(al_check_rel_err(a, b, x->numel) < 1e-5, "%s", x->name);
         free(a), free(b);
     }
     al_st_free(&g);

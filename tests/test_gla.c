@@ -73,12 +73,13 @@ static void check_absorbed(int hc, int dq, int dtype)
     al_kv_cache *ca = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
     al_kv_cache *cb = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
     float *sa = calloc(v->decode->scratch_floats(al_test_ctx_of(v, &s), n), sizeof(float));
-    float *sb = calloc(al_test_latent_scratch(&s, (al_test_latent){6, 4, hc, dq}, n), sizeof(float));
+    al_test_latent lat = {6, 4, hc, dq};
+    float *sb = calloc(al_test_latent_scratch(&s, lat, n), sizeof(float));
     float oa[D], ob[D];
     double worst = 0, worst_fwd = 0, amax = 0;
     for (int t = 0; t < n; t++) {
         v->decode->decode(al_test_ctx_of(v, &s), oa, sa, x + t * D, p, ca, t);
-        al_test_latent_decode(&s, (al_test_latent){6, 4, hc, dq}, ob, sb, x + t * D, p, cb, t);
+        al_test_latent_decode(&s, lat, ob, sb, x + t * D, p, cb, t);
         worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
         worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
     }

@@ -167,7 +167,7 @@ static void decode_all(al_model *m, const int *tok, int dt, float *out)
     al_decoder d;
     al_err e;
     ck_assert_msg(al_decoder_init(&d, m, LONG, dt, &e) == 0, "%s", e.msg);
-    size_t el = m->layers[0].attn->decode->kv_elems(al_test_ctx_of(m->layers[0].attn, &m->layers[0].ashape));
+    size_t el = m->layers[0].attn->decode->kv_elems(m->layers[0].ctx);
     const char *n = m->cfg.attn->name;
     size_t kel = !strcmp(n, "mha") || !strcmp(n, "mqa") || !strcmp(n, "gqa") ? el / 2 : el;
     /* a bounded ring (local) holds fewer rows, and keeps them all f32 */

@@ -30,55 +30,27 @@ enum { D = 16, H = 4, DH = 4, NB = 2, NT = 12 };
 
 /* ------------------------------------------------------------ one layer */
 
-typedef struct layer {
-    const al_variant *v;
-    al_attn_shape s;
-    al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np, G;
-    float *p[AL_MAX_ATTN_PARAMS], *dp[AL_MAX_ATTN_PARAMS];
-    float *x, *dx, *out, *act, *scratch, *R;
-} layer;
+/* check-variant's layer harness (al_check_variant.h): random weights and
+ * inputs from a seed, loss sum(out * R). */
+typedef al_check_layer layer;
 
 static void layer_init(layer *l, int window, int G, int sinks, int causal)
 {
-    memset(l, 0, sizeof *l);
-    l->v = al_variant_find("local");
-    ck_assert_ptr_nonnull(l->v);
-    l->s = (al_attn_shape){D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}};
+    const al_variant *v = al_variant_find("local");
+    ck_assert_ptr_nonnull(v);
+    al_attn_shape s = {D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}};
     char err[256];
-    ck_assert_msg(al_variant_check(l->v, &l->s, err, sizeof err) == 0, "%s", err);
-    l->G = G ? G : H;
-    l->np = l->v->train->params(al_test_ctx_of(l->v, &l->s), l->spec);
-    al_rng r;
-    al_rng_seed(&r, 7);
-    for (int i = 0; i < l->np; i++) {
-        size_t n = (size_t)l->spec[i].rows * l->spec[i].cols;
-        l->p[i] = malloc(n * sizeof(float));
-        l->dp[i] = calloc(n, sizeof(float));
-        for (size_t j = 0; j < n; j++) l->p[i][j] = 0.4f * (float)al_rng_normal(&r);
-    }
-    size_t n = (size_t)NB * NT * D;
-    l->x = malloc(n * sizeof(float)), l->R = malloc(n * sizeof(float));
-    for (size_t j = 0; j < n; j++) l->x[j] = (float)al_rng_normal(&r);
-    for (size_t j = 0; j < n; j++) l->R[j] = (float)al_rng_normal(&r);
-    l->dx = calloc(n, sizeof(float)), l->out = calloc(n, sizeof(float));
-    l->act = calloc(l->v->train->act_floats(al_test_ctx_of(l->v, &l->s), NB, NT), sizeof(float));
-    l->scratch = calloc(l->v->train->scratch_floats(al_test_ctx_of(l->v, &l->s), NB, NT) + 1, sizeof(float));
+    ck_assert_msg(al_variant_check(v, &s, err, sizeof err) == 0, "%s", err);
+    al_check_layer_init(l, v, &s, NB, NT, 7);
 }
 
-static void layer_free(layer *l)
-{
-    for (int i = 0; i < l->np; i++) free(l->p[i]), free(l->dp[i]);
-    free(l->x), free(l->R), free(l->dx), free(l->out), free(l->act), free(l->scratch);
-}
+static double layer_loss(layer *l) { return al_check_layer_loss(l); }
 
-/* L = sum(out * R) in double. */
-static double layer_loss(layer *l)
+/* K/V groups of the layer (n_kv_head, 0 for n_head). */
+static int groups(const layer *l)
 {
-    l->v->train->forward(al_test_ctx_of(l->v, &l->s), l->out, l->act, l->scratch, l->x, l->p, NB, NT);
-    double L = 0;
-    for (size_t j = 0; j < (size_t)NB * NT * D; j++) L += (double)l->out[j] * l->R[j];
-    return L;
+    int G = (int)l->s.set[SET_N_KV_HEAD];
+    return G ? G : H;
 }
 
 /* Whether query i sees key j, from the definition. */
@@ -93,13 +65,13 @@ static int visible(const layer *l, int i, int j)
  * saved q, k, v, in double: the band, independently of the kernel. */
 static double band_err(const layer *l)
 {
-    size_t BT = (size_t)NB * NT, Hd = H * DH, Gd = (size_t)l->G * DH;
+    size_t BT = (size_t)NB * NT, Hd = H * DH, Gd = (size_t)groups(l) * DH;
     const float *q = l->act, *k = q + BT * Hd, *v = k + BT * Gd, *y = v + BT * Gd;
     double worst = 0, sc = 1.0 / sqrt(DH);
     for (int b = 0; b < NB; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < NT; i++) {
-                int g = h / (H / l->G);
+                int g = h / (H / groups(l));
                 double w[NT], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < NT; j++) {
                     double dot = 0;
@@ -132,27 +104,16 @@ START_TEST(local_forward_equals_a_banded_attention_written_out)
         layer_loss(&l);
         double err = band_err(&l);
         ck_assert_msg(err < 1e-5, "case %zu: |y - banded reference| = %g", c, err);
-        layer_free(&l);
+        al_check_layer_free(&l);
     }
 }
 END_TEST
 
+static double loss_of(void *l) { return al_check_layer_loss(l); }
+
 static double fd_err(layer *l, float *param, const float *grad, size_t n, al_rng *r)
 {
-    enum { S = 32 };
-    double an[S], fd[S];
-    for (int k = 0; k < S; k++) {
-        size_t j = al_rng_below(r, n);
-        float save = param[j], h = 1e-2f;
-        param[j] = save + h;
-        double lp = layer_loss(l);
-        param[j] = save - h;
-        double lm = layer_loss(l);
-        param[j] = save;
-        fd[k] = (lp - lm) / (2.0 * h);
-        an[k] = grad[j];
-    }
-    return al_test_rel_err(an, fd, S);
+    return al_check_fd_err(loss_of, l, param, grad, n, 32, r);
 }
 
 START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_window)
@@ -162,7 +123,7 @@ START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_windo
         layer l;
         layer_init(&l, cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
         layer_loss(&l);
-        l.v->train->backward(al_test_ctx_of(l.v, &l.s), l.dx, l.dp, l.scratch, l.R, l.x, l.act, l.p, NB, NT);
+        al_check_layer_backward(&l, l.R);
         al_rng r;
         al_rng_seed(&r, 3);
         for (int i = 0; i < l.np; i++) {
@@ -172,7 +133,7 @@ START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_windo
         }
         double err = fd_err(&l, l.x, l.dx, (size_t)NB * NT * D, &r);
         ck_assert_msg(err < 1e-2, "case %zu: dx rel err %g", c, err);
-        layer_free(&l);
+        al_check_layer_free(&l);
     }
 }
 END_TEST
@@ -203,7 +164,7 @@ START_TEST(local_outputs_depend_on_the_window_and_the_sinks_only)
         ck_assert_msg(sees ? d > 1e-3 : d == 0.0, "position %d %s query 10 (change %g)", j,
                       sees ? "should reach" : "reached", d);
     }
-    layer_free(&l);
+    al_check_layer_free(&l);
 }
 END_TEST
 
@@ -256,39 +217,6 @@ static int *tokens(int n, uint64_t seed)
     return t;
 }
 
-static float *full_logits(al_model *m, const int *tok, int n)
-{
-    al_err e;
-    ck_assert_int_eq(al_model_reserve(m, 1, n, &e), 0);
-    al_model_forward(m, tok, NULL, NULL, 1, n);
-    float *f = malloc((size_t)n * VOCAB * sizeof(float));
-    memcpy(f, m->logits, (size_t)n * VOCAB * sizeof(float));
-    return f;
-}
-
-/* Prefill P tokens then decode up to n; the largest |decode - full| and
- * the largest |full| over every position from P - 1 on. */
-static double decode_diff(al_model *m, const int *tok, const float *full, int P, int n,
-                          int dtype, double *amax)
-{
-    al_decoder d;
-    al_err e;
-    ck_assert_msg(al_decoder_init(&d, m, n, dtype, &e) == 0, "%s", e.msg);
-    ck_assert_msg(al_decoder_prefill(&d, tok, P, &e) == 0, "%s", e.msg);
-    double worst = 0;
-    const float *lg = d.logits;
-    for (int t = P - 1; t < n; t++) {
-        if (t >= P) lg = al_decoder_step(&d, tok[t]);
-        for (int i = 0; i < VOCAB; i++) {
-            double ref = full[(size_t)t * VOCAB + i];
-            worst = fmax(worst, fabs(lg[i] - ref));
-            *amax = fmax(*amax, fabs(ref));
-        }
-    }
-    al_decoder_free(&d);
-    return worst;
-}
-
 /* Windows of 5 (the ring wraps within the trained seq_len) and 300 (more
  * than one AL_KV_TILE of rows in the ring, cut between 2 threads for two
  * of the prompts), with and without sinks, over 2 tiles and more: every
@@ -304,10 +232,13 @@ START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         al_model m;
         make_model(&m, cases[c][0], cases[c][1], cases[c][2]);
-        float *full = full_logits(&m, tok, N);
+        al_err e;
+        float *full = al_check_full_logits(&m, tok, N, &e);
+        ck_assert_msg(full != NULL, "%s", e.msg);
         for (int p = 0; p < 4; p++) {   /* prompts 1 and SEQ at 2 threads: rows split */
             al_parallel_set_threads(p % 2 ? 1 : 2);
-            double amax = 0, diff = decode_diff(&m, tok, full, prompts[p], N, AL_KV_F32, &amax);
+            double amax = 0;
+            double diff = al_check_decode_vs_full(&m, tok, full, prompts[p], N, AL_KV_F32, &amax);
             al_parallel_set_threads(1);
             ck_assert_msg(diff < 1e-4, "window %d sinks %d prompt %d: |decode - full| = %g",
                           cases[c][0], cases[c][2], prompts[p], diff);
@@ -315,7 +246,7 @@ START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
         }
         static const double tol[AL_KV_NDTYPES] = {0, 0.02, 0.005};
         for (int dt = AL_KV_BF16; dt < AL_KV_NDTYPES; dt++) {
-            double amax = 0, diff = decode_diff(&m, tok, full, SEQ, N, dt, &amax);
+            double amax = 0, diff = al_check_decode_vs_full(&m, tok, full, SEQ, N, dt, &amax);
             ck_assert_msg(diff <= tol[dt] * amax && diff > 0, "window %d %s: %g of %g",
                           cases[c][0], al_kv_dtype_name(dt), diff, amax);
         }

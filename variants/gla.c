@@ -57,8 +57,7 @@ static const al_setting gla_settings[] = {
     {"d_q_latent", AL_SET_INT, 0, 0, "query latent width d_c'; 0 = no query compression"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof gla_settings / sizeof gla_settings[0] == N_SETTINGS + 1,
-               "gla: one setting row per enum entry");
+AL_SETTINGS_MATCH(gla_settings, N_SETTINGS);
 
 /* Dimensions, read once per call: dc per latent head, L = hc*dc all of
  * them, Hg query heads per latent head. */
@@ -447,8 +446,8 @@ static size_t gla_kv_elems(const void *ctx)
 /* Each head's probabilities after forward() on one sequence, rebuilt from
  * the saved per-head [content | rope] queries and keys and the row
  * statistics by the kernel backward uses. */
-static void gla_probs(const void *ctx, float *P, const float *act, const float *src, float *const *p,
-                      int T)
+static void gla_probs(const void *ctx, float *P, const float *act, const float *src,
+                      float *const *p, int T)
 {
     const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
     dims d = get_dims(ctx, 1, T);

@@ -371,8 +371,7 @@ static const al_setting gqa_settings[] = {
     {"n_kv_head", AL_SET_INT, 0, 1, "K/V heads G; must divide n_head"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof gqa_settings / sizeof gqa_settings[0] == N_SETTINGS + 1,
-               "gqa: one setting row per enum entry");
+AL_SETTINGS_MATCH(gqa_settings, N_SETTINGS);
 
 static void *gqa_init(const al_variant *v, const al_attn_shape *s, char *err, size_t errlen)
 {

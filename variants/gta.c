@@ -47,8 +47,7 @@ static const al_setting gta_settings[] = {
     {"n_kv_head", AL_SET_INT, 0, 1, "tied K/V states G (one per group); must divide n_head"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof gta_settings / sizeof gta_settings[0] == N_SETTINGS + 1,
-               "gta: one setting row per enum entry");
+AL_SETTINGS_MATCH(gta_settings, N_SETTINGS);
 
 /* Dimensions, from the layer's context. r: the RoPE half, also the NoPE half. */
 typedef struct dims {

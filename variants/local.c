@@ -35,8 +35,7 @@ static const al_setting local_settings[] = {
     {"sinks", AL_SET_INT, 0, 0, "first positions every query also sees (StreamingLLM), >= 0"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof local_settings / sizeof local_settings[0] == N_SETTINGS + 1,
-               "local: one setting row per enum entry");
+AL_SETTINGS_MATCH(local_settings, N_SETTINGS);
 
 static void *local_init(const al_variant *v, const al_attn_shape *s, char *err, size_t errlen)
 {

@@ -34,8 +34,7 @@ static const al_setting mla_settings[] = {
     {"d_q_latent", AL_SET_INT, 0, 0, "query latent width d_c'; 0 = no query compression"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof mla_settings / sizeof mla_settings[0] == N_SETTINGS + 1,
-               "mla: one setting row per enum entry");
+AL_SETTINGS_MATCH(mla_settings, N_SETTINGS);
 
 static void *mla_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {

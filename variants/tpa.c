@@ -62,8 +62,7 @@ static const al_setting tpa_settings[] = {
     {"rank_v", AL_SET_INT, 2, 0, "value rank R_V; the cache holds R_V (n_head + d_head) value floats"},
     {NULL, 0, 0, 0, NULL},
 };
-_Static_assert(sizeof tpa_settings / sizeof tpa_settings[0] == N_SETTINGS + 1,
-               "tpa: one setting row per enum entry");
+AL_SETTINGS_MATCH(tpa_settings, N_SETTINGS);
 
 /* Dimensions, from the layer's context. */
 typedef struct dims {

@@ -1,9 +1,10 @@
 /*
  * attnlab_variant_base.h - what every version of the variant interface
  * shares: settings, the shape a variant sees, parameter specs, the KV cache
- * handle, the plugin export macro. attnlab_variant.h (the interface, version
- * 5) and attnlab_variant_v4.h (version 4, for plugins not yet moved) both
- * include it; so do the kernel and cache helpers, which serve both.
+ * handle, the plugin export macro, the settings-table check.
+ * attnlab_variant.h (the interface, version 5) and attnlab_variant_v4.h
+ * (version 4, for plugins not yet moved) both include it; so do the kernel
+ * and cache helpers, which serve both.
  */
 #ifndef ATTNLAB_VARIANT_BASE_H
 #define ATTNLAB_VARIANT_BASE_H
@@ -69,6 +70,15 @@ typedef struct al_kv_cache al_kv_cache;
  * terminated by NULL and writes the interface version it was built for. */
 #define AL_PLUGIN_ENTRY "attnlab_plugin_variants"
 #define AL_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/* Ties a settings table to the enum that indexes it: one row per entry,
+ * then the {NULL} row, or the build fails.
+ *   enum { SET_WINDOW, SET_SINKS, N_SETTINGS };
+ *   static const al_setting my_settings[] = {{"window", ...}, {"sinks", ...}, {NULL}};
+ *   AL_SETTINGS_MATCH(my_settings, N_SETTINGS); */
+#define AL_SETTINGS_MATCH(table, n)                                     \
+    _Static_assert(sizeof(table) / sizeof((table)[0]) == (size_t)(n) + 1, \
+                   #table ": one row per setting of the enum, then {NULL}")
 
 /* Helpers for variants. */
 static inline int al_set_int(const al_attn_shape *s, int i) { return (int)s->set[i]; }

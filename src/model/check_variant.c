@@ -159,18 +159,7 @@ static void shape_text(const cv_shape *sh, const char *extra, char *buf, size_t 
 
 /* ------------------------------------------------------------ one layer */
 
-/* One layer of v on its own buffers: random parameters and inputs (the
- * same for a seed), a guard of NaN-patterned floats after scratch and act. */
-typedef struct lt {
-    const al_variant *v;
-    al_attn_shape s;
-    void *ctx;   /* v->init's */
-    al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np, B, T;
-    size_t n_act, n_scr;
-    float *p[AL_MAX_ATTN_PARAMS], *dp[AL_MAX_ATTN_PARAMS];
-    float *x, *dx, *out, *act, *scratch, *R;
-} lt;
+typedef al_check_layer lt;
 
 static const uint32_t canary = 0x7fc0beefu;
 
@@ -191,17 +180,16 @@ static size_t numel(const al_param_spec *s) { return (size_t)s->rows * (s->cols 
 
 static float *fresh(size_t n) { float *p = calloc(n ? n : 1, sizeof(float)); AL_ASSERT(p); return p; }
 
-static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
-                    uint64_t seed)
+void al_check_layer_init(al_check_layer *t, const al_variant *v, const al_attn_shape *s, int B,
+                         int T, uint64_t seed)
 {
     memset(t, 0, sizeof *t);
     t->v = v;
-    t->s = (al_attn_shape){sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
-    memcpy(t->s.set, sh->set, sizeof t->s.set);
+    t->s = *s;
     t->B = B, t->T = T;
     char err[8];
     t->ctx = al_variant_init(v, &t->s, err, sizeof err);
-    AL_ASSERT(t->ctx != NULL);   /* pick_shapes kept only shapes the variant accepts */
+    AL_ASSERT(t->ctx != NULL);   /* the caller's shape is one the variant accepts */
     t->np = v->train->params(t->ctx, t->spec);
     al_rng r;
     al_rng_seed(&r, seed);
@@ -212,7 +200,7 @@ static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, 
             t->p[i][j] = t->spec[i].init == AL_INIT_ONES ? 1.0f + 0.1f * (float)al_rng_normal(&r)
                                                          : 0.4f * (float)al_rng_normal(&r);
     }
-    size_t BTD = (size_t)B * T * sh->D;
+    size_t BTD = (size_t)B * T * s->d_model;
     t->x = fresh(BTD), t->R = fresh(BTD), t->dx = fresh(BTD), t->out = fresh(BTD);
     for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
     for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
@@ -223,7 +211,17 @@ static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, 
     guard_fill(t->scratch + t->n_scr, GUARD);
 }
 
-static void lt_free(lt *t)
+/* The layer of v at candidate shape sh (pick_shapes kept only shapes the
+ * variant accepts). */
+static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
+                    uint64_t seed)
+{
+    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
+    memcpy(s.set, sh->set, sizeof s.set);
+    al_check_layer_init(t, v, &s, B, T, seed);
+}
+
+void al_check_layer_free(al_check_layer *t)
 {
     t->v->fini(t->ctx);
     for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
@@ -232,8 +230,7 @@ static void lt_free(lt *t)
 
 static size_t lt_n(const lt *t) { return (size_t)t->B * t->T * t->s.d_model; }
 
-/* L = sum(out * R), in double. */
-static double lt_loss(lt *t)
+double al_check_layer_loss(al_check_layer *t)
 {
     t->v->train->forward(t->ctx, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
     double L = 0;
@@ -247,7 +244,7 @@ static void lt_zero_grads(lt *t)
     for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, numel(&t->spec[i]) * sizeof(float));
 }
 
-static void lt_backward(lt *t, const float *dout)
+void al_check_layer_backward(al_check_layer *t, const float *dout)
 {
     t->v->train->backward(t->ctx, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
 }
@@ -257,8 +254,7 @@ static int lt_guard_hits(const lt *t)
     return guard_hits(t->act, t->n_act, GUARD) + guard_hits(t->scratch, t->n_scr, GUARD);
 }
 
-/* Relative error ||a - b|| / max(||a||, ||b||) over n doubles. */
-static double rel_err(const double *a, const double *b, size_t n)
+double al_check_rel_err(const double *a, const double *b, size_t n)
 {
     double d = 0, na = 0, nb = 0;
     for (size_t i = 0; i < n; i++) {
@@ -271,24 +267,55 @@ static double rel_err(const double *a, const double *b, size_t n)
 
 /* ------------------------------------------------------------ gradients */
 
-/* Central differences of the loss along 32 random coordinates of param
- * against grad there. */
-static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r)
+double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
+                       int probes, al_rng *r)
 {
-    enum { S = 32 };
-    double an[S], fd[S];
-    for (int k = 0; k < S; k++) {
+    enum { MAX_PROBES = 64 };
+    double an[MAX_PROBES], fd[MAX_PROBES];
+    AL_ASSERT(probes >= 1 && probes <= MAX_PROBES);
+    for (int k = 0; k < probes; k++) {
         size_t j = al_rng_below(r, n);
-        float save = param[j], h = 1e-2f;
-        param[j] = save + h;
-        double lp = lt_loss(t);
-        param[j] = save - h;
-        double lm = lt_loss(t);
-        param[j] = save;
+        float save = x[j], h = 1e-2f;
+        x[j] = save + h;
+        double lp = loss(arg);
+        x[j] = save - h;
+        double lm = loss(arg);
+        x[j] = save;
         fd[k] = (lp - lm) / (2.0 * h);
         an[k] = grad[j];
     }
-    return rel_err(an, fd, S);
+    return al_check_rel_err(an, fd, probes);
+}
+
+static double layer_loss(void *t) { return al_check_layer_loss(t); }
+
+/* Central differences of the layer's loss along 32 random coordinates of
+ * param against grad there. */
+static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r)
+{
+    return al_check_fd_err(layer_loss, t, param, grad, n, 32, r);
+}
+
+/* The model's loss on its batch (al_check_model_fd). */
+typedef struct model_batch {
+    al_model *m;
+    const int *in, *tgt;
+    const float *w;
+    int B, T;
+} model_batch;
+
+static double model_loss(void *arg)
+{
+    model_batch *b = arg;
+    return al_model_forward(b->m, b->in, b->tgt, b->w, b->B, b->T);
+}
+
+double al_check_model_fd(al_model *m, const al_tensor *t, const int *in, const int *tgt,
+                         const float *w, int B, int T, int probes, al_rng *r)
+{
+    model_batch b = {m, in, tgt, w, B, T};
+    return al_check_fd_err(model_loss, &b, m->params + t->offset, m->grads + t->offset,
+                           t->numel, probes, r);
 }
 
 static void check_grads_at(al_check_report *r, const al_variant *v, const cv_shape *sh,
@@ -297,9 +324,9 @@ static void check_grads_at(al_check_report *r, const al_variant *v, const cv_sha
     lt t;
     char where[192], name[40];
     lt_init(&t, v, sh, causal, 2, 6, 42);
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     lt_zero_grads(&t);
-    lt_backward(&t, t.R);
+    al_check_layer_backward(&t, t.R);
     char mode[96];
     snprintf(mode, sizeof mode, "%s%s, guard floats written", causal ? "masked" : "unmasked", what);
     shape_text(sh, mode, where, sizeof where);
@@ -313,7 +340,7 @@ static void check_grads_at(al_check_report *r, const al_variant *v, const cv_sha
         record(r, name, fd_err(&t, t.p[i], t.dp[i], numel(&t.spec[i]), &g), 1e-2, 0, where);
     }
     record(r, "gradient.x", fd_err(&t, t.x, t.dx, lt_n(&t), &g), 1e-2, 0, where);
-    lt_free(&t);
+    al_check_layer_free(&t);
 }
 
 /* Optional settings (not fixed by the caller) whose value 4 the variant
@@ -341,11 +368,11 @@ static void check_causal(al_check_report *r, const al_variant *v, const cv_shape
     char where[192];
     lt_init(&t, v, sh, 1, 2, 6, 7);
     size_t row = (size_t)sh->D, cut = 3, n = (size_t)t.T * row;
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     float *before = fresh(n);
     memcpy(before, t.out, n * sizeof(float));
     for (size_t j = (cut + 1) * row; j < n; j++) t.x[j] += 1.0f;
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     double past = 0, future = 0;
     for (size_t j = 0; j < n; j++) {
         double d = fabs((double)before[j] - t.out[j]);
@@ -356,7 +383,7 @@ static void check_causal(al_check_report *r, const al_variant *v, const cv_shape
     record(r, "causal", past, 1e-6, 0, where);
     record(r, "causal.future", future, 1e-3, 1, where);
     free(before);
-    lt_free(&t);
+    al_check_layer_free(&t);
 }
 
 static double max_diff(const float *a, const float *b, size_t n)
@@ -374,9 +401,9 @@ static void run_layer(lt *a, const al_variant *v, const cv_shape *sh, int thread
 {
     al_parallel_set_threads(threads);
     lt_init(a, v, sh, 1, 2, 6, 3);
-    lt_loss(a);
+    al_check_layer_loss(a);
     lt_zero_grads(a);
-    lt_backward(a, a->R);
+    al_check_layer_backward(a, a->R);
     al_parallel_set_threads(1);
 }
 
@@ -404,10 +431,10 @@ static void check_deterministic(al_check_report *r, const al_variant *v, const c
         double d = layer_diff(&a, &c, &amax);
         snprintf(where, sizeof where, "forward+backward, 1 vs %d threads, relative", th);
         record(r, "determinism.threads", d / fmax(amax, 1e-12), 1e-5, 0, where);
-        lt_free(&c);
+        al_check_layer_free(&c);
     }
-    lt_free(&a);
-    lt_free(&b);
+    al_check_layer_free(&a);
+    al_check_layer_free(&b);
 }
 
 /* A variant that says it writes its gradients (AL_VARIANT_WRITES_GRADS)
@@ -418,8 +445,8 @@ static void check_grad_semantics(al_check_report *r, const al_variant *v, const 
     lt a, b;
     lt_init(&a, v, sh, 1, 2, 6, 5);
     lt_init(&b, v, sh, 1, 2, 6, 5);
-    lt_loss(&a);
-    lt_loss(&b);
+    al_check_layer_loss(&a);
+    al_check_layer_loss(&b);
     int writes = (v->train->flags & AL_VARIANT_WRITES_GRADS) != 0;
     float fill = writes ? NAN : 1.0f;
     lt_zero_grads(&a);
@@ -428,8 +455,8 @@ static void check_grad_semantics(al_check_report *r, const al_variant *v, const 
         size_t m = k < 0 ? lt_n(&b) : numel(&b.spec[k]);
         for (size_t j = 0; j < m; j++) g[j] = fill;
     }
-    lt_backward(&a, a.R);
-    lt_backward(&b, b.R);
+    al_check_layer_backward(&a, a.R);
+    al_check_layer_backward(&b, b.R);
     double worst = 0;
     for (int k = -1; k < a.np; k++) {
         const float *ga = k < 0 ? a.dx : a.dp[k], *gb = k < 0 ? b.dx : b.dp[k];
@@ -441,8 +468,8 @@ static void check_grad_semantics(al_check_report *r, const al_variant *v, const 
     }
     record(r, "writes_grads", worst, 1e-6, 0,
            writes ? "flag set: dx, dp over NaN vs over zeros" : "no flag: dx, dp over 1 vs over 0");
-    lt_free(&a);
-    lt_free(&b);
+    al_check_layer_free(&a);
+    al_check_layer_free(&b);
 }
 
 /* ------------------------------------------------------------ probs */
@@ -507,7 +534,7 @@ static double *jacobian(lt *t)
         for (int a = 0; a < D; a++) {
             dout[i * D + a] = 1.0f;
             lt_zero_grads(t);
-            lt_backward(t, dout);
+            al_check_layer_backward(t, dout);
             dout[i * D + a] = 0.0f;
             for (int j = 0; j < T; j++)
                 for (int b = 0; b < D; b++)
@@ -559,12 +586,12 @@ static void check_probs(al_check_report *r, const al_variant *v, const cv_shape 
     int H = sh->H, D = sh->D;
     float *P = fresh((size_t)H * TP * TP);
     lt_init(&t, v, sh, causal, 1, TP, 11);
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     shape_text(sh, causal ? "masked" : "unmasked", where, sizeof where);
     record(r, "probs.rows", rows_err(P, H, TP, causal), 1e-5, 0, where);
     for (int j = 1; j < TP; j++) memcpy(t.x + (size_t)j * D, t.x, (size_t)D * sizeof(float));
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     double *J = jacobian(&t);
     double err = H <= 8 ? probs_fit(P, J, H, TP, D) : NAN;
@@ -573,7 +600,7 @@ static void check_probs(al_check_report *r, const al_variant *v, const cv_shape 
     record(r, "probs.forward", err, 1e-3, 0, where);
     free(J);
     free(P);
-    lt_free(&t);
+    al_check_layer_free(&t);
 }
 
 /* ------------------------------------------------------------ decode scratch */
@@ -601,7 +628,7 @@ static int decode_scratch_hits(const al_variant *v, const cv_shape *sh, int dtyp
     int hits = guard_hits(scr, n, guard);
     al_kv_cache_free(c);
     free(scr), free(x), free(out);
-    lt_free(&t);
+    al_check_layer_free(&t);
     return hits;
 }
 
@@ -639,24 +666,22 @@ static double diff_amax(const float *a, const float *b, int n, double *amax)
     return max_diff(a, b, (size_t)n);
 }
 
-/* Logits (n, VOCAB) of the full forward over tok[0..n), or NULL. */
-static float *full_logits(al_model *m, const int *tok, int n, al_err *e)
+float *al_check_full_logits(al_model *m, const int *tok, int n, al_err *e)
 {
+    size_t V = (size_t)m->cfg.vocab_size;
     if (al_model_reserve(m, 1, n, e) != 0) return NULL;
     al_model_forward(m, tok, NULL, NULL, 1, n);
-    float *out = fresh((size_t)n * VOCAB);
-    memcpy(out, m->logits, (size_t)n * VOCAB * sizeof(float));
+    float *out = fresh((size_t)n * V);
+    memcpy(out, m->logits, (size_t)n * V * sizeof(float));
     return out;
 }
 
-/* Prefill P tokens (none when P == 0), decode to n, diff against full at
- * every position from max(P - 1, 0). Returns the largest |difference|, or
- * INFINITY when the decoder refuses. */
-static double decode_vs_full(al_model *m, const int *tok, const float *full, int P, int n,
-                             int dtype, double *amax)
+double al_check_decode_vs_full(al_model *m, const int *tok, const float *full, int P, int n,
+                               int dtype, double *amax)
 {
     al_decoder d;
     al_err e;
+    int V = m->cfg.vocab_size;
     if (al_decoder_init(&d, m, n, dtype, &e) != 0) return INFINITY;
     double worst = 0;
     if (P > 0) {
@@ -664,11 +689,11 @@ static double decode_vs_full(al_model *m, const int *tok, const float *full, int
             al_decoder_free(&d);
             return INFINITY;
         }
-        worst = diff_amax(d.logits, full + (size_t)(P - 1) * VOCAB, VOCAB, amax);
+        worst = diff_amax(d.logits, full + (size_t)(P - 1) * V, V, amax);
     }
     for (int t = P; t < n; t++)
-        worst = fmax(worst, diff_amax(al_decoder_step(&d, tok[t]), full + (size_t)t * VOCAB,
-                                      VOCAB, amax));
+        worst = fmax(worst, diff_amax(al_decoder_step(&d, tok[t]), full + (size_t)t * V, V,
+                                      amax));
     al_decoder_free(&d);
     return worst;
 }
@@ -698,20 +723,21 @@ static void check_parity(model_run *mr, al_model *m)
     al_err e;
     int *tok = malloc(LONG * sizeof(int));
     random_tokens(tok, LONG, 8);
-    float *full = full_logits(m, tok, LONG, &e);
+    float *full = al_check_full_logits(m, tok, LONG, &e);
     AL_ASSERT(full);
     double amax = 0;
     char first[64];
     snprintf(first, sizeof first, "%d tokens, f32, no prefill", LONG);
     where_of(mr, first, where, sizeof where);
-    record(mr->r, "decode", decode_vs_full(m, tok, full, 0, LONG, AL_KV_F32, &amax), 1e-4, 0, where);
+    double d0 = al_check_decode_vs_full(m, tok, full, 0, LONG, AL_KV_F32, &amax);
+    record(mr->r, "decode", d0, 1e-4, 0, where);
     static const int prompts[] = {1, 2, 7, SEQ, CTX - 1};
     for (int i = 0; i < 5; i++) {
         char what[64];
         snprintf(what, sizeof what, "prompt %d of %d, f32", prompts[i], CTX);
         where_of(mr, what, where, sizeof where);
-        record(mr->r, "prefill", decode_vs_full(m, tok, full, prompts[i], CTX, AL_KV_F32, NULL),
-               1e-4, 0, where);
+        double dp = al_check_decode_vs_full(m, tok, full, prompts[i], CTX, AL_KV_F32, NULL);
+        record(mr->r, "prefill", dp, 1e-4, 0, where);
     }
     static const double tol[AL_KV_NDTYPES] = {1e-4, 0.02, 0.005};
     for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
@@ -720,8 +746,8 @@ static void check_parity(model_run *mr, al_model *m)
         snprintf(what, sizeof what, "%d tokens, prompt 2, relative to the largest logit", LONG);
         where_of(mr, mr->scratch_ok[dt] ? what : "not run: its decode scratch overruns", where,
                  sizeof where);
-        double a = 0, d = mr->scratch_ok[dt] ? decode_vs_full(m, tok, full, 2, LONG, dt, &a)
-                                             : INFINITY;
+        double a = 0, d = INFINITY;
+        if (mr->scratch_ok[dt]) d = al_check_decode_vs_full(m, tok, full, 2, LONG, dt, &a);
         record(mr->r, name, d / fmax(a, 1e-12), tol[dt], 0, where);
     }
     free(tok), free(full);

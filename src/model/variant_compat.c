@@ -44,7 +44,10 @@ static int c_params(const void *ctx, al_param_spec *out)
 {
     return OLD(ctx)->params(SHAPE(ctx), out);
 }
-static size_t c_act(const void *ctx, int B, int T) { return OLD(ctx)->act_floats(SHAPE(ctx), B, T); }
+static size_t c_act(const void *ctx, int B, int T)
+{
+    return OLD(ctx)->act_floats(SHAPE(ctx), B, T);
+}
 static size_t c_scratch(const void *ctx, int B, int T)
 {
     return OLD(ctx)->scratch_floats(SHAPE(ctx), B, T);
@@ -64,7 +67,10 @@ static void c_backward(const void *ctx, float *dx, float *const *dp, float *scra
 /* ------------------------------------------------------------ decode */
 
 static size_t c_kv_elems(const void *ctx) { return OLD(ctx)->kv_elems(SHAPE(ctx)); }
-static int c_kv_rows(const void *ctx, int context) { return OLD(ctx)->kv_rows(SHAPE(ctx), context); }
+static int c_kv_rows(const void *ctx, int context)
+{
+    return OLD(ctx)->kv_rows(SHAPE(ctx), context);
+}
 static size_t c_key_elems(const void *ctx) { return OLD(ctx)->kv_key_elems(SHAPE(ctx)); }
 static void c_prefill(const void *ctx, al_kv_cache *cache, const float *act, float *const *p,
                       int T)

@@ -5,6 +5,7 @@
 #define AL_TEST_MODEL_H
 
 #include "al_model.h"
+#include "al_check_variant.h"   /* the layer harness and finite differences */
 
 /* A tiny model config for variant `name`: required settings get the first
  * of 2, 1, 4, 8 that the variant's check accepts. Returns 0 or -1. */
@@ -46,7 +47,5 @@ const void *al_test_ctx_of(const al_variant *v, const al_attn_shape *s);
  * al_variant_truncate. */
 void *al_test_old_table(int version, const char *name);
 extern const al_attn_shape *al_test_old_seen;
-/* Relative error ||a - b|| / max(||a||, ||b||, tiny) over n doubles. */
-double al_test_rel_err(const double *a, const double *b, size_t n);
 
 #endif

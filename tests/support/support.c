@@ -200,18 +200,6 @@ const void *al_test_ctx_of(const al_variant *v, const al_attn_shape *s)
     return k->ctx;
 }
 
-double al_test_rel_err(const double *a, const double *b, size_t n)
-{
-    double d = 0, na = 0, nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += (a[i] - b[i]) * (a[i] - b[i]);
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-    }
-    double den = fmax(sqrt(na), sqrt(nb));
-    return sqrt(d) / fmax(den, 1e-12);
-}
-
 /* ------------------------------------------------------------ mpirun */
 
 /* Shared memory and loopback only; as root; more ranks than cores. Under

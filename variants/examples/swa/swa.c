@@ -42,8 +42,7 @@ static const al_setting swa_settings[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-_Static_assert(sizeof swa_settings / sizeof swa_settings[0] == N_SETTINGS + 1,
-               "swa: one setting row per enum entry");
+AL_SETTINGS_MATCH(swa_settings, N_SETTINGS);
 
 /* A layer's context: its shape and window, made once by init. */
 typedef struct swa_ctx {
