@@ -18,8 +18,9 @@
 #include "al_model.h"
 #include "al_parallel.h"
 #include "al_registry.h"
+#include "check_internal.h"
 
-enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13, LAYERS = 2, MAX_SHAPES = 3, GUARD = 64 };
+enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13, LAYERS = 2, MAX_SHAPES = 3 };
 /* Contexts past one cache tile: decode reads the cache block by block. */
 enum { LONG = 2 * AL_KV_TILE + 3, SCRATCH_CTX = AL_KV_TILE + 8 };
 
@@ -161,56 +162,6 @@ static void shape_text(const cv_shape *sh, const char *extra, char *buf, size_t 
 
 typedef al_check_layer lt;
 
-static const uint32_t canary = 0x7fc0beefu;
-
-static void guard_fill(float *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) memcpy(p + i, &canary, sizeof canary);
-}
-
-/* Guard floats overwritten after p[0..n). */
-static int guard_hits(const float *p, size_t n, size_t guard)
-{
-    int hits = 0;
-    for (size_t i = n; i < n + guard; i++) hits += memcmp(p + i, &canary, sizeof canary) != 0;
-    return hits;
-}
-
-static size_t numel(const al_param_spec *s) { return (size_t)s->rows * (s->cols ? s->cols : 1); }
-
-static float *fresh(size_t n) { float *p = calloc(n ? n : 1, sizeof(float)); AL_ASSERT(p); return p; }
-
-void al_check_layer_init(al_check_layer *t, const al_variant *v, const al_attn_shape *s, int B,
-                         int T, uint64_t seed)
-{
-    memset(t, 0, sizeof *t);
-    t->v = v;
-    t->s = *s;
-    t->B = B, t->T = T;
-    char err[8];
-    t->ctx = al_variant_init(v, &t->s, err, sizeof err);
-    AL_ASSERT(t->ctx != NULL);   /* the caller's shape is one the variant accepts */
-    t->np = v->train->params(t->ctx, t->spec);
-    al_rng r;
-    al_rng_seed(&r, seed);
-    for (int i = 0; i < t->np; i++) {
-        size_t n = numel(&t->spec[i]);
-        t->p[i] = fresh(n), t->dp[i] = fresh(n);
-        for (size_t j = 0; j < n; j++)
-            t->p[i][j] = t->spec[i].init == AL_INIT_ONES ? 1.0f + 0.1f * (float)al_rng_normal(&r)
-                                                         : 0.4f * (float)al_rng_normal(&r);
-    }
-    size_t BTD = (size_t)B * T * s->d_model;
-    t->x = fresh(BTD), t->R = fresh(BTD), t->dx = fresh(BTD), t->out = fresh(BTD);
-    for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
-    for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
-    t->n_act = v->train->act_floats(t->ctx, B, T);
-    t->n_scr = v->train->scratch_floats(t->ctx, B, T);
-    t->act = fresh(t->n_act + GUARD), t->scratch = fresh(t->n_scr + GUARD);
-    guard_fill(t->act + t->n_act, GUARD);
-    guard_fill(t->scratch + t->n_scr, GUARD);
-}
-
 /* The layer of v at candidate shape sh (pick_shapes kept only shapes the
  * variant accepts). */
 static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
@@ -221,71 +172,20 @@ static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, 
     al_check_layer_init(t, v, &s, B, T, seed);
 }
 
-void al_check_layer_free(al_check_layer *t)
-{
-    t->v->fini(t->ctx);
-    for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
-    free(t->x), free(t->R), free(t->dx), free(t->out), free(t->act), free(t->scratch);
-}
-
 static size_t lt_n(const lt *t) { return (size_t)t->B * t->T * t->s.d_model; }
-
-double al_check_layer_loss(al_check_layer *t)
-{
-    t->v->train->forward(t->ctx, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
-    double L = 0;
-    for (size_t j = 0; j < lt_n(t); j++) L += (double)t->out[j] * t->R[j];
-    return L;
-}
 
 static void lt_zero_grads(lt *t)
 {
     memset(t->dx, 0, lt_n(t) * sizeof(float));
-    for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, numel(&t->spec[i]) * sizeof(float));
-}
-
-void al_check_layer_backward(al_check_layer *t, const float *dout)
-{
-    t->v->train->backward(t->ctx, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
+    for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, al_check_numel(&t->spec[i]) * sizeof(float));
 }
 
 static int lt_guard_hits(const lt *t)
 {
-    return guard_hits(t->act, t->n_act, GUARD) + guard_hits(t->scratch, t->n_scr, GUARD);
-}
-
-double al_check_rel_err(const double *a, const double *b, size_t n)
-{
-    double d = 0, na = 0, nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += (a[i] - b[i]) * (a[i] - b[i]);
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-    }
-    return sqrt(d) / fmax(fmax(sqrt(na), sqrt(nb)), 1e-12);
+    return al_check_guard_hits(t->act, t->n_act, AL_CHECK_GUARD) + al_check_guard_hits(t->scratch, t->n_scr, AL_CHECK_GUARD);
 }
 
 /* ------------------------------------------------------------ gradients */
-
-double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
-                       int probes, al_rng *r)
-{
-    enum { MAX_PROBES = 64 };
-    double an[MAX_PROBES], fd[MAX_PROBES];
-    AL_ASSERT(probes >= 1 && probes <= MAX_PROBES);
-    for (int k = 0; k < probes; k++) {
-        size_t j = al_rng_below(r, n);
-        float save = x[j], h = 1e-2f;
-        x[j] = save + h;
-        double lp = loss(arg);
-        x[j] = save - h;
-        double lm = loss(arg);
-        x[j] = save;
-        fd[k] = (lp - lm) / (2.0 * h);
-        an[k] = grad[j];
-    }
-    return al_check_rel_err(an, fd, probes);
-}
 
 static double layer_loss(void *t) { return al_check_layer_loss(t); }
 
@@ -294,28 +194,6 @@ static double layer_loss(void *t) { return al_check_layer_loss(t); }
 static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r)
 {
     return al_check_fd_err(layer_loss, t, param, grad, n, 32, r);
-}
-
-/* The model's loss on its batch (al_check_model_fd). */
-typedef struct model_batch {
-    al_model *m;
-    const int *in, *tgt;
-    const float *w;
-    int B, T;
-} model_batch;
-
-static double model_loss(void *arg)
-{
-    model_batch *b = arg;
-    return al_model_forward(b->m, b->in, b->tgt, b->w, b->B, b->T);
-}
-
-double al_check_model_fd(al_model *m, const al_tensor *t, const int *in, const int *tgt,
-                         const float *w, int B, int T, int probes, al_rng *r)
-{
-    model_batch b = {m, in, tgt, w, B, T};
-    return al_check_fd_err(model_loss, &b, m->params + t->offset, m->grads + t->offset,
-                           t->numel, probes, r);
 }
 
 static void check_grads_at(al_check_report *r, const al_variant *v, const cv_shape *sh,
@@ -337,7 +215,7 @@ static void check_grads_at(al_check_report *r, const al_variant *v, const cv_sha
     shape_text(sh, mode, where, sizeof where);
     for (int i = 0; i < t.np; i++) {
         snprintf(name, sizeof name, "gradient.%s", t.spec[i].name);
-        record(r, name, fd_err(&t, t.p[i], t.dp[i], numel(&t.spec[i]), &g), 1e-2, 0, where);
+        record(r, name, fd_err(&t, t.p[i], t.dp[i], al_check_numel(&t.spec[i]), &g), 1e-2, 0, where);
     }
     record(r, "gradient.x", fd_err(&t, t.x, t.dx, lt_n(&t), &g), 1e-2, 0, where);
     al_check_layer_free(&t);
@@ -369,7 +247,7 @@ static void check_causal(al_check_report *r, const al_variant *v, const cv_shape
     lt_init(&t, v, sh, 1, 2, 6, 7);
     size_t row = (size_t)sh->D, cut = 3, n = (size_t)t.T * row;
     al_check_layer_loss(&t);
-    float *before = fresh(n);
+    float *before = al_check_fresh(n);
     memcpy(before, t.out, n * sizeof(float));
     for (size_t j = (cut + 1) * row; j < n; j++) t.x[j] += 1.0f;
     al_check_layer_loss(&t);
@@ -386,16 +264,6 @@ static void check_causal(al_check_report *r, const al_variant *v, const cv_shape
     al_check_layer_free(&t);
 }
 
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = fabs((double)a[i] - b[i]);
-        if (x > d || isnan(x)) d = isnan(x) ? INFINITY : x;
-    }
-    return d;
-}
-
 /* Forward and backward of a fresh layer at `threads` threads into a. */
 static void run_layer(lt *a, const al_variant *v, const cv_shape *sh, int threads)
 {
@@ -410,8 +278,8 @@ static void run_layer(lt *a, const al_variant *v, const cv_shape *sh, int thread
 /* Largest |difference| of out, dx and every dp between two runs. */
 static double layer_diff(const lt *a, const lt *b, double *amax)
 {
-    double d = fmax(max_diff(a->out, b->out, lt_n(a)), max_diff(a->dx, b->dx, lt_n(a)));
-    for (int k = 0; k < a->np; k++) d = fmax(d, max_diff(a->dp[k], b->dp[k], numel(&a->spec[k])));
+    double d = fmax(al_check_max_diff(a->out, b->out, lt_n(a)), al_check_max_diff(a->dx, b->dx, lt_n(a)));
+    for (int k = 0; k < a->np; k++) d = fmax(d, al_check_max_diff(a->dp[k], b->dp[k], al_check_numel(&a->spec[k])));
     if (amax)
         for (size_t j = 0; j < lt_n(a); j++) *amax = fmax(*amax, fabs(a->out[j]));
     return d;
@@ -452,7 +320,7 @@ static void check_grad_semantics(al_check_report *r, const al_variant *v, const 
     lt_zero_grads(&a);
     for (int k = -1; k < b.np; k++) {
         float *g = k < 0 ? b.dx : b.dp[k];
-        size_t m = k < 0 ? lt_n(&b) : numel(&b.spec[k]);
+        size_t m = k < 0 ? lt_n(&b) : al_check_numel(&b.spec[k]);
         for (size_t j = 0; j < m; j++) g[j] = fill;
     }
     al_check_layer_backward(&a, a.R);
@@ -460,7 +328,7 @@ static void check_grad_semantics(al_check_report *r, const al_variant *v, const 
     double worst = 0;
     for (int k = -1; k < a.np; k++) {
         const float *ga = k < 0 ? a.dx : a.dp[k], *gb = k < 0 ? b.dx : b.dp[k];
-        size_t m = k < 0 ? lt_n(&a) : numel(&a.spec[k]);
+        size_t m = k < 0 ? lt_n(&a) : al_check_numel(&a.spec[k]);
         for (size_t j = 0; j < m; j++) {
             double want = writes ? ga[j] : ga[j] + 1.0, d = fabs(gb[j] - want) / (1 + fabs(want));
             worst = isnan(d) ? INFINITY : fmax(worst, d);
@@ -528,7 +396,7 @@ static double *jacobian(lt *t)
 {
     int T = t->T, D = t->s.d_model;
     double *J = calloc((size_t)T * T * D * D, sizeof(double));
-    float *dout = fresh((size_t)T * D);
+    float *dout = al_check_fresh((size_t)T * D);
     AL_ASSERT(J);
     for (int i = 0; i < T; i++)
         for (int a = 0; a < D; a++) {
@@ -584,7 +452,7 @@ static void check_probs(al_check_report *r, const al_variant *v, const cv_shape 
     lt t;
     char where[192];
     int H = sh->H, D = sh->D;
-    float *P = fresh((size_t)H * TP * TP);
+    float *P = al_check_fresh((size_t)H * TP * TP);
     lt_init(&t, v, sh, causal, 1, TP, 11);
     al_check_layer_loss(&t);
     v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
@@ -615,17 +483,17 @@ static int decode_scratch_hits(const al_variant *v, const cv_shape *sh, int dtyp
     const al_variant_decode *dv = v->decode;
     int N = SCRATCH_CTX, rows = dv->kv_rows(t.ctx, N);
     size_t elems = dv->kv_elems(t.ctx), n = dv->scratch_floats(t.ctx, N);
-    size_t guard = (size_t)AL_KV_TILE * elems + GUARD;
+    size_t guard = (size_t)AL_KV_TILE * elems + AL_CHECK_GUARD;
     al_kv_cache *c = al_kv_cache_new(elems, rows, dv->storage == AL_KV_STATE ? AL_KV_F32 : dtype);
-    float *scr = fresh(n + guard), *x = fresh((size_t)sh->D), *out = fresh((size_t)sh->D);
-    guard_fill(scr + n, guard);
+    float *scr = al_check_fresh(n + guard), *x = al_check_fresh((size_t)sh->D), *out = al_check_fresh((size_t)sh->D);
+    al_check_guard_fill(scr + n, guard);
     al_rng g;
     al_rng_seed(&g, 17);
     for (int pos = 0; pos < N; pos++) {
         for (int j = 0; j < sh->D; j++) x[j] = (float)al_rng_normal(&g);
         dv->decode(t.ctx, out, scr, x, t.p, c, pos);
     }
-    int hits = guard_hits(scr, n, guard);
+    int hits = al_check_guard_hits(scr, n, guard);
     al_kv_cache_free(c);
     free(scr), free(x), free(out);
     al_check_layer_free(&t);
@@ -658,44 +526,6 @@ static void random_tokens(int *tok, int n, uint64_t seed)
     al_rng r;
     al_rng_seed(&r, seed);
     for (int i = 0; i < n; i++) tok[i] = (int)al_rng_below(&r, VOCAB);
-}
-
-static double diff_amax(const float *a, const float *b, int n, double *amax)
-{
-    for (int i = 0; i < n && amax; i++) *amax = fmax(*amax, fabs((double)b[i]));
-    return max_diff(a, b, (size_t)n);
-}
-
-float *al_check_full_logits(al_model *m, const int *tok, int n, al_err *e)
-{
-    size_t V = (size_t)m->cfg.vocab_size;
-    if (al_model_reserve(m, 1, n, e) != 0) return NULL;
-    al_model_forward(m, tok, NULL, NULL, 1, n);
-    float *out = fresh((size_t)n * V);
-    memcpy(out, m->logits, (size_t)n * V * sizeof(float));
-    return out;
-}
-
-double al_check_decode_vs_full(al_model *m, const int *tok, const float *full, int P, int n,
-                               int dtype, double *amax)
-{
-    al_decoder d;
-    al_err e;
-    int V = m->cfg.vocab_size;
-    if (al_decoder_init(&d, m, n, dtype, &e) != 0) return INFINITY;
-    double worst = 0;
-    if (P > 0) {
-        if (al_decoder_prefill(&d, tok, P, &e) != 0) {
-            al_decoder_free(&d);
-            return INFINITY;
-        }
-        worst = diff_amax(d.logits, full + (size_t)(P - 1) * V, V, amax);
-    }
-    for (int t = P; t < n; t++)
-        worst = fmax(worst, diff_amax(al_decoder_step(&d, tok[t]), full + (size_t)t * V, V,
-                                      amax));
-    al_decoder_free(&d);
-    return worst;
 }
 
 typedef struct model_run {
@@ -763,7 +593,7 @@ static float *decode_run(al_model *m, const int *tok, int P, int n, int threads)
     al_parallel_set_threads(threads);
     if (al_decoder_init(&d, m, n, AL_KV_F32, &e) == 0) {
         if (al_decoder_prefill(&d, tok, P, &e) == 0) {
-            out = fresh((size_t)(n - P) * VOCAB);
+            out = al_check_fresh((size_t)(n - P) * VOCAB);
             for (int t = P; t < n; t++)
                 memcpy(out + (size_t)(t - P) * VOCAB, al_decoder_step(&d, tok[t]),
                        VOCAB * sizeof(float));
@@ -787,8 +617,8 @@ static void check_threads(model_run *mr, al_model *m)
     int n = (N - SEQ) * VOCAB;
     double amax = 0, d = INFINITY, rep = INFINITY;
     if (one && two && three && again) {
-        d = fmax(diff_amax(two, one, n, &amax), diff_amax(three, one, n, NULL)) / fmax(amax, 1e-12);
-        rep = max_diff(two, again, (size_t)n);
+        d = fmax(al_check_diff_amax(two, one, n, &amax), al_check_diff_amax(three, one, n, NULL)) / fmax(amax, 1e-12);
+        rep = al_check_max_diff(two, again, (size_t)n);
     }
     where_of(mr, "decode 520 tokens, 1 vs 2 and 3 threads, relative", where, sizeof where);
     record(mr->r, "determinism.threads", d, 1e-5, 0, where);
@@ -820,7 +650,7 @@ static double batch_diff(al_model *m, int threads)
         for (int b = 0; b < B; b++) in[b] = tok[b][plen[b] + s];
         const float *lb = al_decoder_step_batch(&bd, in);
         for (int b = 0; b < B; b++)
-            worst = fmax(worst, diff_amax(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]), VOCAB,
+            worst = fmax(worst, al_check_diff_amax(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]), VOCAB,
                                           &amax));
     }
     for (int b = 0; b < B; b++) al_decoder_free(&sd[b]);
