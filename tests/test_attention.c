@@ -28,7 +28,7 @@ static void load_swa(void)
 
 /* A tiny model of variant v (optional setting opt at 4 when >= 0) with its
  * attention weights scaled up, so the maps are far from uniform. */
-static void peaked_model(al_model *m, const al_variant_ops *v, int causal, int opt)
+static void peaked_model(al_model *m, const al_variant *v, int causal, int opt)
 {
     al_model_config c;
     al_err e;
@@ -72,7 +72,7 @@ static double check_rows(const char *name, const float *P, int H, int T, int cau
     return above;
 }
 
-int al_test_variant_probs(const al_variant_ops *v)
+int al_test_variant_probs(const al_variant *v)
 {
     int checked = 0;
     for (int opt = -1; opt < al_variant_n_settings(v); opt++) {
@@ -105,7 +105,7 @@ START_TEST(every_variant_gives_distributions_zero_above_the_diagonal_under_the_m
     load_swa();
     int checked = 0;
     for (int i = 0; i < al_variant_count(); i++)
-        if (al_variant_at(i)->probs) checked += al_test_variant_probs(al_variant_at(i));
+        if (al_variant_at(i)->pictures) checked += al_test_variant_probs(al_variant_at(i));
     /* mha, mqa, gqa, mla, mla+d_q_latent, swa: each masked and unmasked */
     ck_assert_int_ge(checked, 12);
 }
@@ -142,18 +142,30 @@ START_TEST(maps_follow_the_tokens_causally)
 }
 END_TEST
 
+/* Every layer of m with window w: its settings, and its context made again
+ * from them (a variant reads its settings once, in init). */
+static void set_window(al_model *m, int w)
+{
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        al_layer *L = &m->layers[l];
+        L->ashape.set[0] = w;
+        L->attn->fini(L->ctx);
+        L->ctx = al_test_ctx(L->attn, &L->ashape);
+    }
+}
+
 /* swa computes mha's function when its window covers the sequence (same
  * weights): its maps must equal mha's; a window of 3 keeps 3 keys. */
 START_TEST(swa_with_a_covering_window_shows_mhas_maps)
 {
     load_swa();
-    const al_variant_ops *swa = al_variant_find("swa");
+    const al_variant *swa = al_variant_find("swa");
     ck_assert_ptr_nonnull(swa);
     al_model a, b;
     al_err e;
     peaked_model(&a, al_variant_find("mha"), 1, -1);
     peaked_model(&b, swa, 1, -1);   /* window 2, set below */
-    for (int l = 0; l < b.cfg.n_layer; l++) b.layers[l].ashape.set[0] = T_SEQ;
+    set_window(&b, T_SEQ);
     ck_assert_uint_eq(a.n_params, b.n_params);
     memcpy(b.params, a.params, a.n_params * sizeof(float));
     int H = a.cfg.n_head, T = T_SEQ;
@@ -167,7 +179,7 @@ START_TEST(swa_with_a_covering_window_shows_mhas_maps)
             ck_assert_msg(fabsf(A[k] - B[k]) < 1e-5f, "layer %d entry %zu: mha %g swa %g", l, k,
                           A[k], B[k]);
     }
-    for (int l = 0; l < b.cfg.n_layer; l++) b.layers[l].ashape.set[0] = 3;
+    set_window(&b, 3);
     ck_assert_int_eq(al_attention_forward(&b, tokens12(), T, &e), 0);
     al_attention_layer(&b, 1, T, B);
     check_rows("swa window 3", B, H, T, 1);
@@ -182,15 +194,15 @@ END_TEST
 
 START_TEST(a_variant_without_probs_is_refused_by_name)
 {
-    al_variant_ops v = *al_variant_find("mha");
+    al_variant v = *al_variant_find("mha");
     v.name = "mha_noprobs";
-    v.probs = NULL;
+    v.pictures = NULL;
     al_model m;
     al_err e;
     peaked_model(&m, &v, 1, -1);
     ck_assert_int_ne(al_attention_supported(&m, &e), 0);
     ck_assert_msg(strstr(e.msg, "variant 'mha_noprobs' cannot show its attention") &&
-                  strstr(e.msg, "'probs'"), "%s", e.msg);
+                  strstr(e.msg, "'pictures'"), "%s", e.msg);
     ck_assert_int_ne(al_attention_forward(&m, tokens12(), T_SEQ, &e), 0);
     al_model_free(&m);
 }

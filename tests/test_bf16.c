@@ -195,7 +195,7 @@ START_TEST(bf16_step_should_give_f32_loss_and_gradients_within_tolerance)
         set_precision("f32");
         double *a = al_malloc(m.n_params * 8), *b = al_malloc(m.n_params * 8);
         for (size_t i = 0; i < m.n_params; i++) a[i] = g32[i], b[i] = g16[i];
-        double rel = al_test_rel_err(a, b, m.n_params);
+        double rel = al_check_rel_err(a, b, m.n_params);
         fprintf(stderr, "test_bf16: %s: loss f32 %.6f bf16 %.6f, gradient rel err %.2e\n",
                 names[v], l32, l16, rel);
         ck_assert_msg(fabs(l32 - l16) < 5e-3 * fabs(l32), "%s: loss %g vs %g", names[v], l16, l32);

@@ -23,7 +23,7 @@
 
 /* A tiny model of variant v with weights from seed; opt >= 0 sets optional
  * setting opt to 4. Returns 0, or -1 when the variant rejects that. */
-static int tiny_model(al_model *m, const al_variant_ops *v, int opt, uint64_t seed)
+static int tiny_model(al_model *m, const al_variant *v, int opt, uint64_t seed)
 {
     al_model_config c;
     al_err e;
@@ -61,7 +61,7 @@ START_TEST(save_then_load_round_trips_every_builtin_variant)
     char *dir = al_test_tmpdir(), path[4200];
     int cases = 0;
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         for (int opt = -1; opt < al_variant_n_settings(v); opt++) {
             if (opt >= 0 && v->settings[opt].required) continue;
             al_model m, back;
@@ -88,7 +88,7 @@ START_TEST(metadata_holds_the_config_by_setting_name)
 {
     char *dir = al_test_tmpdir(), path[4200];
     al_model m;
-    const al_variant_ops *mla = al_variant_find("mla");
+    const al_variant *mla = al_variant_find("mla");
     ck_assert_int_eq(tiny_model(&m, mla, al_variant_setting_index(mla, "d_q_latent"), 1), 0);
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     al_err e;
@@ -343,7 +343,7 @@ START_TEST(checkpoints_written_before_the_key_tables_still_load)
     char *dir = al_test_tmpdir(), path[4200];
     int cases = 0;
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         al_model m, back;
         if (tiny_model(&m, v, -1, 11) != 0) continue;
         cases++;
@@ -427,7 +427,7 @@ START_TEST(fuzzed_checkpoints_load_or_fail_cleanly)
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : dir, (int)getpid());
     al_model m;
     al_model_config c;
-    const al_variant_ops *mla = al_variant_find("mla");
+    const al_variant *mla = al_variant_find("mla");
     ck_assert_int_eq(al_test_tiny_config(&c, mla, 1, 8, 2, 4, 8, 32), 0);
     c.attn_set[al_variant_setting_index(mla, "d_q_latent")] = 4;
     al_err e;

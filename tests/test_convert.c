@@ -25,7 +25,7 @@
  * -1 to leave) with weights 5x their init scale, so that scores matter. */
 static void make_model(al_model *m, const char *variant, int kv, int dc, int dr, uint64_t seed)
 {
-    const al_variant_ops *v = al_variant_find(variant);
+    const al_variant *v = al_variant_find(variant);
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 32, 4, 8, 16, 256), 0);
     if (kv > 0) c.attn_set[al_variant_setting_index(v, "n_kv_head")] = kv;

@@ -7,7 +7,7 @@
  * optional setting of it that accepts the value 4 (MLA's d_q_latent: with
  * and without query compression), is run through the same checks. (The
  * same checks on any one variant, a plugin's included, are those of
- * `attnlab check-variant`, src/train/check_variant.c.)
+ * `attnlab check-variant`, src/model/check_variant.c.)
  */
 #include <malloc.h>
 #include <math.h>
@@ -19,19 +19,16 @@
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"
-#include "mla_internal.h"
+#include "al_test_latent.h"
 
 enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13 };
 
-static int decodable(const al_variant_ops *v)
-{
-    return v->prefill && v->decode && v->decode_scratch_floats;
-}
+static int decodable(const al_variant *v) { return al_variant_decodes(v); }
 
 /* Tiny model of variant v (optional setting opt = 4 when opt >= 0) with
  * its matrices scaled up so attention is sharp and logits are O(1): a
  * decode that reads the wrong rows or positions shows at 1e-4. */
-static void make_model(al_model *m, const al_variant_ops *v, int opt, uint64_t seed)
+static void make_model(al_model *m, const al_variant *v, int opt, uint64_t seed)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, SEQ, VOCAB), 0);
@@ -47,7 +44,7 @@ static void make_model(al_model *m, const al_variant_ops *v, int opt, uint64_t s
 
 /* Optional settings of v whose value 4 passes the variant's check (bit i
  * for setting i), as tests/test_variants.c chooses them. */
-static unsigned optional_variations(const al_variant_ops *v)
+static unsigned optional_variations(const al_variant *v)
 {
     unsigned mask = 0;
     for (int i = 0; v->settings && v->settings[i].name; i++) {
@@ -65,7 +62,7 @@ static unsigned optional_variations(const al_variant_ops *v)
 
 /* Calls fn for v as configured and for each optional variation of it;
  * returns the number of calls. */
-static int for_each_variation(const al_variant_ops *v, void (*fn)(const al_variant_ops *, int))
+static int for_each_variation(const al_variant *v, void (*fn)(const al_variant *, int))
 {
     int n = 1;
     fn(v, -1);
@@ -76,7 +73,7 @@ static int for_each_variation(const al_variant_ops *v, void (*fn)(const al_varia
 }
 
 /* Calls fn for every decodable variant and each optional variation. */
-static int for_each_decodable(void (*fn)(const al_variant_ops *, int))
+static int for_each_decodable(void (*fn)(const al_variant *, int))
 {
     int n = 0;
     for (int i = 0; i < al_variant_count(); i++)
@@ -129,7 +126,7 @@ static double decode_vs_full(al_model *m, const int *tok, const float *full, int
     return worst;
 }
 
-static void check_parity(const al_variant_ops *v, int opt)
+static void check_parity(const al_variant *v, int opt)
 {
     al_model m;
     make_model(&m, v, opt, 17);
@@ -157,7 +154,7 @@ END_TEST
  * cache block by block with an online softmax: compare with the full
  * forward over 2 * AL_KV_TILE + 3 positions, at every position from the
  * prefill on (the batched prefill covers seq_len, the rest is decoded). */
-static void check_long_parity(const al_variant_ops *v, int opt)
+static void check_long_parity(const al_variant *v, int opt)
 {
     enum { N = 2 * AL_KV_TILE + 3 };
     al_model m;
@@ -202,7 +199,7 @@ static int row_of(const al_model_config *c, int pos)
  * the next logits differ from the full forward. The row is the one just
  * before the step, which every causal variant reads (a sliding window of
  * 2 included). */
-static void check_sensitivity(const al_variant_ops *v, int opt)
+static void check_sensitivity(const al_variant *v, int opt)
 {
     al_model m;
     make_model(&m, v, opt, 19);
@@ -235,7 +232,7 @@ END_TEST
 /* bf16 and f16 caches stay close to f32 (stated tolerance: 2 % of the
  * largest logit for bf16's 8-bit mantissa, 0.5 % for f16's 11 bits) and
  * do differ from it (the conversion really happens). */
-static void check_dtypes(const al_variant_ops *v, int opt)
+static void check_dtypes(const al_variant *v, int opt)
 {
     al_model m;
     make_model(&m, v, opt, 23);
@@ -289,12 +286,12 @@ static size_t rows_by_hand(const al_model_config *c, int context)
     return (size_t)(context < bound ? context : bound);
 }
 
-static void check_bytes(const al_variant_ops *v, int opt)
+static void check_bytes(const al_variant *v, int opt)
 {
     al_model m;
     make_model(&m, v, opt, 29);
     size_t hand = elems_by_hand(&m.cfg);
-    if (!hand) hand = v->kv_elems(&m.layers[0].ashape);   /* a plugin: at least the allocator is checked */
+    if (!hand) hand = v->decode->kv_elems(m.layers[0].ctx);   /* a plugin: at least the allocator is checked */
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
         size_t live0 = al_kv_bytes_live(), want = hand * m.cfg.n_layer * al_kv_dtype_size(dt);
         al_decoder d;
@@ -340,7 +337,7 @@ static float *decode_run(al_model *m, const int *tok, int P, int n, int threads)
  * one block (AL_KV_TILE rows): 2 and 3 threads agree with 1 to 1e-5 of
  * the largest logit at every position up to 2.5 blocks, and a thread
  * count gives the same bits run after run. */
-static void check_threads(const al_variant_ops *v, int opt)
+static void check_threads(const al_variant *v, int opt)
 {
     enum { N = 2 * AL_KV_TILE + AL_KV_TILE / 2 };
     al_model m;
@@ -369,7 +366,7 @@ END_TEST
 /* B sequences with prompts of different lengths (so different positions)
  * stepped together equal B decoders stepped alone, to 1e-5 of the largest
  * logit, at one and two threads. */
-static void check_batch(const al_variant_ops *v, int opt)
+static void check_batch(const al_variant *v, int opt)
 {
     enum { B = 5, STEPS = 6, N = SEQ + 2 + STEPS };
     al_model m;
@@ -419,10 +416,13 @@ END_TEST
  * gives the batched result of the real thing, up to rounding. */
 START_TEST(the_core_batches_a_variant_without_decode_batch)
 {
-    static al_variant_ops plain;
+    static al_variant plain;
+    static al_variant_decode one_by_one;
     plain = *al_variant_find("mha");
-    plain.decode_batch = NULL;
-    plain.decode_batch_scratch_floats = NULL;
+    one_by_one = *plain.decode;
+    one_by_one.decode_batch = NULL;
+    one_by_one.batch_scratch_floats = NULL;
+    plain.decode = &one_by_one;
     check_batch(&plain, -1);
 }
 END_TEST
@@ -433,11 +433,12 @@ END_TEST
  * naive decode and the training forward agree position by position. */
 static void check_mla_absorbed(int dq, int dtype)
 {
-    const al_variant_ops *v = al_variant_find("mla");
+    const al_variant *v = al_variant_find("mla");
     ck_assert_ptr_nonnull(v);
     al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}};
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np = v->params(&s, spec), n = 20, D = 16;
+    void *ctx = al_test_ctx(v, &s);
+    int np = v->train->params(ctx, spec), n = 20, D = 16;
     float *p[AL_MAX_ATTN_PARAMS];
     al_rng r;
     al_rng_seed(&r, 99);
@@ -450,18 +451,18 @@ static void check_mla_absorbed(int dq, int dtype)
     }
     float *x = malloc((size_t)n * D * sizeof(float)), *fwd = malloc((size_t)n * D * sizeof(float));
     for (int j = 0; j < n * D; j++) x[j] = (float)al_rng_normal(&r);
-    float *act = calloc(v->act_floats(&s, 1, n), sizeof(float));
-    float *fs = calloc(v->scratch_floats(&s, 1, n), sizeof(float));
-    v->forward(&s, fwd, act, fs, x, p, 1, n);
-    al_kv_cache *ca = al_kv_cache_new(v->kv_elems(&s), n, dtype);
-    al_kv_cache *cb = al_kv_cache_new(v->kv_elems(&s), n, dtype);
-    float *sa = calloc(v->decode_scratch_floats(&s, n), sizeof(float));
-    float *sb = calloc(al_mla_naive_scratch_floats(&s, n), sizeof(float));
+    float *act = calloc(v->train->act_floats(ctx, 1, n), sizeof(float));
+    float *fs = calloc(v->train->scratch_floats(ctx, 1, n), sizeof(float));
+    v->train->forward(ctx, fwd, act, fs, x, p, 1, n);
+    al_kv_cache *ca = al_kv_cache_new(v->decode->kv_elems(ctx), n, dtype);
+    al_kv_cache *cb = al_kv_cache_new(v->decode->kv_elems(ctx), n, dtype);
+    float *sa = calloc(v->decode->scratch_floats(ctx, n), sizeof(float));
+    float *sb = calloc(al_test_latent_scratch(&s, (al_test_latent){8, 4, 1, dq}, n), sizeof(float));
     float oa[16], ob[16];
     double worst = 0, worst_fwd = 0, amax = 0;
     for (int t = 0; t < n; t++) {
-        v->decode(&s, oa, sa, x + t * D, p, ca, t);
-        al_mla_decode_naive(&s, ob, sb, x + t * D, p, cb, t);
+        v->decode->decode(ctx, oa, sa, x + t * D, p, ca, t);
+        al_test_latent_decode(&s, (al_test_latent){8, 4, 1, dq}, ob, sb, x + t * D, p, cb, t);
         worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
         worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
     }
@@ -472,6 +473,7 @@ static void check_mla_absorbed(int dq, int dtype)
     for (int i = 0; i < np; i++) free(p[i]);
     free(x), free(fwd), free(act), free(fs), free(sa), free(sb);
     al_kv_cache_free(ca), al_kv_cache_free(cb);
+    v->fini(ctx);
 }
 
 START_TEST(mla_absorbed_decode_equals_naive_decode)
@@ -534,8 +536,10 @@ START_TEST(decoder_refuses_what_cannot_generate)
     ck_assert_int_eq(al_decoder_init(&d, &m, 8, AL_KV_F32, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "causal"));
     al_model_free(&m);
-    al_variant_ops blind = *al_variant_find("mha");   /* a variant without decode hooks */
-    blind.decode = NULL;
+    al_variant blind = *al_variant_find("mha");   /* a variant without decode hooks */
+    al_variant_decode no_hooks = *blind.decode;
+    no_hooks.prefill = NULL, no_hooks.decode = NULL, no_hooks.scratch_floats = NULL;
+    blind.decode = &no_hooks;
     c.causal = 1;
     c.attn = &blind;
     ck_assert_int_eq(al_model_init(&m, &c, &e), 0);

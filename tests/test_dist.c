@@ -72,7 +72,7 @@ static void check_slices_make_the_batch(const float *w)
         for (size_t i = 0; i < m.n_params; i++) g_sum[i] += share * m.grads[i];
     }
     ck_assert_double_eq_tol(loss, full, 1e-6 * full);
-    double err = al_test_rel_err(g_full, g_sum, m.n_params);
+    double err = al_check_rel_err(g_full, g_sum, m.n_params);
     ck_assert_msg(err < 1e-5, "gradient relative error %g", err);
     free(g_full), free(g_sum);
     al_model_free(&m);

@@ -2,7 +2,7 @@
  * test_gla.c - grouped latent attention (variants/gla.c): what the generic
  * loops (test_variants, test_decode, test_torch) cannot say about it.
  *
- * The absorbed decode against the naive oracle (gla_internal.h) and the
+ * The absorbed decode against the naive oracle (al_test_latent.h) and the
  * training forward; with one latent head, GLA is MLA given the same
  * tensors; check() names the key; `attnlab kv` counts h_c latents plus one
  * RoPE key; convert refuses to build it with a reason.
@@ -17,7 +17,7 @@
 #include "al_registry.h"
 #include "al_test.h"
 #include "al_test_model.h"
-#include "gla_internal.h"
+#include "al_test_latent.h"
 
 enum { D = 16, H = 4, DH = 4, SEQ = 8, VOCAB = 13 };
 
@@ -31,9 +31,9 @@ static double max_abs_diff(const float *a, const float *b, int n, double *amax)
     return d;
 }
 
-static const al_variant_ops *gla(void)
+static const al_variant *gla(void)
 {
-    const al_variant_ops *v = al_variant_find("gla");
+    const al_variant *v = al_variant_find("gla");
     ck_assert_ptr_nonnull(v);
     return v;
 }
@@ -51,10 +51,10 @@ static al_attn_shape shape(int dc, int dr, int hc, int dq)
  * positions. */
 static void check_absorbed(int hc, int dq, int dtype)
 {
-    const al_variant_ops *v = gla();
+    const al_variant *v = gla();
     al_attn_shape s = shape(6, 4, hc, dq);
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np = v->params(&s, spec), n = 20;
+    int np = v->train->params(al_test_ctx_of(v, &s), spec), n = 20;
     float *p[AL_MAX_ATTN_PARAMS];
     al_rng r;
     al_rng_seed(&r, 77 + hc);
@@ -67,18 +67,19 @@ static void check_absorbed(int hc, int dq, int dtype)
     }
     float *x = malloc((size_t)n * D * sizeof(float)), *fwd = malloc((size_t)n * D * sizeof(float));
     for (int j = 0; j < n * D; j++) x[j] = (float)al_rng_normal(&r);
-    float *act = calloc(v->act_floats(&s, 1, n), sizeof(float));
-    float *fs = calloc(v->scratch_floats(&s, 1, n), sizeof(float));
-    v->forward(&s, fwd, act, fs, x, p, 1, n);
-    al_kv_cache *ca = al_kv_cache_new(v->kv_elems(&s), n, dtype);
-    al_kv_cache *cb = al_kv_cache_new(v->kv_elems(&s), n, dtype);
-    float *sa = calloc(v->decode_scratch_floats(&s, n), sizeof(float));
-    float *sb = calloc(al_gla_naive_scratch_floats(&s, n), sizeof(float));
+    float *act = calloc(v->train->act_floats(al_test_ctx_of(v, &s), 1, n), sizeof(float));
+    float *fs = calloc(v->train->scratch_floats(al_test_ctx_of(v, &s), 1, n), sizeof(float));
+    v->train->forward(al_test_ctx_of(v, &s), fwd, act, fs, x, p, 1, n);
+    al_kv_cache *ca = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
+    al_kv_cache *cb = al_kv_cache_new(v->decode->kv_elems(al_test_ctx_of(v, &s)), n, dtype);
+    float *sa = calloc(v->decode->scratch_floats(al_test_ctx_of(v, &s), n), sizeof(float));
+    al_test_latent lat = {6, 4, hc, dq};
+    float *sb = calloc(al_test_latent_scratch(&s, lat, n), sizeof(float));
     float oa[D], ob[D];
     double worst = 0, worst_fwd = 0, amax = 0;
     for (int t = 0; t < n; t++) {
-        v->decode(&s, oa, sa, x + t * D, p, ca, t);
-        al_gla_decode_naive(&s, ob, sb, x + t * D, p, cb, t);
+        v->decode->decode(al_test_ctx_of(v, &s), oa, sa, x + t * D, p, ca, t);
+        al_test_latent_decode(&s, lat, ob, sb, x + t * D, p, cb, t);
         worst = fmax(worst, max_abs_diff(oa, ob, D, &amax));
         worst_fwd = fmax(worst_fwd, max_abs_diff(ob, fwd + t * D, D, NULL));
     }
@@ -104,7 +105,7 @@ END_TEST
 
 /* ------------------------------------------------------------ gla(1) = mla */
 
-static void tiny_model(al_model *m, const al_variant_ops *v, const double *set, int n)
+static void tiny_model(al_model *m, const al_variant *v, const double *set, int n)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, D, H, DH, SEQ, VOCAB), 0);
@@ -144,7 +145,7 @@ static void decode_logits(al_model *m, const int *tok, int P, int n, float *out)
 static void check_gla1_is_mla(int dq)
 {
     enum { N = 24 };
-    const al_variant_ops *mv = al_variant_find("mla");
+    const al_variant *mv = al_variant_find("mla");
     double mset[] = {6, 4, dq}, gset[] = {6, 4, 1, dq};
     al_model mla, g1;
     tiny_model(&mla, mv, mset, 3);
@@ -188,10 +189,10 @@ END_TEST
  * bits alone; blind to group 0's instead, the output moves. */
 static double perturbed_change(int blind_group)
 {
-    const al_variant_ops *v = gla();
+    const al_variant *v = gla();
     al_attn_shape s = shape(6, 4, 2, 0);
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np = v->params(&s, spec), n = 5, Gd = (H / 2) * DH;
+    int np = v->train->params(al_test_ctx_of(v, &s), spec), n = 5, Gd = (H / 2) * DH;
     float *p[AL_MAX_ATTN_PARAMS], *wdkv = NULL, *wo = NULL;
     al_rng r;
     al_rng_seed(&r, 11);
@@ -207,11 +208,11 @@ static double perturbed_change(int blind_group)
         memset(wo + (size_t)o * H * DH + (size_t)blind_group * Gd, 0, Gd * sizeof(float));
     float x[5 * D], a[5 * D], b[5 * D];
     for (int j = 0; j < n * D; j++) x[j] = (float)al_rng_normal(&r);
-    float *act = calloc(v->act_floats(&s, 1, n), sizeof(float));
-    float *fs = calloc(v->scratch_floats(&s, 1, n), sizeof(float));
-    v->forward(&s, a, act, fs, x, p, 1, n);
+    float *act = calloc(v->train->act_floats(al_test_ctx_of(v, &s), 1, n), sizeof(float));
+    float *fs = calloc(v->train->scratch_floats(al_test_ctx_of(v, &s), 1, n), sizeof(float));
+    v->train->forward(al_test_ctx_of(v, &s), a, act, fs, x, p, 1, n);
     for (int j = 6 * D; j < 12 * D; j++) wdkv[j] += 0.3f;   /* latent head 1's rows */
-    v->forward(&s, b, act, fs, x, p, 1, n);
+    v->train->forward(al_test_ctx_of(v, &s), b, act, fs, x, p, 1, n);
     double d = max_abs_diff(a, b, n * D, NULL);
     for (int i = 0; i < np; i++) free(p[i]);
     free(act), free(fs);
@@ -244,12 +245,12 @@ START_TEST(check_names_the_bad_key)
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         al_attn_shape s = shape(c[i].dc, c[i].dr, c[i].hc, c[i].dq);
         char err[256] = "";
-        ck_assert_int_eq(gla()->check(&s, err, sizeof err), -1);
+        ck_assert_int_eq(al_variant_check(gla(), &s, err, sizeof err), -1);
         ck_assert_str_eq(err, c[i].want);
     }
     al_attn_shape ok = shape(8, 4, 4, 0);
     char err[256];
-    ck_assert_int_eq(gla()->check(&ok, err, sizeof err), 0);
+    ck_assert_int_eq(al_variant_check(gla(), &ok, err, sizeof err), 0);
 }
 END_TEST
 

@@ -24,12 +24,15 @@ enum { D = 16, H = 4, DH = 8, G = 2, R = DH / 2, NB = 2, NT = AL_KV_TILE + 44 };
 #define BASE 10000.0
 
 typedef struct layer {
-    const al_variant_ops *v;
+    const al_variant *v;
     al_attn_shape s;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     float *p[AL_MAX_ATTN_PARAMS];
     int np;
 } layer;
+
+/* The layer's context (the support library keeps it). */
+static const void *lc(const layer *l) { return al_test_ctx_of(l->v, &l->s); }
 
 static void layer_init(layer *l, uint64_t seed)
 {
@@ -37,8 +40,8 @@ static void layer_init(layer *l, uint64_t seed)
     ck_assert_ptr_nonnull(l->v);
     l->s = (al_attn_shape){D, H, DH, 64, 1, (float)BASE, 1e-5f, {G}};
     char err[256];
-    ck_assert_int_eq(l->v->check(&l->s, err, sizeof err), 0);
-    l->np = l->v->params(&l->s, l->spec);
+    ck_assert_int_eq(al_variant_check(l->v, &l->s, err, sizeof err), 0);
+    l->np = l->v->train->params(lc(l), l->spec);
     al_rng r;
     al_rng_seed(&r, seed);
     for (int i = 0; i < l->np; i++) {
@@ -126,20 +129,20 @@ static double max_abs(const double *a, size_t n)
 
 START_TEST(gta_settings_are_refused_with_the_key_named)
 {
-    const al_variant_ops *v = al_variant_find("gta");
+    const al_variant *v = al_variant_find("gta");
     ck_assert_ptr_nonnull(v);
     al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {3}};
     char err[256];
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8)");
     s.set[0] = 0;
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (0) must divide 'n_head' (8)");
     s.set[0] = 2;
-    ck_assert_int_eq(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_eq(al_variant_check(v, &s, err, sizeof err), 0);
     for (int dh = 5; dh <= 7; dh++) {   /* odd, and even with an odd RoPE half */
         s.d_head = dh;
-        ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+        ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
         char want[64];
         snprintf(want, sizeof want, "'d_head' (%d) must be a multiple of 4", dh);
         ck_assert_msg(strstr(err, want) && strstr(err, "RoPE key of d_head/2"), "%s", err);
@@ -150,9 +153,9 @@ END_TEST
 START_TEST(gta_tensors_and_cache_row_follow_the_paper)
 {
     al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}};
-    const al_variant_ops *v = al_variant_find("gta");
+    const al_variant *v = al_variant_find("gta");
     al_param_spec sp[AL_MAX_ATTN_PARAMS];
-    ck_assert_int_eq(v->params(&s, sp), 4);
+    ck_assert_int_eq(v->train->params(al_test_ctx_of(v, &s), sp), 4);
     static const struct { const char *name; int rows, cols, init; } want[] = {
         {"wq", 8 * 32, 128, AL_INIT_NORMAL}, {"wkv", 2 * 32, 128, AL_INIT_NORMAL},
         {"wkr", 16, 128, AL_INIT_NORMAL}, {"wo", 128, 8 * 32, AL_INIT_RESID}};
@@ -164,8 +167,9 @@ START_TEST(gta_tensors_and_cache_row_follow_the_paper)
     }
     /* G tied states and one half-width RoPE key: 2*32 + 16, against
      * GQA's 2*2*32 at the same G */
-    ck_assert_uint_eq(v->kv_elems(&s), 2 * 32 + 32 / 2);
-    ck_assert_uint_eq(al_variant_find("gqa")->kv_elems(&s), 2 * 2 * 32);
+    ck_assert_uint_eq(v->decode->kv_elems(al_test_ctx_of(v, &s)), 2 * 32 + 32 / 2);
+    const al_variant *gqa = al_variant_find("gqa");
+    ck_assert_uint_eq(gqa->decode->kv_elems(al_test_ctx_of(gqa, &s)), 2 * 2 * 32);
 }
 END_TEST
 
@@ -180,9 +184,9 @@ START_TEST(gta_forward_equals_the_equations_by_hand)
     size_t n = (size_t)NB * NT * D;
     float *x = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
     for (size_t j = 0; j < n; j++) x[j] = (float)al_rng_normal(&r);
-    float *act = calloc(l.v->act_floats(&l.s, NB, NT), sizeof(float));
-    float *scr = calloc(l.v->scratch_floats(&l.s, NB, NT), sizeof(float));
-    l.v->forward(&l.s, out, act, scr, x, l.p, NB, NT);
+    float *act = calloc(l.v->train->act_floats(lc(&l), NB, NT), sizeof(float));
+    float *scr = calloc(l.v->train->scratch_floats(lc(&l), NB, NT), sizeof(float));
+    l.v->train->forward(lc(&l), out, act, scr, x, l.p, NB, NT);
     double *st = malloc(sizeof(double) * NT * G * DH), *kr = malloc(sizeof(double) * NT * R);
     double *want = malloc(sizeof(double) * NT * D);
     for (int b = 0; b < NB; b++) {
@@ -209,14 +213,14 @@ START_TEST(gta_cache_rows_are_the_tied_states_and_the_rope_key)
     al_rng_seed(&r, 10);
     float *x = malloc(sizeof(float) * NT * D), *out = malloc(sizeof(float) * NT * D);
     for (int j = 0; j < NT * D; j++) x[j] = (float)al_rng_normal(&r);
-    float *act = calloc(l.v->act_floats(&l.s, 1, NT), sizeof(float));
-    float *scr = calloc(l.v->scratch_floats(&l.s, 1, NT), sizeof(float));
-    l.v->forward(&l.s, out, act, scr, x, l.p, 1, NT);
+    float *act = calloc(l.v->train->act_floats(lc(&l), 1, NT), sizeof(float));
+    float *scr = calloc(l.v->train->scratch_floats(lc(&l), 1, NT), sizeof(float));
+    l.v->train->forward(lc(&l), out, act, scr, x, l.p, 1, NT);
     size_t live0 = al_kv_bytes_live();
-    al_kv_cache *c = al_kv_cache_new(l.v->kv_elems(&l.s), NT, AL_KV_F32);
+    al_kv_cache *c = al_kv_cache_new(l.v->decode->kv_elems(lc(&l)), NT, AL_KV_F32);
     ck_assert_uint_eq(al_kv_cache_bytes(c), (size_t)NT * (G * DH + R) * sizeof(float));
     ck_assert_uint_eq(al_kv_bytes_live() - live0, (size_t)NT * (G * DH + R) * sizeof(float));
-    l.v->prefill(&l.s, c, act, l.p, NT);
+    l.v->decode->prefill(lc(&l), c, act, l.p, NT);
     double *st = malloc(sizeof(double) * NT * G * DH), *kr = malloc(sizeof(double) * NT * R);
     double *want = malloc(sizeof(double) * NT * D), worst = 0;
     gta_by_hand(&l, x, NT, st, kr, want);
@@ -249,19 +253,19 @@ static void check_decode_from_hand_rows(int dtype, double tol)
     double *st = malloc(sizeof(double) * NT * G * DH), *kr = malloc(sizeof(double) * NT * R);
     double *want = malloc(sizeof(double) * NT * D);
     gta_by_hand(&l, x, NT, st, kr, want);
-    al_kv_cache *c = al_kv_cache_new(l.v->kv_elems(&l.s), NT, dtype);
+    al_kv_cache *c = al_kv_cache_new(l.v->decode->kv_elems(lc(&l)), NT, dtype);
     float row[G * DH + R], out[D];
     for (int t = 0; t < NT; t++) {   /* every row, from the hand values */
         for (int j = 0; j < G * DH; j++) row[j] = (float)st[t * G * DH + j];
         for (int j = 0; j < R; j++) row[G * DH + j] = (float)kr[t * R + j];
         al_kv_row_put(c, t, row);
     }
-    float *scr = calloc(l.v->decode_scratch_floats(&l.s, NT), sizeof(float));
+    float *scr = calloc(l.v->decode->scratch_floats(lc(&l), NT), sizeof(float));
     double amax = max_abs(want, (size_t)NT * D), worst = 0;
     static const int at[] = {0, 1, 5, AL_KV_TILE - 1, AL_KV_TILE, NT - 1};
     for (int i = 0; i < 6; i++) {   /* decode overwrites row pos with its own (equal) row */
         int pos = at[i];
-        l.v->decode(&l.s, out, scr, x + pos * D, l.p, c, pos);
+        l.v->decode->decode(lc(&l), out, scr, x + pos * D, l.p, c, pos);
         for (int j = 0; j < D; j++) worst = fmax(worst, fabs(out[j] - want[pos * D + j]));
     }
     ck_assert_msg(worst < tol * amax, "%s: max |decode - by hand| %g of %g",

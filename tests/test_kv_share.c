@@ -29,9 +29,9 @@ enum { SET_WINDOW, SET_N_KV_HEAD, SET_SINKS };   /* local's settings */
 
 /* ------------------------------------------------------------ helpers */
 
-static const al_variant_ops *V(const char *name)
+static const al_variant *V(const char *name)
 {
-    const al_variant_ops *v = al_variant_find(name);
+    const al_variant *v = al_variant_find(name);
     ck_assert_ptr_nonnull(v);
     return v;
 }
@@ -186,17 +186,12 @@ START_TEST(a_version_3_table_cannot_share_and_is_refused_naming_it)
 {
     al_err e;
     int before = al_variant_count();
-    al_variant_ops full = *al_variant_find("mqa");
-    full.api_version = 3;
-    full.name = "mqa_v3";
-    size_t size = al_variant_ops_size(3);
-    void *old = malloc(size);
-    memcpy(old, &full, size);
+    void *old = al_test_old_table(3, "mqa_v3");
     ck_assert_int_eq(al_variant_register(old, "v3.so", &e), 0);
-    const al_variant_ops *got = al_variant_find("mqa_v3");
+    const al_variant *got = al_variant_find("mqa_v3");
     ck_assert_ptr_nonnull(got);
-    ck_assert(!al_variant_can_share(got));
-    ck_assert(al_variant_can_share(al_variant_find("mqa")));
+    ck_assert_ptr_null(got->share);
+    ck_assert_ptr_nonnull(al_variant_find("mqa")->share);
     al_model_config c = shared("mqa_v3", 2, 2, 8, 256);
     snprintf(c.variant, sizeof c.variant, "mqa_v3");
     al_model m;
@@ -230,20 +225,7 @@ static void check_grads(al_model_config c, const char *what)
     al_rng_seed(&r, 3);
     for (int t = 0; t < m.n_tensors; t++) {
         const al_tensor *ts = &m.tensors[t];
-        enum { S = 16 };
-        double an[S], fd[S];
-        for (int k = 0; k < S; k++) {
-            size_t j = ts->offset + al_rng_below(&r, ts->numel);
-            float save = m.params[j], h = 1e-2f;
-            m.params[j] = save + h;
-            double lp = al_model_forward(&m, in, tgt, NULL, B, T);
-            m.params[j] = save - h;
-            double lm = al_model_forward(&m, in, tgt, NULL, B, T);
-            m.params[j] = save;
-            fd[k] = (lp - lm) / (2.0 * h);
-            an[k] = m.grads[j];
-        }
-        double err = al_test_rel_err(an, fd, S);
+        double err = al_check_model_fd(&m, ts, in, tgt, NULL, B, T, 16, &r);
         ck_assert_msg(err < 2e-2, "%s: %s: grad rel err %g", what, ts->name, err);
     }
     al_model_free(&m);
@@ -290,9 +272,9 @@ static size_t producer_bytes(const al_model_config *c, int n)
     for (int l = 0; l < c->n_layer; l += c->kv_share) {
         al_attn_shape s;
         al_config_layer_shape(c, l, &s);
-        const al_variant_ops *v = al_config_layer_attn(c, l).attn;
-        int rows = v->kv_rows ? v->kv_rows(&s, n) : n;
-        want += (size_t)rows * v->kv_elems(&s) * sizeof(float);
+        const al_variant *v = al_config_layer_attn(c, l).attn;
+        int rows = v->decode->kv_rows(al_test_ctx_of(v, &s), n);
+        want += (size_t)rows * v->decode->kv_elems(al_test_ctx_of(v, &s)) * sizeof(float);
     }
     return want;
 }

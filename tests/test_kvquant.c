@@ -142,12 +142,12 @@ END_TEST
 
 enum { SEQ = 8, LONG = 40, VOCAB = 13 };
 
-static int decodable(const al_variant_ops *v)
+static int decodable(const al_variant *v)
 {
-    return v->prefill && v->decode && v->decode_scratch_floats;
+    return al_variant_decodes(v);
 }
 
-static void make_model(al_model *m, const al_variant_ops *v)
+static void make_model(al_model *m, const al_variant *v)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, SEQ, VOCAB), 0);
@@ -167,7 +167,7 @@ static void decode_all(al_model *m, const int *tok, int dt, float *out)
     al_decoder d;
     al_err e;
     ck_assert_msg(al_decoder_init(&d, m, LONG, dt, &e) == 0, "%s", e.msg);
-    size_t el = m->layers[0].attn->kv_elems(&m->layers[0].ashape);
+    size_t el = m->layers[0].attn->decode->kv_elems(m->layers[0].ctx);
     const char *n = m->cfg.attn->name;
     size_t kel = !strcmp(n, "mha") || !strcmp(n, "mqa") || !strcmp(n, "gqa") ? el / 2 : el;
     /* a bounded ring (local) holds fewer rows, and keeps them all f32 */
@@ -191,7 +191,7 @@ START_TEST(every_variant_decodes_from_int8_and_int4_caches)
     al_rng_seed(&r, 3);
     for (int i = 0; i < LONG; i++) tok[i] = (int)al_rng_below(&r, VOCAB);
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         if (!decodable(v)) continue;
         al_model m;
         make_model(&m, v);

@@ -76,9 +76,9 @@ static al_config load_ok(const char *text)
     return c;
 }
 
-static const al_variant_ops *V(const char *name)
+static const al_variant *V(const char *name)
 {
-    const al_variant_ops *v = al_variant_find(name);
+    const al_variant *v = al_variant_find(name);
     ck_assert_ptr_nonnull(v);
     return v;
 }
@@ -87,7 +87,7 @@ static const al_variant_ops *V(const char *name)
 static al_model_config stack(const char *const *names, int n_items, int n_layer, int seq_len,
                              int vocab)
 {
-    const al_variant_ops *vs[8];
+    const al_variant *vs[8];
     for (int k = 0; k < n_items; k++) vs[k] = V(names[k]);
     al_model_config c;
     ck_assert_int_eq(al_test_stack_config(&c, vs, n_items, n_layer, 16, 4, 4, seq_len, vocab),
@@ -302,20 +302,7 @@ START_TEST(gradients_through_a_mixed_stack_match_finite_differences)
     int attn_tensors = 0;
     for (int t = 0; t < m.n_tensors; t++) {
         const al_tensor *ts = &m.tensors[t];
-        enum { S = 16 };
-        double an[S], fd[S];
-        for (int k = 0; k < S; k++) {
-            size_t j = ts->offset + al_rng_below(&r, ts->numel);
-            float save = m.params[j], h = 1e-2f;
-            m.params[j] = save + h;
-            double lp = al_model_forward(&m, in, tgt, NULL, B, T);
-            m.params[j] = save - h;
-            double lm = al_model_forward(&m, in, tgt, NULL, B, T);
-            m.params[j] = save;
-            fd[k] = (lp - lm) / (2.0 * h);
-            an[k] = m.grads[j];
-        }
-        double err = al_test_rel_err(an, fd, S);
+        double err = al_check_model_fd(&m, ts, in, tgt, NULL, B, T, 16, &r);
         ck_assert_msg(err < 2e-2, "%s: grad rel err %g", ts->name, err);
         attn_tensors += strstr(ts->name, ".attn.") != NULL;
     }

@@ -21,6 +21,7 @@
 #include "al_kvcache.h"
 #include "al_parallel.h"
 #include "al_registry.h"
+#include "attnlab_variant_v4.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
@@ -29,55 +30,27 @@ enum { D = 16, H = 4, DH = 4, NB = 2, NT = 12 };
 
 /* ------------------------------------------------------------ one layer */
 
-typedef struct layer {
-    const al_variant_ops *v;
-    al_attn_shape s;
-    al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np, G;
-    float *p[AL_MAX_ATTN_PARAMS], *dp[AL_MAX_ATTN_PARAMS];
-    float *x, *dx, *out, *act, *scratch, *R;
-} layer;
+/* check-variant's layer harness (al_check_variant.h): random weights and
+ * inputs from a seed, loss sum(out * R). */
+typedef al_check_layer layer;
 
 static void layer_init(layer *l, int window, int G, int sinks, int causal)
 {
-    memset(l, 0, sizeof *l);
-    l->v = al_variant_find("local");
-    ck_assert_ptr_nonnull(l->v);
-    l->s = (al_attn_shape){D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}};
+    const al_variant *v = al_variant_find("local");
+    ck_assert_ptr_nonnull(v);
+    al_attn_shape s = {D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}};
     char err[256];
-    ck_assert_msg(l->v->check(&l->s, err, sizeof err) == 0, "%s", err);
-    l->G = G ? G : H;
-    l->np = l->v->params(&l->s, l->spec);
-    al_rng r;
-    al_rng_seed(&r, 7);
-    for (int i = 0; i < l->np; i++) {
-        size_t n = (size_t)l->spec[i].rows * l->spec[i].cols;
-        l->p[i] = malloc(n * sizeof(float));
-        l->dp[i] = calloc(n, sizeof(float));
-        for (size_t j = 0; j < n; j++) l->p[i][j] = 0.4f * (float)al_rng_normal(&r);
-    }
-    size_t n = (size_t)NB * NT * D;
-    l->x = malloc(n * sizeof(float)), l->R = malloc(n * sizeof(float));
-    for (size_t j = 0; j < n; j++) l->x[j] = (float)al_rng_normal(&r);
-    for (size_t j = 0; j < n; j++) l->R[j] = (float)al_rng_normal(&r);
-    l->dx = calloc(n, sizeof(float)), l->out = calloc(n, sizeof(float));
-    l->act = calloc(l->v->act_floats(&l->s, NB, NT), sizeof(float));
-    l->scratch = calloc(l->v->scratch_floats(&l->s, NB, NT) + 1, sizeof(float));
+    ck_assert_msg(al_variant_check(v, &s, err, sizeof err) == 0, "%s", err);
+    al_check_layer_init(l, v, &s, NB, NT, 7);
 }
 
-static void layer_free(layer *l)
-{
-    for (int i = 0; i < l->np; i++) free(l->p[i]), free(l->dp[i]);
-    free(l->x), free(l->R), free(l->dx), free(l->out), free(l->act), free(l->scratch);
-}
+static double layer_loss(layer *l) { return al_check_layer_loss(l); }
 
-/* L = sum(out * R) in double. */
-static double layer_loss(layer *l)
+/* K/V groups of the layer (n_kv_head, 0 for n_head). */
+static int groups(const layer *l)
 {
-    l->v->forward(&l->s, l->out, l->act, l->scratch, l->x, l->p, NB, NT);
-    double L = 0;
-    for (size_t j = 0; j < (size_t)NB * NT * D; j++) L += (double)l->out[j] * l->R[j];
-    return L;
+    int G = (int)l->s.set[SET_N_KV_HEAD];
+    return G ? G : H;
 }
 
 /* Whether query i sees key j, from the definition. */
@@ -92,13 +65,13 @@ static int visible(const layer *l, int i, int j)
  * saved q, k, v, in double: the band, independently of the kernel. */
 static double band_err(const layer *l)
 {
-    size_t BT = (size_t)NB * NT, Hd = H * DH, Gd = (size_t)l->G * DH;
+    size_t BT = (size_t)NB * NT, Hd = H * DH, Gd = (size_t)groups(l) * DH;
     const float *q = l->act, *k = q + BT * Hd, *v = k + BT * Gd, *y = v + BT * Gd;
     double worst = 0, sc = 1.0 / sqrt(DH);
     for (int b = 0; b < NB; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < NT; i++) {
-                int g = h / (H / l->G);
+                int g = h / (H / groups(l));
                 double w[NT], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < NT; j++) {
                     double dot = 0;
@@ -131,27 +104,16 @@ START_TEST(local_forward_equals_a_banded_attention_written_out)
         layer_loss(&l);
         double err = band_err(&l);
         ck_assert_msg(err < 1e-5, "case %zu: |y - banded reference| = %g", c, err);
-        layer_free(&l);
+        al_check_layer_free(&l);
     }
 }
 END_TEST
 
+static double loss_of(void *l) { return al_check_layer_loss(l); }
+
 static double fd_err(layer *l, float *param, const float *grad, size_t n, al_rng *r)
 {
-    enum { S = 32 };
-    double an[S], fd[S];
-    for (int k = 0; k < S; k++) {
-        size_t j = al_rng_below(r, n);
-        float save = param[j], h = 1e-2f;
-        param[j] = save + h;
-        double lp = layer_loss(l);
-        param[j] = save - h;
-        double lm = layer_loss(l);
-        param[j] = save;
-        fd[k] = (lp - lm) / (2.0 * h);
-        an[k] = grad[j];
-    }
-    return al_test_rel_err(an, fd, S);
+    return al_check_fd_err(loss_of, l, param, grad, n, 32, r);
 }
 
 START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_window)
@@ -161,7 +123,7 @@ START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_windo
         layer l;
         layer_init(&l, cases[c][0], cases[c][1], cases[c][2], cases[c][3]);
         layer_loss(&l);
-        l.v->backward(&l.s, l.dx, l.dp, l.scratch, l.R, l.x, l.act, l.p, NB, NT);
+        al_check_layer_backward(&l, l.R);
         al_rng r;
         al_rng_seed(&r, 3);
         for (int i = 0; i < l.np; i++) {
@@ -171,7 +133,7 @@ START_TEST(local_gradients_match_finite_differences_with_sinks_and_a_short_windo
         }
         double err = fd_err(&l, l.x, l.dx, (size_t)NB * NT * D, &r);
         ck_assert_msg(err < 1e-2, "case %zu: dx rel err %g", c, err);
-        layer_free(&l);
+        al_check_layer_free(&l);
     }
 }
 END_TEST
@@ -202,25 +164,25 @@ START_TEST(local_outputs_depend_on_the_window_and_the_sinks_only)
         ck_assert_msg(sees ? d > 1e-3 : d == 0.0, "position %d %s query 10 (change %g)", j,
                       sees ? "should reach" : "reached", d);
     }
-    layer_free(&l);
+    al_check_layer_free(&l);
 }
 END_TEST
 
 START_TEST(local_check_refuses_bad_settings_naming_them)
 {
-    const al_variant_ops *v = al_variant_find("local");
+    const al_variant *v = al_variant_find("local");
     al_attn_shape s = {D, 8, DH, NT, 1, 10000.0f, 1e-5f, {0, 0, 0}};
     char err[256];
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'window' (0) must be at least 1");
     s.set[SET_WINDOW] = 4, s.set[SET_N_KV_HEAD] = 3;
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8), or be 0 for n_head");
     s.set[SET_N_KV_HEAD] = 2, s.set[SET_SINKS] = -1;
-    ck_assert_int_ne(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'sinks' (-1) must be at least 0");
     s.set[SET_SINKS] = 0;
-    ck_assert_int_eq(v->check(&s, err, sizeof err), 0);
+    ck_assert_int_eq(al_variant_check(v, &s, err, sizeof err), 0);
 }
 END_TEST
 
@@ -255,39 +217,6 @@ static int *tokens(int n, uint64_t seed)
     return t;
 }
 
-static float *full_logits(al_model *m, const int *tok, int n)
-{
-    al_err e;
-    ck_assert_int_eq(al_model_reserve(m, 1, n, &e), 0);
-    al_model_forward(m, tok, NULL, NULL, 1, n);
-    float *f = malloc((size_t)n * VOCAB * sizeof(float));
-    memcpy(f, m->logits, (size_t)n * VOCAB * sizeof(float));
-    return f;
-}
-
-/* Prefill P tokens then decode up to n; the largest |decode - full| and
- * the largest |full| over every position from P - 1 on. */
-static double decode_diff(al_model *m, const int *tok, const float *full, int P, int n,
-                          int dtype, double *amax)
-{
-    al_decoder d;
-    al_err e;
-    ck_assert_msg(al_decoder_init(&d, m, n, dtype, &e) == 0, "%s", e.msg);
-    ck_assert_msg(al_decoder_prefill(&d, tok, P, &e) == 0, "%s", e.msg);
-    double worst = 0;
-    const float *lg = d.logits;
-    for (int t = P - 1; t < n; t++) {
-        if (t >= P) lg = al_decoder_step(&d, tok[t]);
-        for (int i = 0; i < VOCAB; i++) {
-            double ref = full[(size_t)t * VOCAB + i];
-            worst = fmax(worst, fabs(lg[i] - ref));
-            *amax = fmax(*amax, fabs(ref));
-        }
-    }
-    al_decoder_free(&d);
-    return worst;
-}
-
 /* Windows of 5 (the ring wraps within the trained seq_len) and 300 (more
  * than one AL_KV_TILE of rows in the ring, cut between 2 threads for two
  * of the prompts), with and without sinks, over 2 tiles and more: every
@@ -303,10 +232,13 @@ START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         al_model m;
         make_model(&m, cases[c][0], cases[c][1], cases[c][2]);
-        float *full = full_logits(&m, tok, N);
+        al_err e;
+        float *full = al_check_full_logits(&m, tok, N, &e);
+        ck_assert_msg(full != NULL, "%s", e.msg);
         for (int p = 0; p < 4; p++) {   /* prompts 1 and SEQ at 2 threads: rows split */
             al_parallel_set_threads(p % 2 ? 1 : 2);
-            double amax = 0, diff = decode_diff(&m, tok, full, prompts[p], N, AL_KV_F32, &amax);
+            double amax = 0;
+            double diff = al_check_decode_vs_full(&m, tok, full, prompts[p], N, AL_KV_F32, &amax);
             al_parallel_set_threads(1);
             ck_assert_msg(diff < 1e-4, "window %d sinks %d prompt %d: |decode - full| = %g",
                           cases[c][0], cases[c][2], prompts[p], diff);
@@ -314,7 +246,7 @@ START_TEST(local_decode_equals_the_full_forward_beyond_the_window_and_a_tile)
         }
         static const double tol[AL_KV_NDTYPES] = {0, 0.02, 0.005};
         for (int dt = AL_KV_BF16; dt < AL_KV_NDTYPES; dt++) {
-            double amax = 0, diff = decode_diff(&m, tok, full, SEQ, N, dt, &amax);
+            double amax = 0, diff = al_check_decode_vs_full(&m, tok, full, SEQ, N, dt, &amax);
             ck_assert_msg(diff <= tol[dt] * amax && diff > 0, "window %d %s: %g of %g",
                           cases[c][0], al_kv_dtype_name(dt), diff, amax);
         }
@@ -398,8 +330,8 @@ START_TEST(local_measured_cache_bytes_equal_the_ring_formula)
 END_TEST
 
 /* A table of version 3 ends before kv_rows: it registers (a whole-size
- * copy, nothing read past its end, as ASan would see) with kv_rows NULL,
- * and its caches keep one row per token. */
+ * copy, nothing read past its end, as ASan would see) with the default
+ * kv_rows, and its caches keep one row per token. */
 START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
 {
     al_err e;
@@ -407,20 +339,16 @@ START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
     size_t size = al_variant_ops_size(3);
     ck_assert_uint_lt(size, al_variant_ops_size(4));
     ck_assert_uint_eq(al_variant_ops_size(4), sizeof(al_variant_ops));
-    al_variant_ops full = *al_variant_find("local");
-    full.api_version = 3;
-    full.name = "local_v3";
-    void *old = malloc(size);
-    memcpy(old, &full, size);
+    void *old = al_test_old_table(3, "local_v3");
     ck_assert_int_eq(al_variant_register(old, "v3.so", &e), 0);
-    const al_variant_ops *got = al_variant_find("local_v3");
+    const al_variant *got = al_variant_find("local_v3");
     ck_assert_ptr_nonnull(got);
-    ck_assert_ptr_null(got->kv_rows);
-    ck_assert_ptr_eq(got->decode_batch, full.decode_batch);
+    ck_assert_ptr_nonnull(got->decode->decode_batch);   /* a version-3 member, kept */
     al_attn_shape s = {D, H, DH, NT, 1, 10000.0f, 1e-5f, {5, 0, 3}};
-    ck_assert_int_eq(al_attn_kv_rows(got, &s, 40), 40);
-    ck_assert_int_eq(al_attn_kv_rows(&full, &s, 40), 8);
-    ck_assert_int_eq(al_attn_kv_rows(al_variant_find("mha"), &s, 40), 40);
+    ck_assert_int_eq(al_attn_kv_rows(got, al_test_ctx_of(got, &s), 40), 40);
+    const al_variant *local = al_variant_find("local"), *mha = al_variant_find("mha");
+    ck_assert_int_eq(al_attn_kv_rows(local, al_test_ctx_of(local, &s), 40), 8);
+    ck_assert_int_eq(al_attn_kv_rows(mha, al_test_ctx_of(mha, &s), 40), 40);
     al_variant_truncate(before);
     free(old);
 }
@@ -621,17 +549,20 @@ END_TEST
 
 /* A variant (a plugin's, say) whose kv_rows answers more rows than tokens
  * is refused by the decoder with one line naming it, not a crash. */
-static int too_many_rows(const al_attn_shape *s, int context)
+static int too_many_rows(const void *ctx, int context)
 {
-    (void)s;
+    (void)ctx;
     return context + 1;
 }
 
 START_TEST(decoder_refuses_a_kv_rows_answer_outside_the_context)
 {
-    static al_variant_ops bad;
+    static al_variant bad;
+    static al_variant_decode bad_decode;
     bad = *al_variant_find("local");
-    bad.kv_rows = too_many_rows;
+    bad_decode = *bad.decode;
+    bad_decode.kv_rows = too_many_rows;
+    bad.decode = &bad_decode;
     al_model m;
     make_model(&m, 5, 0, 0);
     m.cfg.attn = &bad;   /* the config's and every layer's view of the variant */

@@ -27,7 +27,7 @@ static void random_tokens(int *x, int n, int V, unsigned seed)
 }
 
 /* Central differences on up to `samples` elements of every tensor. */
-static void check_model_grads(const al_variant_ops *v, int causal, int weighted)
+static void check_model_grads(const al_variant *v, int causal, int weighted)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 6, 11), 0);
@@ -51,20 +51,7 @@ static void check_model_grads(const al_variant_ops *v, int causal, int weighted)
     al_rng_seed(&r, 3);
     for (int t = 0; t < m.n_tensors; t++) {
         const al_tensor *ts = &m.tensors[t];
-        enum { S = 24 };
-        double an[S], fd[S];
-        for (int k = 0; k < S; k++) {
-            size_t j = ts->offset + al_rng_below(&r, ts->numel);
-            float save = m.params[j], h = 1e-2f;
-            m.params[j] = save + h;
-            double lp = al_model_forward(&m, in, tgt, wp, B, T);
-            m.params[j] = save - h;
-            double lm = al_model_forward(&m, in, tgt, wp, B, T);
-            m.params[j] = save;
-            fd[k] = (lp - lm) / (2.0 * h);
-            an[k] = m.grads[j];
-        }
-        double err = al_test_rel_err(an, fd, S);
+        double err = al_check_model_fd(&m, ts, in, tgt, wp, B, T, 24, &r);
         ck_assert_msg(err < 2e-2, "%s %s: grad rel err %g", v->name, ts->name, err);
     }
     al_model_free(&m);
@@ -75,24 +62,27 @@ static void check_model_grads(const al_variant_ops *v, int causal, int weighted)
 /* An accumulating variant as the contract has always allowed: mha's
  * backward computed into buffers of its own and ADDED to dx and dp, no
  * AL_VARIANT_WRITES_GRADS. The core must hand it zeroed buffers. */
-static al_variant_ops adder;
+static al_variant adder;
 static float *adder_dx, *adder_dp[4];
 static size_t adder_n, adder_np[4];
 
-static void adder_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static al_variant_train adder_train;
+enum { ADDER_D = 16 };   /* the d_model of grads_after's model */
+
+static void adder_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                            const float *dout, const float *x, const float *act,
                            float *const *p, int B, int T)
 {
-    const al_variant_ops *mha = al_variant_find("mha");
-    AL_ASSERT((size_t)B * T * s->d_model <= adder_n);
-    mha->backward(s, adder_dx, adder_dp, scratch, dout, x, act, p, B, T);
-    for (size_t j = 0; j < (size_t)B * T * s->d_model; j++) dx[j] += adder_dx[j];
+    const al_variant *mha = al_variant_find("mha");
+    AL_ASSERT((size_t)B * T * ADDER_D <= adder_n);
+    mha->train->backward(ctx, adder_dx, adder_dp, scratch, dout, x, act, p, B, T);
+    for (size_t j = 0; j < (size_t)B * T * ADDER_D; j++) dx[j] += adder_dx[j];
     for (int i = 0; i < 4; i++)
         for (size_t j = 0; j < adder_np[i]; j++) dp[i][j] += adder_dp[i][j];
 }
 
 /* grads after forward + backward from grads that held `fill` (malloc'ed). */
-static float *grads_after(const al_variant_ops *v, float fill, size_t *n)
+static float *grads_after(const al_variant *v, float fill, size_t *n)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 6, 11), 0);
@@ -120,7 +110,7 @@ START_TEST(backward_writes_every_gradient_whatever_the_buffers_held)
 {
     size_t n, n2;
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         float *zero = grads_after(v, 0.0f, &n), *junk = grads_after(v, NAN, &n2);
         ck_assert_uint_eq(n, n2);
         for (size_t j = 0; j < n; j++)
@@ -131,11 +121,16 @@ START_TEST(backward_writes_every_gradient_whatever_the_buffers_held)
     /* an accumulating variant gets zeroed buffers: the same bits as mha */
     adder = *al_variant_find("mha");
     adder.name = "adder";
-    adder.flags = 0;
-    adder.backward = adder_backward;
+    adder_train = *adder.train;
+    adder_train.flags = 0;
+    adder_train.backward = adder_backward;
+    adder.train = &adder_train;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    al_attn_shape s = {16, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}};
-    ck_assert_int_eq(adder.params(&s, spec), 4);
+    al_attn_shape s = {ADDER_D, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}};
+    char err[8];
+    void *ctx = al_variant_init(&adder, &s, err, sizeof err);
+    ck_assert_int_eq(adder.train->params(ctx, spec), 4);
+    adder.fini(ctx);
     adder_n = 12 * 16;
     adder_dx = malloc(adder_n * sizeof(float));
     for (int i = 0; i < 4; i++) {
@@ -168,7 +163,7 @@ START_TEST(masked_loss_gradients_match_finite_differences)
 END_TEST
 
 /* Logits at positions <= t never depend on tokens after t. */
-static double max_change_before(const al_variant_ops *v, int causal, int t_cut)
+static double max_change_before(const al_variant *v, int causal, int t_cut)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 8, 13), 0);

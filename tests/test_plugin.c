@@ -20,11 +20,11 @@
 #include "al_test_model.h"
 #include "al_train.h"
 
-static const al_variant_ops *load_swa(void)
+static const al_variant *load_swa(void)
 {
     al_err e;
     ck_assert_msg(al_plugin_load(AL_SWA_PLUGIN, &e) == 0, "%s", e.msg);
-    const al_variant_ops *v = al_variant_find("swa");
+    const al_variant *v = al_variant_find("swa");
     ck_assert_ptr_nonnull(v);
     return v;
 }
@@ -60,12 +60,11 @@ static char *broken(const char *kind)
 START_TEST(example_plugin_registers_with_its_path_as_origin)
 {
     int before = al_variant_count();
-    const al_variant_ops *v = load_swa();
+    const al_variant *v = load_swa();
     ck_assert_int_eq(al_variant_count(), before + 1);
     ck_assert_str_eq(al_variant_origin(variant_index("swa")), AL_SWA_PLUGIN);
     ck_assert_str_eq(al_variant_origin(variant_index("mha")), "built-in");
-    ck_assert_int_eq(v->api_version, 3);   /* pinned: a version-3 plugin loads */
-    ck_assert_ptr_null(v->kv_rows);
+    ck_assert_int_eq(v->api_version, AL_VARIANT_API_VERSION);
     /* the same file again (as --plugin and in the config) is not a clash */
     load_swa();
     ck_assert_int_eq(al_variant_count(), before + 1);
@@ -82,18 +81,22 @@ END_TEST
 
 typedef struct swa_run {
     al_attn_shape s;
+    const al_variant *v;
+    void *ctx;
     int B, T, np;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     float *p[AL_MAX_ATTN_PARAMS], *x, *out, *act, *scratch;
 } swa_run;
 
-static void swa_run_init(swa_run *r, const al_variant_ops *v, int window, int causal)
+static void swa_run_init(swa_run *r, const al_variant *v, int window, int causal)
 {
     memset(r, 0, sizeof *r);
     r->s = (al_attn_shape){16, 4, 4, 7, causal, 10000.0f, 1e-5f, {window}};
     r->B = 2;
     r->T = 7;
-    r->np = v->params(&r->s, r->spec);
+    r->v = v;
+    r->ctx = al_test_ctx(v, &r->s);
+    r->np = v->train->params(r->ctx, r->spec);
     al_rng g;
     al_rng_seed(&g, 3);
     for (int i = 0; i < r->np; i++) {
@@ -105,15 +108,16 @@ static void swa_run_init(swa_run *r, const al_variant_ops *v, int window, int ca
     r->x = malloc(BTD * sizeof(float));
     for (size_t j = 0; j < BTD; j++) r->x[j] = (float)al_rng_normal(&g);
     r->out = calloc(BTD, sizeof(float));
-    r->act = calloc(v->act_floats(&r->s, r->B, r->T), sizeof(float));
-    r->scratch = calloc(v->scratch_floats(&r->s, r->B, r->T), sizeof(float));
-    v->forward(&r->s, r->out, r->act, r->scratch, r->x, r->p, r->B, r->T);
+    r->act = calloc(v->train->act_floats(r->ctx, r->B, r->T), sizeof(float));
+    r->scratch = calloc(v->train->scratch_floats(r->ctx, r->B, r->T), sizeof(float));
+    v->train->forward(r->ctx, r->out, r->act, r->scratch, r->x, r->p, r->B, r->T);
 }
 
 static void swa_run_free(swa_run *r)
 {
     for (int i = 0; i < r->np; i++) free(r->p[i]);
     free(r->x), free(r->out), free(r->act), free(r->scratch);
+    r->v->fini(r->ctx);
 }
 
 /* y of head h at (b, t), in double, from the saved q, k, v: softmax over
@@ -142,7 +146,7 @@ static double band_ref(const swa_run *r, int b, int t, int h, int c, int window)
 
 START_TEST(swa_matches_an_independent_banded_attention)
 {
-    const al_variant_ops *v = load_swa();
+    const al_variant *v = load_swa();
     for (int causal = 0; causal <= 1; causal++) {
         swa_run r;
         swa_run_init(&r, v, 3, causal);
@@ -163,7 +167,7 @@ END_TEST
 
 START_TEST(swa_with_a_window_over_the_whole_sequence_is_mha)
 {
-    const al_variant_ops *v = load_swa(), *mha = al_variant_find("mha");
+    const al_variant *v = load_swa(), *mha = al_variant_find("mha");
     swa_run a, b, narrow;
     swa_run_init(&a, v, 7, 1);
     swa_run_init(&b, mha, 0, 1);
@@ -176,8 +180,8 @@ START_TEST(swa_with_a_window_over_the_whole_sequence_is_mha)
     ck_assert_msg(d < 1e-5, "window 7 differs from mha by %g", d);
     ck_assert_msg(dn > 1e-3, "window 2 equals mha");
     /* the cache row is mha's: the window bounds how many rows, not their size */
-    ck_assert_uint_eq(v->kv_elems(&a.s), mha->kv_elems(&b.s));
-    ck_assert_uint_eq(v->kv_elems(&a.s), 2 * 4 * 4);
+    ck_assert_uint_eq(v->decode->kv_elems(a.ctx), mha->decode->kv_elems(b.ctx));
+    ck_assert_uint_eq(v->decode->kv_elems(a.ctx), 2 * 4 * 4);
     swa_run_free(&a), swa_run_free(&b), swa_run_free(&narrow);
 }
 END_TEST
@@ -192,7 +196,7 @@ static void overwrite_row(al_decoder *d, int dst, float *row)
 
 START_TEST(swa_decode_reads_only_the_window)
 {
-    const al_variant_ops *v = load_swa();
+    const al_variant *v = load_swa();
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, 12, 11), 0);
     c.attn_set[0] = 3;
@@ -203,7 +207,7 @@ START_TEST(swa_decode_reads_only_the_window)
     static const int tok[9] = {1, 7, 3, 9, 2, 5, 10, 4, 6};
     float ref[11], junk[64];
     for (int i = 0; i < 64; i++) junk[i] = (float)(i % 7) - 3.0f;
-    ck_assert_uint_le(v->kv_elems(&m.layers[0].ashape), 64);
+    ck_assert_uint_le(v->decode->kv_elems(m.layers[0].ctx), 64);
     for (int pass = 0; pass < 3; pass++) {   /* clean, junk outside, junk inside the window */
         al_decoder d;
         ck_assert_int_eq(al_decoder_init(&d, &m, 12, AL_KV_F32, &e), 0);
@@ -223,10 +227,9 @@ START_TEST(swa_decode_reads_only_the_window)
 END_TEST
 
 /* A repeated string of distinct bytes: each byte determines the next, which
- * a window of 2 can see. */
-START_TEST(example_plugin_trains_through_al_train)
+ * a window of 2 can see. Variant `name` (its plugin loaded) learns it. */
+static void trains_a_window_of_2(const char *name)
 {
-    load_swa();
     char *dir = al_test_tmpdir(), text[3201];
     for (int i = 0; i < 3200; i++) text[i] = "abcdefghijklmnop"[i % 16];
     text[3200] = 0;
@@ -235,22 +238,51 @@ START_TEST(example_plugin_trains_through_al_train)
     snprintf(yaml, sizeof yaml,
              "data: {path: %s}\n"
              "model: {n_layer: 1, d_model: 32, n_head: 2, d_head: 16, seq_len: 16,\n"
-             "        attention: {variant: swa, window: 2}}\n"
+             "        attention: {variant: %s, window: 2}}\n"
              "train: {steps: 60, batch_size: 8, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5,\n"
-             "        eval_every: 60, eval_batches: 2, threads: 1}\n", data);
+             "        eval_every: 60, eval_batches: 2, threads: 1}\n", data, name);
     char *cfg = al_test_write(dir, "c.yaml", yaml);
     al_config c;
     al_err e;
     ck_assert_msg(al_plugin_config_load(cfg, NULL, 0, &c, &e) == 0, "%s", e.msg);
-    ck_assert_str_eq(c.model.variant, "swa");
+    ck_assert_str_eq(c.model.variant, name);
     ck_assert_int_eq((int)c.model.attn_set[0], 2);
     al_train_opts o = {.outdir = dir};
     al_train_result r;
     ck_assert_msg(al_train(&c, &o, &r, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(r.status, AL_TRAIN_OK);
-    ck_assert_msg(r.val_loss < 0.5, "val loss %g (ln 16 = 2.77 knows only the alphabet)",
-                  r.val_loss);
+    ck_assert_msg(r.val_loss < 0.5, "%s: val loss %g (ln 16 = 2.77 knows only the alphabet)",
+                  name, r.val_loss);
     free(data), free(cfg), free(dir);
+}
+
+START_TEST(example_plugin_trains_through_al_train)
+{
+    load_swa();
+    trains_a_window_of_2("swa");
+}
+END_TEST
+
+/* The example as written for interface version 3, built against the
+ * version-4 header (tests/plugins/swa_v4.c): it loads through the adapter,
+ * passes the conformance suite (decode, prefill, batches and cache bytes
+ * included), trains, and computes what the version-5 example computes. */
+START_TEST(a_plugin_built_against_the_v4_header_loads_checks_trains_and_decodes)
+{
+    al_err e;
+    ck_assert_msg(al_plugin_load(AL_SWA_V4_PLUGIN, &e) == 0, "%s", e.msg);
+    const al_variant *old = al_variant_find("swa_v4");
+    ck_assert_ptr_nonnull(old);
+    ck_assert_int_eq(old->api_version, AL_VARIANT_API_VERSION);   /* wrapped */
+    ck_assert(al_variant_decodes(old));
+    al_test_variant_generic(old);
+    trains_a_window_of_2("swa_v4");
+    swa_run a, b;
+    swa_run_init(&a, old, 3, 1);
+    swa_run_init(&b, load_swa(), 3, 1);
+    size_t n = (size_t)a.B * a.T * 16;
+    ck_assert_mem_eq(a.out, b.out, n * sizeof(float));   /* the same code, the same bits */
+    swa_run_free(&a), swa_run_free(&b);
 }
 END_TEST
 
@@ -436,22 +468,25 @@ END_TEST
 
 /* ------------------------------------------------------------ tables in memory */
 
-static size_t st_one(const al_attn_shape *s, int B, int T) { return 1; }
-static size_t st_kv(const al_attn_shape *s) { return 1; }
-static int st_params(const al_attn_shape *s, al_param_spec *out)
+static size_t st_one(const void *ctx, int B, int T) { return 1; }
+static size_t st_kv(const void *ctx) { return 1; }
+static int st_params(const void *ctx, al_param_spec *out)
 {
-    out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
+    out[0] = (al_param_spec){"w", al_ctx_shape(ctx)->d_model, al_ctx_shape(ctx)->d_model,
+                             AL_INIT_NORMAL};
     return 1;
 }
-static void st_fwd(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void st_fwd(const void *ctx, float *out, float *act, float *scratch,
                    const float *x, float *const *p, int B, int T) {}
-static void st_bwd(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void st_bwd(const void *ctx, float *dx, float *const *dp, float *scratch,
                    const float *dout, const float *x, const float *act, float *const *p,
                    int B, int T) {}
+static const al_variant_train st_train = {st_params, st_one, st_one, st_fwd, st_bwd, 0};
+static const al_variant_decode st_decode = {.kv_elems = st_kv};
 
-static al_variant_ops mem_table;
-static const al_variant_ops *mem_list[] = {&mem_table, NULL};
-static const al_variant_ops *const *mem_entry(int *v)
+static al_variant mem_table;
+static const al_variant *mem_list[] = {&mem_table, NULL};
+static const al_variant *const *mem_entry(int *v)
 {
     *v = AL_VARIANT_API_VERSION;
     return mem_list;
@@ -461,10 +496,8 @@ static const al_variant_ops *const *mem_entry(int *v)
  * naming the plugin, nothing left registered. */
 static void expect_table_refused(const al_setting *s, const char *name, const char *want)
 {
-    mem_table = (al_variant_ops){.api_version = AL_VARIANT_API_VERSION, .name = name,
-                                 .settings = s, .params = st_params, .act_floats = st_one,
-                                 .scratch_floats = st_one, .forward = st_fwd,
-                                 .backward = st_bwd, .kv_elems = st_kv};
+    mem_table = (al_variant){.api_version = AL_VARIANT_API_VERSION, .name = name,
+                             .settings = s, .train = &st_train, .decode = &st_decode};
     int before = al_variant_count();
     al_err e;
     ck_assert_msg(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e) != 0, "accepted: %s",
@@ -497,7 +530,7 @@ START_TEST(malformed_tables_are_refused_naming_the_plugin)
     expect_table_refused(NULL, "line\nbreak", "variant name 'line?break' must be 1 to 63");
     /* a table that says it has no version: nothing past api_version is read */
     static const int not_a_table = -7;
-    mem_list[0] = (const al_variant_ops *)(const void *)&not_a_table;
+    mem_list[0] = (const al_variant *)(const void *)&not_a_table;
     al_err e;
     ck_assert_int_ne(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e), 0);
     ck_assert_msg(strstr(e.msg, "a variant table claims interface version -7"), "%s", e.msg);
@@ -508,7 +541,9 @@ START_TEST(malformed_tables_are_refused_naming_the_plugin)
     mem_table.settings = ok;
     mem_table.name = "tp_mem";
     ck_assert_msg(al_plugin_register_entry(mem_entry, "/x/libmem.so", &e) == 0, "%s", e.msg);
-    ck_assert_ptr_eq(al_variant_find("tp_mem"), &mem_table);
+    const al_variant *got = al_variant_find("tp_mem");   /* the registry's copy */
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_eq(got->train->forward, st_fwd);
     al_variant_truncate(before);
 }
 END_TEST
@@ -716,6 +751,7 @@ Suite *plugin_suite(void)
     tcase_add_test(tc, swa_with_a_window_over_the_whole_sequence_is_mha);
     tcase_add_test(tc, swa_decode_reads_only_the_window);
     tcase_add_test(tc, example_plugin_trains_through_al_train);
+    tcase_add_test(tc, a_plugin_built_against_the_v4_header_loads_checks_trains_and_decodes);
     tcase_add_test(tc, plugin_for_another_interface_version_is_refused_with_both_numbers);
     tcase_add_test(tc, plugin_without_entry_point_or_usable_variants_is_refused);
     tcase_add_test(tc, duplicate_name_is_refused_and_the_plugin_loads_not_at_all);

@@ -16,13 +16,13 @@
 
 enum { SEQ = 8, T = 19, B = 3, VOCAB = 13 };
 
-static int decodable(const al_variant_ops *v)
+static int decodable(const al_variant *v)
 {
-    return v->prefill && v->decode && v->decode_scratch_floats;
+    return al_variant_decodes(v);
 }
 
 /* Tiny model with sharp attention (weights scaled up, as test_decode's). */
-static void make_model(al_model *m, const al_variant_ops *v)
+static void make_model(al_model *m, const al_variant *v)
 {
     al_model_config c;
     ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 16, 4, 4, SEQ, VOCAB), 0);
@@ -38,7 +38,7 @@ static void make_model(al_model *m, const al_variant_ops *v)
 /* Windows of T tokens past the trained SEQ, through decoders of batch 1
  * and 4 (one padding sequence), at f32: every token's loss within 1e-4 of
  * the full forward's. */
-static double check_variant(const al_variant_ops *v)
+static double check_variant(const al_variant *v)
 {
     al_model m;
     make_model(&m, v);

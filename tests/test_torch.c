@@ -33,7 +33,7 @@
 
 typedef struct pcase {
     char name[64];
-    const al_variant_ops *v;
+    const al_variant *v;
     const char *stack[2];   /* a two-item model.layer_attention, or NULL */
     char trained[4200], init[4200], grads[4200], peaked[4200], maps[4200];
     double score;       /* attnlab score of the trained checkpoint */
@@ -69,7 +69,7 @@ static al_model_config case_config(const pcase *c)
 {
     al_model_config mc;
     if (c->stack[0]) {
-        const al_variant_ops *vs[2] = {al_variant_find(c->stack[0]), al_variant_find(c->stack[1])};
+        const al_variant *vs[2] = {al_variant_find(c->stack[0]), al_variant_find(c->stack[1])};
         al_test_stack_config(&mc, vs, 2, 2, 16, 4, 4, 8, 256);
         return mc;
     }
@@ -84,7 +84,7 @@ static al_model_config case_config(const pcase *c)
 static void list_cases(void)
 {
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         if (strcmp(al_variant_origin(i), "built-in") != 0) continue;
         for (int opt = -1; opt < al_variant_n_settings(v); opt++) {
             if (opt >= 0 && v->settings[opt].required) continue;

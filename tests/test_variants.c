@@ -1,7 +1,7 @@
 /*
  * test_variants.c - one generic loop that every registered variant goes
  * through (built-ins and plugins alike): the conformance suite of `attnlab
- * check-variant` (src/train/check_variant.c: gradients against finite
+ * check-variant` (src/model/check_variant.c: gradients against finite
  * differences, causality, determinism, the gradient contract, decode and
  * prefill parity, bf16/f16 caches, batches, probs, cache bytes), run in
  * process; the registry's refusals. A variant added to the registry is
@@ -14,13 +14,14 @@
 
 #include "al_check_variant.h"
 #include "al_registry.h"
+#include "attnlab_variant_v4.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
-/* Runs the conformance suite (src/train/check_variant.c, the code behind
+/* Runs the conformance suite (src/model/check_variant.c, the code behind
  * `attnlab check-variant`) on v; every line must pass. Returns the report
  * for further questions (free it). */
-static al_check_report run_suite(const al_variant_ops *v)
+static al_check_report run_suite(const al_variant *v)
 {
     al_check_report r;
     al_err e;
@@ -41,7 +42,7 @@ static al_check_report run_suite(const al_variant_ops *v)
 
 /* The whole generic loop for one variant (tests/test_plugin.c runs it on a
  * variant loaded from a plugin). */
-void al_test_variant_generic(const al_variant_ops *v)
+void al_test_variant_generic(const al_variant *v)
 {
     al_check_report r = run_suite(v);
     al_check_report_free(&r);
@@ -54,20 +55,22 @@ START_TEST(every_variant_passes_the_conformance_suite)
 {
     int writers = 0;
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *v = al_variant_at(i);
+        const al_variant *v = al_variant_at(i);
         al_check_report r = run_suite(v);
         al_param_spec spec[AL_MAX_ATTN_PARAMS];
         al_attn_shape s = {16, 4, 4, 8, 1, 10000.0f, 1e-5f, {2, 2, 2, 2, 2, 2, 2, 2}};
         for (int k = 0; k < al_variant_n_settings(v); k++)
             if (!v->settings[k].required) s.set[k] = v->settings[k].def;
-        int np = v->params(&s, spec);
+        void *ctx = al_test_ctx(v, &s);
+        int np = v->train->params(ctx, spec);
+        v->fini(ctx);
         for (int k = 0; k < np; k++) {
             char name[48];
             snprintf(name, sizeof name, "gradient.%.31s", spec[k].name);
             ck_assert_msg(al_check_find(&r, name), "%s: no %s line", v->name, name);
         }
-        if (v->decode) ck_assert_ptr_nonnull(al_check_find(&r, "decode.bf16"));
-        writers += (v->flags & AL_VARIANT_WRITES_GRADS) != 0;
+        if (al_variant_decodes(v)) ck_assert_ptr_nonnull(al_check_find(&r, "decode.bf16"));
+        writers += (v->train->flags & AL_VARIANT_WRITES_GRADS) != 0;
         al_check_report_free(&r);
     }
     ck_assert_int_ge(writers, 4);   /* the built-ins write */
@@ -91,7 +94,7 @@ START_TEST(registry_refuses_duplicates_and_other_versions)
     al_err e;
     ck_assert_int_ne(al_variant_register(al_variant_find("mha"), "test", &e), 0);
     ck_assert_ptr_nonnull(strstr(e.msg, "already registered"));
-    al_variant_ops old = *al_variant_find("mha");
+    al_variant old = *al_variant_find("mha");
     old.api_version = AL_VARIANT_API_VERSION + 1;
     old.name = "mha_future";
     ck_assert_int_ne(al_variant_register(&old, "future.so", &e), 0);
@@ -101,68 +104,94 @@ START_TEST(registry_refuses_duplicates_and_other_versions)
 }
 END_TEST
 
-/* A table missing members is refused with exactly those named: the six
- * every variant needs, and a partial decode or batched-decode group. */
+/* A copy of mha's table with sub-tables of its own, to punch holes in. */
+typedef struct holed {
+    al_variant v;
+    al_variant_train train;
+    al_variant_decode decode;
+    al_variant_share share;
+} holed;
+
+static void holed_mha(holed *h, const char *name)
+{
+    const al_variant *m = al_variant_find("mha");
+    h->v = *m, h->train = *m->train, h->decode = *m->decode, h->share = *m->share;
+    h->v.name = name;
+    h->v.train = &h->train, h->v.decode = &h->decode, h->v.share = &h->share;
+}
+
+/* A table missing members is refused with exactly those named: those every
+ * variant needs, and a partial group (init and fini, decode, batched
+ * decode, sharing). */
 START_TEST(registry_names_exactly_the_missing_members)
 {
     static const struct { int drop; const char *want; } cases[] = {
-        {1, "its table is missing the member forward"},
-        {2, "its table is missing the members act_floats, kv_elems"},
-        {3, "its table is missing the member decode_scratch_floats"},
-        {4, "its table is missing the member decode_batch"},
+        {1, "its table is missing the member train.forward"},
+        {2, "its table is missing the members train.act_floats, decode.kv_elems"},
+        {3, "its table is missing the member decode.scratch_floats"},
+        {4, "its table is missing the member decode.decode_batch"},
+        {5, "its table is missing the member fini"},
+        {6, "its table is missing the member share.decode"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        al_variant_ops t = *al_variant_find("mha");
-        t.name = "mha_holes";
-        if (cases[i].drop == 1) t.forward = NULL;
-        if (cases[i].drop == 2) t.act_floats = NULL, t.kv_elems = NULL;
-        if (cases[i].drop == 3) t.decode_scratch_floats = NULL;
-        if (cases[i].drop == 4) t.decode_batch = NULL;
+        holed t;
+        holed_mha(&t, "mha_holes");
+        if (cases[i].drop == 1) t.train.forward = NULL;
+        if (cases[i].drop == 2) t.train.act_floats = NULL, t.decode.kv_elems = NULL;
+        if (cases[i].drop == 3) t.decode.scratch_floats = NULL;
+        if (cases[i].drop == 4) t.decode.decode_batch = NULL;
+        if (cases[i].drop == 5) t.v.fini = NULL;
+        if (cases[i].drop == 6) t.share.decode = NULL;
         al_err e;
         int before = al_variant_count();
-        ck_assert_int_ne(al_variant_register(&t, "holes.so", &e), 0);
+        ck_assert_int_ne(al_variant_register(&t.v, "holes.so", &e), 0);
         ck_assert_int_eq(al_variant_count(), before);
         size_t n = strlen(e.msg), k = strlen(cases[i].want);   /* ends with exactly these */
         ck_assert_msg(n >= k && !strcmp(e.msg + n - k, cases[i].want), "%s", e.msg);
     }
     /* the decode group absent as a whole is fine: that variant cannot decode */
-    al_variant_ops t = *al_variant_find("mha");
-    t.name = "mha_nodecode";
-    t.prefill = NULL, t.decode = NULL, t.decode_scratch_floats = NULL;
-    t.decode_batch = NULL, t.decode_batch_scratch_floats = NULL;
+    holed t;
+    holed_mha(&t, "mha_nodecode");
+    t.decode.prefill = NULL, t.decode.decode = NULL, t.decode.scratch_floats = NULL;
+    t.decode.decode_batch = NULL, t.decode.batch_scratch_floats = NULL;
+    t.v.share = NULL;   /* a consumer decodes over its producer's cache */
     al_err e;
     int before = al_variant_count();
-    ck_assert_msg(al_variant_register(&t, "nodecode.so", &e) == 0, "%s", e.msg);
+    ck_assert_msg(al_variant_register(&t.v, "nodecode.so", &e) == 0, "%s", e.msg);
+    ck_assert(!al_variant_decodes(al_variant_find("mha_nodecode")));
     al_variant_truncate(before);
 }
 END_TEST
 
 /* A version-2 plugin table ends before `probs`: the registry must accept it
  * and never read past its end (the table sits in a buffer of exactly the
- * version-2 size, so ASan would see an over-read). */
+ * version-2 size, so ASan would see an over-read); the wrapper calls the
+ * old members with the layer's shape and leaves the later ones absent. */
 START_TEST(registry_accepts_version_2_tables_with_new_members_null)
 {
     al_err e;
     int before = al_variant_count();
     size_t size = al_variant_ops_size(2);
     ck_assert_uint_lt(size, sizeof(al_variant_ops));
-    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_API_VERSION), sizeof(al_variant_ops));
-    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_API_MIN - 1), 0);
-    al_variant_ops full = *al_variant_find("mha");
-    full.api_version = 2;
-    full.name = "mha_v2";
-    void *old = malloc(size);
-    memcpy(old, &full, size);
+    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_V4), sizeof(al_variant_ops));
+    ck_assert_uint_eq(al_variant_ops_size(AL_VARIANT_V4_MIN - 1), 0);
+    void *old = al_test_old_table(2, "old_v2");
     ck_assert_int_eq(al_variant_register(old, "v2.so", &e), 0);
-    const al_variant_ops *got = al_variant_find("mha_v2");
+    const al_variant *got = al_variant_find("old_v2");
     ck_assert_ptr_nonnull(got);
-    ck_assert_ptr_ne(got, old);              /* a whole-size copy */
-    ck_assert_int_eq(got->api_version, 2);
-    ck_assert_ptr_eq(got->forward, full.forward);
-    ck_assert_ptr_eq(got->decode, full.decode);
-    ck_assert_ptr_null(got->probs);
-    ck_assert_ptr_null(got->decode_batch);
-    ck_assert_ptr_null(got->decode_batch_scratch_floats);
+    ck_assert_int_eq(got->api_version, AL_VARIANT_API_VERSION);
+    al_attn_shape s = {16, 2, 8, 8, 1, 10000.0f, 1e-5f, {0}};
+    void *ctx = al_test_ctx(got, &s);
+    ck_assert_uint_eq(got->decode->kv_elems(ctx), 17);
+    ck_assert_int_eq(got->decode->kv_rows(ctx, 9), 9);              /* the default */
+    got->train->forward(ctx, NULL, NULL, NULL, NULL, NULL, 1, 1);
+    ck_assert_ptr_nonnull(al_test_old_seen);
+    ck_assert_int_eq(al_test_old_seen->d_model, 16);
+    got->fini(ctx);
+    ck_assert_ptr_null(got->pictures);                              /* no probs */
+    ck_assert_ptr_null(got->share);
+    ck_assert(!al_variant_decodes(got));
+    ck_assert_ptr_null(got->decode->decode_batch);   /* a version-3 member */
     al_variant_truncate(before);
     free(old);
 }
@@ -171,17 +200,25 @@ END_TEST
 START_TEST(gqa_family_cache_sizes_follow_kv_heads)
 {
     al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}};
-    ck_assert_uint_eq(al_variant_find("mha")->kv_elems(&s), 2 * 8 * 32);
-    ck_assert_uint_eq(al_variant_find("mqa")->kv_elems(&s), 2 * 1 * 32);
-    ck_assert_uint_eq(al_variant_find("gqa")->kv_elems(&s), 2 * 2 * 32);
+    static const struct { const char *name; size_t want; } kv[] = {
+        {"mha", 2 * 8 * 32}, {"mqa", 2 * 1 * 32}, {"gqa", 2 * 2 * 32}};
+    for (int i = 0; i < 3; i++) {
+        const al_variant *v = al_variant_find(kv[i].name);
+        void *ctx = al_test_ctx(v, &s);
+        ck_assert_uint_eq(v->decode->kv_elems(ctx), kv[i].want);
+        v->fini(ctx);
+    }
     char err[256];
     s.set[0] = 3;
-    ck_assert_int_ne(al_variant_find("gqa")->check(&s, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(al_variant_find("gqa"), &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8)");
     al_attn_shape m = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {32, 16, 0}};
-    ck_assert_uint_eq(al_variant_find("mla")->kv_elems(&m), 32 + 16);
+    const al_variant *mla = al_variant_find("mla");
+    void *ctx = al_test_ctx(mla, &m);
+    ck_assert_uint_eq(mla->decode->kv_elems(ctx), 32 + 16);
+    mla->fini(ctx);
     m.set[1] = 15;
-    ck_assert_int_ne(al_variant_find("mla")->check(&m, err, sizeof err), 0);
+    ck_assert_int_ne(al_variant_check(mla, &m, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "'d_rope' (15)"));
 }
 END_TEST

@@ -7,7 +7,8 @@
  * their keys and values from latent head g alone. Position enters, as in
  * MLA, through one decoupled RoPE key k_r shared by all heads. The cache
  * holds the h_c latents and k_r: h_c*d_latent + d_rope floats per token per
- * layer. With h_c = 1 it is MLA, tensor for tensor.
+ * layer. With h_c = 1 it is MLA, tensor for tensor and bit for bit: mla.c
+ * is this file's tables with one latent head (gla_internal.h).
  *
  *   latents   c_g = rmsnorm_g(wdkv_g . x) [d_latent], g = 0..h_c-1, each
  *             latent head with its own norm weights (the reference code's
@@ -36,6 +37,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
@@ -43,10 +45,10 @@
 #include <attnlab/al_parallel.h>
 #include "gla_internal.h"
 
-/* n_latent_head comes after d_latent and d_rope: check() names the first
+/* n_latent_head comes after d_latent and d_rope: init names the first
  * bad key in this order, so each setting is judged with the ones before it
  * given (the tests' tiny configurations fill required keys in order). */
-enum { SET_D_LATENT, SET_D_ROPE, SET_N_LATENT_HEAD, SET_D_Q_LATENT };
+enum { SET_D_LATENT, SET_D_ROPE, SET_N_LATENT_HEAD, SET_D_Q_LATENT, N_SETTINGS };
 
 static const al_setting gla_settings[] = {
     {"d_latent", AL_SET_INT, 0, 1, "width d_c of each latent head (GLA-2: 2 * d_head)"},
@@ -55,6 +57,7 @@ static const al_setting gla_settings[] = {
     {"d_q_latent", AL_SET_INT, 0, 0, "query latent width d_c'; 0 = no query compression"},
     {NULL, 0, 0, 0, NULL},
 };
+AL_SETTINGS_MATCH(gla_settings, N_SETTINGS);
 
 /* Dimensions, read once per call: dc per latent head, L = hc*dc all of
  * them, Hg query heads per latent head. */
@@ -62,40 +65,50 @@ typedef struct dims {
     int D, H, dh, dr, dc, hc, dq, BT, dqk, L, Hg;
 } dims;
 
-static dims get_dims(const al_attn_shape *s, int B, int T)
+/* A layer's context: its shape and dimensions (BT 1), made once by init. */
+typedef struct gla_ctx {
+    al_attn_shape s;
+    dims d;
+} gla_ctx;
+
+static dims get_dims(const void *ctx, int B, int T)
 {
-    dims d = {s->d_model, s->n_head, s->d_head, al_set_int(s, SET_D_ROPE),
-              al_set_int(s, SET_D_LATENT), al_set_int(s, SET_N_LATENT_HEAD),
-              al_set_int(s, SET_D_Q_LATENT), B * T, 0, 0, 0};
-    d.dqk = d.dh + d.dr;
-    d.L = d.hc * d.dc;
-    d.Hg = d.hc > 0 ? d.H / d.hc : 0;
+    dims d = ((const gla_ctx *)ctx)->d;
+    d.BT = B * T;
     return d;
 }
 
-static int gla_check(const al_attn_shape *s, char *err, size_t n)
+void *al_gla_new(const al_attn_shape *s, int dc, int dr, int hc, int dq, char *err, size_t n)
 {
-    dims d = get_dims(s, 1, 1);
-    if (d.dc < 1)
-        return snprintf(err, n, "'d_latent' (%d) must be positive", d.dc), -1;
-    if (d.dr < 2 || d.dr % 2)
-        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", d.dr), -1;
-    if (d.hc < 1)
-        return snprintf(err, n, "'n_latent_head' (%d) must be positive", d.hc), -1;
-    if (d.H % d.hc)
-        return snprintf(err, n, "'n_latent_head' (%d) must divide 'n_head' (%d)", d.hc, d.H), -1;
-    if (d.dq < 0)
+    if (dc < 1) return snprintf(err, n, "'d_latent' (%d) must be positive", dc), NULL;
+    if (dr < 2 || dr % 2)
+        return snprintf(err, n, "'d_rope' (%d) must be even and positive for RoPE", dr), NULL;
+    if (hc < 1) return snprintf(err, n, "'n_latent_head' (%d) must be positive", hc), NULL;
+    if (s->n_head % hc)
+        return snprintf(err, n, "'n_latent_head' (%d) must divide 'n_head' (%d)", hc,
+                        s->n_head), NULL;
+    if (dq < 0)
         return snprintf(err, n, "'d_q_latent' (%d) must be 0 (no query compression) or positive",
-                        d.dq), -1;
-    return 0;
+                        dq), NULL;
+    dims d = {s->d_model, s->n_head, s->d_head, dr, dc, hc, dq, 1, s->d_head + dr, hc * dc,
+              s->n_head / hc};
+    gla_ctx *c = malloc(sizeof *c);
+    if (c) *c = (gla_ctx){*s, d};
+    return c;
+}
+
+static void *gla_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+{
+    return al_gla_new(s, al_set_int(s, SET_D_LATENT), al_set_int(s, SET_D_ROPE),
+                      al_set_int(s, SET_N_LATENT_HEAD), al_set_int(s, SET_D_Q_LATENT), err, n);
 }
 
 /* MLA's tensors under MLA's names; wdkv and kv_norm hold the h_c latent
  * heads one after another, and row block g of wuk, wuv (the heads of group
  * g) reads latent head g. */
-static int gla_params(const al_attn_shape *s, al_param_spec *o)
+static int gla_params(const void *ctx, al_param_spec *o)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     int k = 0, Hd = d.H * d.dh, qin = d.dq ? d.dq : d.D;
     if (d.dq) {
         o[k++] = (al_param_spec){"wdq", d.dq, d.D, AL_INIT_NORMAL};
@@ -178,9 +191,9 @@ static gla_a carve(const dims *d, float *a)
     return m;
 }
 
-static size_t gla_act_floats(const al_attn_shape *s, int B, int T)
+static size_t gla_act_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * (size_t)d.L + d.hc + d.dr + 2 * Hqk + 2 * Hd) +
            2 * (size_t)B * d.H * T;
@@ -189,9 +202,9 @@ static size_t gla_act_floats(const al_attn_shape *s, int B, int T)
 /* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
  * drope (BT,H*dr) | dkr (BT,dr) | dc, dc0 (hc,BT,dc) | dcq, dcq0 (BT,dq).
  * The forward pass uses less of it (the query and key staging). */
-static size_t gla_scratch_floats(const al_attn_shape *s, int B, int T)
+static size_t gla_scratch_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
     return BT * (3 * Hd + 2 * Hqk + (size_t)d.H * d.dr + d.dr + 2 * (size_t)d.L + 2 * d.dq);
 }
@@ -297,10 +310,11 @@ static void expand_heads(const dims *d, float *out, const float *c, const float 
                    up_block(d, up, g), d->dc, d->BT, Gd, d->dc, 1.0f, 0.0f);
 }
 
-static void gla_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void gla_forward(const void *ctx, float *out, float *act, float *scratch,
                         const float *x, float *const *p, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     gla_p w = bind(&d, p);
     gla_a a = carve(&d, act);
     queries_forward(s, &d, &w, &a, scratch, x, B, T);
@@ -398,11 +412,12 @@ static void latents_backward(const dims *d, const gla_p *w, const gla_p *dw, con
     }
 }
 
-static void gla_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void gla_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                          const float *dout, const float *x, const float *act, float *const *p,
                          int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     gla_p w = bind(&d, p), dw = bind(&d, dp);
     gla_a a = carve(&d, (float *)act);
     gla_g g = carve_grads(&d, scratch);
@@ -422,19 +437,20 @@ static void gla_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
     al_linear_backward_beta(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr, 1.0f, 0.0f);
 }
 
-static size_t gla_kv_elems(const al_attn_shape *s)
+static size_t gla_kv_elems(const void *ctx)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     return (size_t)d.L + d.dr;
 }
 
 /* Each head's probabilities after forward() on one sequence, rebuilt from
  * the saved per-head [content | rope] queries and keys and the row
  * statistics by the kernel backward uses. */
-static void gla_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
-                      int T)
+static void gla_probs(const void *ctx, float *P, const float *act, const float *src,
+                      float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, T);
     gla_a a = carve(&d, (float *)act);
     al_attn_probs(P, a.stat, a.qf, a.kf, T, d.H, d.H, d.dqk, 1.0f / sqrtf((float)d.dqk),
                   s->causal);
@@ -445,10 +461,10 @@ static void gla_probs(const al_attn_shape *s, float *P, const float *act, float 
 
 /* Cache row of a token: c_0 .. c_{hc-1} [dc each] (after their norms),
  * then k_r [dr] (RoPE'd). */
-static void gla_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+static void gla_prefill(const void *ctx, al_kv_cache *cache, const float *act,
                         float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    dims d = get_dims(ctx, 1, T);
     gla_a a = carve(&d, (float *)act);
     for (int t = 0; t < T; t++) {
         for (int g = 0; g < d.hc; g++)
@@ -521,19 +537,20 @@ static void step_forward(const al_attn_shape *s, const dims *d, const gla_p *w, 
 
 /* step | absorbed queries qa (H, L+dr) | latent outputs o (H, L) |
  * y (H*dh) | al_kv_attend's S | tile */
-static size_t gla_decode_scratch_floats(const al_attn_shape *s, int context)
+static size_t gla_decode_scratch_floats(const void *ctx, int context)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     size_t row = (size_t)d.L + d.dr;
     (void)context;
     return step_floats(&d) + (size_t)d.H * (row + d.L + d.dh) + AL_KV_ATTEND_S(d.H) +
            (size_t)AL_KV_TILE * row;
 }
 
-static void gla_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void gla_decode(const void *ctx, float *out, float *scratch, const float *x,
                        float *const *p, al_kv_cache *cache, int pos)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     gla_p w = bind(&d, p);
     gla_step st = carve_step(&d, scratch);
     int row = d.L + d.dr;
@@ -595,9 +612,9 @@ static gla_batch carve_batch(const dims *d, float *s, int B)
     return m;
 }
 
-static size_t gla_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+static size_t gla_decode_batch_scratch_floats(const void *ctx, int context, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     size_t row = (size_t)d.L + d.dr;
     (void)context;
     return (size_t)B * (2 * (size_t)d.dq + (size_t)d.H * (2 * d.dh + d.dr + row + d.L) +
@@ -631,10 +648,11 @@ static void batch_forward(const al_attn_shape *s, const dims *d, const gla_p *w,
     }
 }
 
-static void gla_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void gla_decode_batch(const void *ctx, float *out, float *scratch, const float *x,
                              float *const *p, al_kv_cache *const *caches, const int *pos, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     gla_p w = bind(&d, p);
     gla_batch m = carve_batch(&d, scratch, B);
     int row = d.L + d.dr, Hd = d.H * d.dh, Hr = d.H * d.dr, Hrow = d.H * row;
@@ -658,97 +676,30 @@ static void gla_decode_batch(const al_attn_shape *s, float *out, float *scratch,
     al_linear_forward_few(out, m.tmp, m.y, w.wo, B, Hd, d.D);   /* out = wo . y */
 }
 
-/* ------------------------------------------------------------ naive decode (oracle) */
+/* ------------------------------------------------------------ tables */
 
-/* step | latents C (context, L), rope keys Kr (context, dr) | expanded
- * keys K and values V (context, H*dh) | probabilities (context) | y (H*dh) */
-size_t al_gla_naive_scratch_floats(const al_attn_shape *s, int context)
-{
-    dims d = get_dims(s, 1, 1);
-    size_t Hd = (size_t)d.H * d.dh;
-    return step_floats(&d) + (size_t)context * (d.L + d.dr + 2 * Hd + 1) + Hd;
-}
+const al_variant_train al_gla_train = {gla_params, gla_act_floats, gla_scratch_floats,
+                                           gla_forward, gla_backward, AL_VARIANT_WRITES_GRADS};
+const al_variant_decode al_gla_decode_table = {
+    .storage = AL_KV_ROWS,
+    .kv_elems = gla_kv_elems,
+    .prefill = gla_prefill,
+    .scratch_floats = gla_decode_scratch_floats,
+    .decode = gla_decode,
+    .batch_scratch_floats = gla_decode_batch_scratch_floats,
+    .decode_batch = gla_decode_batch,
+};
+const al_variant_pictures al_gla_pictures = {gla_probs, 0};
 
-/* y_h = softmax_t((q_h . K[t,h] + q_r,h . Kr[t]) * scale) . V[t,h], in double */
-static void naive_head(float *y, float *P, const float *q, const float *qr, const float *K,
-                       const float *Kr, const float *V, const dims *d, int n, int h)
-{
-    size_t Hd = (size_t)d->H * d->dh;
-    double mx = -INFINITY, sum = 0, scale = 1.0 / sqrt((double)d->dqk);
-    for (int t = 0; t < n; t++) {
-        double sc = 0;
-        for (int j = 0; j < d->dh; j++) sc += (double)q[j] * K[t * Hd + (size_t)h * d->dh + j];
-        for (int j = 0; j < d->dr; j++) sc += (double)qr[j] * Kr[(size_t)t * d->dr + j];
-        P[t] = (float)(sc * scale);
-        mx = P[t] > mx ? P[t] : mx;
-    }
-    for (int t = 0; t < n; t++) sum += exp(P[t] - mx);
-    for (int j = 0; j < d->dh; j++) {
-        double acc = 0;
-        for (int t = 0; t < n; t++)
-            acc += exp(P[t] - mx) / sum * V[t * Hd + (size_t)h * d->dh + j];
-        y[j] = (float)acc;
-    }
-}
-
-/* Every head's keys or values out (n, H*dh) from the cached latents
- * C (n, L), head by head in plain loops, so the oracle shares no product
- * with the absorbed path: out[t, h] = up_h . C[t, g(h)]. */
-static void naive_expand(float *out, const float *C, const float *up, const dims *d, int n)
-{
-    size_t Hd = (size_t)d->H * d->dh;
-    for (int t = 0; t < n; t++)
-        for (int h = 0; h < d->H; h++)
-            for (int j = 0; j < d->dh; j++) {
-                const float *u = up + ((size_t)h * d->dh + j) * d->dc;
-                const float *c = C + (size_t)t * d->L + (size_t)(h / d->Hg) * d->dc;
-                double acc = 0;
-                for (int k = 0; k < d->dc; k++) acc += (double)u[k] * c[k];
-                out[t * Hd + (size_t)h * d->dh + j] = (float)acc;
-            }
-}
-
-void al_gla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,
-                         float *const *p, al_kv_cache *cache, int pos)
-{
-    dims d = get_dims(s, 1, 1);
-    gla_p w = bind(&d, p);
-    gla_step st = carve_step(&d, scratch);
-    int n = pos + 1, ctx = al_kv_cache_context(cache), Hd = d.H * d.dh;
-    float *C = st.end, *Kr = C + (size_t)ctx * d.L, *K = Kr + (size_t)ctx * d.dr;
-    float *V = K + (size_t)ctx * Hd, *P = V + (size_t)ctx * Hd, *y = P + ctx;
-    step_forward(s, &d, &w, &st, x, cache, pos);
-    for (int t = 0; t < n; t++) {   /* read back the rows: the latents, then k_r */
-        al_kv_row_get(cache, t, st.row);
-        memcpy(C + (size_t)t * d.L, st.row, d.L * sizeof(float));
-        memcpy(Kr + (size_t)t * d.dr, st.row + d.L, d.dr * sizeof(float));
-    }
-    naive_expand(K, C, w.wuk, &d, n);   /* k_c,h = wuk_h . c_g(h), every token and head */
-    naive_expand(V, C, w.wuv, &d, n);   /* v_h = wuv_h . c_g(h) */
-    for (int h = 0; h < d.H; h++)
-        naive_head(y + (size_t)h * d.dh, P, st.qn + (size_t)h * d.dh, st.qr + (size_t)h * d.dr,
-                   K, Kr, V, &d, n, h);
-    al_linear_forward(out, y, w.wo, 1, Hd, d.D);
-}
-
-const al_variant_ops al_variant_gla = {
+const al_variant al_variant_gla = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "gla",
     .description = "grouped latent attention (Zadouri et al. 2025): MLA with n_latent_head "
                    "latent heads, caches n_latent_head*d_latent + d_rope",
     .settings = gla_settings,
-    .check = gla_check,
-    .params = gla_params,
-    .act_floats = gla_act_floats,
-    .scratch_floats = gla_scratch_floats,
-    .forward = gla_forward,
-    .backward = gla_backward,
-    .kv_elems = gla_kv_elems,
-    .prefill = gla_prefill,
-    .decode_scratch_floats = gla_decode_scratch_floats,
-    .decode = gla_decode,
-    .probs = gla_probs,
-    .decode_batch_scratch_floats = gla_decode_batch_scratch_floats,
-    .decode_batch = gla_decode_batch,
-    .flags = AL_VARIANT_WRITES_GRADS,
+    .init = gla_init,
+    .fini = free,
+    .train = &al_gla_train,
+    .decode = &al_gla_decode_table,
+    .pictures = &al_gla_pictures,
 };

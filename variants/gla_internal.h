@@ -1,21 +1,23 @@
 /*
- * gla_internal.h - GLA's naive decode path, for tests only.
+ * gla_internal.h - GLA's code for the variants built on it: mla is gla with
+ * one latent head (mla.c), as mha is gqa with n_head groups.
  *
- * The public decode (gla.c) never forms a head's keys or values: it folds
- * wuk into the query and wuv into the output (weight absorption), each
- * head's query padded with zeros to the whole cached row. This header
- * exposes the textbook path as an oracle: it reads the same cache, expands
- * k_h = wuk_h . c_g(h) and v_h = wuv_h . c_g(h) for every cached token with
- * plain loops and attends in double. Same arguments as the ops table's
- * decode; scratch holds al_gla_naive_scratch_floats(s, context) floats.
+ * The context of one layer is made by al_gla_new from the latent
+ * dimensions; the sub-tables serve every such layer (gla.c).
  */
 #ifndef AL_GLA_INTERNAL_H
 #define AL_GLA_INTERNAL_H
 
 #include <attnlab/attnlab_variant.h>
 
-size_t al_gla_naive_scratch_floats(const al_attn_shape *s, int context);
-void al_gla_decode_naive(const al_attn_shape *s, float *out, float *scratch, const float *x,
-                         float *const *p, al_kv_cache *cache, int pos);
+/* The context of one layer with latent width dc per latent head, RoPE key
+ * width dr, hc latent heads and a query latent of dq (0: none), or NULL
+ * with a message naming the first bad key in the order d_latent, d_rope,
+ * n_latent_head, d_q_latent. Freed with free. */
+void *al_gla_new(const al_attn_shape *s, int dc, int dr, int hc, int dq, char *err, size_t n);
+
+extern const al_variant_train al_gla_train;
+extern const al_variant_decode al_gla_decode_table;
+extern const al_variant_pictures al_gla_pictures;
 
 #endif

@@ -34,49 +34,60 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
 #include <attnlab/al_kvcache.h>
 #include <attnlab/al_parallel.h>
 
-enum { SET_N_KV_HEAD };
+enum { SET_N_KV_HEAD, N_SETTINGS };
 
 static const al_setting gta_settings[] = {
     {"n_kv_head", AL_SET_INT, 0, 1, "tied K/V states G (one per group); must divide n_head"},
     {NULL, 0, 0, 0, NULL},
 };
+AL_SETTINGS_MATCH(gta_settings, N_SETTINGS);
 
-/* Dimensions, read once per call. r: the RoPE half, also the NoPE half. */
+/* Dimensions, from the layer's context. r: the RoPE half, also the NoPE half. */
 typedef struct dims {
     int D, H, G, dh, r, BT;
     size_t row;   /* cache floats per token: G*dh + r */
 } dims;
 
-static dims get_dims(const al_attn_shape *s, int B, int T)
+/* A layer's context: its shape and dimensions (BT 1), made once by init. */
+typedef struct gta_ctx {
+    al_attn_shape s;
+    dims d;
+} gta_ctx;
+
+static dims get_dims(const void *ctx, int B, int T)
 {
-    dims d = {s->d_model, s->n_head, al_set_int(s, SET_N_KV_HEAD), s->d_head, s->d_head / 2,
-              B * T, 0};
-    d.row = (size_t)d.G * d.dh + d.r;
+    dims d = ((const gta_ctx *)ctx)->d;
+    d.BT = B * T;
     return d;
 }
 
 static float gta_scale(const dims *d) { return 1.0f / sqrtf((float)d->dh); }
 
-static int gta_check(const al_attn_shape *s, char *err, size_t n)
+static void *gta_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = {s->d_model, s->n_head, al_set_int(s, SET_N_KV_HEAD), s->d_head, s->d_head / 2,
+              1, 0};
+    d.row = (size_t)d.G * d.dh + d.r;
     if (d.G < 1 || d.H % d.G != 0)
-        return snprintf(err, n, "'n_kv_head' (%d) must divide 'n_head' (%d)", d.G, d.H), -1;
+        return snprintf(err, n, "'n_kv_head' (%d) must divide 'n_head' (%d)", d.G, d.H), NULL;
     if (d.dh % 4 != 0)
         return snprintf(err, n, "'d_head' (%d) must be a multiple of 4: half of each key is the "
-                        "shared RoPE key of d_head/2, and RoPE rotates pairs", d.dh), -1;
-    return 0;
+                        "shared RoPE key of d_head/2, and RoPE rotates pairs", d.dh), NULL;
+    gta_ctx *c = malloc(sizeof *c);
+    if (c) *c = (gta_ctx){*s, d};
+    return c;
 }
 
-static int gta_params(const al_attn_shape *s, al_param_spec *o)
+static int gta_params(const void *ctx, al_param_spec *o)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     o[0] = (al_param_spec){"wq", d.H * d.dh, d.D, AL_INIT_NORMAL};
     o[1] = (al_param_spec){"wkv", d.G * d.dh, d.D, AL_INIT_NORMAL};   /* tied states */
     o[2] = (al_param_spec){"wkr", d.r, d.D, AL_INIT_NORMAL};          /* shared RoPE key */
@@ -108,22 +119,22 @@ static gta_a carve(const dims *d, float *a)
     return m;
 }
 
-static size_t gta_act_floats(const al_attn_shape *s, int B, int T)
+static size_t gta_act_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Gd = (size_t)d.G * d.dh;
     return BT * (2 * Hd + 2 * Gd + d.r) + 2 * (size_t)B * d.H * T;
 }
 
 /* Backward scratch: dy, dq (BT,H*dh) | dkf, dst (BT,G*dh) | dkr (BT,r) */
-static size_t gta_scratch_floats(const al_attn_shape *s, int B, int T)
+static size_t gta_scratch_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Gd = (size_t)d.G * d.dh;
     return BT * (2 * Hd + 2 * Gd + d.r);
 }
 
-static size_t gta_kv_elems(const al_attn_shape *s) { return get_dims(s, 1, 1).row; }
+static size_t gta_kv_elems(const void *ctx) { return get_dims(ctx, 1, 1).row; }
 
 /* RoPE (sign > 0) or its inverse on the last half of every query head of
  * q (B, T, H*dh): one call per head, the halves being dh apart. */
@@ -149,10 +160,11 @@ static void assemble_keys(float *kf, const float *st, const float *kr, const dim
         }
 }
 
-static void gta_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void gta_forward(const void *ctx, float *out, float *act, float *scratch,
                         const float *x, float *const *p, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     gta_a a = carve(&d, act);
     int Hd = d.H * d.dh, Gd = d.G * d.dh;
     al_linear_forward(a.q, x, p[0], d.BT, d.D, Hd);    /* q = x . wq^T */
@@ -183,11 +195,12 @@ static void split_key_grads(float *dst, float *dkr, const float *dkf, const dims
         }
 }
 
-static void gta_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void gta_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                          const float *dout, const float *x, const float *act, float *const *p,
                          int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     gta_a a = carve(&d, (float *)act);
     size_t nH = (size_t)d.BT * d.H * d.dh, nG = (size_t)d.BT * d.G * d.dh;
     float *dy = scratch, *dq = dy + nH, *dkf = dq + nH, *dst = dkf + nG, *dkr = dst + nG;
@@ -209,9 +222,11 @@ static void gta_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
 /* Every query head's probabilities after forward() on one sequence,
  * rebuilt from the saved queries, assembled keys and row statistics by the
  * kernel backward uses. */
-static void gta_probs(const al_attn_shape *s, float *P, const float *act, float *const *p, int T)
+static void gta_probs(const void *ctx, float *P, const float *act, const float *src,
+                      float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, T);
     gta_a a = carve(&d, (float *)act);
     al_attn_probs(P, a.stat, a.q, a.kf, T, d.H, d.G, d.dh, gta_scale(&d), s->causal);
     (void)p;
@@ -221,10 +236,10 @@ static void gta_probs(const al_attn_shape *s, float *P, const float *act, float 
 
 /* Cache row of a token: its G tied states (G*dh), then its RoPE'd shared
  * key (r), exactly what forward() saved. */
-static void gta_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+static void gta_prefill(const void *ctx, al_kv_cache *cache, const float *act,
                         float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    dims d = get_dims(ctx, 1, T);
     gta_a a = carve(&d, (float *)act);
     int Gd = d.G * d.dh;
     for (int t = 0; t < T; t++) {
@@ -280,17 +295,18 @@ static void attend(float *y, float *buf, const float *q, const al_kv_cache *c, i
 
 /* q, y (H*dh) | the new row (G*dh + r) | attend()'s buffer. Independent
  * of the context: attention reads the cache block by block. */
-static size_t gta_decode_scratch_floats(const al_attn_shape *s, int context)
+static size_t gta_decode_scratch_floats(const void *ctx, int context)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     (void)context;
     return 2 * (size_t)d.H * d.dh + d.row + attend_floats(&d);
 }
 
-static void gta_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void gta_decode(const void *ctx, float *out, float *scratch, const float *x,
                        float *const *p, al_kv_cache *cache, int pos)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     int Hd = d.H * d.dh, Gd = d.G * d.dh;
     float *q = scratch, *y = q + Hd, *row = y + Hd, *buf = row + d.row;
     al_linear_row(q, x, p[0], d.D, Hd);          /* q = x . wq^T */
@@ -333,17 +349,18 @@ static size_t batch_wide(const dims *d)
 }
 
 /* q, y (B, H*dh) | st (B, G*dh) | kr (B, r) | the products' tmp (B, wide). */
-static size_t gta_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+static size_t gta_decode_batch_scratch_floats(const void *ctx, int context, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     (void)context;
     return (size_t)B * (2 * (size_t)d.H * d.dh + d.row + batch_wide(&d));
 }
 
-static void gta_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void gta_decode_batch(const void *ctx, float *out, float *scratch, const float *x,
                              float *const *p, al_kv_cache *const *caches, const int *pos, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     int Hd = d.H * d.dh, Gd = d.G * d.dh;
     float *q = scratch, *y = q + (size_t)B * Hd, *st = y + (size_t)B * Hd;
     float *kr = st + (size_t)B * Gd, *tmp = kr + (size_t)B * d.r;
@@ -361,24 +378,28 @@ static void gta_decode_batch(const al_attn_shape *s, float *out, float *scratch,
     al_linear_forward_few(out, tmp, y, p[3], B, Hd, d.D);   /* out = y . wo^T */
 }
 
-const al_variant_ops al_variant_gta = {
+static const al_variant_train gta_train = {gta_params, gta_act_floats, gta_scratch_floats,
+                                           gta_forward, gta_backward, AL_VARIANT_WRITES_GRADS};
+static const al_variant_decode gta_decode_table = {
+    .storage = AL_KV_ROWS,
+    .kv_elems = gta_kv_elems,
+    .prefill = gta_prefill,
+    .scratch_floats = gta_decode_scratch_floats,
+    .decode = gta_decode,
+    .batch_scratch_floats = gta_decode_batch_scratch_floats,
+    .decode_batch = gta_decode_batch,
+};
+static const al_variant_pictures gta_pictures = {gta_probs, 0};
+
+const al_variant al_variant_gta = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "gta",
     .description = "grouped-tied attention: n_kv_head tied K=V states and one shared d_head/2 "
                    "RoPE key per token",
     .settings = gta_settings,
-    .check = gta_check,
-    .params = gta_params,
-    .act_floats = gta_act_floats,
-    .scratch_floats = gta_scratch_floats,
-    .forward = gta_forward,
-    .backward = gta_backward,
-    .kv_elems = gta_kv_elems,
-    .prefill = gta_prefill,
-    .decode_scratch_floats = gta_decode_scratch_floats,
-    .decode = gta_decode,
-    .probs = gta_probs,
-    .decode_batch_scratch_floats = gta_decode_batch_scratch_floats,
-    .decode_batch = gta_decode_batch,
-    .flags = AL_VARIANT_WRITES_GRADS,
+    .init = gta_init,
+    .fini = free,
+    .train = &gta_train,
+    .decode = &gta_decode_table,
+    .pictures = &gta_pictures,
 };

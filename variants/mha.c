@@ -1,33 +1,23 @@
 /*
  * mha.c - multi-head attention (Vaswani et al. 2017): every query head has
- * its own K/V head, G = H. The largest cache of the family.
+ * its own K/V head, G = H. The largest cache of the family (gqa.c).
  */
+#include <stdlib.h>
+
 #include <attnlab/attnlab_variant.h>
 
-static int family_groups(const al_attn_shape *s) { return s->n_head; }
-
-#define AL_GQA_FAMILY_MEMBERS
 #include "gqa_family.h"
 
-const al_variant_ops al_variant_mha = {
+static void *mha_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+{
+    return al_gqa_new(s, s->n_head, (al_gqa_band){0, 0});
+}
+
+const al_variant al_variant_mha = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "mha",
     .description = "multi-head attention: one K/V head per query head",
-    .settings = NULL,
-    .check = NULL,
-    .params = family_params,
-    .act_floats = family_act_floats,
-    .scratch_floats = family_scratch_floats,
-    .forward = family_forward,
-    .backward = family_backward,
-    .kv_elems = family_kv_elems,
-    .kv_key_elems = family_kv_key_elems,
-    .prefill = family_prefill,
-    .decode_scratch_floats = family_decode_scratch_floats,
-    .decode = family_decode,
-    .probs = family_probs,
-    .decode_batch_scratch_floats = family_decode_batch_scratch_floats,
-    .decode_batch = family_decode_batch,
-    .flags = AL_VARIANT_WRITES_GRADS,
-    AL_GQA_FAMILY_SHARE_MEMBERS
+    .init = mha_init,
+    .decode = &al_gqa_decode_table,
+    AL_GQA_FAMILY_TABLE,
 };

@@ -47,13 +47,14 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
 #include <attnlab/al_kvcache.h>
 #include <attnlab/al_parallel.h>
 
-enum { SET_RANK_Q, SET_RANK_K, SET_RANK_V };
+enum { SET_RANK_Q, SET_RANK_K, SET_RANK_V, N_SETTINGS };
 
 static const al_setting tpa_settings[] = {
     {"rank_q", AL_SET_INT, 6, 0, "query rank R_Q: rank-one head x feature products per query"},
@@ -61,34 +62,46 @@ static const al_setting tpa_settings[] = {
     {"rank_v", AL_SET_INT, 2, 0, "value rank R_V; the cache holds R_V (n_head + d_head) value floats"},
     {NULL, 0, 0, 0, NULL},
 };
+AL_SETTINGS_MATCH(tpa_settings, N_SETTINGS);
 
-/* Dimensions, read once per call. */
+/* Dimensions, from the layer's context. */
 typedef struct dims {
     int D, H, dh, rq, rk, rv, BT;
 } dims;
 
-static dims get_dims(const al_attn_shape *s, int B, int T)
+/* A layer's context: its shape and dimensions (BT 1), made once by init. */
+typedef struct tpa_ctx {
+    al_attn_shape s;
+    dims d;
+} tpa_ctx;
+
+static dims get_dims(const void *ctx, int B, int T)
 {
-    return (dims){s->d_model, s->n_head, s->d_head, al_set_int(s, SET_RANK_Q),
-                  al_set_int(s, SET_RANK_K), al_set_int(s, SET_RANK_V), B * T};
+    dims d = ((const tpa_ctx *)ctx)->d;
+    d.BT = B * T;
+    return d;
 }
 
-static int tpa_check(const al_attn_shape *s, char *err, size_t n)
+static void *tpa_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {
-    static const char *const names[] = {"rank_q", "rank_k", "rank_v"};
     for (int i = SET_RANK_Q; i <= SET_RANK_V; i++)
         if (al_set_int(s, i) < 1)
-            return snprintf(err, n, "'%s' (%d) must be positive", names[i], al_set_int(s, i)), -1;
-    return 0;
+            return snprintf(err, n, "'%s' (%d) must be positive", tpa_settings[i].name,
+                            al_set_int(s, i)), NULL;
+    tpa_ctx *c = malloc(sizeof *c);
+    if (c)
+        *c = (tpa_ctx){*s, {s->d_model, s->n_head, s->d_head, al_set_int(s, SET_RANK_Q),
+                            al_set_int(s, SET_RANK_K), al_set_int(s, SET_RANK_V), 1}};
+    return c;
 }
 
 /* Parameter order: the head and feature factor projections of Q, K, V,
  * then wo. */
 enum { P_AQ, P_BQ, P_AK, P_BK, P_AV, P_BV, P_WO, N_PARAMS };
 
-static int tpa_params(const al_attn_shape *s, al_param_spec *o)
+static int tpa_params(const void *ctx, al_param_spec *o)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     o[P_AQ] = (al_param_spec){"wa_q", d.H * d.rq, d.D, AL_INIT_NORMAL};
     o[P_BQ] = (al_param_spec){"wb_q", d.rq * d.dh, d.D, AL_INIT_NORMAL};
     o[P_AK] = (al_param_spec){"wa_k", d.H * d.rk, d.D, AL_INIT_NORMAL};
@@ -102,9 +115,9 @@ static int tpa_params(const al_attn_shape *s, al_param_spec *o)
 /* Floats of one token's factors of rank R: A (H*R) and B (R*dh). */
 static size_t factor_floats(const dims *d, int R) { return (size_t)R * (d->H + d->dh); }
 
-static size_t tpa_kv_elems(const al_attn_shape *s)
+static size_t tpa_kv_elems(const void *ctx)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     return factor_floats(&d, d.rk) + factor_floats(&d, d.rv);
 }
 
@@ -210,17 +223,17 @@ static size_t all_factors(const dims *d)
     return factor_floats(d, d->rq) + factor_floats(d, d->rk) + factor_floats(d, d->rv);
 }
 
-static size_t tpa_act_floats(const al_attn_shape *s, int B, int T)
+static size_t tpa_act_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     return (size_t)d.BT * (all_factors(&d) + 4 * (size_t)d.H * d.dh) + 2 * (size_t)B * d.H * T;
 }
 
 /* Backward scratch: dy, dq, dk, dv (BT,H*dh) | the factors' gradients,
  * laid out as the factors in act (BT * all_factors). */
-static size_t tpa_scratch_floats(const al_attn_shape *s, int B, int T)
+static size_t tpa_scratch_floats(const void *ctx, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    dims d = get_dims(ctx, B, T);
     return (size_t)d.BT * (4 * (size_t)d.H * d.dh + all_factors(&d));
 }
 
@@ -242,10 +255,11 @@ static void factors_forward(const al_attn_shape *s, const dims *d, float *const 
     al_rope_forward(a->bk, B, T, d->rk, d->dh, d->rk * d->dh, 0, s->rope_base);
 }
 
-static void tpa_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void tpa_forward(const void *ctx, float *out, float *act, float *scratch,
                         const float *x, float *const *p, int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     tpa_a a = carve(&d, act);
     factors_forward(s, &d, p, &a, x, B, T);
     contract(a.q, a.aq, a.bq, &d, d.rq, d.BT);   /* q_h = (1/R_Q) sum_r a_r[h] b_r */
@@ -271,11 +285,12 @@ static void factor_backward(const al_attn_shape *s, const dims *d, float *dx, fl
     al_linear_backward_beta(dx, dwb, dB, x, wb, d->BT, d->D, R * d->dh, 1.0f, 0.0f);
 }
 
-static void tpa_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void tpa_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                          const float *dout, const float *x, const float *act, float *const *p,
                          int B, int T)
 {
-    dims d = get_dims(s, B, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
     tpa_a a = carve(&d, (float *)act);
     size_t n = (size_t)d.BT * d.H * d.dh;
     float *dy = scratch, *dq = dy + n, *dk = dq + n, *dv = dk + n;
@@ -296,9 +311,11 @@ static void tpa_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
 /* Each head's probabilities after forward() on one sequence, rebuilt from
  * the materialised q, k and the row statistics by the kernel backward
  * uses: the ones forward applied. */
-static void tpa_probs(const al_attn_shape *s, float *P, const float *act, float *const *p, int T)
+static void tpa_probs(const void *ctx, float *P, const float *act, const float *src,
+                      float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, T);
     tpa_a a = carve(&d, (float *)act);
     al_attn_probs(P, a.stat, a.q, a.k, T, d.H, d.H, d.dh, score_scale(&d), s->causal);
     (void)p;
@@ -322,10 +339,10 @@ static row_layout layout(const dims *d)
     return L;
 }
 
-static void tpa_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+static void tpa_prefill(const void *ctx, al_kv_cache *cache, const float *act,
                         float *const *p, int T)
 {
-    dims d = get_dims(s, 1, T);
+    dims d = get_dims(ctx, 1, T);
     tpa_a a = carve(&d, (float *)act);
     row_layout L = layout(&d);
     for (int t = 0; t < T; t++) {
@@ -423,9 +440,9 @@ static tpa_step carve_step(const dims *d, float *s)
     return st;
 }
 
-static size_t tpa_decode_scratch_floats(const al_attn_shape *s, int context)
+static size_t tpa_decode_scratch_floats(const void *ctx, int context)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     (void)context;
     return factor_floats(&d, d.rq) + 2 * (size_t)d.H * d.dh + layout(&d).elems +
            attend_floats(&d);
@@ -448,10 +465,11 @@ static void step_forward(const al_attn_shape *s, const dims *d, float *const *p,
     al_kv_row_put(cache, pos, st->row);
 }
 
-static void tpa_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void tpa_decode(const void *ctx, float *out, float *scratch, const float *x,
                        float *const *p, al_kv_cache *cache, int pos)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     tpa_step st = carve_step(&d, scratch);
     step_forward(s, &d, p, &st, x, cache, pos);
     factored_attend(st.y, st.end, st.q, cache, pos + 1, &d);
@@ -492,9 +510,9 @@ static tpa_batch carve_batch(const dims *d, float *s, int B)
     return m;
 }
 
-static size_t tpa_decode_batch_scratch_floats(const al_attn_shape *s, int context, int B)
+static size_t tpa_decode_batch_scratch_floats(const void *ctx, int context, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    dims d = get_dims(ctx, 1, 1);
     (void)context;
     return (size_t)B * (all_factors(&d) + 2 * (size_t)d.H * d.dh + batch_wide(&d));
 }
@@ -540,10 +558,11 @@ static void attend_rows(void *ctx, long lo, long hi, int tid)
         factored_attend(j->y + b * Hd, sc, j->q + b * Hd, j->caches[b], j->pos[b] + 1, j->d);
 }
 
-static void tpa_decode_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void tpa_decode_batch(const void *ctx, float *out, float *scratch, const float *x,
                              float *const *p, al_kv_cache *const *caches, const int *pos, int B)
 {
-    dims d = get_dims(s, 1, 1);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, 1, 1);
     tpa_batch m = carve_batch(&d, scratch, B);
     batch_forward(s, &d, p, &m, x, caches, pos, B);
     attend_job j = {m.y, m.q, caches, pos, &d};
@@ -551,24 +570,28 @@ static void tpa_decode_batch(const al_attn_shape *s, float *out, float *scratch,
     al_linear_forward_few(out, m.tmp, m.y, p[P_WO], B, d.H * d.dh, d.D);   /* out = wo . y */
 }
 
-const al_variant_ops al_variant_tpa = {
+static const al_variant_train tpa_train = {tpa_params, tpa_act_floats, tpa_scratch_floats,
+                                           tpa_forward, tpa_backward, AL_VARIANT_WRITES_GRADS};
+static const al_variant_decode tpa_decode_table = {
+    .storage = AL_KV_ROWS,
+    .kv_elems = tpa_kv_elems,
+    .prefill = tpa_prefill,
+    .scratch_floats = tpa_decode_scratch_floats,
+    .decode = tpa_decode,
+    .batch_scratch_floats = tpa_decode_batch_scratch_floats,
+    .decode_batch = tpa_decode_batch,
+};
+static const al_variant_pictures tpa_pictures = {tpa_probs, 0};
+
+const al_variant al_variant_tpa = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "tpa",
     .description = "tensor product attention (T6): Q, K, V as rank-R sums of head x feature "
                    "products; caches the K and V factors",
     .settings = tpa_settings,
-    .check = tpa_check,
-    .params = tpa_params,
-    .act_floats = tpa_act_floats,
-    .scratch_floats = tpa_scratch_floats,
-    .forward = tpa_forward,
-    .backward = tpa_backward,
-    .kv_elems = tpa_kv_elems,
-    .prefill = tpa_prefill,
-    .decode_scratch_floats = tpa_decode_scratch_floats,
-    .decode = tpa_decode,
-    .probs = tpa_probs,
-    .decode_batch_scratch_floats = tpa_decode_batch_scratch_floats,
-    .decode_batch = tpa_decode_batch,
-    .flags = AL_VARIANT_WRITES_GRADS,
+    .init = tpa_init,
+    .fini = free,
+    .train = &tpa_train,
+    .decode = &tpa_decode_table,
+    .pictures = &tpa_pictures,
 };

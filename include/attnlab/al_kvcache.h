@@ -46,7 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attnlab_variant.h"
+#include "attnlab_variant_base.h"
 
 /* AL_KV_NDTYPES counts the element-wise formats (al_kv_dtype_size); the
  * quantized ones follow, AL_KV_NALL in all. */

@@ -1,277 +1,263 @@
 /*
  * attnlab_variant.h - the attention-variant interface (public, versioned).
  *
- * An attention variant is one `const al_variant_ops` table. The training core
+ * An attention variant is one `const al_variant` table. The training core
  * owns every buffer: it asks the variant how many parameters, activation
  * floats and scratch floats it needs, allocates them once, and passes them
  * in. A variant never allocates inside forward, backward or decode.
  *
- * The same header serves the built-in variants (the files in variants/) and run-time
- * plugins: there is nothing private to the built-ins.
+ * The same header serves the built-in variants (the files in variants/) and
+ * run-time plugins: there is nothing private to the built-ins.
  *
- * Versioning: api_version is the first field of the table. Members are only
- * ever appended, so a table says by its version which members it has (as
- * SQLite's VFS does with iVersion). The registry accepts versions
- * AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION: a table of an older version
- * is copied up to its last member and the members it predates read as NULL
- * (each is optional). Any other version is refused with both numbers.
+ * One context per layer. The core calls init(v, shape) once for each layer
+ * and hands the pointer it returns, `ctx`, to every other member; fini(ctx)
+ * frees it. A variant computes what follows from its settings (a group
+ * count, a window, offsets into its activations) once, in init, and reads
+ * it from ctx afterwards; ctx is read-only after init (the core may call
+ * members from several threads). A variant with nothing to compute leaves
+ * init and fini NULL: ctx is then a const al_attn_shape * (the core's copy).
+ *
+ * Members come in sub-tables by concern; a variant leaves a sub-table NULL
+ * where it has nothing to offer:
+ *   train     parameters, buffer sizes, forward, backward   (required)
+ *   decode    its cache and incremental decode              (NULL: no cache, no decode)
+ *   share     cross-layer K/V (model.kv_share)              (NULL: cannot share)
+ *   pictures  attention probabilities (`attnlab attention`) (NULL: cannot show them)
+ *   costs     FLOPs and bytes per token                     (NULL: the core counts)
+ * Inside a sub-table, a member marked optional may be NULL; its default is
+ * settled once, when the table is registered (src/model/registry.c), never
+ * where the core calls it.
+ *
+ * Versioning: api_version is the first field. The registry accepts version
+ * 5 tables as they are, and version 2, 3 and 4 tables (attnlab_variant_v4.h)
+ * through one adapter that wraps each into a version-5 table
+ * (src/model/variant_compat.c). Any other version is refused with both
+ * numbers.
  */
 #ifndef ATTNLAB_VARIANT_H
 #define ATTNLAB_VARIANT_H
 
 #include <stddef.h>
+#include "attnlab_variant_base.h"
 #include "al_kernels.h"
 
-/* 2: al_kv_attend (al_kvcache.h) reads the cache in one pass; its score
- *    scratch is AL_KV_ATTEND_S(H) floats and AL_KV_TILE grew from 64 to
- *    256, so a plugin sized for version 1 would overrun its scratch. */
-/* 3: appends the optional members `probs` (attention pictures),
- *    `decode_batch_scratch_floats` / `decode_batch` (batched decode) and
- *    `flags` (AL_VARIANT_WRITES_GRADS). The table grew, so the version says
- *    whether a table has them; a version-2 table is still accepted, with
- *    those members NULL or 0. */
-/* 4: appends the optional member `kv_rows` (rows a layer's cache holds at
- *    a context), so a variant may bound its cache (local's ring of
- *    `window` rows plus its sinks), and the optional share_* members
- *    (cross-layer K/V sharing, model.kv_share), and the optional
- *    `kv_key_elems` (which elements of a row are keys, for int8/int4
- *    caches). A version-2 or 3 table is still accepted, kv_rows NULL: its
- *    cache holds one row per token; it cannot share; its rows are
- *    quantized whole, per channel. */
-#define AL_VARIANT_API_VERSION 4
-#define AL_VARIANT_API_MIN 2   /* the oldest version still accepted */
-#define AL_MAX_SETTINGS 8      /* settings one variant may declare */
-#define AL_MAX_ATTN_PARAMS 16  /* parameter tensors one variant may own */
+/* 5: one context per layer (init / fini), members grouped in sub-tables,
+ *    sharing by one forward and one backward that take an optional source
+ *    of K/V, decode storage that may be a state rewritten in place, and
+ *    the costs sub-table. Versions 2 to 4: attnlab_variant_v4.h. */
+#define AL_VARIANT_API_VERSION 5
+#define AL_VARIANT_API_MIN 2   /* the oldest version still accepted (adapted) */
 
-/* A variant's own setting under model.attention (e.g. n_kv_head). Values are
- * carried as double; AL_SET_INT settings are checked to be whole numbers. */
-enum al_setting_kind { AL_SET_INT = 0, AL_SET_FLOAT = 1 };
+typedef struct al_variant al_variant;
 
-typedef struct al_setting {
-    const char *name;     /* key under model.attention */
-    int kind;             /* enum al_setting_kind */
-    double def;           /* default when not given (ignored if required) */
-    int required;         /* 1: the key must be given */
-    const char *help;     /* one line, shown by `attnlab variants` */
-} al_setting;
+/* ------------------------------------------------------------ training */
 
-/* Everything a variant may read about the model it lives in. */
-typedef struct al_attn_shape {
-    int d_model;          /* D */
-    int n_head;           /* H, query heads */
-    int d_head;           /* dh */
-    int seq_len;          /* trained context length */
-    int causal;           /* 1 unless the causal-mask ablation is on */
-    float rope_base;      /* 10000 by default */
-    float norm_eps;       /* RMSNorm epsilon, for variants with norms */
-    double set[AL_MAX_SETTINGS]; /* settings, in the order of ops->settings */
-} al_attn_shape;
-
-/* How a parameter tensor is initialised. */
-enum al_init {
-    AL_INIT_NORMAL = 0,   /* normal(0, 0.02) */
-    AL_INIT_RESID = 1,    /* normal(0, 0.02 / sqrt(2 * n_layer)): output projections */
-    AL_INIT_ONES = 2,     /* norm weights */
-    AL_INIT_ZEROS = 3
-};
-
-/* One parameter tensor. Named without the layer prefix and without the
- * ".weight" suffix: "wq" becomes "blocks.{i}.attn.wq.weight". A 1-D tensor
- * has cols == 0. Weights are [out, in]. */
-typedef struct al_param_spec {
-    char name[32];
-    int rows, cols;
-    int init;             /* enum al_init */
-} al_param_spec;
-
-/* The KV cache of one layer. The core allocates it for a context length and
- * a storage dtype; the variant decides what one token's row holds
- * (kv_elems floats). Rows are converted on write and read (src/al_kvcache.h). */
-typedef struct al_kv_cache al_kv_cache;
-
-typedef struct al_variant_ops {
-    int api_version;                  /* AL_VARIANT_API_VERSION, always first */
-    const char *name;                 /* registry key, e.g. "gqa" */
-    const char *description;          /* one line for `attnlab variants` */
-    const al_setting *settings;       /* terminated by {NULL}; may be NULL */
-
-    /* Validate the settings against the model shape. Returns 0, or -1 with a
-     * one-line message in err naming the key, its value and what was wanted. */
-    int (*check)(const al_attn_shape *s, char *err, size_t errlen);
-
+typedef struct al_variant_train {
     /* Fill out[AL_MAX_ATTN_PARAMS]; return the number of tensors. */
-    int (*params)(const al_attn_shape *s, al_param_spec *out);
+    int (*params)(const void *ctx, al_param_spec *out);
 
     /* Floats of saved activations one layer needs for a (B, T) batch, and
      * floats of scratch shared by all layers (reused between calls). */
-    size_t (*act_floats)(const al_attn_shape *s, int B, int T);
-    size_t (*scratch_floats)(const al_attn_shape *s, int B, int T);
+    size_t (*act_floats)(const void *ctx, int B, int T);
+    size_t (*scratch_floats)(const void *ctx, int B, int T);
 
     /* out (B, T, D) = attention(x (B, T, D)). p holds the tensors in the
      * order of params(). act is this layer's saved state for backward. */
-    void (*forward)(const al_attn_shape *s, float *out, float *act,
-                    float *scratch, const float *x, float *const *p,
-                    int B, int T);
+    void (*forward)(const void *ctx, float *out, float *act, float *scratch, const float *x,
+                    float *const *p, int B, int T);
 
     /* Given dout (B, T, D): dx += d/dx, dp[i] += d/dp[i]. x, act and p are
      * as in the forward pass that produced act. (With AL_VARIANT_WRITES_GRADS
      * in flags: dx = d/dx, dp[i] = d/dp[i], overwritten.) */
-    void (*backward)(const al_attn_shape *s, float *dx, float *const *dp,
-                     float *scratch, const float *dout, const float *x,
-                     const float *act, float *const *p, int B, int T);
+    void (*backward)(const void *ctx, float *dx, float *const *dp, float *scratch,
+                     const float *dout, const float *x, const float *act, float *const *p,
+                     int B, int T);
 
-    /* KV-cache floats per token per layer (what decode stores). */
-    size_t (*kv_elems)(const al_attn_shape *s);
+    /* What the core may assume: AL_VARIANT_* bits, 0 for none. */
+    unsigned flags;
+} al_variant_train;
 
-    /* --- incremental decode (may be NULL: the variant cannot decode) --- */
+/* ------------------------------------------------------------ decode */
+
+/* What a layer's decode storage is (al_variant_decode.storage). */
+enum al_kv_storage {
+    /* Rows appended per token: kv_elems floats per token, kv_rows rows at
+     * a context, stored at the run's kv_dtype. */
+    AL_KV_ROWS = 0,
+    /* A state rewritten in place: one row of kv_elems floats whatever the
+     * context (a recurrent or linear-attention layer's running state). The
+     * core allocates it once, keeps it f32 whatever kv_dtype says
+     * (quantizing a running state is not KIVI), and counts its bytes as
+     * held at every context. kv_rows and kv_key_elems do not apply. */
+    AL_KV_STATE = 1
+};
+
+typedef struct al_variant_decode {
+    /* enum al_kv_storage. */
+    int storage;
+
+    /* Floats per token one layer's cache stores (AL_KV_ROWS), or the
+     * floats of its state (AL_KV_STATE). Required. */
+    size_t (*kv_elems)(const void *ctx);
+
+    /* Optional (AL_KV_ROWS): rows one layer's cache holds for a context of
+     * `context` tokens (1 .. context); the core allocates that many rows,
+     * and prefill / decode map positions to rows themselves (a ring, say:
+     * al_kv_ring_row in al_kvcache.h). Default: `context` rows, row pos
+     * for position pos. */
+    int (*kv_rows)(const void *ctx, int context);
+
+    /* Optional (AL_KV_ROWS): how many leading elements of a row are keys,
+     * the rest values (at most kv_elems). An int8/int4 cache quantizes keys
+     * per channel and values per token, as KIVI does. Default: the whole
+     * row counts as keys, right for rows whose elements serve as both (a
+     * latent, a tied state, factors). */
+    size_t (*kv_key_elems)(const void *ctx);
+
+    /* prefill, scratch_floats and decode: all three, or none (the layer
+     * keeps a cache, for counting, but cannot decode). */
 
     /* After forward() on a batch of one sequence of T tokens, write the
-     * cache rows of positions 0..T-1 from the saved activations. */
-    void (*prefill)(const al_attn_shape *s, al_kv_cache *cache,
-                    const float *act, float *const *p, int T);
+     * cache rows (or the state) of positions 0..T-1 from the saved
+     * activations. */
+    void (*prefill)(const void *ctx, al_kv_cache *cache, const float *act, float *const *p,
+                    int T);
 
     /* Scratch floats decode() needs for a context of `context` tokens. */
-    size_t (*decode_scratch_floats)(const al_attn_shape *s, int context);
+    size_t (*scratch_floats)(const void *ctx, int context);
 
     /* One token at position pos: x (D) is the normalised input. Appends the
-     * token's row to the cache, attends over rows 0..pos, writes out (D). */
-    void (*decode)(const al_attn_shape *s, float *out, float *scratch,
-                   const float *x, float *const *p, al_kv_cache *cache,
-                   int pos);
+     * token's row to the cache (or updates the state), attends, writes out
+     * (D). */
+    void (*decode)(const void *ctx, float *out, float *scratch, const float *x,
+                   float *const *p, al_kv_cache *cache, int pos);
 
-    /* ---- since version 3; every member down to flags may be NULL ---- */
+    /* Optional, both or neither: batched decode. B independent sequences
+     * advance one token each: x (B, D) holds their normalised inputs,
+     * caches[b] is sequence b's cache of this layer and pos[b] the position
+     * of its new token; writes out (B, D). Like B calls of decode() (equal
+     * up to rounding), but the weight products become matrix products;
+     * al_kv_attend_batch (al_kvcache.h) attends for all B. Default: decode()
+     * once per sequence. */
+    size_t (*batch_scratch_floats)(const void *ctx, int context, int B);
+    void (*decode_batch)(const void *ctx, float *out, float *scratch, const float *x,
+                         float *const *p, al_kv_cache *const *caches, const int *pos, int B);
+} al_variant_decode;
 
-    /* Attention pictures: after forward() on a batch of one sequence of T
-     * tokens, write every query head's attention probabilities, computed
-     * from act and p the way forward computed them: P (H, T, T), row i of
-     * head h the weights query i gives keys 0..T-1 (zero above the diagonal
-     * under the causal mask; each row sums to 1). NULL: the variant cannot
-     * show its attention (`attnlab attention` refuses it). A variant that
-     * saves only each score row's max and 1/sum (al_attn_forward) rebuilds
-     * them with al_attn_probs (al_kernels.h). */
-    void (*probs)(const al_attn_shape *s, float *P, const float *act,
-                  float *const *p, int T);
+/* ------------------------------------------------------------ sharing */
 
-    /* Batched decode: B independent sequences advance one token each.
-     * x (B, D) holds their normalised inputs, caches[b] is sequence b's
-     * cache of this layer and pos[b] the position of its new token; writes
-     * out (B, D). Like B calls of decode() (equal up to rounding), but the
-     * weight products become matrix products; al_kv_attend_batch
-     * (al_kvcache.h) attends for all B. Scratch: decode_batch_scratch_floats(s,
-     * context, B) floats. The core uses it for B >= 2 when both members
-     * are set; NULL: the core calls decode() once per sequence. */
-    size_t (*decode_batch_scratch_floats)(const al_attn_shape *s, int context, int B);
-    void (*decode_batch)(const al_attn_shape *s, float *out, float *scratch,
-                         const float *x, float *const *p, al_kv_cache *const *caches,
-                         const int *pos, int B);
-
-    /* What the core may assume of this variant: AL_VARIANT_* bits, 0 for
-     * none. */
-    unsigned flags;
-
-    /* ---- since version 4; may be NULL ---- */
-
-    /* Rows one layer's cache holds for a context of `context` tokens
-     * (1 .. context): the core allocates that many rows of kv_elems, and
-     * prefill / decode map positions to rows themselves (a ring, say:
-     * al_kv_ring_row in al_kvcache.h). NULL: `context` rows, row pos for
-     * position pos, as before version 4. */
-    int (*kv_rows)(const al_attn_shape *s, int context);
-
-    /* ---- cross-layer K/V sharing (model.kv_share, CLA), since version 4:
-     * all six set, or all NULL (the variant cannot share; the core refuses
-     * a kv_share > 1 naming it) ----
-     *
-     * Layers come in groups of kv_share. The group's first layer, the
-     * producer, runs forward() as always and saves its K/V in act; the
-     * others, consumers, have their own queries and output projection but
-     * no K/V projection, and attend over the producer's K/V. Producer and
-     * consumers have the same variant and settings (the core checks), so a
-     * consumer reads the producer's saved activations (src_act) by the
-     * variant's own layout. The K/V gradient passed between them, dkv,
-     * holds B*T*kv_elems(s) floats in a layout of the variant's choosing
-     * (gqa: dk (BT,G*dh) then dv (BT,G*dh)). Scratch: scratch_floats(s, B,
-     * T) in training, decode_scratch_floats(s, context) in decode. */
-
-    /* A consumer's tensors (the same names as the producer's, minus the
-     * K/V projections): fill out, return the count. */
-    int (*share_params)(const al_attn_shape *s, al_param_spec *out);
+/* Cross-layer K/V sharing (model.kv_share, CLA). Layers come in groups of
+ * kv_share. The group's first layer, the producer, runs train->forward as
+ * always and saves its K/V in act; the others, consumers, have their own
+ * queries and output projection but no K/V projection, and attend over the
+ * producer's K/V. Producer and consumers have the same variant and settings
+ * (the core checks), so a consumer reads the producer's saved activations
+ * (src) by the variant's own layout. The K/V gradient passed between them,
+ * dkv, holds B*T*kv_elems floats in a layout of the variant's choosing
+ * (gqa: dk (BT,G*dh) then dv (BT,G*dh)). Scratch: train->scratch_floats
+ * in training, decode->scratch_floats in decode. Every member is required
+ * when the sub-table is given; the variant needs a decode sub-table. */
+typedef struct al_variant_share {
+    /* A consumer's tensors (the producer's names, minus the K/V
+     * projections): fill out, return the count. */
+    int (*params)(const void *ctx, al_param_spec *out);
     /* Saved activations of a consumer for a (B, T) batch. */
-    size_t (*share_act_floats)(const al_attn_shape *s, int B, int T);
-    /* A consumer's forward: out (B,T,D) = attention of its queries (from x)
-     * over the producer's K/V in src_act. */
-    void (*share_forward)(const al_attn_shape *s, float *out, float *act, float *scratch,
-                          const float *x, float *const *p, const float *src_act, int B,
-                          int T);
-    /* A consumer's backward: dx and dp[i] as backward() gives them (flags
-     * apply), and the gradient of the shared K/V ADDED to dkv. */
-    void (*share_backward)(const al_attn_shape *s, float *dx, float *const *dp, float *dkv,
-                           float *scratch, const float *dout, const float *x,
-                           const float *act, const float *src_act, float *const *p, int B,
-                           int T);
-    /* A producer's backward: backward(), with dkv (the consumers' summed
-     * K/V gradient) added to its own K/V gradient before the projections. */
-    void (*backward_kv)(const al_attn_shape *s, float *dx, float *const *dp,
-                        const float *dkv, float *scratch, const float *dout,
-                        const float *x, const float *act, float *const *p, int B, int T);
+    size_t (*act_floats)(const void *ctx, int B, int T);
+    /* A consumer's forward (src, the producer's act): out (B,T,D) =
+     * attention of its queries (from x) over the producer's K/V. With src
+     * NULL: train->forward. */
+    void (*forward)(const void *ctx, float *out, float *act, float *scratch, const float *x,
+                    float *const *p, const float *src, int B, int T);
+    /* With src (a consumer): dx and dp[i] as train->backward gives them
+     * (flags apply), and the gradient of the shared K/V ADDED to dkv.
+     * With src NULL (a producer): train->backward, with dkv (its consumers'
+     * summed K/V gradient, read only) added to its own K/V gradient before
+     * the projections. */
+    void (*backward)(const void *ctx, float *dx, float *const *dp, float *dkv, float *scratch,
+                     const float *dout, const float *x, const float *act, const float *src,
+                     float *const *p, int B, int T);
     /* A consumer's decode step at pos: its query over the producer's cache,
      * which already holds the row of pos (the producer ran first). */
-    void (*share_decode)(const al_attn_shape *s, float *out, float *scratch, const float *x,
-                         float *const *p, const al_kv_cache *cache, int pos);
-    /* May be NULL even when the six are set: a consumer's attention
-     * pictures, as probs() gives them, from its act and the producer's
-     * src_act. NULL: `attnlab attention` refuses a shared model. */
-    void (*share_probs)(const al_attn_shape *s, float *P, const float *act,
-                        const float *src_act, float *const *p, int T);
+    void (*decode)(const void *ctx, float *out, float *scratch, const float *x,
+                   float *const *p, const al_kv_cache *cache, int pos);
+} al_variant_share;
 
-    /* Optional: how many leading elements of a cache row are keys, the rest
-     * values (at most kv_elems). An int8/int4 cache quantizes keys per
-     * channel and values per token, as KIVI does; NULL: every element is
-     * treated as a key, right for rows whose elements serve as both (a
-     * latent, a tied state, factors). */
-    size_t (*kv_key_elems)(const al_attn_shape *s);
-} al_variant_ops;
+/* ------------------------------------------------------------ pictures */
 
-/* 1 when v can be a member of a kv_share group (all six members set). */
-static inline int al_variant_can_share(const al_variant_ops *v)
-{
-    return v->share_params && v->share_act_floats && v->share_forward &&
-           v->share_backward && v->backward_kv && v->share_decode;
-}
+typedef struct al_variant_pictures {
+    /* After forward() on a batch of one sequence of T tokens, write every
+     * query head's attention probabilities, computed from act and p the way
+     * forward computed them: P (H, T, T), row i of head h the weights query
+     * i gives keys 0..T-1 (zero above the diagonal under the causal mask;
+     * each row sums to 1). A kv_share consumer's come with src (the
+     * producer's act; only when `shared` is 1), others' with src NULL. A
+     * variant that saves only each score row's max and 1/sum
+     * (al_attn_forward) rebuilds them with al_attn_probs (al_kernels.h). */
+    void (*probs)(const void *ctx, float *P, const float *act, const float *src,
+                  float *const *p, int T);
+    /* 1 when probs takes a src (a consumer's pictures); 0: `attnlab
+     * attention` refuses a shared model. */
+    int shared;
+} al_variant_pictures;
 
-/* flags: backward() OVERWRITES dx and every dp[i] instead of adding to
- * them, so the core hands it unzeroed buffers and saves a pass over each.
- * Without it the core zeroes them before every backward(), so an
- * accumulating variant (the contract since version 1) stays correct. */
-#define AL_VARIANT_WRITES_GRADS (1u << 0)
+/* ------------------------------------------------------------ costs */
 
-/* Bytes of a table of version v (AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION):
- * the members that version has. 0 for any other version. */
-static inline size_t al_variant_ops_size(int v)
-{
-    if (v == 2) return offsetof(al_variant_ops, probs);
-    if (v == 3) return offsetof(al_variant_ops, kv_rows);
-    if (v == 4) return sizeof(al_variant_ops);
-    return 0;
-}
+/* What one layer costs per token (issue 36). Declared for the cost model to
+ * come: every built-in variant leaves it NULL and the core does not call it
+ * yet. Each member is optional. */
+typedef struct al_variant_costs {
+    /* Forward plus backward FLOPs per token at a trained length of seq_len. */
+    double (*train_flops_per_token)(const void *ctx, int seq_len);
+    /* FLOPs per token of a prefill of `context` tokens. */
+    double (*prefill_flops_per_token)(const void *ctx, int context);
+    /* FLOPs of one decode step at a context of `context` tokens. */
+    double (*decode_flops_per_token)(const void *ctx, int context);
+    /* Bytes one decode step reads at `context` tokens from a cache stored
+     * as kv_dtype (al_kvcache.h), weights included. */
+    double (*decode_bytes_per_token)(const void *ctx, int context, int kv_dtype);
+} al_variant_costs;
 
-/* Name of the function a plugin shared object exports; it returns a table
- * terminated by NULL and writes the interface version it was built for. */
-#define AL_PLUGIN_ENTRY "attnlab_plugin_variants"
-typedef const al_variant_ops *const *(*al_plugin_entry_fn)(int *api_version);
+/* ------------------------------------------------------------ the table */
+
+struct al_variant {
+    int api_version;                  /* AL_VARIANT_API_VERSION, always first */
+    const char *name;                 /* registry key, e.g. "gqa" */
+    const char *description;          /* one line for `attnlab variants` */
+    const al_setting *settings;       /* terminated by {NULL}; may be NULL */
+    const void *data;                 /* the variant's own, for init; may be NULL */
+
+    /* Optional, both or neither: make the context of one layer from its
+     * settings (s->set, in the order of settings) and shape, or return NULL
+     * with a one-line message in err naming the key, its value and what was
+     * wanted (the settings are invalid for this shape). fini frees what
+     * init returned. Default: ctx is a copy of s, made and freed by the
+     * core. */
+    void *(*init)(const al_variant *v, const al_attn_shape *s, char *err, size_t errlen);
+    void (*fini)(void *ctx);
+
+    const al_variant_train *train;        /* required */
+    const al_variant_decode *decode;      /* NULL: no cache, cannot decode */
+    const al_variant_share *share;        /* NULL: cannot be in a kv_share group */
+    const al_variant_pictures *pictures;  /* NULL: cannot show its attention */
+    const al_variant_costs *costs;        /* NULL: not yet used by the core */
+};
 
 /* A plugin defines the entry point with this prototype (so the compiler
  * checks it) and exports it even when built with hidden visibility:
- *   AL_PLUGIN_EXPORT const al_variant_ops *const *
+ *   AL_PLUGIN_EXPORT const al_variant *const *
  *   attnlab_plugin_variants(int *api_version)
  *   { *api_version = AL_VARIANT_API_VERSION; return my_variants; }
  * The loader refuses a plugin whose version it does not accept
  * (AL_VARIANT_API_MIN .. AL_VARIANT_API_VERSION), then checks each table's
  * api_version and registers the tables under their names. */
-#define AL_PLUGIN_EXPORT __attribute__((visibility("default")))
-AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version);
+typedef const al_variant *const *(*al_plugin_entry_fn)(int *api_version);
+AL_PLUGIN_EXPORT const al_variant *const *attnlab_plugin_variants(int *api_version);
 
-/* Helpers for variants. */
-static inline int al_set_int(const al_attn_shape *s, int i) { return (int)s->set[i]; }
+/* The shape a member's ctx carries when the variant has no init (the core
+ * hands it a copy of the shape). */
+static inline const al_attn_shape *al_ctx_shape(const void *ctx)
+{
+    return (const al_attn_shape *)ctx;
+}
 
 #endif

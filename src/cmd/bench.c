@@ -95,7 +95,7 @@ static int make_config(al_config *c, const opts *o, al_err *e)
     m->seq_len = opt_T(o);
     m->vocab_size = 256;   /* bytes */
     c->train.batch_size = opt_B(o);
-    const al_variant_ops *ops = al_variant_find(o->bv->registry);
+    const al_variant *ops = al_variant_find(o->bv->registry);
     if (!ops) return al_errf(e, "variant '%s' is not built in", o->bv->registry);
     m->attn = ops;
     snprintf(m->variant, sizeof m->variant, "%s", ops->name);
@@ -132,8 +132,8 @@ static double flops_per_token(const al_model *m, const bvariant *bv)
 static double need_bytes(const al_model *m, int B, int T)
 {
     const al_model_config *c = &m->cfg;
-    const al_variant_ops *v = c->attn;   /* bench models have one variant */
-    const al_attn_shape *s = &m->layers[0].ashape;
+    const al_variant_train *v = c->attn->train;   /* bench models have one variant */
+    const void *s = m->layers[0].ctx;
     double BT = (double)B * T, D = c->d_model, F = m->d_ff, V = c->vocab_size;
     double per_layer = 4 * BT * D + 2 * BT + 2 * BT * F + v->act_floats(s, B, T);
     double acts = c->n_layer * per_layer + 4 * BT * D + 2 * BT + BT * V + BT * F +
@@ -203,33 +203,36 @@ static double bench_step(cell *k, const al_config *c, int B, int T)
 
 /* ---- the attention's share of a step: the variant's forward and
  * backward timed through a copy of its table (nothing else differs). */
-static const al_variant_ops *timed_inner;
+static const al_variant *timed_inner;
 static double attn_seconds;
 
-static void timed_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void timed_forward(const void *s, float *out, float *act, float *scratch,
                           const float *x, float *const *p, int B, int T)
 {
     double t0 = al_now();
-    timed_inner->forward(s, out, act, scratch, x, p, B, T);
+    timed_inner->train->forward(s, out, act, scratch, x, p, B, T);
     attn_seconds += al_now() - t0;
 }
 
-static void timed_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void timed_backward(const void *s, float *dx, float *const *dp, float *scratch,
                            const float *dout, const float *x, const float *act,
                            float *const *p, int B, int T)
 {
     double t0 = al_now();
-    timed_inner->backward(s, dx, dp, scratch, dout, x, act, p, B, T);
+    timed_inner->train->backward(s, dx, dp, scratch, dout, x, act, p, B, T);
     attn_seconds += al_now() - t0;
 }
 
-static const al_variant_ops *timed_ops(const al_variant_ops *v)
+static const al_variant *timed_ops(const al_variant *v)
 {
-    static al_variant_ops t;
+    static al_variant t;
+    static al_variant_train train;
     timed_inner = v;
     t = *v;
-    t.forward = timed_forward;
-    t.backward = timed_backward;
+    train = *v->train;
+    train.forward = timed_forward;
+    train.backward = timed_backward;
+    t.train = &train;
     return &t;
 }
 

@@ -1,6 +1,6 @@
 /*
  * cmd_check_variant.c - `attnlab check-variant`: the conformance suite
- * (src/train/al_check_variant.h) on one registered variant, built-in or
+ * (src/model/al_check_variant.h) on one registered variant, built-in or
  * from --plugin, one line per check with its measured error and bound.
  * Exit 0 when every check passes, 1 when one fails, 2 for bad input
  * (including a variant whose check() refuses every shape tried).
@@ -46,7 +46,7 @@ static const al_cli_spec check_spec = {
 };
 
 /* "model.attention.KEY=V" into fx; 0, or -1 with e naming what is wrong. */
-static int parse_set(const al_variant_ops *v, const char *arg, al_check_settings *fx, al_err *e)
+static int parse_set(const al_variant *v, const char *arg, al_check_settings *fx, al_err *e)
 {
     static const char prefix[] = "model.attention.";
     const char *eq = strchr(arg, '=');
@@ -76,7 +76,7 @@ static int parse_set(const al_variant_ops *v, const char *arg, al_check_settings
     return 0;
 }
 
-static int print_report(const al_variant_ops *v, const al_check_report *r)
+static int print_report(const al_variant *v, const al_check_report *r)
 {
     char buf[320];
     printf("check-variant: %s at %s\n", v->name, r->shapes);
@@ -101,7 +101,7 @@ int al_cmd_check_variant(int argc, char **argv)
     int rc = al_cli_parse(&check_spec, argc, argv, &a);
     if (rc != AL_CLI_GO) return rc;
     if ((rc = al_cli_load_plugins(&a.o))) return rc;
-    const al_variant_ops *v = al_variant_find(a.variant);
+    const al_variant *v = al_variant_find(a.variant);
     al_err e;
     if (!v) {
         snprintf(e.msg, sizeof e.msg, "check-variant: no variant '%s' (see 'attnlab variants'; "

@@ -26,7 +26,7 @@ static const al_cli_spec variants_spec = {
 };
 
 /* "n_kv_head=required d_q_latent=0", or "-" for a variant without settings */
-static int settings_text(const al_variant_ops *v, char *buf, size_t n)
+static int settings_text(const al_variant *v, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = 0;
@@ -42,7 +42,7 @@ static int settings_text(const al_variant_ops *v, char *buf, size_t n)
 
 static void print_variant(int i, int name_w, int set_w)
 {
-    const al_variant_ops *v = al_variant_at(i);
+    const al_variant *v = al_variant_at(i);
     char set[512];
     settings_text(v, set, sizeof set);
     printf("%-*s  %-*s  origin=%s  -- %s\n", name_w, v->name, set_w, set,

@@ -32,7 +32,7 @@
 
 /* ------------------------------------------------------------ config <-> JSON */
 
-static const char *variant_origin(const al_variant_ops *ops)
+static const char *variant_origin(const al_variant *ops)
 {
     for (int i = 0; i < al_variant_count(); i++)
         if (al_variant_at(i) == ops) return al_variant_origin(i);
@@ -108,7 +108,7 @@ static int decode_attention(const char *path, json_t *a, const char *origin,
     json_t *vn = json_object_get(a, "variant");
     if (!json_is_object(a) || !json_is_string(vn))
         return cfg_err(e, path, "'attention' must be an object with a 'variant' name");
-    const al_variant_ops *ops = al_variant_find(json_string_value(vn));
+    const al_variant *ops = al_variant_find(json_string_value(vn));
     if (!ops) return unknown_variant(e, path, json_string_value(vn), origin);
     int given[AL_MAX_SETTINGS] = {0};
     const char *k;

@@ -347,7 +347,7 @@ static int unknown_variant(al_err *e, const al_node *at, const char *name, const
                     known, hint);
 }
 
-static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_ops *ops,
+static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant *ops,
                            const char *path)
 {
     const char *names[AL_MAX_SETTINGS + 1] = {"variant"};
@@ -366,7 +366,7 @@ static int unknown_setting(al_err *e, const al_node *m, int i, const al_variant_
 }
 
 /* The variant named in m (default "mha"), checked against the registry. */
-static const al_variant_ops *attention_variant(const al_node *m, const char *path, al_err *e)
+static const al_variant *attention_variant(const al_node *m, const char *path, al_err *e)
 {
     const al_node *v = al_node_get(m, "variant");
     char sub[256];
@@ -376,7 +376,7 @@ static const al_variant_ops *attention_variant(const al_node *m, const char *pat
         return NULL;
     }
     const char *name = v ? v->value : "mha";
-    const al_variant_ops *ops = al_variant_find(name);
+    const al_variant *ops = al_variant_find(name);
     if (!ops) {
         unknown_variant(e, v ? v : m, name, sub);
         return NULL;
@@ -408,7 +408,7 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     if (m->kind != AL_NODE_MAP)
         return al_node_errf(e, m, "'%s' must be a mapping such as {variant: gqa, n_kv_head: 2}, "
                         "got %s", path, al_node_kind_name(m->kind));
-    const al_variant_ops *ops = attention_variant(m, path, e);
+    const al_variant *ops = attention_variant(m, path, e);
     if (!ops) return -1;
     int ns = al_variant_n_settings(ops), given[AL_MAX_SETTINGS] = {0};
     double set[AL_MAX_SETTINGS] = {0};
@@ -610,21 +610,20 @@ static int check_one_of(const al_config *c, const al_node *root, const char *pat
     return al_cfg_verr(e, c, root, path, "'%s' ('%s') is not a known value", path, v);
 }
 
-/* Item k's variant check(), pointed at the setting its message names (the
+/* Item k's settings as its variant's init judges them, pointed at the setting its message names (the
  * item's path in a model.layer_attention list). */
 static int check_variant_item(const al_config *c, const al_node *root, int k, al_err *e)
 {
     al_attn_config a = al_config_attn_item(&c->model, k);
-    const al_variant_ops *ops = a.attn;
+    const al_variant *ops = a.attn;
     char msg[512] = "", base[64] = "model.attention", path[256];
     if (c->model.n_layer_attn > 0)
         snprintf(base, sizeof base, "model.layer_attention[%d]", k);
     snprintf(path, sizeof path, "%s", base);
     if (!ops) return al_cfg_verr(e, c, root, path, "'%s.variant' is not resolved", base);
-    if (!ops->check) return 0;
     al_attn_shape s;
     al_config_layer_shape(&c->model, k, &s);
-    if (ops->check(&s, msg, sizeof msg) == 0) return 0;
+    if (al_variant_check(ops, &s, msg, sizeof msg) == 0) return 0;
     msg[sizeof msg - 1] = 0;   /* a plugin's message, perhaps unterminated */
     for (int j = 0; j < al_variant_n_settings(ops); j++) {
         size_t n = strlen(ops->settings[j].name);

@@ -23,7 +23,7 @@
 /* Parameters of m with n_layer L, d_ff F and attention (ops, set) on every
  * layer without kv_share, or with ops NULL m's own stack and sharing (a
  * model.layer_attention list goes on repeating over the L layers). */
-static size_t count_with(const al_model_config *m, int L, int F, const al_variant_ops *ops,
+static size_t count_with(const al_model_config *m, int L, int F, const al_variant *ops,
                          const double *set, al_err *e)
 {
     al_model_config x = *m;

@@ -66,7 +66,7 @@ static void write_scalar(FILE *f, const key_spec *k, const void *base)
 }
 
 /* The mapping {variant, settings...} with its keys at indent. */
-static void write_variant(FILE *f, const char *variant, const al_variant_ops *ops,
+static void write_variant(FILE *f, const char *variant, const al_variant *ops,
                           const double *set, int indent)
 {
     char buf[64];
@@ -314,7 +314,7 @@ static json_t *scalar_json(const key_spec *k, const void *base)
 }
 
 /* {"variant": name, settings by name}: integer settings as integers. */
-static json_t *variant_json(const char *variant, const al_variant_ops *ops, const double *set)
+static json_t *variant_json(const char *variant, const al_variant *ops, const double *set)
 {
     json_t *a = json_object();
     json_object_set_new(a, "variant", string_json(ops ? ops->name : variant));
@@ -436,7 +436,7 @@ static void print_attention_rows(FILE *f, const char *path)
     char def[64];
     fprintf(f, "| `%s.variant` | mha | attention variant, one of `attnlab variants` |\n", path);
     for (int i = 0; i < al_variant_count(); i++) {
-        const al_variant_ops *ops = al_variant_at(i);
+        const al_variant *ops = al_variant_at(i);
         for (int j = 0; j < al_variant_n_settings(ops); j++) {
             const al_setting *s = &ops->settings[j];
             if (s->required) snprintf(def, sizeof def, "required");

@@ -2,10 +2,10 @@
  * al_attention.h - what attention learned: every head's attention
  * probabilities over a sequence, and per-head statistics.
  *
- * The probabilities come from the variant's `probs` member (attnlab_variant.h),
+ * The probabilities come from the variant's `pictures->probs` (attnlab_variant.h),
  * which rebuilds them from the state the training forward pass saved, so a
  * picture shows exactly the weights the model applied. A variant without
- * `probs` is refused; a model.kv_share consumer's come from `share_probs`.
+ * pictures is refused; a model.kv_share consumer's come with the producer's act.
  *
  *   al_attention_forward(m, tokens, T, &e);      // one forward pass, B = 1
  *   al_attention_layer(m, l, T, P);              // P (H, T, T) of layer l
@@ -34,11 +34,11 @@
 #define AL_INDUCTION_SEED 1
 
 /* 0, or -1 with a message naming the variant when it cannot show its
- * attention (no `probs` member). */
+ * attention (no `pictures` sub-table). */
 int al_attention_supported(const al_model *m, al_err *e);
 
 /* One forward pass over tokens[0..T) (B = 1; reserves activations for
- * T). Errors: no `probs`, T < 1, a token outside the vocabulary. */
+ * T). Errors: no `pictures`, T < 1, a token outside the vocabulary. */
 int al_attention_forward(al_model *m, const int *tokens, int T, al_err *e);
 
 /* P (H, T, T) of layer l from the last al_attention_forward (same T). */

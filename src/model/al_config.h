@@ -25,7 +25,7 @@
  * of model.layer_attention). */
 typedef struct al_attn_config {
     char variant[AL_NAME_LEN];
-    const al_variant_ops *attn;          /* resolved from the registry */
+    const al_variant *attn;          /* resolved from the registry */
     double set[AL_MAX_SETTINGS];         /* in the order of attn->settings */
 } al_attn_config;
 
@@ -48,7 +48,7 @@ enum al_match_by { AL_MATCH_NONE = 0, AL_MATCH_D_FF = 1, AL_MATCH_N_LAYER = 2 };
 typedef struct al_match_config {
     int by;                              /* enum al_match_by */
     char variant[AL_NAME_LEN];           /* the `to` attention ... */
-    const al_variant_ops *attn;
+    const al_variant *attn;
     double attn_set[AL_MAX_SETTINGS];    /* ... and its settings */
     int base_n_layer, base_d_ff;         /* the shape as given: the `to` model's */
     int n_layer, d_ff;                   /* the matched shape (= the model's) */
@@ -66,7 +66,7 @@ typedef struct al_model_config {
     /* The attention of every layer (model.attention); with a
      * model.layer_attention list, its first item's. */
     char variant[AL_NAME_LEN];
-    const al_variant_ops *attn;          /* resolved from the registry */
+    const al_variant *attn;          /* resolved from the registry */
     double attn_set[AL_MAX_SETTINGS];    /* in the order of attn->settings */
     /* model.layer_attention: n_layer_attn items, layer l uses item
      * l % n_layer_attn; 0 = the one attention above for every layer. */

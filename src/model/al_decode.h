@@ -2,7 +2,7 @@
  * al_decode.h - incremental decoding from a KV cache, and sampling.
  *
  * The core drives it; each variant owns its cache row layout through the
- * decode hooks of its ops table (attnlab_variant.h). A decoder borrows a
+ * decode sub-table of its table (attnlab_variant.h). A decoder borrows a
  * model and owns, for each of its `batch` sequences, one al_kv_cache per
  * layer, plus one work buffer, all allocated by al_decoder_init: a step
  * allocates nothing (the pool's scratch and the context split's partials

@@ -21,8 +21,9 @@
 /* Per-layer views into the flat buffers, and the layer's attention (its
  * item of model.layer_attention; every layer the same without one). */
 typedef struct al_layer {
-    const al_variant_ops *attn;
+    const al_variant *attn;
     al_attn_shape ashape;                           /* as the variant sees it */
+    void *ctx;                                      /* attn->init's, for this layer (owned) */
     /* model.kv_share: the layer whose K/V this one attends over (itself
      * unless it is a consumer); consumers have share_params' tensors. */
     int kv_src;
@@ -82,6 +83,10 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
 /* Initialise weights per the spec from a seed: each tensor from its own
  * stream (seed, name), unit by unit, so models that share a tensor or a
  * prefix of it start equal there (model.c). */
+/* The causal-mask ablation on a built model: every layer's shape and
+ * context made again with model.causal = causal (the variant's init reads
+ * its shape once). */
+void al_model_set_causal(al_model *m, int causal);
 void al_model_init_weights(al_model *m, uint64_t seed);
 /* Allocate activations for batches up to (B, T). Idempotent for the same
  * or a smaller shape. */

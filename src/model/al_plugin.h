@@ -3,7 +3,7 @@
  *
  * A plugin exports one function, AL_PLUGIN_ENTRY (attnlab_variant.h), that
  * reports the interface version it was built for and returns a
- * NULL-terminated table of al_variant_ops. The loader dlopens the file with
+ * NULL-terminated table of al_variant. The loader dlopens the file with
  * RTLD_NOW | RTLD_LOCAL (every kernel it calls must resolve at once, against
  * the program, which exports them), refuses another interface version with
  * both numbers in the message, and registers each variant with origin = the

@@ -29,8 +29,9 @@ typedef struct al_tensor {
 
 /* The attention of one item of the layer cycle (al_config_n_attn). */
 typedef struct al_attn_item {
-    const al_variant_ops *ops;
+    const al_variant *ops;
     al_attn_shape ashape;                         /* the config as the variant sees it */
+    void *ctx;                                    /* ops->init's context (owned) */
     int n_attn_params;                            /* the variant's tensors per block */
     al_param_spec attn_spec[AL_MAX_ATTN_PARAMS];
     int n_share_params;                           /* a kv_share consumer's (share_params); */
@@ -68,10 +69,9 @@ size_t al_model_param_count(const al_model_config *c, al_err *e);
 size_t al_model_kv_elems_per_token(const al_model_config *c);
 size_t al_model_layer_kv_elems(const al_model_config *c, int layer);
 
-/* Rows a cache of variant v (shape s) holds at a context of `context`
- * tokens: its kv_rows (interface version 4) or, without one, `context`.
- * The one place the core asks; the decoder allocates this many rows. */
-int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context);
+/* Rows a cache of variant v (context ctx) holds at a context of `context`
+ * tokens (its decode->kv_rows, checked: 1 .. context). */
+int al_attn_kv_rows(const al_variant *v, const void *ctx, int context);
 /* Rows and bytes of layer l's cache at `context` tokens stored as dtype,
  * and the whole model's bytes (the sum over layers): what a decoder of
  * that context allocates per sequence. A kv_share consumer has no cache:
@@ -82,12 +82,18 @@ int al_model_layer_kv_rows(const al_model_config *c, int l, int context);
  * key_elems of them quantized per channel in an int8/int4 cache (elems / 2
  * for mha, mqa and gqa, rows [K | V]; the whole row for every other
  * variant, whose elements serve as key and value), group and residual
- * from model.kv_quant_* (a bounded ring layer keeps every row f32). */
+ * from model.kv_quant_* (a bounded ring layer keeps every row f32). A
+ * state layer (AL_KV_STATE) holds one row of its state's floats at every
+ * context, stored f32; it adds nothing per token (al_model_layer_kv_elems). */
 typedef struct al_kv_layout {
     size_t elems, key_elems;
     int rows, group, residual;
+    int state;   /* 1: a state rewritten in place (AL_KV_STATE): one row, f32 */
 } al_kv_layout;
 al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context);
+/* The dtype a layer of layout o stores a cache of `dtype` as: f32 for a
+ * state, whatever the run's kv_dtype. */
+int al_model_layer_kv_dtype(const al_kv_layout *o, int dtype);
 /* Layer l's cache bytes at `context` tokens, any dtype (int8/int4 with
  * their scales, zero-points and f32 rows). */
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context);
@@ -104,6 +110,9 @@ size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context);
  * `attnlab kv` prints. -1 with e naming the keys or the variant when a
  * count passes its limit or the variant rejects the shape. */
 int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e);
+/* Item k's variant (*v) and a context of it (v->init's, to free with
+ * v->fini), for a count over a config whose settings validation passed. */
+void *al_attn_ctx_of(const al_model_config *c, int k, const al_variant **v);
 /* Item k's attention (of al_config_n_attn) as its variant sees the config. */
 void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k);
 

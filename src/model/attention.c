@@ -13,14 +13,14 @@
 int al_attention_supported(const al_model *m, al_err *e)
 {
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        const al_variant_ops *v = m->layers[l].attn;
-        if (!v->probs)
-            return al_errf(e, "variant '%s' cannot show its attention: its ops table has no "
-                           "'probs' member (attnlab_variant.h, interface version 3)", v->name);
-        if (m->layers[l].kv_src != l && !v->share_probs)
+        const al_variant *v = m->layers[l].attn;
+        if (!v->pictures)
+            return al_errf(e, "variant '%s' cannot show its attention: its table has no "
+                           "'pictures' sub-table (attnlab_variant.h)", v->name);
+        if (m->layers[l].kv_src != l && !v->pictures->shared)
             return al_errf(e, "variant '%s' cannot show the attention of a layer that shares "
-                           "K/V (model.kv_share %d): its ops table has no 'share_probs' member",
-                           v->name, m->cfg.kv_share);
+                           "K/V (model.kv_share %d): its pictures do not take a source "
+                           "('pictures.shared' is 0)", v->name, m->cfg.kv_share);
     }
     return 0;
 }
@@ -42,11 +42,9 @@ void al_attention_layer(const al_model *m, int layer, int T, float *P)
 {
     AL_ASSERT(m->fwd_B == 1 && m->fwd_T == T && layer >= 0 && layer < m->cfg.n_layer);
     const al_layer *L = &m->layers[layer];
-    if (L->kv_src != layer)   /* a kv_share consumer: the producer's keys */
-        L->attn->share_probs(&L->ashape, P, L->attn_act, m->layers[L->kv_src].attn_act,
-                             L->attn_p, T);
-    else
-        L->attn->probs(&L->ashape, P, L->attn_act, L->attn_p, T);
+    /* a kv_share consumer's come with the producer's keys */
+    const float *src = L->kv_src != layer ? m->layers[L->kv_src].attn_act : NULL;
+    L->attn->pictures->probs(L->ctx, P, L->attn_act, src, L->attn_p, T);
 }
 
 /* ------------------------------------------------------------ statistics */

@@ -107,7 +107,7 @@ int al_config_check_share(const al_model_config *m, char *err, size_t n)
         int src = al_config_kv_src(m, l);
         al_attn_config a = al_config_layer_attn(m, l), b = al_config_layer_attn(m, src);
         if (!a.attn || !b.attn) continue;   /* unresolved: validation says so */
-        if (!al_variant_can_share(a.attn)) {
+        if (!a.attn->share) {
             snprintf(err, n, "model.kv_share: variant '%s' cannot share K/V across layers "
                      "(model.kv_share %d); the GQA family (mha, mqa, gqa) and local can",
                      a.variant, m->kv_share);

@@ -10,6 +10,7 @@
  */
 #include "al_decode.h"
 #include "al_bf16.h"
+#include "al_registry.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,8 +27,8 @@ size_t al_kv_bytes_per_token(const al_model_config *c, int dtype)
 static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
 {
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        const al_variant_ops *v = m->layers[l].attn;
-        if (!v->prefill || !v->decode || !v->decode_scratch_floats)
+        const al_variant *v = m->layers[l].attn;
+        if (!al_variant_decodes(v))
             return al_errf(e, "variant '%s' has no decode hooks: it cannot generate", v->name);
     }
     if (!m->cfg.causal)
@@ -37,7 +38,7 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
     if (dtype < 0 || dtype >= AL_KV_NALL) return al_errf(e, "unknown kv dtype %d", dtype);
     for (int l = 0; l < m->cfg.n_layer; l++) {   /* a plugin's answer, before it is trusted */
         const al_layer *L = &m->layers[l];
-        int rows = L->attn->kv_rows ? L->attn->kv_rows(&L->ashape, context) : context;
+        int rows = L->attn->decode->kv_rows(L->ctx, context);
         if (rows < 1 || rows > context)
             return al_errf(e, "variant '%s': kv_rows at context %d is %d, not 1 to %d",
                            L->attn->name, context, rows, context);
@@ -45,18 +46,26 @@ static int check_decodable(const al_model *m, int context, int dtype, al_err *e)
     return 0;
 }
 
+/* 1 when a step of n sequences of layer l goes through decode_batch (the
+ * variant has it; the registry leaves the pair whole or NULL), else
+ * through decode once per sequence. */
+static int batched(const al_layer *L, int n)
+{
+    return n > 1 && L->attn->decode->decode_batch != NULL;
+}
+
 /* Scratch floats for one step of up to `batch` sequences: decode's, or
- * decode_batch's when the variant has it and there is a batch; the widest
- * layer's (the layers share it). */
+ * decode_batch's when the step goes through it; the widest layer's (the
+ * layers share it). */
 static size_t scratch_floats(const al_model *m, int batch, int context)
 {
     size_t n = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        const al_variant_ops *v = m->layers[l].attn;
-        const al_attn_shape *s = &m->layers[l].ashape;
-        size_t n1 = v->decode_scratch_floats(s, context);
-        if (batch > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
-            size_t nb = v->decode_batch_scratch_floats(s, context, batch);
+        const al_layer *L = &m->layers[l];
+        const al_variant_decode *dv = L->attn->decode;
+        size_t n1 = dv->scratch_floats(L->ctx, context);
+        if (batched(L, batch)) {
+            size_t nb = dv->batch_scratch_floats(L->ctx, context, batch);
             n1 = nb > n1 ? nb : n1;
         }
         n = n1 > n ? n1 : n;
@@ -81,7 +90,8 @@ int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, in
     for (size_t i = 0; i < (size_t)c->n_layer * B; i++) {   /* each layer its own rows; */
         if (m->layers[i / B].kv_src != (int)(i / B)) continue;   /* a kv_share consumer: none */
         al_kv_layout o = al_model_layer_kv_layout(c, (int)(i / B), context);   /* a bounded one fewer */
-        d->cache[i] = al_kv_cache_new_quant(o.elems, o.key_elems, o.rows, dtype, o.group,
+        d->cache[i] = al_kv_cache_new_quant(o.elems, o.key_elems, o.rows,
+                                            al_model_layer_kv_dtype(&o, dtype), o.group,
                                             o.residual);
     }
     size_t wide = D > F ? D : F;
@@ -161,8 +171,8 @@ static int prefill_seq(al_decoder *d, int b, const int *tokens, int n, al_err *e
     al_model_forward(m, tokens, NULL, NULL, 1, nb);
     for (int l = 0; l < c->n_layer; l++)
         if (m->layers[l].kv_src == l)   /* consumers cache nothing */
-            m->layers[l].attn->prefill(&m->layers[l].ashape, d->cache[l * d->batch + b],
-                                       m->layers[l].attn_act, m->layers[l].attn_p, nb);
+            m->layers[l].attn->decode->prefill(m->layers[l].ctx, d->cache[l * d->batch + b],
+                                               m->layers[l].attn_act, m->layers[l].attn_p, nb);
     memcpy(d->logits + (size_t)b * c->vocab_size,
            m->logits + (size_t)(nb - 1) * c->vocab_size, c->vocab_size * sizeof(float));
     d->pos[b] = nb;
@@ -199,25 +209,26 @@ static void linear(al_decoder *d, float *out, const float *x, const float *w, in
 static void attention(al_decoder *d, int l, int b0, int n)
 {
     const al_model *m = d->m;
-    const al_variant_ops *v = m->layers[l].attn;
-    const al_attn_shape *s = &m->layers[l].ashape;
+    const al_layer *L = &m->layers[l];
+    const al_variant *v = L->attn;
+    const void *s = L->ctx;
     int D = m->cfg.d_model;
     float *const *p = m->layers[l].attn_p;
     al_kv_cache **c = d->cache + (size_t)m->layers[l].kv_src * d->batch + b0;
     float *h = d->h + (size_t)b0 * D, *a = d->a + (size_t)b0 * D;
     if (m->layers[l].kv_src != l) {   /* a kv_share consumer: the producer's cache, */
         for (int i = 0; i < n; i++)  /* which already holds this token's row */
-            v->share_decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
-                            d->pos[b0 + i]);
+            v->share->decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
+                             d->pos[b0 + i]);
         return;
     }
-    if (n > 1 && v->decode_batch && v->decode_batch_scratch_floats) {
-        v->decode_batch(s, a, d->scratch, h, p, c, d->pos + b0, n);
+    if (batched(L, n)) {
+        v->decode->decode_batch(s, a, d->scratch, h, p, c, d->pos + b0, n);
         return;
     }
     for (int i = 0; i < n; i++)
-        v->decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
-                  d->pos[b0 + i]);
+        v->decode->decode(s, a + (size_t)i * D, d->scratch, h + (size_t)i * D, p, c[i],
+                          d->pos[b0 + i]);
 }
 
 static void add_rows(float *x, const float *a, size_t n)

@@ -12,7 +12,7 @@
 
 /* A variant's reported float count, checked against the limit every
  * reported size has. */
-static int reported(const al_variant_ops *v, const char *what, size_t n, int B, int T, al_err *e)
+static int reported(const al_variant *v, const char *what, size_t n, int B, int T, al_err *e)
 {
     if (n <= AL_MAX_REPORTED_FLOATS) return 0;
     return al_errf(e, "model.attention: variant '%s' reports %zu %s floats for a batch of %d x "
@@ -42,12 +42,13 @@ static int shared_act_floats(const al_model_config *c, int d_ff, int B, int T, s
     size_t V = (size_t)c->vocab_size, scratch = 0, dkv = 0, layers = 0, tail, one;
     size_t width_layer = 4 * D + 2 + 2 * F, width_tail = 4 * D + 2 + V + F;
     for (int l = 0; l < c->n_layer; l++) {
-        al_attn_shape s;
-        al_attn_shape_of(&s, c, l % al_config_n_attn(c));
-        const al_variant_ops *v = al_config_layer_attn(c, l).attn;
+        const al_variant *v;
+        void *ctx = al_attn_ctx_of(c, l % al_config_n_attn(c), &v);
         int consumer = al_config_kv_consumer(c, l);
-        size_t attn = consumer ? v->share_act_floats(&s, B, T) : v->act_floats(&s, B, T);
-        size_t sc = v->scratch_floats(&s, B, T), kv = consumer ? v->kv_elems(&s) : 0;
+        size_t attn = consumer ? v->share->act_floats(ctx, B, T) : v->train->act_floats(ctx, B, T);
+        size_t sc = v->train->scratch_floats(ctx, B, T);
+        size_t kv = consumer ? v->decode->kv_elems(ctx) : 0;
+        v->fini(ctx);
         if (reported(v, "activation", attn, B, T, e) || reported(v, "scratch", sc, B, T, e) ||
             reported(v, "kv", kv, 1, 1, e))
             return -1;
@@ -75,10 +76,11 @@ int al_model_act_floats(const al_model_config *c, int d_ff, int B, int T, size_t
     int n_items = al_config_n_attn(c);
     size_t width_layer = 4 * D + 2 + 2 * F, width_tail = 4 * D + 2 + V + F;   /* < 2^35 */
     for (int k = 0; k < n_items; k++) {
-        al_attn_shape s;
-        al_attn_shape_of(&s, c, k);
-        const al_variant_ops *v = al_config_attn_item(c, k).attn;
-        size_t attn = v->act_floats(&s, B, T), sc = v->scratch_floats(&s, B, T), one;
+        const al_variant *v;
+        void *ctx = al_attn_ctx_of(c, k, &v);
+        size_t attn = v->train->act_floats(ctx, B, T), sc = v->train->scratch_floats(ctx, B, T);
+        size_t one;
+        v->fini(ctx);
         if (reported(v, "activation", attn, B, T, e) || reported(v, "scratch", sc, B, T, e))
             return -1;
         scratch = sc > scratch ? sc : scratch;

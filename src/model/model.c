@@ -1,7 +1,7 @@
 /*
  * model.c - the GPT-style model over a pluggable attention variant.
  *
- * The core never branches on the variant: it asks the ops table for the
+ * The core never branches on the variant: it asks the variant's table for the
  * attention parameters and buffer sizes, and calls forward/backward.
  */
 #include "al_model.h"
@@ -9,6 +9,7 @@
 #include "al_bf16.h"
 #include "al_memory.h"
 #include "al_parallel.h"
+#include "al_registry.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,6 +66,9 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
         const al_param_spec *spec;
         L->attn = it->ops;
         L->ashape = it->ashape;
+        char err[8];   /* the table's init took these settings: this one does too */
+        L->ctx = al_variant_init(it->ops, &it->ashape, err, sizeof err);
+        AL_ASSERT(L->ctx != NULL);
         L->kv_src = al_config_kv_src(cfg, l);
         L->n_attn_params = al_tensor_table_layer_params(&t, cfg, l, &spec);
         memcpy(L->attn_spec, spec, sizeof L->attn_spec);
@@ -72,10 +76,25 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     m->n_tensors = t.n_tensors;
     m->tensors = t.tensors;   /* the model owns it now */
     m->n_params = t.n_params;
+    t.tensors = NULL;
+    al_tensor_table_free(&t);   /* the items' contexts (each layer has its own) */
     m->params = al_calloc(m->n_params, sizeof(float));
     m->grads = al_calloc(m->n_params, sizeof(float));
     bind_views(m);
     return 0;
+}
+
+void al_model_set_causal(al_model *m, int causal)
+{
+    m->cfg.causal = causal;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        al_layer *L = &m->layers[l];
+        char err[8];
+        L->ashape.causal = causal;
+        L->attn->fini(L->ctx);   /* the context was made from the old shape */
+        L->ctx = al_variant_init(L->attn, &L->ashape, err, sizeof err);
+        AL_ASSERT(L->ctx != NULL);
+    }
 }
 
 /* Each tensor draws from its own stream, keyed by the seed and its name,
@@ -128,8 +147,8 @@ void al_model_init_weights(al_model *m, uint64_t seed)
 static size_t layer_act_floats(const al_model *m, int l, int B, int T)
 {
     const al_layer *L = &m->layers[l];
-    if (L->kv_src != l) return L->attn->share_act_floats(&L->ashape, B, T);
-    return L->attn->act_floats(&L->ashape, B, T);
+    if (L->kv_src != l) return L->attn->share->act_floats(L->ctx, B, T);
+    return L->attn->train->act_floats(L->ctx, B, T);
 }
 
 int al_model_reserve(al_model *m, int B, int T, al_err *e)
@@ -149,10 +168,10 @@ int al_model_reserve(al_model *m, int B, int T, al_err *e)
     size_t scratch = 0, dkv = 0;
     for (int l = 0; l < c->n_layer; l++) {   /* scratch is shared: the widest layer's */
         const al_layer *L = &m->layers[l];
-        size_t s = L->attn->scratch_floats(&L->ashape, B, T);
+        size_t s = L->attn->train->scratch_floats(L->ctx, B, T);
         scratch = s > scratch ? s : scratch;
         if (L->kv_src != l) {   /* one group's K/V gradient at a time */
-            size_t n = BT * L->attn->kv_elems(&L->ashape);
+            size_t n = BT * L->attn->decode->kv_elems(L->ctx);
             dkv = n > dkv ? n : dkv;
         }
     }
@@ -263,10 +282,10 @@ static double model_forward(al_model *m, const int *inputs, const int *targets,
     for (int l = 0; l < c->n_layer; l++) {
         al_layer *L = &m->layers[l], *next = l + 1 < c->n_layer ? &m->layers[l + 1] : NULL;
         if (L->kv_src != l)   /* a kv_share consumer: the producer's K/V */
-            L->attn->share_forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p,
-                                   m->layers[L->kv_src].attn_act, B, T);
+            L->attn->share->forward(L->ctx, tmp, L->attn_act, m->scratch, L->h1, L->attn_p,
+                                    m->layers[L->kv_src].attn_act, B, T);
         else
-            L->attn->forward(&L->ashape, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
+            L->attn->train->forward(L->ctx, tmp, L->attn_act, m->scratch, L->h1, L->attn_p, B, T);
         /* x_mid = x_in + attn, h2 = rmsnorm(x_mid): one pass */
         al_residual_rmsnorm_forward(L->x_mid, L->h2, L->rstd2, L->x_in, tmp, L->mlp_norm, BT, D,
                                     eps);
@@ -310,8 +329,8 @@ void al_model_zero_grad(al_model *m)
 static void attention_backward(al_model *m, int l, float *dh, const float *dx, int B, int T)
 {
     al_layer *L = &m->layers[l];
-    const al_variant_ops *v = L->attn;
-    if (!(v->flags & AL_VARIANT_WRITES_GRADS)) {
+    const al_variant *v = L->attn;
+    if (!(v->train->flags & AL_VARIANT_WRITES_GRADS)) {
         zero_floats(dh, (size_t)B * T * m->cfg.d_model);
         const al_param_spec *ls = &L->attn_spec[L->n_attn_params - 1];
         const float *first = L->attn_dp[0], *last = L->attn_dp[L->n_attn_params - 1];
@@ -322,15 +341,15 @@ static void attention_backward(al_model *m, int l, float *dh, const float *dx, i
     int fed = l + 1 < n && m->layers[l + 1].kv_src == L->kv_src;   /* a consumer follows */
     if (consumer) {
         /* the group's last layer runs first backward: it starts dkv */
-        if (!fed) zero_floats(m->dkv, (size_t)B * T * v->kv_elems(&L->ashape));
-        v->share_backward(&L->ashape, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1,
-                          L->attn_act, m->layers[L->kv_src].attn_act, L->attn_p, B, T);
+        if (!fed) zero_floats(m->dkv, (size_t)B * T * v->decode->kv_elems(L->ctx));
+        v->share->backward(L->ctx, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1, L->attn_act,
+                           m->layers[L->kv_src].attn_act, L->attn_p, B, T);
     } else if (fed) {   /* a producer: its consumers' K/V gradient joins its own */
-        v->backward_kv(&L->ashape, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1, L->attn_act,
-                       L->attn_p, B, T);
+        v->share->backward(L->ctx, dh, L->attn_dp, m->dkv, m->scratch, dx, L->h1, L->attn_act,
+                           NULL, L->attn_p, B, T);
     } else {
-        v->backward(&L->ashape, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act, L->attn_p,
-                    B, T);
+        v->train->backward(L->ctx, dh, L->attn_dp, m->scratch, dx, L->h1, L->attn_act,
+                           L->attn_p, B, T);
     }
 }
 
@@ -410,6 +429,8 @@ const al_tensor *al_model_tensor(const al_model *m, const char *name)
 
 void al_model_free(al_model *m)
 {
+    for (int l = 0; m->layers && l < m->cfg.n_layer; l++)
+        if (m->layers[l].ctx) m->layers[l].attn->fini(m->layers[l].ctx);
     free(m->tensors);
     free(m->params);
     free(m->grads);

@@ -65,7 +65,7 @@ static int open_object(const char *path, void **h, al_err *e)
 int al_plugin_register_entry(al_plugin_entry_fn entry, const char *origin, al_err *e)
 {
     int version = -1;
-    const al_variant_ops *const *list = entry(&version);
+    const al_variant *const *list = entry(&version);
     if (version < AL_VARIANT_API_MIN || version > AL_VARIANT_API_VERSION)
         return al_errf(e, "%s: plugin was built for variant interface version %d, "
                        "this attnlab has version %d (and accepts %d to %d)", origin, version,

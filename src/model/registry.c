@@ -3,22 +3,30 @@
  *
  * Built-ins come from one static NULL-terminated table, in the order they
  * are listed by `attnlab variants`; plugins are appended by the loader.
+ * Every table, built-in or not, is registered the same way: checked, then
+ * copied into an entry whose sub-tables have their optional members'
+ * defaults settled here, once (as SQLite wraps each VFS method once), so
+ * the core calls a member without asking whether it is there. A table of
+ * an older interface version is wrapped into version 5 first
+ * (variant_compat.c).
  */
 #include "al_registry.h"
+#include "al_variant_compat.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-extern const al_variant_ops al_variant_mha;
-extern const al_variant_ops al_variant_mqa;
-extern const al_variant_ops al_variant_gqa;
-extern const al_variant_ops al_variant_mla;
-extern const al_variant_ops al_variant_gta;
-extern const al_variant_ops al_variant_gla;
-extern const al_variant_ops al_variant_tpa;
-extern const al_variant_ops al_variant_local;
+extern const al_variant al_variant_mha;
+extern const al_variant al_variant_mqa;
+extern const al_variant al_variant_gqa;
+extern const al_variant al_variant_mla;
+extern const al_variant al_variant_gta;
+extern const al_variant al_variant_gla;
+extern const al_variant al_variant_tpa;
+extern const al_variant al_variant_local;
 
-static const al_variant_ops *const builtins[] = {
+static const al_variant *const builtins[] = {
     &al_variant_mha,
     &al_variant_mqa,
     &al_variant_gqa,
@@ -30,40 +38,111 @@ static const al_variant_ops *const builtins[] = {
     NULL,
 };
 
-#define MAX_VARIANTS 64
-static const al_variant_ops *extra[MAX_VARIANTS];
-static const char *extra_origin[MAX_VARIANTS];
-static int n_extra;
-/* Tables of an older interface version, copied whole-size: the members
- * that version predates are NULL here, never read from the plugin. */
-static al_variant_ops upgraded[MAX_VARIANTS];
+/* A registered table: the variant's own members, its defaults filled in. */
+typedef struct entry {
+    al_variant v;              /* sub-tables point into this entry */
+    al_variant_train train;
+    al_variant_decode decode;
+    al_variant_share share;
+    al_variant_pictures pictures;
+    const char *origin;
+    al_variant_compat *compat; /* an adapted older table's wrapper (owned), or NULL */
+} entry;
 
-static int n_builtins(void)
+#define MAX_VARIANTS 64
+static entry table[MAX_VARIANTS + 16];
+static int n_table, n_builtin = -1;
+
+/* ------------------------------------------------------------ defaults */
+
+/* init/fini: the context is a copy of the shape. */
+static void *shape_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {
-    int n = 0;
-    while (builtins[n]) n++;
-    return n;
+    (void)v, (void)err, (void)n;
+    al_attn_shape *c = malloc(sizeof *c);
+    AL_ASSERT(c != NULL);
+    *c = *s;
+    return c;
 }
 
-int al_variant_count(void) { return n_builtins() + n_extra; }
+/* decode->kv_rows: one row per token; a state has one row at any context. */
+static int rows_per_token(const void *ctx, int context) { return (void)ctx, context; }
+static int rows_state(const void *ctx, int context) { return (void)ctx, (void)context, 1; }
+/* decode->kv_key_elems: the whole row (the core caps the answer at the row). */
+static size_t keys_whole(const void *ctx) { return (void)ctx, SIZE_MAX; }
+/* decode NULL: no cache. */
+static size_t no_elems(const void *ctx) { return (void)ctx, 0; }
 
-const al_variant_ops *al_variant_at(int i)
+static void fill_decode(entry *n, const al_variant_decode *d)
 {
-    int nb = n_builtins();
-    if (i < 0 || i >= nb + n_extra) return NULL;
-    return i < nb ? builtins[i] : extra[i - nb];
+    if (d) n->decode = *d;
+    else n->decode = (al_variant_decode){.storage = AL_KV_ROWS, .kv_elems = no_elems};
+    if (n->decode.storage == AL_KV_STATE) {   /* one row, every element its own */
+        n->decode.kv_rows = rows_state;
+        n->decode.kv_key_elems = keys_whole;
+    }
+    if (!n->decode.kv_rows) n->decode.kv_rows = rows_per_token;
+    if (!n->decode.kv_key_elems) n->decode.kv_key_elems = keys_whole;
+    if (!n->decode.decode_batch) n->decode.batch_scratch_floats = NULL;
+}
+
+/* The entry of v, every optional member settled. */
+static void fill(entry *n, const al_variant *v, const char *origin)
+{
+    memset(n, 0, sizeof *n);
+    n->v = *v;
+    n->origin = origin;
+    if (!v->init) {
+        n->v.init = shape_init;
+        n->v.fini = free;
+    }
+    n->train = *v->train;
+    n->v.train = &n->train;
+    fill_decode(n, v->decode);
+    n->v.decode = &n->decode;
+    if (v->share) n->share = *v->share;
+    n->v.share = v->share ? &n->share : NULL;
+    if (v->pictures) n->pictures = *v->pictures;
+    n->v.pictures = v->pictures && v->pictures->probs ? &n->pictures : NULL;
+}
+
+/* ------------------------------------------------------------ lookup */
+
+static int register_builtins(void)
+{
+    if (n_builtin >= 0) return n_builtin;
+    al_err e;
+    n_builtin = 0;
+    for (int i = 0; builtins[i]; i++) {
+        /* a built-in that the checks refuse is a programming error */
+        int rc = al_variant_register(builtins[i], "built-in", &e);
+        AL_ASSERT(rc == 0);
+    }
+    n_builtin = n_table;
+    return n_builtin;
+}
+
+int al_variant_count(void)
+{
+    register_builtins();
+    return n_table;
+}
+
+const al_variant *al_variant_at(int i)
+{
+    if (i < 0 || i >= al_variant_count()) return NULL;
+    return &table[i].v;
 }
 
 const char *al_variant_origin(int i)
 {
-    int nb = n_builtins();
-    return i < nb ? "built-in" : extra_origin[i - nb];
+    return i >= 0 && i < al_variant_count() ? table[i].origin : NULL;
 }
 
-const al_variant_ops *al_variant_find(const char *name)
+const al_variant *al_variant_find(const char *name)
 {
     for (int i = 0; i < al_variant_count(); i++)
-        if (strcmp(al_variant_at(i)->name, name) == 0) return al_variant_at(i);
+        if (strcmp(table[i].v.name, name) == 0) return &table[i].v;
     return NULL;
 }
 
@@ -76,39 +155,52 @@ int al_variant_plain_name(const char *n)
     return len > 0 && !n[len] && len < 64;
 }
 
-/* Members a table must have, and groups that go together (decode's
- * three, batched decode's two: all or none): the error names exactly the
- * members missing, "forward, kv_elems", so an author need not guess. */
-static int missing_members(const al_variant_ops *o, const char *origin, al_err *e)
+/* ------------------------------------------------------------ checks */
+
+/* Members a table must have, and groups that go together (init and fini;
+ * decode's three; batched decode's two; sharing's five: all or none): the
+ * error names exactly the members missing, "train.forward, decode.kv_elems",
+ * so an author need not guess. */
+static int missing_members(const al_variant *o, const char *origin, al_err *e)
 {
+    const al_variant_train *t = o->train;
+    const al_variant_decode *d = o->decode;
+    const al_variant_share *s = o->share;
     const struct { const char *name; int set, group; } m[] = {
-        {"params", !!o->params, 0}, {"act_floats", !!o->act_floats, 0},
-        {"scratch_floats", !!o->scratch_floats, 0}, {"forward", !!o->forward, 0},
-        {"backward", !!o->backward, 0}, {"kv_elems", !!o->kv_elems, 0},
-        {"prefill", !!o->prefill, 1}, {"decode_scratch_floats", !!o->decode_scratch_floats, 1},
-        {"decode", !!o->decode, 1},
-        {"decode_batch_scratch_floats", !!o->decode_batch_scratch_floats, 2},
-        {"decode_batch", !!o->decode_batch, 2},
+        {"train", !!t, 0},
+        {"train.params", t && t->params, 0}, {"train.act_floats", t && t->act_floats, 0},
+        {"train.scratch_floats", t && t->scratch_floats, 0},
+        {"train.forward", t && t->forward, 0}, {"train.backward", t && t->backward, 0},
+        {"decode.kv_elems", !d || d->kv_elems, 0},
+        {"init", !!o->init, 1}, {"fini", !!o->fini, 1},
+        {"decode.prefill", d && d->prefill, 2},
+        {"decode.scratch_floats", d && d->scratch_floats, 2},
+        {"decode.decode", d && d->decode, 2},
+        {"decode.batch_scratch_floats", d && d->batch_scratch_floats, 3},
+        {"decode.decode_batch", d && d->decode_batch, 3},
+        {"share.params", s && s->params, 4}, {"share.act_floats", s && s->act_floats, 4},
+        {"share.forward", s && s->forward, 4}, {"share.backward", s && s->backward, 4},
+        {"share.decode", s && s->decode, 4},
     };
     enum { N = sizeof m / sizeof m[0] };
-    int any[3] = {1, 0, 0};   /* group 0 is always required */
+    int any[5] = {1, 0, 0, 0, !!s};   /* group 0 always; a share table whole */
     for (int i = 0; i < N; i++) any[m[i].group] |= m[i].set;
-    char list[256] = "";
+    if (s && !(d && d->decode)) any[2] = 1;   /* a consumer decodes over its producer's cache */
+    char list[400] = "";
     size_t len = 0;
     int n = 0;
     for (int i = 0; i < N; i++)
-        if (any[m[i].group] && !m[i].set)
+        if (any[m[i].group] && !m[i].set && len < sizeof list)
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", n++ ? ", " : "",
                                     m[i].name);
     if (!n) return 0;
     return al_errf(e, "%s: variant '%s': its table is missing %s %s", origin, o->name,
                    n > 1 ? "the members" : "the member", list);
 }
-
 /* A plugin's settings table: at most AL_MAX_SETTINGS, each with a plain
  * name (not "variant", no two alike), a known kind and a finite default
  * (whole for an integer setting). */
-static int check_settings(const al_variant_ops *ops, const char *origin, al_err *e)
+static int check_settings(const al_variant *ops, const char *origin, al_err *e)
 {
     int n = 0;
     while (ops->settings && ops->settings[n].name && n <= AL_MAX_SETTINGS) n++;
@@ -136,61 +228,39 @@ static int check_settings(const al_variant_ops *ops, const char *origin, al_err 
     return 0;
 }
 
-/* A name from a plugin for a message: control and non-ASCII bytes as '?',
- * at most 80 characters, so that the message stays one line. */
-static const char *printable(char *out, size_t n, const char *s)
-{
-    size_t i = 0;
-    for (; s && s[i] && i + 1 < n; i++)
-        out[i] = (unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e ? '?' : s[i];
-    out[i] = 0;
-    return out;
-}
+/* ------------------------------------------------------------ registering */
 
-int al_variant_register(const al_variant_ops *ops, const char *origin, al_err *e)
+int al_variant_register(const al_variant *ops, const char *origin, al_err *e)
 {
-    size_t size = al_variant_ops_size(ops->api_version);
+    al_variant_compat *compat = NULL;
     char name[81];
-    /* Members are only ever appended, so every version (1 on) starts with
-     * api_version and name; a table that claims no version has no layout
-     * at all, and nothing past api_version is read. */
-    if (size == 0 && ops->api_version < 1)
-        return al_errf(e, "%s: a variant table claims interface version %d, this attnlab "
-                       "has version %d (and accepts %d to %d)", origin, ops->api_version,
-                       AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN, AL_VARIANT_API_VERSION);
-    if (size == 0)
-        return al_errf(e, "%s: variant '%s' was built for interface version %d, "
-                       "this attnlab has version %d (and accepts %d to %d)", origin,
-                       ops->name ? printable(name, sizeof name, ops->name) : "?",
-                       ops->api_version, AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN,
-                       AL_VARIANT_API_VERSION);
-    if (!al_variant_plain_name(ops->name))
-        return al_errf(e, "%s: variant name '%s' must be 1 to 63 letters, digits, '_' or "
-                       "'-'", origin, ops->name ? printable(name, sizeof name, ops->name)
-                                                : "(null)");
-    al_variant_ops whole;   /* an older table's later members read as NULL, never past it */
-    memset(&whole, 0, sizeof whole);
-    memcpy(&whole, ops, size);
-    if (missing_members(&whole, origin, e)) return -1;
-    if (check_settings(ops, origin, e)) return -1;
-    for (int i = 0; i < al_variant_count(); i++)
-        if (strcmp(al_variant_at(i)->name, ops->name) == 0)
-            return al_errf(e, "%s: variant '%s' is already registered by %s",
-                           origin, ops->name, al_variant_origin(i));
-    if (n_extra == MAX_VARIANTS)
-        return al_errf(e, "%s: too many variants (at most %d plugins)", origin, MAX_VARIANTS);
-    if (size < sizeof *ops) {
-        memset(&upgraded[n_extra], 0, sizeof upgraded[n_extra]);
-        memcpy(&upgraded[n_extra], ops, size);
-        ops = &upgraded[n_extra];
+    register_builtins();
+    if (ops->api_version != AL_VARIANT_API_VERSION) {   /* an older table, or none */
+        if (al_variant_compat_wrap(ops, origin, &compat, e)) return -1;
+        ops = al_variant_compat_table(compat);
     }
-    extra[n_extra] = ops;
-    extra_origin[n_extra] = origin;
-    n_extra++;
+    int rc = -1;
+    if (!al_variant_plain_name(ops->name))
+        al_errf(e, "%s: variant name '%s' must be 1 to 63 letters, digits, '_' or '-'", origin,
+                ops->name ? al_variant_printable(name, sizeof name, ops->name) : "(null)");
+    else if (!missing_members(ops, origin, e) && !check_settings(ops, origin, e))
+        rc = 0;
+    for (int i = 0; rc == 0 && i < n_table; i++)
+        if (strcmp(table[i].v.name, ops->name) == 0)
+            rc = al_errf(e, "%s: variant '%s' is already registered by %s", origin, ops->name,
+                         table[i].origin);
+    if (rc == 0 && n_builtin >= 0 && n_table - n_builtin == MAX_VARIANTS)
+        rc = al_errf(e, "%s: too many variants (at most %d plugins)", origin, MAX_VARIANTS);
+    if (rc != 0) {
+        al_variant_compat_free(compat);
+        return -1;
+    }
+    fill(&table[n_table], ops, origin);
+    table[n_table++].compat = compat;
     return 0;
 }
 
-int al_variant_n_settings(const al_variant_ops *ops)
+int al_variant_n_settings(const al_variant *ops)
 {
     int n = 0;
     if (ops->settings)
@@ -198,7 +268,7 @@ int al_variant_n_settings(const al_variant_ops *ops)
     return n;
 }
 
-int al_variant_setting_index(const al_variant_ops *ops, const char *key)
+int al_variant_setting_index(const al_variant *ops, const char *key)
 {
     for (int i = 0; i < al_variant_n_settings(ops); i++)
         if (strcmp(ops->settings[i].name, key) == 0) return i;
@@ -210,7 +280,22 @@ int al_variant_setting_index(const al_variant_ops *ops, const char *key)
  * at all. Built-ins are never dropped. */
 void al_variant_truncate(int count)
 {
-    int nb = n_builtins();
-    AL_ASSERT(count >= nb && count <= nb + n_extra);
-    n_extra = count - nb;
+    AL_ASSERT(count >= register_builtins() && count <= n_table);
+    while (n_table > count) al_variant_compat_free(table[--n_table].compat);
+}
+
+/* ------------------------------------------------------------ contexts */
+
+void *al_variant_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+{
+    if (n) err[0] = 0;
+    return v->init(v, s, err, n);
+}
+
+int al_variant_check(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
+{
+    void *ctx = al_variant_init(v, s, err, n);
+    if (!ctx) return -1;
+    v->fini(ctx);
+    return 0;
 }

@@ -74,7 +74,8 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
 
 void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k) { fill_shape(s, c, k); }
 
-/* Item k's variant, check and tensors; 0 or -1 if it rejects the shape. */
+/* Item k's variant, context and tensors; 0 or -1 if it rejects the shape
+ * (t->ctx then NULL). */
 static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err *e)
 {
     char err[512] = "", where[64] = "model.attention";
@@ -82,23 +83,31 @@ static int attn_tensors(al_attn_item *t, const al_model_config *c, int k, al_err
     fill_shape(&t->ashape, c, k);
     t->ops = al_config_attn_item(c, k).attn;
     AL_ASSERT(t->ops != NULL);
-    if (t->ops->check && t->ops->check(&t->ashape, err, sizeof err) != 0) {
+    t->ctx = al_variant_init(t->ops, &t->ashape, err, sizeof err);
+    if (!t->ctx) {
         err[sizeof err - 1] = 0;   /* a plugin's message, perhaps unterminated */
         return al_errf(e, "%s: %s", where, err);
     }
-    t->n_attn_params = t->ops->params(&t->ashape, t->attn_spec);
+    t->n_attn_params = t->ops->train->params(t->ctx, t->attn_spec);
     char who[160];
     snprintf(who, sizeof who, "%s: variant '%s'", where, t->ops->name);
     if (check_attn_params(t, who, e)) return -1;
-    if (c->kv_share <= 1 || !al_variant_can_share(t->ops)) return 0;
+    if (c->kv_share <= 1 || !t->ops->share) return 0;
     /* a consumer's tensors, checked as params() are */
     al_attn_item sh = *t;
-    sh.n_attn_params = t->ops->share_params(&t->ashape, sh.attn_spec);
-    snprintf(who, sizeof who, "%s: variant '%s' (share_params)", where, t->ops->name);
+    sh.n_attn_params = t->ops->share->params(t->ctx, sh.attn_spec);
+    snprintf(who, sizeof who, "%s: variant '%s' (share.params)", where, t->ops->name);
     if (check_attn_params(&sh, who, e)) return -1;
     t->n_share_params = sh.n_attn_params;
     memcpy(t->share_spec, sh.attn_spec, sizeof t->share_spec);
     return 0;
+}
+
+/* The items' contexts, freed. */
+static void items_fini(al_tensor_table *t)
+{
+    for (int k = 0; k < t->n_items; k++)
+        if (t->item[k].ctx) t->item[k].ops->fini(t->item[k].ctx);
 }
 
 int al_tensor_table_layer_params(const al_tensor_table *t, const al_model_config *c, int l,
@@ -130,7 +139,10 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
     t->d_ff = al_config_d_ff(c);
     t->n_items = al_config_n_attn(c);
     for (int k = 0; k < t->n_items; k++)
-        if (attn_tensors(&t->item[k], c, k, e)) return -1;
+        if (attn_tensors(&t->item[k], c, k, e)) {
+            al_tensor_table_free(t);
+            return -1;
+        }
     int D = c->d_model, F = t->d_ff;
     t->tensors = al_calloc((size_t)c->n_layer * 4 + per_layer_tensors(t, c) + 2,
                            sizeof(al_tensor));
@@ -161,19 +173,39 @@ int al_tensor_table_build(al_tensor_table *t, const al_model_config *c, al_err *
 
 void al_tensor_table_free(al_tensor_table *t)
 {
+    items_fini(t);
     free(t->tensors);
     memset(t, 0, sizeof *t);
 }
 
 /* ------------------------------------------------------------ counts */
 
+void *al_attn_ctx_of(const al_model_config *c, int k, const al_variant **v)
+{
+    al_attn_shape s;
+    char err[256];
+    fill_shape(&s, c, k);
+    *v = al_config_attn_item(c, k).attn;
+    void *ctx = al_variant_init(*v, &s, err, sizeof err);
+    AL_ASSERT(ctx != NULL);   /* the settings were checked when the config was */
+    return ctx;
+}
+
+/* Floats a layer's cache adds per token: a state adds none (it is held
+ * whole at every context). */
+static size_t per_token_elems(const al_variant *v, const void *ctx)
+{
+    return v->decode->storage == AL_KV_STATE ? 0 : v->decode->kv_elems(ctx);
+}
+
 size_t al_model_layer_kv_elems(const al_model_config *c, int layer)
 {
     if (al_config_kv_consumer(c, layer)) return 0;   /* reads its producer's cache */
-    al_attn_shape s;
-    int k = layer % al_config_n_attn(c);
-    fill_shape(&s, c, k);
-    return al_config_attn_item(c, k).attn->kv_elems(&s);
+    const al_variant *v;
+    void *ctx = al_attn_ctx_of(c, layer % al_config_n_attn(c), &v);
+    size_t n = per_token_elems(v, ctx);
+    v->fini(ctx);
+    return n;
 }
 
 /* Layers that run item k of the cycle (a stack may have 10^8 layers: the
@@ -196,10 +228,10 @@ size_t al_model_kv_elems_per_token(const al_model_config *c)
     return n;
 }
 
-int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context)
+int al_attn_kv_rows(const al_variant *v, const void *ctx, int context)
 {
     AL_ASSERT(context >= 1);
-    int rows = v->kv_rows ? v->kv_rows(s, context) : context;
+    int rows = v->decode->kv_rows(ctx, context);
     AL_ASSERT(rows >= 1 && rows <= context);   /* a cache never holds more than its tokens */
     return rows;
 }
@@ -207,30 +239,21 @@ int al_attn_kv_rows(const al_variant_ops *v, const al_attn_shape *s, int context
 int al_model_layer_kv_rows(const al_model_config *c, int l, int context)
 {
     AL_ASSERT(l >= 0 && l < c->n_layer);
-    al_attn_shape s;
-    int k = l % al_config_n_attn(c);   /* the layer's own attention */
-    fill_shape(&s, c, k);
-    return al_attn_kv_rows(al_config_attn_item(c, k).attn, &s, context);
-}
-
-/* Elements of a row quantized per channel, as keys (al_kvcache.h): the
- * variant's answer (kv_key_elems), else the whole row. A plugin's answer
- * past the row is taken as the whole row. */
-static size_t key_elems(const al_variant_ops *v, const al_attn_shape *s, size_t elems)
-{
-    size_t k = v->kv_key_elems ? v->kv_key_elems(s) : elems;
-    return k <= elems ? k : elems;
+    return al_model_layer_kv_layout(c, l, context).rows;
 }
 
 al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int context)
 {
-    int k = l % al_config_n_attn(c);
+    const al_variant *v;
+    void *ctx = al_attn_ctx_of(c, l % al_config_n_attn(c), &v);   /* the layer's own attention */
     al_kv_layout o;
-    o.elems = al_model_layer_kv_elems(c, l);
-    al_attn_shape s;
-    fill_shape(&s, c, k);
-    o.key_elems = key_elems(al_config_attn_item(c, k).attn, &s, o.elems);
-    o.rows = al_model_layer_kv_rows(c, l, context);
+    o.state = v->decode->storage == AL_KV_STATE;
+    o.elems = v->decode->kv_elems(ctx);
+    /* a plugin's answer past the row is taken as the whole row */
+    o.key_elems = v->decode->kv_key_elems(ctx);
+    if (o.key_elems > o.elems) o.key_elems = o.elems;
+    o.rows = al_attn_kv_rows(v, ctx, context);
+    v->fini(ctx);
     o.group = c->kv_quant_group ? c->kv_quant_group : AL_KV_QUANT_GROUP;
     o.residual = c->kv_quant_group ? c->kv_quant_residual : AL_KV_QUANT_RESIDUAL;
     /* a bounded ring rewrites its rows out of order, which groups of
@@ -239,11 +262,19 @@ al_kv_layout al_model_layer_kv_layout(const al_model_config *c, int l, int conte
     return o;
 }
 
+/* The dtype layer l's cache is stored as: a state stays f32 (a running
+ * state is not KIVI's to quantize). */
+int al_model_layer_kv_dtype(const al_kv_layout *o, int dtype)
+{
+    return o->state ? AL_KV_F32 : dtype;
+}
+
 size_t al_model_layer_kv_bytes(const al_model_config *c, int l, int dtype, int context)
 {
     if (al_config_kv_consumer(c, l)) return 0;   /* no cache: its producer's */
     al_kv_layout o = al_model_layer_kv_layout(c, l, context);
-    return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, dtype, o.group, o.residual);
+    return al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows, al_model_layer_kv_dtype(&o, dtype),
+                                 o.group, o.residual);
 }
 
 size_t al_model_kv_bytes_at(const al_model_config *c, int dtype, int context)
@@ -271,7 +302,7 @@ size_t al_model_param_count(const al_model_config *c, al_err *e)
  * answer is not trusted). */
 static int kv_per_layer(const al_attn_item *t, size_t *kv, al_err *e)
 {
-    *kv = t->ops->kv_elems(&t->ashape);
+    *kv = per_token_elems(t->ops, t->ctx);
     if (*kv > AL_MAX_REPORTED_FLOATS)
         return al_errf(e, "model.attention: variant '%s' reports %zu KV-cache floats per token "
                        "per layer, more than the limit of %llu", t->ops->name, *kv,
@@ -302,7 +333,7 @@ static int stack_sums(const al_tensor_table *t, int n_layer, size_t D, size_t *n
     size_t reps = (size_t)(n_layer / t->n_items);
     for (int k = 0; k < t->n_items; k++) {
         const al_attn_item *it = &t->item[k];
-        size_t el = it->ops->kv_elems(&it->ashape);
+        size_t el = per_token_elems(it->ops, it->ctx);
         if (layer_params(it->attn_spec, it->n_attn_params, D, (size_t)t->d_ff, &one) != 0 ||
             __builtin_add_overflow(cyc_n, one, &cyc_n) ||
             __builtin_add_overflow(cyc_kv, el, &cyc_kv))
@@ -328,7 +359,7 @@ static int shared_sums(const al_tensor_table *t, const al_model_config *c, size_
         const al_param_spec *spec;
         const al_attn_item *it = &t->item[l % t->n_items];
         int np = al_tensor_table_layer_params(t, c, l, &spec);
-        size_t one, el = al_config_kv_consumer(c, l) ? 0 : it->ops->kv_elems(&it->ashape);
+        size_t one, el = al_config_kv_consumer(c, l) ? 0 : per_token_elems(it->ops, it->ctx);
         if (layer_params(spec, np, D, (size_t)t->d_ff, &one) != 0 ||
             __builtin_add_overflow(*n, one, n) || __builtin_add_overflow(*kv, el, kv))
             return -1;
@@ -336,27 +367,27 @@ static int shared_sums(const al_tensor_table *t, const al_model_config *c, size_
     return 0;
 }
 
-int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e)
+/* al_model_counts over t, whose items are built here (the caller frees them). */
+static int table_counts(al_tensor_table *t, const al_model_config *c, size_t *n_params,
+                        size_t *kv_per_token, al_err *e)
 {
-    al_tensor_table t;   /* the shapes and the variants' specs only: no tensors */
-    memset(&t, 0, sizeof t);
-    t.d_ff = al_config_d_ff(c);
-    if (c->n_layer < 1 || c->d_model < 1 || c->vocab_size < 0 || t.d_ff < 1)
+    t->d_ff = al_config_d_ff(c);
+    if (c->n_layer < 1 || c->d_model < 1 || c->vocab_size < 0 || t->d_ff < 1)
         return al_errf(e, "model: n_layer, d_model and the MLP width must be positive");
-    t.n_items = al_config_n_attn(c);
-    for (int k = 0; k < t.n_items; k++) {
+    t->n_items = al_config_n_attn(c);
+    for (int k = 0; k < t->n_items; k++) {
         size_t kv;
-        if (attn_tensors(&t.item[k], c, k, e) || kv_per_layer(&t.item[k], &kv, e)) return -1;
+        if (attn_tensors(&t->item[k], c, k, e) || kv_per_layer(&t->item[k], &kv, e)) return -1;
     }
     char err[256];   /* groups the stack can share, before they are counted */
     if (al_config_check_share(c, err, sizeof err)) return al_errf(e, "%s", err);
     size_t D = (size_t)c->d_model, n = (size_t)c->vocab_size * D + D, kv = 0;
-    int over = c->kv_share > 1 ? shared_sums(&t, c, D, &n, &kv)
-                               : stack_sums(&t, c->n_layer, D, &n, &kv);
+    int over = c->kv_share > 1 ? shared_sums(t, c, D, &n, &kv)
+                               : stack_sums(t, c->n_layer, D, &n, &kv);
     if (over != 0 || n > AL_MAX_PARAMS)
         return al_errf(e, "model: 'model.n_layer' (%d) blocks of 'model.d_model' (%d) with an "
                        "MLP of %d have more than %llu parameters (the limit: 16 bytes each "
-                       "must be addressable)", c->n_layer, c->d_model, t.d_ff,
+                       "must be addressable)", c->n_layer, c->d_model, t->d_ff,
                        (unsigned long long)AL_MAX_PARAMS);
     *n_params = n;
     if (!kv_per_token) return 0;
@@ -365,4 +396,13 @@ int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_t
                        "overflow %zu bytes", c->n_layer, SIZE_MAX);
     *kv_per_token = kv;
     return 0;
+}
+
+int al_model_counts(const al_model_config *c, size_t *n_params, size_t *kv_per_token, al_err *e)
+{
+    al_tensor_table t;   /* the shapes and the variants' specs only: no tensors */
+    memset(&t, 0, sizeof t);
+    int rc = table_counts(&t, c, n_params, kv_per_token, e);
+    al_tensor_table_free(&t);
+    return rc;
 }

@@ -28,11 +28,7 @@ typedef struct cfg_eval {
     char *sample;
 } cfg_eval;
 
-static void set_mask(al_model *m, int causal)
-{
-    m->cfg.causal = causal;
-    for (int l = 0; l < m->cfg.n_layer; l++) m->layers[l].ashape.causal = causal;
-}
+static void set_mask(al_model *m, int causal) { al_model_set_causal(m, causal); }
 
 /* Validation loss as trained and with the mask, added to c. */
 static void score_trial(const char *dir, const al_hs_trial *t, cfg_eval *c)

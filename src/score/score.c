@@ -61,8 +61,8 @@ static size_t window_floats(const al_model *m, int T)
     size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, t = (size_t)T, n = 0, scratch = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const al_layer *L = &m->layers[l];
-        size_t s = L->attn->scratch_floats(&L->ashape, 1, T);
-        n += 4 * t * D + 2 * t + 2 * t * F + L->attn->act_floats(&L->ashape, 1, T);
+        size_t s = L->attn->train->scratch_floats(L->ctx, 1, T);
+        n += 4 * t * D + 2 * t + 2 * t * F + L->attn->train->act_floats(L->ctx, 1, T);
         scratch = s > scratch ? s : scratch;
     }
     return n + t * (5 * D + 2 + V + 2 * F) + scratch;

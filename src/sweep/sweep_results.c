@@ -337,7 +337,7 @@ typedef struct set_cols {
     const char **name;
 } set_cols;
 
-static void add_settings(set_cols *c, const al_variant_ops *v)
+static void add_settings(set_cols *c, const al_variant *v)
 {
     for (int j = 0; v && j < al_variant_n_settings(v); j++) {
         const char *name = v->settings[j].name;
@@ -355,7 +355,7 @@ static void add_settings(set_cols *c, const al_variant_ops *v)
 }
 
 /* Does trial t have variant v in any layer? */
-static int uses_variant(const al_sweep_trial *t, const al_variant_ops *v)
+static int uses_variant(const al_sweep_trial *t, const al_variant *v)
 {
     for (int k = 0; k < al_config_n_attn(&t->cfg.model); k++)
         if (al_config_attn_item(&t->cfg.model, k).attn == v) return 1;

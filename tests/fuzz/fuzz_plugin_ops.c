@@ -8,8 +8,10 @@
  * those functions' answers taken from the input too. Then the registry is
  * truncated back to the built-ins.
  *
- * A table of a version the registry accepts (AL_VARIANT_API_MIN ..
- * AL_VARIANT_API_VERSION) is allocated with exactly al_variant_ops_size()
+ * The tables are of the older layout (attnlab_variant_v4.h), so every one
+ * goes through the adapter (src/model/variant_compat.c) that wraps it into
+ * version 5. A table of a version that layout describes (AL_VARIANT_V4_MIN
+ * .. AL_VARIANT_V4) is allocated with exactly al_variant_ops_size()
  * bytes, any other with a random size (at least api_version and name for
  * a version >= 1: members are only appended): so ASan catches the core
  * reading a member a table's version does not have.
@@ -25,6 +27,7 @@
 #include "al_model.h"
 #include "al_plugin.h"
 #include "al_registry.h"
+#include "attnlab_variant_v4.h"
 #include "fuzz_common.h"
 
 #define ORIGIN "/fuzz/libplugin.so"
@@ -88,9 +91,8 @@ static char *str(rd *r, unsigned max)
 /* Mostly versions the registry knows, sometimes any int. */
 static int version(rd *r)
 {
-    static const int pick[8] = {AL_VARIANT_API_VERSION, AL_VARIANT_API_VERSION,
-                                AL_VARIANT_API_VERSION, AL_VARIANT_API_MIN,
-                                AL_VARIANT_API_MIN, AL_VARIANT_API_MIN - 1,
+    static const int pick[8] = {AL_VARIANT_V4, AL_VARIANT_V4, AL_VARIANT_V4, AL_VARIANT_V4_MIN,
+                                AL_VARIANT_V4_MIN, AL_VARIANT_V4_MIN - 1,
                                 AL_VARIANT_API_VERSION + 1, 0};
     unsigned b = u8(r) % 8;
     return b == 7 ? (int)(uint32_t)u64(r, 4) : pick[b];
@@ -220,16 +222,18 @@ static int entry_version;
 static const al_variant_ops *entry_list[MAX_TABLES + 1];
 static int entry_null;
 
-static const al_variant_ops *const *entry(int *api_version)
+/* The entry point: an old plugin's list, which the loader reads by each
+ * table's version. */
+static const al_variant *const *entry(int *api_version)
 {
     *api_version = entry_version;
-    return entry_null ? NULL : entry_list;
+    return entry_null ? NULL : (const al_variant *const *)(const void *)entry_list;
 }
 
 /* ------------------------------------------------------------ using a variant */
 
 /* A config naming variant v with each setting given a value from the input. */
-static void use_variant(const al_variant_ops *v, rd *r)
+static void use_variant(const al_variant *v, rd *r)
 {
     char yaml[4096];
     int len = snprintf(yaml, sizeof yaml, "model: {n_layer: 2, d_model: 8, n_head: 2, "

@@ -17,33 +17,35 @@
 
 #include "attnlab_variant.h"
 
-static int stub_params(const al_attn_shape *s, al_param_spec *out)
+static int stub_params(const void *ctx, al_param_spec *out)
 {
+    const al_attn_shape *s = ctx;
     out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
     return 1;
 }
 #ifdef HUGE_SIZES
-static size_t stub_floats(const al_attn_shape *s, int B, int T) { return SIZE_MAX / 2; }
-static size_t stub_kv(const al_attn_shape *s) { return SIZE_MAX / 2; }
+static size_t stub_floats(const void *ctx, int B, int T) { return SIZE_MAX / 2; }
+static size_t stub_kv(const void *ctx) { return SIZE_MAX / 2; }
 #else
-static size_t stub_floats(const al_attn_shape *s, int B, int T) { return 1; }
-static size_t stub_kv(const al_attn_shape *s) { return 1; }
+static size_t stub_floats(const void *ctx, int B, int T) { return 1; }
+static size_t stub_kv(const void *ctx) { return 1; }
 #endif
 
 #ifdef UNDEFINED
 void al_kernel_from_the_future(float *out, int n);
 #endif
 
-static void stub_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void stub_forward(const void *ctx, float *out, float *act, float *scratch,
                          const float *x, float *const *p, int B, int T)
 {
+    const al_attn_shape *s = ctx;
     memset(out, 0, (size_t)B * T * s->d_model * sizeof(float));
 #ifdef UNDEFINED
     al_kernel_from_the_future(out, B * T * s->d_model);
 #endif
 }
 
-static void stub_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void stub_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                           const float *dout, const float *x, const float *act,
                           float *const *p, int B, int T)
 {
@@ -55,23 +57,26 @@ static void stub_backward(const al_attn_shape *s, float *dx, float *const *dp, f
 #define TABLE_VERSION AL_VARIANT_API_VERSION
 #endif
 
+static const al_variant_train stub_train = {stub_params, stub_floats, stub_floats, stub_forward,
+                                            stub_backward, 0};
+static const al_variant_decode stub_decode = {.kv_elems = stub_kv};
+
 #define STUB(NAME)                                                                    \
     {.api_version = TABLE_VERSION, .name = NAME, .description = "test stub",          \
-     .params = stub_params, .act_floats = stub_floats, .scratch_floats = stub_floats, \
-     .forward = stub_forward, .backward = stub_backward, .kv_elems = stub_kv}
+     .train = &stub_train, .decode = &stub_decode}
 
-static const al_variant_ops first = STUB("tp_first");
-static const al_variant_ops dup = STUB("mha");
+static const al_variant first = STUB("tp_first");
+static const al_variant dup = STUB("mha");
 
 #ifdef DUPLICATE
-static const al_variant_ops *const variants[] = {&first, &dup, NULL};
+static const al_variant *const variants[] = {&first, &dup, NULL};
 #elif defined(EMPTY)
-static const al_variant_ops *const variants[] = {NULL};
+static const al_variant *const variants[] = {NULL};
 #elif defined(BAD_NAME)
-static const al_variant_ops spaced = STUB("sliding window");
-static const al_variant_ops *const variants[] = {&spaced, NULL};
+static const al_variant spaced = STUB("sliding window");
+static const al_variant *const variants[] = {&spaced, NULL};
 #else
-static const al_variant_ops *const variants[] = {&first, NULL};
+static const al_variant *const variants[] = {&first, NULL};
 #endif
 
 #ifdef DATA_ENTRY
@@ -81,10 +86,10 @@ AL_PLUGIN_EXPORT const void *const entry_as_data[4] __asm__("attnlab_plugin_vari
     &first, &dup, variants, NULL};
 #else
 #ifdef NO_ENTRY
-AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version);
-AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variantz(int *api_version)
+AL_PLUGIN_EXPORT const al_variant *const *attnlab_plugin_variantz(int *api_version);
+AL_PLUGIN_EXPORT const al_variant *const *attnlab_plugin_variantz(int *api_version)
 #else
-AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version)
+AL_PLUGIN_EXPORT const al_variant *const *attnlab_plugin_variants(int *api_version)
 #endif
 {
 #ifdef BAD_PLUGIN_VERSION

@@ -14,6 +14,8 @@
 
 #include "al_test.h"
 #include "al_test_model.h"
+#include "al_registry.h"
+#include "attnlab_variant_v4.h"
 
 const char *al_test_shakespeare(void)
 {
@@ -87,7 +89,7 @@ int al_test_attnlab(const char *args, char **out)
 
 /* ------------------------------------------------------------ tiny models */
 
-int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer,
+int al_test_tiny_config(al_model_config *c, const al_variant *v, int n_layer,
                         int d_model, int n_head, int d_head, int seq_len, int vocab)
 {
     memset(c, 0, sizeof *c);
@@ -126,16 +128,76 @@ int al_test_tiny_config(al_model_config *c, const al_variant_ops *v, int n_layer
     return 0;
 }
 
-double al_test_rel_err(const double *a, const double *b, size_t n)
+void *al_test_ctx(const al_variant *v, const al_attn_shape *s)
 {
-    double d = 0, na = 0, nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += (a[i] - b[i]) * (a[i] - b[i]);
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-    }
-    double den = fmax(sqrt(na), sqrt(nb));
-    return sqrt(d) / fmax(den, 1e-12);
+    char err[256] = "";
+    void *ctx = al_variant_init(v, s, err, sizeof err);
+    ck_assert_msg(ctx != NULL, "%s: %s", v->name, err);
+    return ctx;
+}
+
+/* ------------------------------------------------------------ old tables */
+
+const al_attn_shape *al_test_old_seen;
+
+static int old_params(const al_attn_shape *s, al_param_spec *out)
+{
+    out[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
+    return 1;
+}
+static size_t old_floats(const al_attn_shape *s, int B, int T) { return (size_t)B * T; }
+static size_t old_kv(const al_attn_shape *s) { return (size_t)s->d_model + 1; }
+static void old_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+                        const float *x, float *const *p, int B, int T)
+{
+    al_test_old_seen = s;
+}
+static void old_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+                         const float *dout, const float *x, const float *act, float *const *p,
+                         int B, int T) {}
+static size_t old_bscratch(const al_attn_shape *s, int context, int B) { return 1; }
+static void old_batch(const al_attn_shape *s, float *out, float *scratch, const float *x,
+                      float *const *p, al_kv_cache *const *caches, const int *pos, int B) {}
+
+void *al_test_old_table(int version, const char *name)
+{
+    al_variant_ops full = {.api_version = version, .name = name, .params = old_params,
+                           .act_floats = old_floats, .scratch_floats = old_floats,
+                           .forward = old_forward, .backward = old_backward, .kv_elems = old_kv,
+                           .decode_batch_scratch_floats = old_bscratch,
+                           .decode_batch = old_batch};
+    size_t size = al_variant_ops_size(version);
+    ck_assert_uint_gt(size, 0);
+    void *old = malloc(size);
+    memcpy(old, &full, size);
+    return old;
+}
+
+/* ------------------------------------------------------------ contexts */
+
+enum { MAX_KEPT = 64 };
+static struct kept {
+    const al_variant *v;
+    al_attn_shape s;
+    void *ctx;
+} kept[MAX_KEPT];
+static int n_kept, next_out;
+
+static void free_kept(void)
+{
+    for (int i = 0; i < n_kept; i++) kept[i].v->fini(kept[i].ctx);
+    n_kept = 0;
+}
+
+const void *al_test_ctx_of(const al_variant *v, const al_attn_shape *s)
+{
+    for (int i = 0; i < n_kept; i++)
+        if (kept[i].v == v && !memcmp(&kept[i].s, s, sizeof *s)) return kept[i].ctx;
+    if (!n_kept && !next_out) atexit(free_kept);
+    struct kept *k = &kept[n_kept < MAX_KEPT ? n_kept++ : next_out++ % MAX_KEPT];
+    if (k->v) k->v->fini(k->ctx);   /* the oldest goes (a test holds no context long) */
+    *k = (struct kept){v, *s, al_test_ctx(v, s)};
+    return k->ctx;
 }
 
 /* ------------------------------------------------------------ mpirun */
@@ -165,7 +227,7 @@ const char *al_test_mpi_env(int leak_check)
 }
 
 
-int al_test_stack_config(al_model_config *c, const al_variant_ops *const *vs, int n_items,
+int al_test_stack_config(al_model_config *c, const al_variant *const *vs, int n_items,
                          int n_layer, int d_model, int n_head, int d_head, int seq_len,
                          int vocab)
 {

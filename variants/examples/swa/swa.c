@@ -9,21 +9,18 @@
  * the whole sequence gives exactly mha's function.
  *
  * KV cache: a token's row is mha's, its RoPE'd keys then its values
- * (2 * n_head * d_head floats per layer), and kv_elems reports that row,
- * because the interface it was written for (version 3) has the core size a
- * cache as context x row and the row is what one token stores. Decoding writes the row of
+ * (2 * n_head * d_head floats per layer). Decoding writes the row of
  * position pos at row pos and attends over rows pos-window+1 .. pos (the
  * training forward's band), so the rows older than the window are kept but
  * never read again: the measured cache is context x row, as `attnlab kv`
- * and `generate --stats` print. A decoder that owned its allocation could
- * keep only the last `window` rows (a ring buffer) and bound the cache by
- * window x row whatever the context; that interface gives a variant
- * no say in the allocation, so that bound is not shown.
+ * and `generate --stats` print. (decode->kv_rows would let it keep only a
+ * ring of `window` rows, as the built-in `local` does; this example stays
+ * with one row per token, the simplest cache.)
  *
- * (Interface version 4 added `kv_rows`, which lets a variant bound its cache:
- * the built-in `local` does, with a ring. This plugin stays pinned to
- * version 3, the one it was written for, and shows that such a plugin
- * still loads and trains unchanged.)
+ * Written for interface version 5: init makes each layer's context (its
+ * shape and window) once, and every member reads it. The same plugin as
+ * written for version 3 lives on as tests/plugins/swa_v4.c, which builds
+ * against <attnlab/attnlab_variant_v4.h> and still loads.
  *
  * Training cost: scores are computed for the full (T, T) block through the
  * shared gemm wrappers and the band is applied by the softmax, so training
@@ -32,37 +29,49 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
 #include <attnlab/al_kvcache.h>
 
-enum { SET_WINDOW };
+enum { SET_WINDOW, N_SETTINGS };
 
 static const al_setting swa_settings[] = {
     {"window", AL_SET_INT, 0, 1, "positions each query attends to, itself included (>= 1)"},
     {NULL, 0, 0, 0, NULL},
 };
 
-static int swa_check(const al_attn_shape *s, char *err, size_t errlen)
+AL_SETTINGS_MATCH(swa_settings, N_SETTINGS);
+
+/* A layer's context: its shape and window, made once by init. */
+typedef struct swa_ctx {
+    al_attn_shape s;
+    int window;
+} swa_ctx;
+
+static void *swa_init(const al_variant *v, const al_attn_shape *s, char *err, size_t errlen)
 {
     if (s->set[SET_WINDOW] < 1) {
         snprintf(err, errlen, "'window' (%g) must be at least 1", s->set[SET_WINDOW]);
-        return -1;
+        return NULL;
     }
-    return 0;
+    swa_ctx *c = malloc(sizeof *c);
+    if (c) *c = (swa_ctx){*s, al_set_int(s, SET_WINDOW)};
+    return c;
 }
 
 /* The keys query t may attend to: lo..hi inclusive. */
-static void band(const al_attn_shape *s, int t, int T, int *lo, int *hi)
+static void band(const swa_ctx *c, int t, int T, int *lo, int *hi)
 {
-    int w = al_set_int(s, SET_WINDOW);
+    int w = c->window;
     *lo = t - w + 1 > 0 ? t - w + 1 : 0;
-    *hi = s->causal ? t : (t + w - 1 < T - 1 ? t + w - 1 : T - 1);
+    *hi = c->s.causal ? t : (t + w - 1 < T - 1 ? t + w - 1 : T - 1);
 }
 
-static int swa_params(const al_attn_shape *s, al_param_spec *out)
+static int swa_params(const void *ctx, al_param_spec *out)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, Hd = s->n_head * s->d_head;
     out[0] = (al_param_spec){"wq", Hd, D, AL_INIT_NORMAL};
     out[1] = (al_param_spec){"wk", Hd, D, AL_INIT_NORMAL};
@@ -72,19 +81,22 @@ static int swa_params(const al_attn_shape *s, al_param_spec *out)
 }
 
 /* Saved activations: q, k (RoPE'd), v, y (BT, H*dh) | att (B, H, T, T) */
-static size_t swa_act_floats(const al_attn_shape *s, int B, int T)
+static size_t swa_act_floats(const void *ctx, int B, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)B * s->n_head * T * T;
 }
 
 /* Backward scratch: dy, dq, dk, dv (BT, H*dh) | dscores (T, T) */
-static size_t swa_scratch_floats(const al_attn_shape *s, int B, int T)
+static size_t swa_scratch_floats(const void *ctx, int B, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)T * T;
 }
 
-static size_t swa_kv_elems(const al_attn_shape *s)
+static size_t swa_kv_elems(const void *ctx)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     return 2 * (size_t)s->n_head * s->d_head;
 }
 
@@ -92,14 +104,14 @@ static size_t swa_kv_elems(const al_attn_shape *s)
 
 /* att (T, T) = softmax over the band of q . k^T * scale, zero outside it;
  * y (T, dh) = att . v. q, k, v, y are one head's columns (row stride ld). */
-static void head_forward(const al_attn_shape *s, float *y, float *att, const float *q,
+static void head_forward(const swa_ctx *c, float *y, float *att, const float *q,
                          const float *k, const float *v, int T, int ld, float scale)
 {
-    int dh = s->d_head;
+    int dh = c->s.d_head;
     al_gemm_nt(att, T, q, ld, k, ld, T, T, dh, scale, 0.0f);
     for (int t = 0; t < T; t++) {
         int lo, hi;
-        band(s, t, T, &lo, &hi);
+        band(c, t, T, &lo, &hi);
         float *row = att + (size_t)t * T;
         al_softmax_row(row + lo, hi - lo + 1);
         memset(row, 0, (size_t)lo * sizeof(float));
@@ -129,9 +141,10 @@ static void head_backward(const al_attn_shape *s, float *dq, float *dk, float *d
 
 /* ------------------------------------------------------------ ops */
 
-static void swa_forward(const al_attn_shape *s, float *out, float *act, float *scratch,
+static void swa_forward(const void *ctx, float *out, float *act, float *scratch,
                         const float *x, float *const *p, int B, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
     size_t n = (size_t)BT * Hd;
     float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
@@ -144,16 +157,17 @@ static void swa_forward(const al_attn_shape *s, float *out, float *act, float *s
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t o = (size_t)b * T * Hd + (size_t)h * dh;
-            head_forward(s, y + o, att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o,
+            head_forward(ctx, y + o, att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o,
                          T, Hd, scale);
         }
     al_linear_forward(out, y, p[3], BT, Hd, D); /* out = y . wo^T */
 }
 
-static void swa_backward(const al_attn_shape *s, float *dx, float *const *dp, float *scratch,
+static void swa_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
                          const float *dout, const float *x, const float *act,
                          float *const *p, int B, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
     size_t n = (size_t)BT * Hd;
     const float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
@@ -177,9 +191,10 @@ static void swa_backward(const al_attn_shape *s, float *dx, float *const *dp, fl
 
 /* Attention pictures: forward saved the banded probabilities of every
  * head, att (B, H, T, T); after a forward on one sequence they are P. */
-static void swa_probs(const al_attn_shape *s, float *P, const float *act, float *const *p,
-                      int T)
+static void swa_probs(const void *ctx, float *P, const float *act, const float *src,
+                      float *const *p, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     size_t n = (size_t)T * s->n_head * s->d_head;
     memcpy(P, act + 4 * n, (size_t)s->n_head * T * T * sizeof(float));
 }
@@ -188,9 +203,10 @@ static void swa_probs(const al_attn_shape *s, float *P, const float *act, float 
 
 /* Cache row of a token: its RoPE'd keys (H*dh), then its values (H*dh),
  * exactly the k and v rows forward() saved (B = 1). */
-static void swa_prefill(const al_attn_shape *s, al_kv_cache *cache, const float *act,
+static void swa_prefill(const void *ctx, al_kv_cache *cache, const float *act,
                         float *const *p, int T)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int Hd = s->n_head * s->d_head;
     size_t n = (size_t)T * Hd;
     const float *k = act + n, *v = k + n;
@@ -201,17 +217,18 @@ static void swa_prefill(const al_attn_shape *s, al_kv_cache *cache, const float 
 }
 
 /* Rows one step reads: the window, or the whole context when shorter. */
-static int window_rows(const al_attn_shape *s, int context)
+static int window_rows(const swa_ctx *c, int context)
 {
-    int w = al_set_int(s, SET_WINDOW);
+    int w = c->window;
     return w < context ? w : context;
 }
 
 /* q, y (H*dh) | the new row k, v (2*H*dh) | scores (H, window) | tile */
-static size_t swa_decode_scratch_floats(const al_attn_shape *s, int context)
+static size_t swa_decode_scratch_floats(const void *ctx, int context)
 {
-    size_t Hd = (size_t)s->n_head * s->d_head, row = swa_kv_elems(s);
-    return 2 * Hd + row + (size_t)s->n_head * window_rows(s, context) +
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
+    size_t Hd = (size_t)s->n_head * s->d_head, row = swa_kv_elems(ctx);
+    return 2 * Hd + row + (size_t)s->n_head * window_rows(ctx, context) +
            (size_t)AL_KV_TILE * row;
 }
 
@@ -243,13 +260,14 @@ static void attend_band(float *y, float *S, float *tile, const float *q, const a
 
 /* One token at pos: append its row, attend over the band band() gives a
  * causal query at pos, lo .. pos. */
-static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const float *x,
+static void swa_decode(const void *ctx, float *out, float *scratch, const float *x,
                        float *const *p, al_kv_cache *cache, int pos)
 {
+    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, lo, hi;
     float *q = scratch, *y = q + Hd, *kv = y + Hd, *S = kv + 2 * Hd;
-    float *tile = S + (size_t)H * window_rows(s, al_kv_cache_context(cache));
-    band(s, pos, pos + 1, &lo, &hi);
+    float *tile = S + (size_t)H * window_rows(ctx, al_kv_cache_context(cache));
+    band(ctx, pos, pos + 1, &lo, &hi);
     al_linear_row(q, x, p[0], D, Hd);        /* q = x . wq^T */
     al_linear_row(kv, x, p[1], D, Hd);       /* k = x . wk^T */
     al_linear_row(kv + Hd, x, p[2], D, Hd);  /* v = x . wv^T */
@@ -260,33 +278,35 @@ static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const
     al_linear_row(out, y, p[3], Hd, D);      /* out = y . wo^T */
 }
 
-/* Written for interface version 3 (without kv_rows). */
-#define SWA_API_VERSION 3
+static const al_variant_train swa_train = {swa_params, swa_act_floats, swa_scratch_floats,
+                                           swa_forward, swa_backward, 0};
+static const al_variant_decode swa_decode_table = {
+    .storage = AL_KV_ROWS,
+    .kv_elems = swa_kv_elems,
+    .prefill = swa_prefill,
+    .scratch_floats = swa_decode_scratch_floats,
+    .decode = swa_decode,
+};
+static const al_variant_pictures swa_pictures = {swa_probs, 0};
 
-static const al_variant_ops swa_ops = {
-    .api_version = SWA_API_VERSION,
+static const al_variant swa = {
+    .api_version = AL_VARIANT_API_VERSION,
     .name = "swa",
     .description = "sliding-window attention: each query sees the last `window` positions",
     .settings = swa_settings,
-    .check = swa_check,
-    .params = swa_params,
-    .act_floats = swa_act_floats,
-    .scratch_floats = swa_scratch_floats,
-    .forward = swa_forward,
-    .backward = swa_backward,
-    .kv_elems = swa_kv_elems,
-    .prefill = swa_prefill,
-    .decode_scratch_floats = swa_decode_scratch_floats,
-    .decode = swa_decode,
-    .probs = swa_probs,
+    .init = swa_init,
+    .fini = free,
+    .train = &swa_train,
+    .decode = &swa_decode_table,
+    .pictures = &swa_pictures,
 };
 
-static const al_variant_ops *const variants[] = {&swa_ops, NULL};
+static const al_variant *const variants[] = {&swa, NULL};
 
 /* The one symbol the plugin exports (meson.build builds it with hidden
  * visibility). */
-AL_PLUGIN_EXPORT const al_variant_ops *const *attnlab_plugin_variants(int *api_version)
+AL_PLUGIN_EXPORT const al_variant *const *attnlab_plugin_variants(int *api_version)
 {
-    *api_version = SWA_API_VERSION;
+    *api_version = AL_VARIANT_API_VERSION;
     return variants;
 }

@@ -1,8 +1,14 @@
 /*
- * faulty.c - the example plugin (variants/examples/swa/swa.c) with one
- * deliberate fault per -D flag (tests/meson.build builds each into its own
- * shared object); `attnlab check-variant` must fail the check that names
- * the fault (tests/test_check_variant.c):
+ * swa_v4.c - the example plugin (variants/examples/swa/swa.c) as it was
+ * written for interface version 3, before version 5: its source unchanged
+ * but for one line, the include of <attnlab/attnlab_variant_v4.h>. Built
+ * as is (tests/meson.build) it is the plugin "swa_v4", which must load
+ * through the adapter (src/model/variant_compat.c), pass check-variant,
+ * train and decode (tests/test_plugin.c).
+ *
+ * Built with -DFAULTY and one deliberate fault per -D flag, it is the plugin
+ * "faulty"; `attnlab check-variant` must fail the check that names the
+ * fault (tests/test_check_variant.c):
  *   FAULT_GRAD_PATH      backward drops the value path (no dwv, no dx via v)
  *                        -> gradient.wv
  *   FAULT_ROPE_BACKWARD  backward forgets to rotate dq, dk back -> gradient.wq
@@ -13,21 +19,32 @@
  *   FAULT_BF16_SCRATCH   the conversion tile is sized as if a bf16 row took
  *                        half the floats: past 128 rows of a bf16/f16 cache
  *                        decode writes past its scratch -> scratch.decode.bf16
- * Without a flag it is a correct variant named "faulty". Unlike swa, its
- * window defaults to 4096 (the whole context of every check), so decode
- * reads past one cache tile.
+ * With -DFAULTY alone (FAULT_NONE) it is a correct variant named "faulty".
+ * Unlike swa, faulty's window defaults to 4096 (the whole context of every
+ * check), so decode reads past one cache tile.
+ *
+ * Multi-head attention in which query t sees only the `window` most recent
+ * positions, itself included: keys t-window+1 .. t. With the causal-mask
+ * ablation (causal: false) the band is symmetric, |t - s| < window.
+ * Parameters, RoPE and scaling are those of `mha`. Decoding writes the row
+ * of position pos at row pos (version 3 has no kv_rows) and attends over
+ * rows pos-window+1 .. pos.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <attnlab/attnlab_variant.h>
+#include <attnlab/attnlab_variant_v4.h>
 #include <attnlab/al_kvcache.h>
 
 enum { SET_WINDOW };
 
 static const al_setting swa_settings[] = {
+#ifdef FAULTY
     {"window", AL_SET_INT, 4096, 0, "positions each query attends to, itself included (>= 1)"},
+#else
+    {"window", AL_SET_INT, 0, 1, "positions each query attends to, itself included (>= 1)"},
+#endif
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -284,7 +301,11 @@ static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const
 
 static const al_variant_ops swa_ops = {
     .api_version = SWA_API_VERSION,
+#ifdef FAULTY
     .name = "faulty",
+#else
+    .name = "swa_v4",
+#endif
     .description = "sliding-window attention: each query sees the last `window` positions",
     .settings = swa_settings,
     .check = swa_check,

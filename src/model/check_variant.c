@@ -18,8 +18,9 @@
 #include "al_model.h"
 #include "al_parallel.h"
 #include "al_registry.h"
+#include "check_internal.h"
 
-enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13, LAYERS = 2, MAX_SHAPES = 3, GUARD = 64 };
+enum { SEQ = 8, CTX = SEQ + 4, VOCAB = 13, LAYERS = 2, MAX_SHAPES = 3 };
 /* Contexts past one cache tile: decode reads the cache block by block. */
 enum { LONG = 2 * AL_KV_TILE + 3, SCRATCH_CTX = AL_KV_TILE + 8 };
 
@@ -87,7 +88,7 @@ void al_check_report_free(al_check_report *r)
 
 /* ------------------------------------------------------------ shapes */
 
-static void shape_config(al_model_config *c, const al_variant_ops *v, const cv_shape *sh,
+static void shape_config(al_model_config *c, const al_variant *v, const cv_shape *sh,
                          int causal)
 {
     memset(c, 0, sizeof *c);
@@ -107,7 +108,7 @@ static void shape_config(al_model_config *c, const al_variant_ops *v, const cv_s
     memcpy(c->attn_set, sh->set, sizeof c->attn_set);
 }
 
-static int accepts(const al_variant_ops *v, const cv_shape *sh, al_err *e)
+static int accepts(const al_variant *v, const cv_shape *sh, al_err *e)
 {
     al_model_config c;
     al_model m;
@@ -120,7 +121,7 @@ static int accepts(const al_variant_ops *v, const cv_shape *sh, al_err *e)
 /* Settings of one shape: fixed ones as given, optional ones at their
  * defaults, required ones the first of 2, 1, 4, 8 the variant accepts.
  * Returns 1 when the shape is accepted. */
-static int shape_settings(const al_variant_ops *v, const al_check_settings *fx, cv_shape *sh,
+static int shape_settings(const al_variant *v, const al_check_settings *fx, cv_shape *sh,
                           al_err *e)
 {
     static const double tries[] = {2, 1, 4, 8};
@@ -137,7 +138,7 @@ static int shape_settings(const al_variant_ops *v, const al_check_settings *fx, 
     return accepts(v, sh, e);
 }
 
-static int pick_shapes(const al_variant_ops *v, const al_check_settings *fx, cv_shape *out,
+static int pick_shapes(const al_variant *v, const al_check_settings *fx, cv_shape *out,
                        al_err *e)
 {
     int n = 0;
@@ -159,142 +160,51 @@ static void shape_text(const cv_shape *sh, const char *extra, char *buf, size_t 
 
 /* ------------------------------------------------------------ one layer */
 
-/* One layer of v on its own buffers: random parameters and inputs (the
- * same for a seed), a guard of NaN-patterned floats after scratch and act. */
-typedef struct lt {
-    const al_variant_ops *v;
-    al_attn_shape s;
-    al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    int np, B, T;
-    size_t n_act, n_scr;
-    float *p[AL_MAX_ATTN_PARAMS], *dp[AL_MAX_ATTN_PARAMS];
-    float *x, *dx, *out, *act, *scratch, *R;
-} lt;
+typedef al_check_layer lt;
 
-static const uint32_t canary = 0x7fc0beefu;
-
-static void guard_fill(float *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) memcpy(p + i, &canary, sizeof canary);
-}
-
-/* Guard floats overwritten after p[0..n). */
-static int guard_hits(const float *p, size_t n, size_t guard)
-{
-    int hits = 0;
-    for (size_t i = n; i < n + guard; i++) hits += memcmp(p + i, &canary, sizeof canary) != 0;
-    return hits;
-}
-
-static size_t numel(const al_param_spec *s) { return (size_t)s->rows * (s->cols ? s->cols : 1); }
-
-static float *fresh(size_t n) { float *p = calloc(n ? n : 1, sizeof(float)); AL_ASSERT(p); return p; }
-
-static void lt_init(lt *t, const al_variant_ops *v, const cv_shape *sh, int causal, int B, int T,
+/* The layer of v at candidate shape sh (pick_shapes kept only shapes the
+ * variant accepts). */
+static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
                     uint64_t seed)
 {
-    memset(t, 0, sizeof *t);
-    t->v = v;
-    t->s = (al_attn_shape){sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
-    memcpy(t->s.set, sh->set, sizeof t->s.set);
-    t->B = B, t->T = T;
-    t->np = v->params(&t->s, t->spec);
-    al_rng r;
-    al_rng_seed(&r, seed);
-    for (int i = 0; i < t->np; i++) {
-        size_t n = numel(&t->spec[i]);
-        t->p[i] = fresh(n), t->dp[i] = fresh(n);
-        for (size_t j = 0; j < n; j++)
-            t->p[i][j] = t->spec[i].init == AL_INIT_ONES ? 1.0f + 0.1f * (float)al_rng_normal(&r)
-                                                         : 0.4f * (float)al_rng_normal(&r);
-    }
-    size_t BTD = (size_t)B * T * sh->D;
-    t->x = fresh(BTD), t->R = fresh(BTD), t->dx = fresh(BTD), t->out = fresh(BTD);
-    for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
-    for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
-    t->n_act = v->act_floats(&t->s, B, T);
-    t->n_scr = v->scratch_floats(&t->s, B, T);
-    t->act = fresh(t->n_act + GUARD), t->scratch = fresh(t->n_scr + GUARD);
-    guard_fill(t->act + t->n_act, GUARD);
-    guard_fill(t->scratch + t->n_scr, GUARD);
-}
-
-static void lt_free(lt *t)
-{
-    for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
-    free(t->x), free(t->R), free(t->dx), free(t->out), free(t->act), free(t->scratch);
+    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
+    memcpy(s.set, sh->set, sizeof s.set);
+    al_check_layer_init(t, v, &s, B, T, seed);
 }
 
 static size_t lt_n(const lt *t) { return (size_t)t->B * t->T * t->s.d_model; }
 
-/* L = sum(out * R), in double. */
-static double lt_loss(lt *t)
-{
-    t->v->forward(&t->s, t->out, t->act, t->scratch, t->x, t->p, t->B, t->T);
-    double L = 0;
-    for (size_t j = 0; j < lt_n(t); j++) L += (double)t->out[j] * t->R[j];
-    return L;
-}
-
 static void lt_zero_grads(lt *t)
 {
     memset(t->dx, 0, lt_n(t) * sizeof(float));
-    for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, numel(&t->spec[i]) * sizeof(float));
-}
-
-static void lt_backward(lt *t, const float *dout)
-{
-    t->v->backward(&t->s, t->dx, t->dp, t->scratch, dout, t->x, t->act, t->p, t->B, t->T);
+    for (int i = 0; i < t->np; i++) memset(t->dp[i], 0, al_check_numel(&t->spec[i]) * sizeof(float));
 }
 
 static int lt_guard_hits(const lt *t)
 {
-    return guard_hits(t->act, t->n_act, GUARD) + guard_hits(t->scratch, t->n_scr, GUARD);
-}
-
-/* Relative error ||a - b|| / max(||a||, ||b||) over n doubles. */
-static double rel_err(const double *a, const double *b, size_t n)
-{
-    double d = 0, na = 0, nb = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += (a[i] - b[i]) * (a[i] - b[i]);
-        na += a[i] * a[i];
-        nb += b[i] * b[i];
-    }
-    return sqrt(d) / fmax(fmax(sqrt(na), sqrt(nb)), 1e-12);
+    return al_check_guard_hits(t->act, t->n_act, AL_CHECK_GUARD) + al_check_guard_hits(t->scratch, t->n_scr, AL_CHECK_GUARD);
 }
 
 /* ------------------------------------------------------------ gradients */
 
-/* Central differences of the loss along 32 random coordinates of param
- * against grad there. */
+static double layer_loss(void *t) { return al_check_layer_loss(t); }
+
+/* Central differences of the layer's loss along 32 random coordinates of
+ * param against grad there. */
 static double fd_err(lt *t, float *param, const float *grad, size_t n, al_rng *r)
 {
-    enum { S = 32 };
-    double an[S], fd[S];
-    for (int k = 0; k < S; k++) {
-        size_t j = al_rng_below(r, n);
-        float save = param[j], h = 1e-2f;
-        param[j] = save + h;
-        double lp = lt_loss(t);
-        param[j] = save - h;
-        double lm = lt_loss(t);
-        param[j] = save;
-        fd[k] = (lp - lm) / (2.0 * h);
-        an[k] = grad[j];
-    }
-    return rel_err(an, fd, S);
+    return al_check_fd_err(layer_loss, t, param, grad, n, 32, r);
 }
 
-static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+static void check_grads_at(al_check_report *r, const al_variant *v, const cv_shape *sh,
                            int causal, const char *what)
 {
     lt t;
     char where[192], name[40];
     lt_init(&t, v, sh, causal, 2, 6, 42);
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     lt_zero_grads(&t);
-    lt_backward(&t, t.R);
+    al_check_layer_backward(&t, t.R);
     char mode[96];
     snprintf(mode, sizeof mode, "%s%s, guard floats written", causal ? "masked" : "unmasked", what);
     shape_text(sh, mode, where, sizeof where);
@@ -305,15 +215,15 @@ static void check_grads_at(al_check_report *r, const al_variant_ops *v, const cv
     shape_text(sh, mode, where, sizeof where);
     for (int i = 0; i < t.np; i++) {
         snprintf(name, sizeof name, "gradient.%s", t.spec[i].name);
-        record(r, name, fd_err(&t, t.p[i], t.dp[i], numel(&t.spec[i]), &g), 1e-2, 0, where);
+        record(r, name, fd_err(&t, t.p[i], t.dp[i], al_check_numel(&t.spec[i]), &g), 1e-2, 0, where);
     }
     record(r, "gradient.x", fd_err(&t, t.x, t.dx, lt_n(&t), &g), 1e-2, 0, where);
-    lt_free(&t);
+    al_check_layer_free(&t);
 }
 
 /* Optional settings (not fixed by the caller) whose value 4 the variant
  * accepts at sh: bit i for setting i. */
-static unsigned optional_variations(const al_variant_ops *v, const al_check_settings *fx,
+static unsigned optional_variations(const al_variant *v, const al_check_settings *fx,
                                     const cv_shape *sh)
 {
     unsigned mask = 0;
@@ -330,17 +240,17 @@ static unsigned optional_variations(const al_variant_ops *v, const al_check_sett
 /* ------------------------------------------------------------ layer properties */
 
 /* Inputs after position 3 of sequence 0 change: outputs up to 3 must not. */
-static void check_causal(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_causal(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt t;
     char where[192];
     lt_init(&t, v, sh, 1, 2, 6, 7);
     size_t row = (size_t)sh->D, cut = 3, n = (size_t)t.T * row;
-    lt_loss(&t);
-    float *before = fresh(n);
+    al_check_layer_loss(&t);
+    float *before = al_check_fresh(n);
     memcpy(before, t.out, n * sizeof(float));
     for (size_t j = (cut + 1) * row; j < n; j++) t.x[j] += 1.0f;
-    lt_loss(&t);
+    al_check_layer_loss(&t);
     double past = 0, future = 0;
     for (size_t j = 0; j < n; j++) {
         double d = fabs((double)before[j] - t.out[j]);
@@ -351,41 +261,31 @@ static void check_causal(al_check_report *r, const al_variant_ops *v, const cv_s
     record(r, "causal", past, 1e-6, 0, where);
     record(r, "causal.future", future, 1e-3, 1, where);
     free(before);
-    lt_free(&t);
-}
-
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = fabs((double)a[i] - b[i]);
-        if (x > d || isnan(x)) d = isnan(x) ? INFINITY : x;
-    }
-    return d;
+    al_check_layer_free(&t);
 }
 
 /* Forward and backward of a fresh layer at `threads` threads into a. */
-static void run_layer(lt *a, const al_variant_ops *v, const cv_shape *sh, int threads)
+static void run_layer(lt *a, const al_variant *v, const cv_shape *sh, int threads)
 {
     al_parallel_set_threads(threads);
     lt_init(a, v, sh, 1, 2, 6, 3);
-    lt_loss(a);
+    al_check_layer_loss(a);
     lt_zero_grads(a);
-    lt_backward(a, a->R);
+    al_check_layer_backward(a, a->R);
     al_parallel_set_threads(1);
 }
 
 /* Largest |difference| of out, dx and every dp between two runs. */
 static double layer_diff(const lt *a, const lt *b, double *amax)
 {
-    double d = fmax(max_diff(a->out, b->out, lt_n(a)), max_diff(a->dx, b->dx, lt_n(a)));
-    for (int k = 0; k < a->np; k++) d = fmax(d, max_diff(a->dp[k], b->dp[k], numel(&a->spec[k])));
+    double d = fmax(al_check_max_diff(a->out, b->out, lt_n(a)), al_check_max_diff(a->dx, b->dx, lt_n(a)));
+    for (int k = 0; k < a->np; k++) d = fmax(d, al_check_max_diff(a->dp[k], b->dp[k], al_check_numel(&a->spec[k])));
     if (amax)
         for (size_t j = 0; j < lt_n(a); j++) *amax = fmax(*amax, fabs(a->out[j]));
     return d;
 }
 
-static void check_deterministic(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_deterministic(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt a, b, c;
     char where[192];
@@ -399,36 +299,36 @@ static void check_deterministic(al_check_report *r, const al_variant_ops *v, con
         double d = layer_diff(&a, &c, &amax);
         snprintf(where, sizeof where, "forward+backward, 1 vs %d threads, relative", th);
         record(r, "determinism.threads", d / fmax(amax, 1e-12), 1e-5, 0, where);
-        lt_free(&c);
+        al_check_layer_free(&c);
     }
-    lt_free(&a);
-    lt_free(&b);
+    al_check_layer_free(&a);
+    al_check_layer_free(&b);
 }
 
 /* A variant that says it writes its gradients (AL_VARIANT_WRITES_GRADS)
  * gives the same bits over NaN as over zeros; one that does not must add
  * to what dx and dp held (1.0 here). */
-static void check_grad_semantics(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void check_grad_semantics(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     lt a, b;
     lt_init(&a, v, sh, 1, 2, 6, 5);
     lt_init(&b, v, sh, 1, 2, 6, 5);
-    lt_loss(&a);
-    lt_loss(&b);
-    int writes = (v->flags & AL_VARIANT_WRITES_GRADS) != 0;
+    al_check_layer_loss(&a);
+    al_check_layer_loss(&b);
+    int writes = (v->train->flags & AL_VARIANT_WRITES_GRADS) != 0;
     float fill = writes ? NAN : 1.0f;
     lt_zero_grads(&a);
     for (int k = -1; k < b.np; k++) {
         float *g = k < 0 ? b.dx : b.dp[k];
-        size_t m = k < 0 ? lt_n(&b) : numel(&b.spec[k]);
+        size_t m = k < 0 ? lt_n(&b) : al_check_numel(&b.spec[k]);
         for (size_t j = 0; j < m; j++) g[j] = fill;
     }
-    lt_backward(&a, a.R);
-    lt_backward(&b, b.R);
+    al_check_layer_backward(&a, a.R);
+    al_check_layer_backward(&b, b.R);
     double worst = 0;
     for (int k = -1; k < a.np; k++) {
         const float *ga = k < 0 ? a.dx : a.dp[k], *gb = k < 0 ? b.dx : b.dp[k];
-        size_t m = k < 0 ? lt_n(&a) : numel(&a.spec[k]);
+        size_t m = k < 0 ? lt_n(&a) : al_check_numel(&a.spec[k]);
         for (size_t j = 0; j < m; j++) {
             double want = writes ? ga[j] : ga[j] + 1.0, d = fabs(gb[j] - want) / (1 + fabs(want));
             worst = isnan(d) ? INFINITY : fmax(worst, d);
@@ -436,8 +336,8 @@ static void check_grad_semantics(al_check_report *r, const al_variant_ops *v, co
     }
     record(r, "writes_grads", worst, 1e-6, 0,
            writes ? "flag set: dx, dp over NaN vs over zeros" : "no flag: dx, dp over 1 vs over 0");
-    lt_free(&a);
-    lt_free(&b);
+    al_check_layer_free(&a);
+    al_check_layer_free(&b);
 }
 
 /* ------------------------------------------------------------ probs */
@@ -496,13 +396,13 @@ static double *jacobian(lt *t)
 {
     int T = t->T, D = t->s.d_model;
     double *J = calloc((size_t)T * T * D * D, sizeof(double));
-    float *dout = fresh((size_t)T * D);
+    float *dout = al_check_fresh((size_t)T * D);
     AL_ASSERT(J);
     for (int i = 0; i < T; i++)
         for (int a = 0; a < D; a++) {
             dout[i * D + a] = 1.0f;
             lt_zero_grads(t);
-            lt_backward(t, dout);
+            al_check_layer_backward(t, dout);
             dout[i * D + a] = 0.0f;
             for (int j = 0; j < T; j++)
                 for (int b = 0; b < D; b++)
@@ -546,21 +446,21 @@ static double probs_fit(const float *P, const double *J, int H, int T, int D)
     return sqrt(num) / fmax(sqrt(den), 1e-30);
 }
 
-static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_shape *sh,
+static void check_probs(al_check_report *r, const al_variant *v, const cv_shape *sh,
                         int causal)
 {
     lt t;
     char where[192];
     int H = sh->H, D = sh->D;
-    float *P = fresh((size_t)H * TP * TP);
+    float *P = al_check_fresh((size_t)H * TP * TP);
     lt_init(&t, v, sh, causal, 1, TP, 11);
-    lt_loss(&t);
-    v->probs(&t.s, P, t.act, t.p, TP);
+    al_check_layer_loss(&t);
+    v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     shape_text(sh, causal ? "masked" : "unmasked", where, sizeof where);
     record(r, "probs.rows", rows_err(P, H, TP, causal), 1e-5, 0, where);
     for (int j = 1; j < TP; j++) memcpy(t.x + (size_t)j * D, t.x, (size_t)D * sizeof(float));
-    lt_loss(&t);
-    v->probs(&t.s, P, t.act, t.p, TP);
+    al_check_layer_loss(&t);
+    v->pictures->probs(t.ctx, P, t.act, NULL, t.p, TP);
     double *J = jacobian(&t);
     double err = H <= 8 ? probs_fit(P, J, H, TP, D) : NAN;
     shape_text(sh, causal ? "masked, equal input rows" : "unmasked, equal input rows", where,
@@ -568,34 +468,35 @@ static void check_probs(al_check_report *r, const al_variant_ops *v, const cv_sh
     record(r, "probs.forward", err, 1e-3, 0, where);
     free(J);
     free(P);
-    lt_free(&t);
+    al_check_layer_free(&t);
 }
 
 /* ------------------------------------------------------------ decode scratch */
 
 /* Decodes SCRATCH_CTX tokens (past one tile) through one layer with a
  * cache of `dtype`, with a tile's worth of guard floats after
- * decode_scratch_floats: the guard floats written. */
-static int decode_scratch_hits(const al_variant_ops *v, const cv_shape *sh, int dtype)
+ * decode->scratch_floats: the guard floats written. */
+static int decode_scratch_hits(const al_variant *v, const cv_shape *sh, int dtype)
 {
     lt t;
     lt_init(&t, v, sh, 1, 1, 1, 13);
-    int N = SCRATCH_CTX, rows = v->kv_rows ? v->kv_rows(&t.s, N) : N;
-    size_t elems = v->kv_elems(&t.s), n = v->decode_scratch_floats(&t.s, N);
-    size_t guard = (size_t)AL_KV_TILE * elems + GUARD;
-    al_kv_cache *c = al_kv_cache_new(elems, rows, dtype);
-    float *scr = fresh(n + guard), *x = fresh((size_t)sh->D), *out = fresh((size_t)sh->D);
-    guard_fill(scr + n, guard);
+    const al_variant_decode *dv = v->decode;
+    int N = SCRATCH_CTX, rows = dv->kv_rows(t.ctx, N);
+    size_t elems = dv->kv_elems(t.ctx), n = dv->scratch_floats(t.ctx, N);
+    size_t guard = (size_t)AL_KV_TILE * elems + AL_CHECK_GUARD;
+    al_kv_cache *c = al_kv_cache_new(elems, rows, dv->storage == AL_KV_STATE ? AL_KV_F32 : dtype);
+    float *scr = al_check_fresh(n + guard), *x = al_check_fresh((size_t)sh->D), *out = al_check_fresh((size_t)sh->D);
+    al_check_guard_fill(scr + n, guard);
     al_rng g;
     al_rng_seed(&g, 17);
     for (int pos = 0; pos < N; pos++) {
         for (int j = 0; j < sh->D; j++) x[j] = (float)al_rng_normal(&g);
-        v->decode(&t.s, out, scr, x, t.p, c, pos);
+        dv->decode(t.ctx, out, scr, x, t.p, c, pos);
     }
-    int hits = guard_hits(scr, n, guard);
+    int hits = al_check_guard_hits(scr, n, guard);
     al_kv_cache_free(c);
     free(scr), free(x), free(out);
-    lt_free(&t);
+    al_check_layer_free(&t);
     return hits;
 }
 
@@ -604,7 +505,7 @@ static int decode_scratch_hits(const al_variant_ops *v, const cv_shape *sh, int 
 /* A tiny model of v at sh (optional setting opt at 4 when >= 0) with its
  * matrices scaled up so attention is sharp and logits are O(1): a decode
  * that reads the wrong rows or positions shows at 1e-4. */
-static int make_model(al_model *m, const al_variant_ops *v, const cv_shape *sh, int opt,
+static int make_model(al_model *m, const al_variant *v, const cv_shape *sh, int opt,
                       uint64_t seed, al_err *e)
 {
     cv_shape o = *sh;
@@ -627,49 +528,9 @@ static void random_tokens(int *tok, int n, uint64_t seed)
     for (int i = 0; i < n; i++) tok[i] = (int)al_rng_below(&r, VOCAB);
 }
 
-static double diff_amax(const float *a, const float *b, int n, double *amax)
-{
-    for (int i = 0; i < n && amax; i++) *amax = fmax(*amax, fabs((double)b[i]));
-    return max_diff(a, b, (size_t)n);
-}
-
-/* Logits (n, VOCAB) of the full forward over tok[0..n), or NULL. */
-static float *full_logits(al_model *m, const int *tok, int n, al_err *e)
-{
-    if (al_model_reserve(m, 1, n, e) != 0) return NULL;
-    al_model_forward(m, tok, NULL, NULL, 1, n);
-    float *out = fresh((size_t)n * VOCAB);
-    memcpy(out, m->logits, (size_t)n * VOCAB * sizeof(float));
-    return out;
-}
-
-/* Prefill P tokens (none when P == 0), decode to n, diff against full at
- * every position from max(P - 1, 0). Returns the largest |difference|, or
- * INFINITY when the decoder refuses. */
-static double decode_vs_full(al_model *m, const int *tok, const float *full, int P, int n,
-                             int dtype, double *amax)
-{
-    al_decoder d;
-    al_err e;
-    if (al_decoder_init(&d, m, n, dtype, &e) != 0) return INFINITY;
-    double worst = 0;
-    if (P > 0) {
-        if (al_decoder_prefill(&d, tok, P, &e) != 0) {
-            al_decoder_free(&d);
-            return INFINITY;
-        }
-        worst = diff_amax(d.logits, full + (size_t)(P - 1) * VOCAB, VOCAB, amax);
-    }
-    for (int t = P; t < n; t++)
-        worst = fmax(worst, diff_amax(al_decoder_step(&d, tok[t]), full + (size_t)t * VOCAB,
-                                      VOCAB, amax));
-    al_decoder_free(&d);
-    return worst;
-}
-
 typedef struct model_run {
     al_check_report *r;
-    const al_variant_ops *v;
+    const al_variant *v;
     const cv_shape *sh;
     int opt;
     char tag[64];          /* the optional setting, "" or " d_q_latent=4" */
@@ -692,20 +553,21 @@ static void check_parity(model_run *mr, al_model *m)
     al_err e;
     int *tok = malloc(LONG * sizeof(int));
     random_tokens(tok, LONG, 8);
-    float *full = full_logits(m, tok, LONG, &e);
+    float *full = al_check_full_logits(m, tok, LONG, &e);
     AL_ASSERT(full);
     double amax = 0;
     char first[64];
     snprintf(first, sizeof first, "%d tokens, f32, no prefill", LONG);
     where_of(mr, first, where, sizeof where);
-    record(mr->r, "decode", decode_vs_full(m, tok, full, 0, LONG, AL_KV_F32, &amax), 1e-4, 0, where);
+    double d0 = al_check_decode_vs_full(m, tok, full, 0, LONG, AL_KV_F32, &amax);
+    record(mr->r, "decode", d0, 1e-4, 0, where);
     static const int prompts[] = {1, 2, 7, SEQ, CTX - 1};
     for (int i = 0; i < 5; i++) {
         char what[64];
         snprintf(what, sizeof what, "prompt %d of %d, f32", prompts[i], CTX);
         where_of(mr, what, where, sizeof where);
-        record(mr->r, "prefill", decode_vs_full(m, tok, full, prompts[i], CTX, AL_KV_F32, NULL),
-               1e-4, 0, where);
+        double dp = al_check_decode_vs_full(m, tok, full, prompts[i], CTX, AL_KV_F32, NULL);
+        record(mr->r, "prefill", dp, 1e-4, 0, where);
     }
     static const double tol[AL_KV_NDTYPES] = {1e-4, 0.02, 0.005};
     for (int dt = AL_KV_BF16; dt <= AL_KV_F16; dt++) {
@@ -714,8 +576,8 @@ static void check_parity(model_run *mr, al_model *m)
         snprintf(what, sizeof what, "%d tokens, prompt 2, relative to the largest logit", LONG);
         where_of(mr, mr->scratch_ok[dt] ? what : "not run: its decode scratch overruns", where,
                  sizeof where);
-        double a = 0, d = mr->scratch_ok[dt] ? decode_vs_full(m, tok, full, 2, LONG, dt, &a)
-                                             : INFINITY;
+        double a = 0, d = INFINITY;
+        if (mr->scratch_ok[dt]) d = al_check_decode_vs_full(m, tok, full, 2, LONG, dt, &a);
         record(mr->r, name, d / fmax(a, 1e-12), tol[dt], 0, where);
     }
     free(tok), free(full);
@@ -731,7 +593,7 @@ static float *decode_run(al_model *m, const int *tok, int P, int n, int threads)
     al_parallel_set_threads(threads);
     if (al_decoder_init(&d, m, n, AL_KV_F32, &e) == 0) {
         if (al_decoder_prefill(&d, tok, P, &e) == 0) {
-            out = fresh((size_t)(n - P) * VOCAB);
+            out = al_check_fresh((size_t)(n - P) * VOCAB);
             for (int t = P; t < n; t++)
                 memcpy(out + (size_t)(t - P) * VOCAB, al_decoder_step(&d, tok[t]),
                        VOCAB * sizeof(float));
@@ -755,8 +617,8 @@ static void check_threads(model_run *mr, al_model *m)
     int n = (N - SEQ) * VOCAB;
     double amax = 0, d = INFINITY, rep = INFINITY;
     if (one && two && three && again) {
-        d = fmax(diff_amax(two, one, n, &amax), diff_amax(three, one, n, NULL)) / fmax(amax, 1e-12);
-        rep = max_diff(two, again, (size_t)n);
+        d = fmax(al_check_diff_amax(two, one, n, &amax), al_check_diff_amax(three, one, n, NULL)) / fmax(amax, 1e-12);
+        rep = al_check_max_diff(two, again, (size_t)n);
     }
     where_of(mr, "decode 520 tokens, 1 vs 2 and 3 threads, relative", where, sizeof where);
     record(mr->r, "determinism.threads", d, 1e-5, 0, where);
@@ -788,7 +650,7 @@ static double batch_diff(al_model *m, int threads)
         for (int b = 0; b < B; b++) in[b] = tok[b][plen[b] + s];
         const float *lb = al_decoder_step_batch(&bd, in);
         for (int b = 0; b < B; b++)
-            worst = fmax(worst, diff_amax(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]), VOCAB,
+            worst = fmax(worst, al_check_diff_amax(lb + b * VOCAB, al_decoder_step(&sd[b], in[b]), VOCAB,
                                           &amax));
     }
     for (int b = 0; b < B; b++) al_decoder_free(&sd[b]);
@@ -810,15 +672,17 @@ static void check_batch(model_run *mr, al_model *m)
 }
 
 /* Cache bytes measured by the allocator against kv_elems x rows x layers
- * x dtype size (rows: kv_rows, or the context). */
+ * x dtype size (a state: one f32 row at any context). */
 static void check_bytes(model_run *mr, al_model *m)
 {
     enum { C = 37 };
-    const al_attn_shape *s = &m->layers[0].ashape;
-    size_t rows = mr->v->kv_rows ? (size_t)mr->v->kv_rows(s, C) : C;
+    const al_variant_decode *dv = mr->v->decode;
+    const void *ctx = m->layers[0].ctx;
+    size_t rows = (size_t)dv->kv_rows(ctx, C);
     double worst = 0;
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
-        size_t want = mr->v->kv_elems(s) * rows * LAYERS * al_kv_dtype_size(dt);
+        int stored = dv->storage == AL_KV_STATE ? AL_KV_F32 : dt;
+        size_t want = dv->kv_elems(ctx) * rows * LAYERS * al_kv_dtype_size(stored);
         size_t live0 = al_kv_bytes_live();
         al_decoder d;
         al_err e;
@@ -837,12 +701,8 @@ static void check_bytes(model_run *mr, al_model *m)
 
 /* ------------------------------------------------------------ the suite */
 
-static int decodable(const al_variant_ops *v)
-{
-    return v->prefill && v->decode && v->decode_scratch_floats;
-}
 
-static void model_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh, int opt)
+static void model_checks(al_check_report *r, const al_variant *v, const cv_shape *sh, int opt)
 {
     model_run mr = {r, v, sh, opt, "", {1, 1, 1}};
     if (opt >= 0) snprintf(mr.tag, sizeof mr.tag, ", %s=4", v->settings[opt].name);
@@ -866,20 +726,20 @@ static void model_checks(al_check_report *r, const al_variant_ops *v, const cv_s
     al_model_free(&m);
 }
 
-static void layer_checks(al_check_report *r, const al_variant_ops *v, const cv_shape *sh)
+static void layer_checks(al_check_report *r, const al_variant *v, const cv_shape *sh)
 {
     check_grads_at(r, v, sh, 1, "");
     check_grads_at(r, v, sh, 0, "");
     check_causal(r, v, sh);
     check_deterministic(r, v, sh);
     check_grad_semantics(r, v, sh);
-    if (v->probs && sh->H <= 8) {
+    if (v->pictures && sh->H <= 8) {
         check_probs(r, v, sh, 1);
         check_probs(r, v, sh, 0);
     }
 }
 
-int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
+int al_check_variant(const al_variant *v, const al_check_settings *fixed,
                      al_check_report *r, al_err *e)
 {
     cv_shape sh[MAX_SHAPES];
@@ -900,16 +760,12 @@ int al_check_variant(const al_variant_ops *v, const al_check_settings *fixed,
             cv_shape o = sh[0];
             o.set[k] = 4;
             check_grads_at(r, v, &o, 1, tag);
-            if (v->probs && o.H <= 8) check_probs(r, v, &o, 1);
+            if (v->pictures && o.H <= 8) check_probs(r, v, &o, 1);
         }
-    if (v->prefill || v->decode || v->decode_scratch_floats) {
-        if (!decodable(v)) {
-            record(r, "decode", INFINITY, 0, 0, "some decode members are set, not all three");
-        } else {
-            model_checks(r, v, &sh[0], -1);
-            for (int k = 0; k < AL_MAX_SETTINGS; k++)
-                if (opts & (1u << k)) model_checks(r, v, &sh[0], k);
-        }
+    if (al_variant_decodes(v)) {   /* the registry refused a decode trio not whole */
+        model_checks(r, v, &sh[0], -1);
+        for (int k = 0; k < AL_MAX_SETTINGS; k++)
+            if (opts & (1u << k)) model_checks(r, v, &sh[0], k);
     }
     for (int i = 0; i < r->n; i++) r->n_fail += !r->lines[i].pass;
     return 0;
