@@ -548,11 +548,7 @@ static long csv_long(const char *csv, const char *trial, const char *col)
 
 START_TEST(a_sweep_axis_over_kv_share)
 {
-    const char *data = al_test_shakespeare();
-    if (!data) {
-        fprintf(stderr, "kv_share: skipped the sweep: no tinyshakespeare.txt\n");
-        return;
-    }
+    const char *data = al_test_corpus();
     char *dir = al_test_tmpdir(), text[2048];
     snprintf(text, sizeof text,
              "data: {source: text, path: %s}\n"

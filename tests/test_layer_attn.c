@@ -581,11 +581,7 @@ END_TEST
  * the summary's variant column by '/', the setting columns per item. */
 START_TEST(a_sweep_axis_over_the_list)
 {
-    const char *data = al_test_shakespeare();
-    if (!data) {
-        fprintf(stderr, "layer_attn: skipped the sweep: no tinyshakespeare.txt\n");
-        return;
-    }
+    const char *data = al_test_corpus();
     char *dir = al_test_tmpdir(), text[2048];
     snprintf(text, sizeof text,
              "data: {source: text, path: %s}\n"
@@ -617,11 +613,7 @@ END_TEST
  * upstream stack with one attention, the conversion going layer by layer. */
 START_TEST(a_stage_converts_a_stack_to_one_attention)
 {
-    const char *data = al_test_shakespeare();
-    if (!data) {
-        fprintf(stderr, "layer_attn: skipped the stages: no tinyshakespeare.txt\n");
-        return;
-    }
+    const char *data = al_test_corpus();
     char *dir = al_test_tmpdir(), text[2048];
     snprintf(text, sizeof text,
              "data: {source: text, path: %s}\n"

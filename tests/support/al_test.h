@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Path to ../shared/data/tinyshakespeare.txt or NULL when absent. */
-const char *al_test_shakespeare(void);
+/* A real English text in the repository: Genesis from the KJV (public
+ * domain; Debian's bible-kjv, verse numbers removed), 197 KB. */
+const char *al_test_corpus(void);
 /* Directory of the source tree (for experiments/, scripts/). */
 const char *al_test_srcdir(void);
 /* Path of the built attnlab binary. */

@@ -17,13 +17,11 @@
 #include "al_registry.h"
 #include "attnlab_variant_v4.h"
 
-const char *al_test_shakespeare(void)
+const char *al_test_corpus(void)
 {
     static char path[4096];
-    const char *src = al_test_srcdir();
-    snprintf(path, sizeof path, "%s/../shared/data/tinyshakespeare.txt", src);
-    struct stat st;
-    return stat(path, &st) == 0 ? path : NULL;
+    snprintf(path, sizeof path, "%s/tests/data/kjv_genesis.txt", al_test_srcdir());
+    return path;
 }
 
 const char *al_test_srcdir(void)
