@@ -104,7 +104,10 @@ al_check_toolchain() {
         exit 2
     fi
     rm -rf "$t"
-    command -v pkg-config >/dev/null 2>&1 || { echo "attnlab: no pkg-config (install pkg-config)" >&2; exit 2; }
+    if ! command -v pkg-config >/dev/null 2>&1; then
+        echo "attnlab: no pkg-config (install pkg-config)" >&2
+        exit 2
+    fi
     local missing=()
     for x in "${AL_PKGCONFIG_LIBS[@]}"; do
         if [ "${x%%:*}" = gsl ]; then   # found by header, as meson.build does

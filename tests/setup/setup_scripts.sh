@@ -19,23 +19,28 @@ chmod 644 "$W/deps.sh"
 # as a user without root and without sudo: setpriv from root, else ourselves
 if [ "$(id -u)" -eq 0 ]; then
     command -v setpriv >/dev/null || { echo "setup_scripts: no setpriv; skipped" >&2; exit 77; }
-    as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME="$W" "$@"; }
+    as_user() {
+        setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env -i PATH=/usr/bin:/bin HOME="$W" "$@"
+    }
 elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
     echo "setup_scripts: this user has a password-less sudo; skipped" >&2; exit 77
 else
     as_user() { env -i PATH=/usr/bin:/bin HOME="$W" "$@"; }
 fi
 rc=0
-out=$(as_user bash -c ". $W/deps.sh; al_ensure_packages bash attnlab-no-such-package-a attnlab-no-such-package-b; echo reached" 2>&1) || rc=$?
+a=attnlab-no-such-package-a b=attnlab-no-such-package-b
+out=$(as_user bash -c ". $W/deps.sh; al_ensure_packages bash $a $b; echo reached" 2>&1) || rc=$?
 [ $rc -eq 2 ] || fail "a missing package without root: exit $rc: $out"
-[ "$out" = "attnlab: missing packages: attnlab-no-such-package-a attnlab-no-such-package-b; as root, run: apt-get install attnlab-no-such-package-a attnlab-no-such-package-b  (or set AL_NO_INSTALL=1 if you provide them yourself)" ] ||
-    fail "a missing package without root said: $out"
+want="attnlab: missing packages: $a $b; as root, run: apt-get install $a $b"
+want+="  (or set AL_NO_INSTALL=1 if you provide them yourself)"
+[ "$out" = "$want" ] || fail "a missing package without root said: $out"
 echo "without root or sudo: exit 2, one line with the apt-get command"
 
-out=$(as_user env AL_NO_INSTALL=1 bash -c ". $W/deps.sh; al_ensure_packages attnlab-no-such-package-a; echo went on" 2>&1)
+out=$(as_user env AL_NO_INSTALL=1 bash -c ". $W/deps.sh; al_ensure_packages $a; echo went on" 2>&1)
 [ "$out" = "went on" ] || fail "AL_NO_INSTALL=1: $out"
 rc=0
-out=$(as_user bash -c ". $W/deps.sh; al_ensure_packages --optional attnlab-no-such-package-a" 2>&1) || rc=$?
+out=$(as_user bash -c ". $W/deps.sh; al_ensure_packages --optional $a" 2>&1) || rc=$?
 [ $rc -eq 1 ] && [ -z "$out" ] || fail "an optional package: exit $rc: $out"
 echo "AL_NO_INSTALL=1 goes on; optional packages return 1 quietly"
 
@@ -45,7 +50,7 @@ out=$(CC=/bin/false bash -c ". $W/deps.sh; al_check_toolchain" 2>&1) || rc=$?
     fail "CC=/bin/false: exit $rc: $out"
 out=$(bash -c ". $W/deps.sh; al_check_toolchain; echo ok" 2>&1)
 [ "$out" = ok ] || fail "this machine's toolchain: $out"
-echo "a compiler that cannot build: exit 2 naming gcc and libc6-dev; this one passes"
+echo "a compiler that cannot build: exit 2 naming gcc and libc6-dev; this one builds"
 
 mkdir -p "$W/half/meson-private"
 : >"$W/half/meson-private/cmd_line.txt"
