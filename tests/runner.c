@@ -41,6 +41,7 @@ int main(int argc, char **argv)
     }
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
+    if (failed == 0) al_test_remove_tmpdirs();   /* shared fixtures' folders; kept on a failure */
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
 }

@@ -23,6 +23,15 @@ const char *al_test_srcdir(void);
 const char *al_test_binary(void);
 /* A fresh temporary directory (mkdtemp); the caller may leave it. */
 char *al_test_tmpdir(void);
+/* Every test case removes the folders its tests made with al_test_tmpdir
+ * when a test passes, and keeps them (their paths on stderr) when it
+ * fails: tcase_create below adds the checked teardown that does it (Check
+ * runs it in the test's process only after the test passed). */
+TCase *al_test_tcase_create(const char *name);
+/* The folders the calling process made (the runner calls it for shared
+ * fixtures' folders when every test passed). */
+void al_test_remove_tmpdirs(void);
+#define tcase_create(name) al_test_tcase_create(name)
 /* Write text to a file in dir; returns the malloc'ed path. */
 char *al_test_write(const char *dir, const char *name, const char *text);
 /* dir/data.txt: words drawn from words[0..n_words) by a 64-bit LCG seeded

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -36,12 +37,59 @@ const char *al_test_binary(void)
     return s ? s : AL_BINARY_DEFAULT;
 }
 
+/* The folders this test's process made: removed by the teardown when the
+ * test passed. A failed test's process ends at once (Check's _exit, no
+ * teardown, no atexit), so each path is named on stderr when it is made:
+ * meson shows a test's stderr when it fails. */
+#define MAX_TMPDIRS 64
+static struct {
+    char *path;
+    pid_t pid;   /* the process that made it: a test's, or the runner's (shared fixtures) */
+} tmpdirs[MAX_TMPDIRS];
+static int n_tmpdirs;
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Removes the folders this process made; those of the process it was
+ * forked from (a fixture its tests share) stay for the next test. */
+static void remove_tmpdirs(void)
+{
+    int kept = 0;
+    for (int i = 0; i < n_tmpdirs; i++) {
+        if (tmpdirs[i].pid != getpid()) {
+            tmpdirs[kept++] = tmpdirs[i];
+            continue;
+        }
+        nftw(tmpdirs[i].path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+        free(tmpdirs[i].path);
+    }
+    n_tmpdirs = kept;
+}
+
+void al_test_remove_tmpdirs(void) { remove_tmpdirs(); }
+
 char *al_test_tmpdir(void)
 {
     char tmpl[] = "/tmp/attnlab-test-XXXXXX";
     char *d = mkdtemp(tmpl);
     ck_assert_ptr_nonnull(d);
+    fprintf(stderr, "test: folder %s (kept if this test fails)\n", d);
+    if (n_tmpdirs < MAX_TMPDIRS) {
+        tmpdirs[n_tmpdirs].path = strdup(d);
+        tmpdirs[n_tmpdirs++].pid = getpid();
+    }
     return strdup(d);
+}
+
+TCase *(al_test_tcase_create)(const char *name)
+{
+    TCase *tc = (tcase_create)(name);
+    tcase_add_checked_fixture(tc, NULL, remove_tmpdirs);
+    return tc;
 }
 
 char *al_test_write(const char *dir, const char *name, const char *text)
