@@ -5,7 +5,8 @@
 #   al_slurm_down DIR   stop them (scontrol shutdown, then the pids) and
 #                       remove DIR; safe to call twice and after a failed up
 # Needs Debian's slurm-wlm and munge. What made it work: a private munge
-# socket and key (AuthInfo=socket=...), SlurmctldHost=localhost,
+# socket and key (AuthInfo=socket=...), SlurmctldHost=localhost(127.0.0.1)
+# (its address given: a chroot or container may resolve no names),
 # NodeAddr=127.0.0.1, CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 # (every daemon binds 127.0.0.1 only), proctrack/linuxproc and task/none (no
 # cgroups), no accounting database, MailProg=/bin/true, CPUs = nproc,
@@ -24,7 +25,7 @@ al_slurm_conf() {
     while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(al_slurm_free_port); done
     cat > "$dir/slurm.conf" <<CONF
 ClusterName=attnlabtest
-SlurmctldHost=localhost
+SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=$user

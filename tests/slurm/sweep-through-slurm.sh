@@ -43,7 +43,7 @@ fail() {
     exit 1
 }
 ms() { date +%s%3N; }
-secs() { echo "scale=1; ($(ms) - $1) / 1000" | bc; }
+secs() { awk -v now="$(ms)" -v t0="$1" 'BEGIN { printf "%.1f\n", (now - t0) / 1000 }'; }   # no bc: nothing installs it
 
 t0=$(ms)
 al_slurm_up "$sl" || fail "could not bring up the local Slurm"
