@@ -363,6 +363,8 @@ int al_cmd_sweep(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     rc = sweep_ranked(&a);
+    fflush(stdout);   /* in the pipe before the fence lets a rank exit (cmd_train.c) */
+    fflush(stderr);
     al_mpi_finalize();
     return rc;
 }

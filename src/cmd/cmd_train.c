@@ -209,6 +209,12 @@ int al_cmd_train(int argc, char **argv)
     al_err e;
     if (al_mpi_init(&e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     rc = train_ranked(&a);
+    /* What rank 0 printed (status=diverged) must be in the pipe before
+     * MPI_Finalize's fence lets another rank exit: a rank that exits
+     * non-zero makes mpirun tear the job down, and a line still in stdio's
+     * buffer at that moment was lost (1 run in 5 on a loaded machine). */
+    fflush(stdout);
+    fflush(stderr);
     al_mpi_finalize();
     return rc;
 }
