@@ -28,6 +28,41 @@ int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extr
  * sweep.exclude matches)? */
 int al_sweep_tree_matches(const al_node *tree, const al_node *map);
 
+/* sweep_spec.c's expansion of one sweep mapping, as sweep_naming.c takes it. */
+typedef struct spec_ctx {
+    al_sweep *s;
+    const char *const *plugins;   /* --plugin files, noted in every trial */
+    int n_plugins;
+    const al_node *sweep;      /* the sweep mapping, or NULL (a stage may have none) */
+    const al_node *exclude;    /* a sequence of mappings, or NULL */
+    const al_node *seeds;      /* the seeds node, or NULL */
+    const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
+    const al_sweep_axis_in *extra;   /* axes a stage adds before the sweep's own */
+    int n_extra;
+    al_node ***trees_out;      /* stages: keep each kept trial's tree, into *trees_out */
+    al_node **trees;           /* ... which is this array (NULL: trees are freed) */
+    int n_total;               /* its length */
+    int n_groups;              /* zip groups */
+    int group_len[AL_SWEEP_MAX_AXES];
+    al_err *e;
+} spec_ctx;
+
+/* Where an error about the whole sweep points: its mapping, or for a stage
+ * without one (its trials come from the axes the stage adds, e.g. two equal
+ * convert targets) the first of those axes, else the file's top. */
+static inline const al_node *al_sweep_node(const spec_ctx *C)
+{
+    if (C->sweep) return C->sweep;
+    return C->n_extra > 0 ? C->extra[0].values : C->s->root;
+}
+
+/* sweep_naming.c: every trial's id (told apart where two would share
+ * one), each configuration's group, and the baseline marked; on error the
+ * message is in C->e. */
+int al_sweep_finish_names(spec_ctx *C);
+void al_sweep_finish_groups(al_sweep *s);
+int al_sweep_mark_baseline(spec_ctx *C);
+
 /* sweep_label.c: key + value appended to out: "kv2", "lr0.003",
  * "causal-false"; "variant" is just its value, a path keeps only its last
  * component, and a list's items are joined by '+'. */

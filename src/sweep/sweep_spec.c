@@ -23,33 +23,6 @@
 #include "sweep_internal.h"
 
 /* Everything the parse needs while the tree is alive. */
-typedef struct spec_ctx {
-    al_sweep *s;
-    const char *const *plugins;   /* --plugin files, noted in every trial */
-    int n_plugins;
-    const al_node *sweep;      /* the sweep mapping, or NULL (a stage may have none) */
-    const al_node *exclude;    /* a sequence of mappings, or NULL */
-    const al_node *seeds;      /* the seeds node, or NULL */
-    const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
-    const al_sweep_axis_in *extra;   /* axes a stage adds before the sweep's own */
-    int n_extra;
-    al_node ***trees_out;      /* stages: keep each kept trial's tree, into *trees_out */
-    al_node **trees;           /* ... which is this array (NULL: trees are freed) */
-    int n_total;               /* its length */
-    int n_groups;              /* zip groups */
-    int group_len[AL_SWEEP_MAX_AXES];
-    al_err *e;
-} spec_ctx;
-
-/* Where an error about the whole sweep points: its mapping, or for a stage
- * without one (its trials come from the axes the stage adds, e.g. two equal
- * convert targets) the first of those axes, else the file's top. */
-static const al_node *sweep_node(const spec_ctx *C)
-{
-    if (C->sweep) return C->sweep;
-    return C->n_extra > 0 ? C->extra[0].values : C->s->root;
-}
-
 /* ------------------------------------------------------------ errors */
 
 /* At key i of mapping m (a key names the same file as its value). */
@@ -555,7 +528,7 @@ static int count_trials(const spec_ctx *C, int *total)
         if (C->s->axes[a].group < 0) n *= C->s->axes[a].n;
     for (int g = 0; g < C->n_groups; g++) n *= C->group_len[g];
     if (n > AL_SWEEP_MAX_TRIALS)
-        return al_node_errf(C->e, sweep_node(C), "the sweep expands to %.0f trials, at most %d", n,
+        return al_node_errf(C->e, al_sweep_node(C), "the sweep expands to %.0f trials, at most %d", n,
                   AL_SWEEP_MAX_TRIALS);
     *total = (int)n;
     return 0;
@@ -819,148 +792,6 @@ static int expand_one(spec_ctx *C, int k, int *kept)
     return rc;
 }
 
-/* ------------------------------------------------------------ naming */
-
-/* Trial indices ordered by a string key, ties by index. */
-static int by_key(const void *a, const void *b, void *keys)
-{
-    const char *const *k = keys;
-    int x = *(const int *)a, y = *(const int *)b, c = strcmp(k[x], k[y]);
-    return c ? c : (x > y) - (x < y);
-}
-
-static int *sorted_by(const char *const *keys, int n)
-{
-    int *ix = al_malloc((size_t)(n ? n : 1) * sizeof *ix);
-    for (int i = 0; i < n; i++) ix[i] = i;
-    qsort_r(ix, (size_t)n, sizeof *ix, by_key, (void *)keys);
-    return ix;
-}
-
-/* The same trial twice: the pair the sweep's order meets first (the
- * smallest index with a later twin, and that twin). Sorted, not pairwise:
- * sweeps reach AL_SWEEP_MAX_TRIALS. */
-static int same_trial_twice(spec_ctx *C, const char *const *hash)
-{
-    al_sweep *s = C->s;
-    int *ix = sorted_by(hash, s->n_trials), best = -1, twin = -1;
-    for (int k = 0; k + 1 < s->n_trials; k++)
-        if (strcmp(hash[ix[k]], hash[ix[k + 1]]) == 0 && (best < 0 || ix[k] < best) &&
-            (k == 0 || strcmp(hash[ix[k - 1]], hash[ix[k]]) != 0))
-            best = ix[k], twin = ix[k + 1];
-    free(ix);
-    if (best < 0) return 0;
-    return al_node_errf(C->e, sweep_node(C), "the sweep gives the same trial twice ('%s' and '%s'): "
-                        "remove the duplicate value", s->trials[best].label, s->trials[twin].label);
-}
-
-/* Within one run of trials (by index) whose configuration labels print
- * alike: trial i gets its hash appended when a later one has another
- * configuration hash, or an earlier one that kept its plain label does
- * (the pairwise rule this replaces, in its order). */
-static void tell_apart(al_sweep *s, const int *run, int n, char (*chash)[17], char *suffix)
-{
-    int first_plain = -1, plain_mixed = 0;
-    char *after_same = al_malloc((size_t)n);   /* the trials after k share one chash */
-    for (int k = n - 1; k >= 0; k--)
-        after_same[k] = (char)(k + 2 >= n || (after_same[k + 1] &&
-                                               strcmp(chash[run[k + 1]], chash[run[k + 2]]) == 0));
-    for (int k = 0; k < n; k++) {
-        const char *h = chash[run[k]];
-        int clash = suffix[run[k]] ||
-                    (k + 1 < n && (!after_same[k] || strcmp(chash[run[k + 1]], h) != 0)) ||
-                    (first_plain >= 0 && (plain_mixed || strcmp(chash[first_plain], h) != 0));
-        suffix[run[k]] = (char)clash;
-        if (clash) continue;
-        if (first_plain < 0) first_plain = run[k];
-        else plain_mixed |= strcmp(chash[first_plain], h) != 0;
-    }
-    free(after_same);
-}
-
-/* Distinct configurations that print the same (values whose labels
- * coincide, or a label cut short) get their configuration hash appended;
- * the same trial twice is an error. */
-static int finish_names(spec_ctx *C)
-{
-    al_sweep *s = C->s;
-    int n = s->n_trials;
-    char (*chash)[17] = al_malloc((size_t)(n ? n : 1) * sizeof *chash);
-    const char **keys = al_malloc((size_t)(n ? n : 1) * sizeof *keys);
-    char *suffix = al_calloc((size_t)(n ? n : 1), 1);
-    for (int i = 0; i < n; i++) al_sweep_config_hash(&s->trials[i].cfg, 1, chash[i]);
-    for (int i = 0; i < n; i++) keys[i] = s->trials[i].hash;
-    int rc = same_trial_twice(C, keys);
-    for (int i = 0; i < n; i++) {
-        keys[i] = s->trials[i].config;
-        suffix[i] = strlen(s->trials[i].config) >= 95;
-    }
-    int *ix = rc ? NULL : sorted_by(keys, n);
-    for (int k = 0, end; !rc && k < n; k = end) {
-        for (end = k + 1; end < n && strcmp(keys[ix[k]], keys[ix[end]]) == 0; end++) {}
-        tell_apart(s, ix + k, end - k, chash, suffix);
-    }
-    for (int i = 0; i < n && !rc; i++) {
-        al_sweep_trial *t = &s->trials[i];
-        if (suffix[i]) snprintf(t->config + strlen(t->config), 10, "-%.8s", chash[i]);
-        snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
-                 (unsigned long long)t->seed);
-        snprintf(t->id, sizeof t->id, "%s", t->label);
-    }
-    free(ix), free(suffix), free(keys), free(chash);
-    return rc;
-}
-
-/* Two configurations whose labels print the same get their key appended. */
-static void finish_groups(al_sweep *s)
-{
-    /* a run of equal group labels (sorted, not pairwise: sweeps reach
-     * AL_SWEEP_MAX_TRIALS) clashes when its keys are not all one */
-    const char **keys = al_malloc((size_t)(s->n_trials ? s->n_trials : 1) * sizeof *keys);
-    for (int i = 0; i < s->n_trials; i++) keys[i] = s->trials[i].group;
-    int *ix = sorted_by(keys, s->n_trials);
-    for (int k = 0, end; k < s->n_trials; k = end) {
-        int mixed = 0;
-        for (end = k + 1; end < s->n_trials && strcmp(keys[ix[k]], keys[ix[end]]) == 0; end++)
-            mixed |= s->trials[ix[end]].group_key != s->trials[ix[k]].group_key;
-        for (int m = k; mixed && m < end; m++)
-            s->trials[ix[m]].baseline |= 2;   /* marked: suffix below, after every comparison */
-    }
-    free(ix);
-    free(keys);
-    for (int i = 0; i < s->n_trials; i++) {
-        al_sweep_trial *t = &s->trials[i];
-        if (!(t->baseline & 2)) continue;
-        t->baseline &= 1;
-        size_t len = strlen(t->group);
-        snprintf(t->group + (len < 100 ? len : 100), 10, "-%08llx",
-                 (unsigned long long)(t->group_key & 0xffffffffULL));
-    }
-}
-
-/* The baseline configuration: the one sweep.baseline matches (exactly
- * one), else the first. Marks its trials. */
-static int mark_baseline(spec_ctx *C)
-{
-    al_sweep *s = C->s;
-    int first = -1;
-    for (int i = 0; i < s->n_trials; i++) {
-        const al_sweep_trial *t = &s->trials[i];
-        if (C->baseline && !t->baseline) continue;
-        if (first < 0) first = i;
-        else if (t->group_key != s->trials[first].group_key && C->baseline)
-            return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches more than one "
-                                "configuration ('%s' and '%s'): name more axes",
-                                s->trials[first].group, t->group);
-    }
-    if (first < 0)
-        return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches no configuration "
-                            "of the sweep%s", s->n_excluded ? " (after exclude)" : "");
-    for (int i = 0; i < s->n_trials; i++)
-        s->trials[i].baseline = s->trials[i].group_key == s->trials[first].group_key;
-    return 0;
-}
-
 /* ------------------------------------------------------------ public */
 
 static int expand(spec_ctx *C)
@@ -975,10 +806,10 @@ static int expand(spec_ctx *C)
         if (expand_one(C, k, &kept)) return -1;
     s->n_trials = kept;
     if (kept == 0)
-        return al_node_errf(C->e, C->exclude ? C->exclude : sweep_node(C), "every trial is excluded "
+        return al_node_errf(C->e, C->exclude ? C->exclude : al_sweep_node(C), "every trial is excluded "
                   "(%d of %d)", s->n_excluded, total);
-    if (finish_names(C) || mark_baseline(C)) return -1;
-    finish_groups(s);
+    if (al_sweep_finish_names(C) || al_sweep_mark_baseline(C)) return -1;
+    al_sweep_finish_groups(s);
     return 0;
 }
 
@@ -1014,38 +845,3 @@ void al_sweep_free(al_sweep *s)
     memset(s, 0, sizeof *s);
 }
 
-/* h extended (FNV-1a) by the SHA-256 of the file at path. */
-static uint64_t hash_file(uint64_t h, const char *path)
-{
-    char sha[65];
-    al_err ignore;
-    if (al_sha256_file(path, sha, &ignore) != 0) snprintf(sha, sizeof sha, "unreadable");
-    for (const char *p = sha; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-    return h;
-}
-
-void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
-{
-    al_config c = *c0;
-    c.train.threads = 0;            /* how a trial runs, not what it computes */
-    c.train.checkpoint_every = 0;
-    c.train.max_memory = 0;         /* a limit, not the run */
-    if (no_seed) {
-        if (c.data.seed == c.train.seed) c.data.seed = 0;
-        c.train.seed = 0;
-    }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    AL_ASSERT(f != NULL);
-    al_config_write_yaml_identity(&c, f);   /* report.* left out */
-    fclose(f);
-    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ULL;
-    free(buf);
-    if (c.train.init_from[0]) h = hash_file(h, c.train.init_from);   /* its content, not its path */
-    /* each plugin's content too, as a resume checks it: a rebuilt plugin
-     * makes the trials that load it new ones, never mixed with the old */
-    for (int i = 0; i < c.n_plugins; i++) h = hash_file(h, c.plugins[i]);
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
