@@ -73,7 +73,7 @@ static void configs_row(FILE *f, const al_report_analysis *A, const group *g)
     csv_num(f, g->gap.end.mean, "%.12g");
     csv_num(f, g->gap.change.mean, "%.12g");
     csv_num(f, g->gap.change.ci95, "%.12g");
-    fputs(al_report_gap_trend(g), f);
+    fputs(al_report_gap_trend(&g->gap), f);
     fputc('\n', f);
 }
 

@@ -39,11 +39,10 @@ static void fmt_int(char *buf, size_t n, double v)
 }
 
 /* "-0.0412*" (a star: still improving), "–" without curves. */
-static void fmt_slope(char *buf, size_t n, const group *g)
+static void fmt_slope(char *buf, size_t n, const group_trend *t)
 {
-    if (!g->trend.n) snprintf(buf, n, "–");
-    else snprintf(buf, n, "%+.4f%s", g->trend.slope,
-                  al_report_still_improving(&g->trend) ? "*" : "");
+    if (!t->n) snprintf(buf, n, "–");
+    else snprintf(buf, n, "%+.4f%s", t->slope, al_report_still_improving(t) ? "*" : "");
 }
 
 /* "1.5175 ± 0.0021" (mean ± 95 % half-width), "1.5175" for one seed. */
@@ -178,7 +177,7 @@ static void md_table_row(FILE *f, const al_report_analysis *A, const group *g)
     fprintf(f, " %s | %s |", g->is_base ? "(baseline)" : a,
             g->is_base ? "" : g->vs.resolved ? "**yes**" : "no");
     fmt_ci(a, sizeof a, &g->quality.val);
-    fmt_slope(d, sizeof d, g);
+    fmt_slope(d, sizeof d, &g->trend);
     fmt_int(b, sizeof b, g->quality.tok_s);
     fprintf(f, " %s | %s | %s | %s |\n", a, d, b,
             g->front.on ? (g->front.resolved ? "**yes**" : "yes (not resolved)") : "");
@@ -236,17 +235,17 @@ static void md_params(FILE *f, const al_report_analysis *A)
 
 /* "yes", or "not resolved; about N seeds would resolve a difference this
  * size" (the seeds for 80 % power at the observed mean and sd). */
-static void fmt_verdict(char *buf, size_t n, const group *g)
+static void fmt_verdict(char *buf, size_t n, const group_vs_base *v)
 {
-    if (g->vs.resolved) snprintf(buf, n, "**yes**");
-    else if (!g->vs.seeds_needed)
-        snprintf(buf, n, g->vs.delta.n < 2 ? "no (too few pairs to size)"
+    if (v->resolved) snprintf(buf, n, "**yes**");
+    else if (!v->seeds_needed)
+        snprintf(buf, n, v->delta.n < 2 ? "no (too few pairs to size)"
                                         : "no (no difference to size)");
-    else if (g->vs.seeds_needed > AL_SEEDS_NEEDED_CAP)
+    else if (v->seeds_needed > AL_SEEDS_NEEDED_CAP)
         snprintf(buf, n, "not resolved; more than %d seeds would be needed for a difference "
                  "this size", AL_SEEDS_NEEDED_CAP);
     else snprintf(buf, n, "not resolved; about %d seeds would resolve a difference this size",
-                  g->vs.seeds_needed);
+                  v->seeds_needed);
 }
 
 static void md_deltas_rule(FILE *f, const al_report_analysis *A, int m)
@@ -299,7 +298,7 @@ static void md_deltas(FILE *f, const al_report_analysis *A)
         unresolved += !g->vs.resolved;
         char mean[32] = "–";
         if (!isnan(g->vs.delta.mean)) snprintf(mean, sizeof mean, "%+.4f", g->vs.delta.mean);
-        fmt_verdict(v, sizeof v, g);
+        fmt_verdict(v, sizeof v, &g->vs);
         fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s | %s | %s | %s |\n", g->first->group,
                 kv, g->vs.delta.n, mean, lo, hi, p, al_stat_resolved(&g->vs.delta) ? "yes" : "no",
                 v, need);
@@ -360,7 +359,7 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
         if (g->gap.change.n > 1) snprintf(p, sizeof p, "%.3g", al_stat_p(&g->gap.change));
         snprintf(q, sizeof q, "%+.4f (step %.0f)", g->gap.q.mean, g->gap.q_step);
         snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap.end.mean, g->gap.end_step);
-        const char *t = al_report_gap_trend(g);
+        const char *t = al_report_gap_trend(&g->gap);
         narrowing += strcmp(t, "narrowing") == 0;
         fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n", g->first->group, g->gap.change.n, q, e,
                 c, p, t[0] ? t : "one seed: no verdict");

@@ -174,10 +174,10 @@ void al_report_gap_trends(al_report_analysis *A, const group *base)
     free(p), free(rej);
 }
 
-const char *al_report_gap_trend(const group *g)
+const char *al_report_gap_trend(const group_gap *g)
 {
-    if (g->gap.change.n < 2) return "";
-    if (!g->gap.holm) return "steady";
+    if (g->change.n < 2) return "";
+    if (!g->holm) return "steady";
     /* narrowing: the change points back towards 0 from where the gap stood */
-    return (g->gap.change.mean < 0) == (g->gap.q.mean > 0) ? "narrowing" : "widening";
+    return (g->change.mean < 0) == (g->q.mean > 0) ? "narrowing" : "widening";
 }
