@@ -1,7 +1,10 @@
 /*
  * report_md.c - report.md: the analysis (report_analyze.c) as tables and
- * prose, section by section, in the table's order. Computes nothing the
- * analysis has not: it formats, and picks which columns and notes apply.
+ * prose, section by section, in the table's order. It formats, and picks
+ * which columns and notes apply; the sections on what lies beyond
+ * summary.csv (evaluations through the cache, stages, the heads and the
+ * causal mask) read their own files (report_eval.c, report_stages.c,
+ * report_headstats.c, report_ablation.c).
  */
 #include "al_report.h"
 #include "report_plot.h"
