@@ -264,7 +264,9 @@ static double seed_q(const al_report_analysis *A, const group *g, double s)
 
 /* A sweep run in rounds (seeds 1..max): the rule of al_seq_decide over
  * the looks the finished seeds reach. A look counts once every
- * configuration has ended each of its seeds (none is open). */
+ * configuration has ended each of its seeds (none is open). Sets the
+ * sequential seeds decision (A->seq), which the sweep reads through
+ * al_report_seeds_due before it trains another round. */
 static void sequential_verdicts(al_report_analysis *A, const group *base)
 {
     int m = 0, open = 0, reached = 0;
@@ -302,8 +304,9 @@ static void baseline_deltas(al_report_analysis *A)
         if (g == base) memset(&g->vs.delta, 0, sizeof g->vs.delta), g->vs.delta.mean = NAN;
         else al_report_paired(A, g, base, &g->vs.delta);
         g->vs.p = g->is_base ? NAN : al_stat_p(&g->vs.delta);
-        g->vs.seeds_needed = g->is_base ? 0 : al_seeds_needed(g->vs.delta.mean, g->vs.delta.sd, 0.8,
-                                                           AL_SEEDS_NEEDED_CAP);
+        g->vs.seeds_needed = g->is_base ? 0
+                             : al_seeds_needed(g->vs.delta.mean, g->vs.delta.sd, 0.8,
+                                               AL_SEEDS_NEEDED_CAP);
     }
     if (base && A->seq.on) sequential_verdicts(A, base);
     else holm_verdicts(A);

@@ -172,8 +172,8 @@ static void md_table_row(FILE *f, const al_report_analysis *A, const group *g)
         fprintf(f, " %d/%d", g->solved.seeds, g->quality.q.n);
         if (g->solved.step_n) fprintf(f, " (median step %.0f)", g->solved.step);
         if (isfinite(g->solved.p))
-            fprintf(f, "; vs baseline %d:%d, p %.2g%s", g->solved.only_base,
-                    g->solved.only_this, g->solved.p, g->solved.holm ? ", **differs**" : "");
+            fprintf(f, "; vs baseline %d:%d, p %.2g%s", g->solved.only_base, g->solved.only_this,
+                    g->solved.p, g->solved.holm ? ", **differs**" : "");
         fputs(" |", f);
     }
     fmt_delta(a, sizeof a, &g->vs.delta);
@@ -295,16 +295,16 @@ static void md_deltas(FILE *f, const al_report_analysis *A)
             snprintf(hi, sizeof hi, "%+.4f", g->vs.delta.mean + g->vs.delta.ci95);
         }
         if (!isnan(g->vs.p)) snprintf(p, sizeof p, "%.2g", g->vs.p);
-        if (g->vs.seeds_needed) snprintf(need, sizeof need, g->vs.seeds_needed > AL_SEEDS_NEEDED_CAP
-                                      ? "> %d" : "%d", g->vs.seeds_needed > AL_SEEDS_NEEDED_CAP
-                                      ? AL_SEEDS_NEEDED_CAP : g->vs.seeds_needed);
+        if (g->vs.seeds_needed > AL_SEEDS_NEEDED_CAP)
+            snprintf(need, sizeof need, "> %d", AL_SEEDS_NEEDED_CAP);
+        else if (g->vs.seeds_needed) snprintf(need, sizeof need, "%d", g->vs.seeds_needed);
         unresolved += !g->vs.resolved;
         char mean[32] = "–";
         if (!isnan(g->vs.delta.mean)) snprintf(mean, sizeof mean, "%+.4f", g->vs.delta.mean);
         fmt_verdict(v, sizeof v, &g->vs);
         fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s | %s | %s | %s |\n", g->first->group,
-                kv, g->vs.delta.n, mean, lo, hi, p, al_stat_resolved(&g->vs.delta) ? "yes" : "no",
-                v, need);
+                kv, g->vs.delta.n, mean, lo, hi, p,
+                al_stat_resolved(&g->vs.delta) ? "yes" : "no", v, need);
     }
     md_deltas_rule(f, A, A->n_groups - 1);
     fprintf(f, "\n%s\n", unresolved
@@ -364,8 +364,8 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
         snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap.end.mean, g->gap.end_step);
         const char *t = al_report_gap_trend(&g->gap);
         narrowing += strcmp(t, "narrowing") == 0;
-        fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n", g->first->group, g->gap.change.n, q, e,
-                c, p, t[0] ? t : "one seed: no verdict");
+        fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n", g->first->group, g->gap.change.n,
+                q, e, c, p, t[0] ? t : "one seed: no verdict");
     }
     fprintf(f, "\n*val Δ*: the configuration's validation loss minus %s's, paired by seed, mean "
             "over seeds, at the first eval at or after 75 %% of training and at the last; "
