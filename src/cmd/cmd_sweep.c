@@ -176,12 +176,17 @@ static int self_exe(char *buf, size_t n, al_err *e)
     return 0;
 }
 
-static int report_after(const char *dir, al_report_stats *rs_out)
+/* The report of dir, as `attnlab report` writes it. With keep, the
+ * analysis it was written from goes to the caller (NULL when there is
+ * none), which frees it. */
+static int report_after(const char *dir, al_report_analysis **keep)
 {
-    al_report_stats rs;
+    al_report_analysis *A = NULL;
+    al_report_stats rs = {0};
     al_err e;
-    int rc = al_report_write(dir, &rs, &e);
-    if (rs_out) *rs_out = rs;
+    int rc = al_report_analyze(dir, &A, &e) ? -1 : al_report_write_analysis(A, &rs, &e);
+    if (keep) *keep = A;
+    else al_report_analysis_free(A);
     if (rc) {
         fprintf(stderr, "attnlab: report: %s\n", e.msg);
         return AL_EXIT_RUNTIME;
@@ -207,39 +212,45 @@ static int execute(al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
 
 /* seeds: {min, max, until: resolved}: one round per look of the plan
  * (al_stats.h), each the trials of seeds 1..n (a prefix of the sweep),
- * then the report, which decides by the same plan whether every
- * comparison with the baseline is resolved. A resume walks the rounds
- * again: finished trials are kept, so it reaches the same decisions. Stops
- * early on a failure or an interrupt (the decision needs every seed). */
-static int run_rounds(al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
+ * then the report; the analysis it is written from decides by the same
+ * plan whether another round is due (al_report_seeds_due). A resume walks
+ * the rounds again: finished trials are kept, so it reaches the same
+ * decisions. Stops early on a failure or an interrupt (the decision needs
+ * every seed). */
+static int run_rounds(const al_sweep *s, const sweep_args *a, al_sweep_run_opts *ro,
                       al_sweep_run_stats *st, long *job, int *rrc, al_err *e)
 {
-    int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&s->seq, n_at, NULL), full = s->n_trials;
+    int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&s->seq, n_at, NULL);
     int rc = 0, ran_before = 0;
+    al_sweep *round = al_malloc(sizeof *round);
     memset(st, 0, sizeof *st);
     *rrc = -1;
     for (int k = 0; k < looks && !rc; k++) {
         al_sweep_run_stats r;
-        al_report_stats rs;
-        s->n_trials = full;   /* the round's prefix of the whole sweep */
-        s->n_trials = al_sweep_seq_trials(s, n_at[k]);
+        al_report_analysis *A;
+        /* the round: s cut to its first trials, a view that shares s's
+         * trials (indices and ids stay the whole sweep's); s is not changed */
+        *round = *s;
+        round->n_trials = al_sweep_seq_trials(s, n_at[k]);
         printf("round %d of at most %d: seeds 1-%d (%d trials)\n", k + 1, looks, n_at[k],
-               s->n_trials);
+               round->n_trials);
         fflush(stdout);
-        rc = execute(s, a, ro, &r, job, e);
+        rc = execute(round, a, ro, &r, job, e);
         st->ok += r.ok, st->diverged += r.diverged, st->failed += r.failed;
         st->ran += r.ran, st->wall_s += r.wall_s, st->interrupted |= r.interrupted;
         st->skipped = r.skipped - ran_before;   /* kept from before this run */
         ran_before += r.ok + r.diverged;
-        *rrc = report_after(a->out, &rs);
-        if (rc || *rrc || r.interrupted || r.failed || rs.seq_done) {
-            if (rs.seq_done) printf("rounds over at %d seeds: %s\n", n_at[k], k + 1 < looks
-                                    ? "every comparison with the baseline is resolved"
-                                    : "the maximum");
+        *rrc = report_after(a->out, &A);
+        int over = A && !al_report_seeds_due(A);
+        al_report_analysis_free(A);
+        if (rc || *rrc || r.interrupted || r.failed || over) {
+            if (over) printf("rounds over at %d seeds: %s\n", n_at[k], k + 1 < looks
+                             ? "every comparison with the baseline is resolved"
+                             : "the maximum");
             break;
         }
     }
-    s->n_trials = full;
+    free(round);
     return rc;
 }
 

@@ -26,17 +26,17 @@
 
 #include "al_util.h"
 
-void al_report_claims_read(report *R, const json_t *claims)
+void al_report_claims_read(report_marker *mk, const json_t *claims)
 {
-    R->n_claims = 0;
-    for (size_t i = 0; i < json_array_size(claims) && R->n_claims < AL_SWEEP_MAX_CLAIMS; i++) {
+    mk->n_claims = 0;
+    for (size_t i = 0; i < json_array_size(claims) && mk->n_claims < AL_SWEEP_MAX_CLAIMS; i++) {
         const json_t *o = json_array_get(claims, i);
         const char *text = json_string_value(json_object_get(o, "claim"));
         const char *cfg = json_string_value(json_object_get(o, "config"));
         const char *vs = json_string_value(json_object_get(o, "versus"));
         const char *ex = json_string_value(json_object_get(o, "expect"));
         if (!text || !cfg || !vs) continue;
-        al_sweep_claim *c = &R->claims[R->n_claims];
+        al_sweep_claim *c = &mk->claims[mk->n_claims];
         memset(c, 0, sizeof *c);
         snprintf(c->text, sizeof c->text, "%s", text);
         snprintf(c->config, sizeof c->config, "%s", cfg);
@@ -44,7 +44,7 @@ void al_report_claims_read(report *R, const json_t *claims)
         c->expect = ex ? al_claim_expect_parse(ex) : AL_CLAIM_ANY;
         c->margin = json_number_value(json_object_get(o, "margin"));
         if (c->expect < 0 || (c->expect == AL_CLAIM_NO_WORSE && !(c->margin > 0))) continue;
-        R->n_claims++;
+        mk->n_claims++;
     }
 }
 
@@ -82,16 +82,16 @@ const char *al_report_claim_verdict(const al_sweep_claim *c, const al_stat *d, i
     }
 }
 
-static const group *find_group(const report *R, const char *label)
+static const group *find_group(const al_report_analysis *A, const char *label)
 {
-    for (int k = 0; k < R->n_groups; k++)
-        if (strcmp(R->g[k].first->group, label) == 0) return &R->g[k];
+    for (int k = 0; k < A->n_groups; k++)
+        if (strcmp(A->g[k].first->group, label) == 0) return &A->g[k];
     return NULL;
 }
 
-static void claim_row(FILE *f, const report *R, const al_sweep_claim *c)
+static void claim_row(FILE *f, const al_report_analysis *A, const al_sweep_claim *c)
 {
-    const group *a = find_group(R, c->config), *b = find_group(R, c->versus);
+    const group *a = find_group(A, c->config), *b = find_group(A, c->versus);
     const char *exp = c->expect ? al_claim_expect_name(c->expect) : "–";
     fprintf(f, "| %s | %s | %s | %s", c->text, c->config, c->versus, exp);
     if (c->expect == AL_CLAIM_NO_WORSE) fprintf(f, " (margin %g)", c->margin);
@@ -102,11 +102,11 @@ static void claim_row(FILE *f, const report *R, const al_sweep_claim *c)
     }
     al_stat d, adj;
     char why[128];
-    al_report_paired(R, a, b, &d);
+    al_report_paired(A, a, b, &d);
     adj = d;   /* simultaneous over the claims: Bonferroni */
     if (d.n >= 2)
-        adj.ci95 = al_t_quantile(1 - 0.025 / R->n_claims, d.n - 1) * d.sd / sqrt((double)d.n);
-    const char *v = al_report_claim_verdict(c, &adj, R->use_acc, why, sizeof why);
+        adj.ci95 = al_t_quantile(1 - 0.025 / A->mk.n_claims, d.n - 1) * d.sd / sqrt((double)d.n);
+    const char *v = al_report_claim_verdict(c, &adj, A->use_acc, why, sizeof why);
     /* the whole cache at report.context when the summary has it (a bounded
      * layer's per-token figure says nothing of its saving), else per token */
     const row *x = a->first, *y = b->first;
@@ -124,24 +124,24 @@ static void claim_row(FILE *f, const report *R, const al_sweep_claim *c)
     fprintf(f, " | %d | **%s**%s%s |\n", d.n, v, why[0] ? ": " : "", why);
 }
 
-void al_report_claims_md(FILE *f, const report *R)
+void al_report_claims_md(FILE *f, const al_report_analysis *A)
 {
-    if (!R->n_claims) return;
+    if (!A->mk.n_claims) return;
     fprintf(f, "\n## Claims under test\n\nWhat the papers claim, beside what this run measured "
             "(Δ: %s of the configuration minus that of the one it is compared with, paired by "
             "seed, with its 95 %% t-interval and the simultaneous interval over the %d "
             "comparisons; the two caches, whole at the report's context when the summary has "
             "it, else per token, and their ratio).\n\n",
-            R->metric, R->n_claims);
+            A->metric, A->mk.n_claims);
     fprintf(f, "| claim | configuration | versus | expect | KV cache | Δ %s [95 %%] | "
-            "simultaneous [95 %%, Bonferroni] | pairs | verdict |\n", R->metric);
+            "simultaneous [95 %%, Bonferroni] | pairs | verdict |\n", A->metric);
     fprintf(f, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    for (int i = 0; i < R->n_claims; i++) claim_row(f, R, &R->claims[i]);
+    for (int i = 0; i < A->mk.n_claims; i++) claim_row(f, A, &A->mk.claims[i]);
     fprintf(f, "\n*supported* / *contradicted*: the simultaneous interval lies wholly on the "
             "claim's side or wholly against it (for no_worse: below the margin, or above it); "
             "*cannot tell*: it straddles. The simultaneous intervals (Bonferroni over the %d "
             "comparison%s) hold together at 95 %%, so a verdict is not one of the few that "
             "chance gives among many; the plain 95 %% interval is shown beside. A verdict holds "
-            "at this run's scale (model, data, steps) only.\n", R->n_claims,
-            R->n_claims == 1 ? "" : "s");
+            "at this run's scale (model, data, steps) only.\n", A->mk.n_claims,
+            A->mk.n_claims == 1 ? "" : "s");
 }

@@ -61,10 +61,10 @@ typedef struct ev_rec {
 
 static int counts(const row *w) { return al_report_row_ok(w) && w->selected; }
 
-static int group_of(const report *R, const row *w)
+static int group_of(const al_report_analysis *A, const row *w)
 {
-    for (int k = 0; k < R->n_groups; k++)
-        if (strcmp(R->g[k].first->group, w->group) == 0) return k;
+    for (int k = 0; k < A->n_groups; k++)
+        if (strcmp(A->g[k].first->group, w->group) == 0) return k;
     return -1;
 }
 
@@ -79,16 +79,16 @@ static void add_context(ev *V, int c)
 
 /* Every counted trial's eval.csv rows, appended to *recs (grown). A trial
  * without one (not evaluated yet) adds nothing. */
-static int read_recs(const report *R, ev *V, ev_rec **recs)
+static int read_recs(const al_report_analysis *A, ev *V, ev_rec **recs)
 {
     int n = 0, cap = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        int g = group_of(R, w);
-        snprintf(path, sizeof path, "%s/%s/eval.csv", R->dir, w->trial);
+        int g = group_of(A, w);
+        snprintf(path, sizeof path, "%s/%s/eval.csv", A->dir, w->trial);
         if (!counts(w) || g < 0 || al_csv_read(path, &t, &e) != 0) {
             if (counts(w) && g >= 0) al_csv_free(&t);
             continue;
@@ -113,12 +113,13 @@ static int read_recs(const report *R, ev *V, ev_rec **recs)
 }
 
 /* The point of (g, dtype, context), when some trial has that row. */
-static int make_point(const report *R, const ev_rec *x, int n, int g, int dtype, int context,
+static int make_point(const al_report_analysis *A, const ev_rec *x, int n, int g, int dtype,
+                      int context,
                       ev_point *p)
 {
     double *v = al_malloc((size_t)(n + 1) * sizeof *v);
     int m = 0;
-    *p = (ev_point){.g = &R->g[g], .dtype = dtype, .context = context, .bytes = NAN};
+    *p = (ev_point){.g = &A->g[g], .dtype = dtype, .context = context, .bytes = NAN};
     for (int i = 0; i < n; i++)
         if (x[i].g == g && x[i].dtype == dtype && x[i].context == context)
             v[m++] = x[i].loss, p->bytes = x[i].bytes;
@@ -142,32 +143,32 @@ static void mark_front(ev *V)
     }
 }
 
-static void collect_points(const report *R, ev *V)
+static void collect_points(const al_report_analysis *A, ev *V)
 {
     ev_rec *x = NULL;
-    int n = read_recs(R, V, &x);
-    V->p = al_calloc((size_t)R->n_groups * AL_KV_NALL * EV_MAX_CONTEXTS + 1, sizeof *V->p);
+    int n = read_recs(A, V, &x);
+    V->p = al_calloc((size_t)A->n_groups * AL_KV_NALL * EV_MAX_CONTEXTS + 1, sizeof *V->p);
     for (int c = 0; c < V->n_contexts; c++)
-        for (int g = 0; g < R->n_groups; g++)
+        for (int g = 0; g < A->n_groups; g++)
             for (int d = 0; d < AL_KV_NALL; d++)
-                V->n_points += make_point(R, x, n, g, d, V->contexts[c], &V->p[V->n_points]);
+                V->n_points += make_point(A, x, n, g, d, V->contexts[c], &V->p[V->n_points]);
     free(x);
     mark_front(V);
 }
 
 /* g's loss by position at context C: its counted trials' by_position.csv,
  * bucket by bucket (trials cut otherwise are left out). */
-static void make_curve(const report *R, int g, int C, ev_curve *cv)
+static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
 {
     int m = 0;
-    *cv = (ev_curve){.g = &R->g[g], .context = C};
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
+    *cv = (ev_curve){.g = &A->g[g], .context = C};
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        if (!counts(w) || strcmp(w->group, R->g[g].first->group) != 0) continue;
-        snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", R->dir,
+        if (!counts(w) || strcmp(w->group, A->g[g].first->group) != 0) continue;
+        snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", A->dir,
                  w->trial, C);
         if (al_csv_read(path, &t, &e) != 0 || t.n_rows < 1 || t.n_rows > EV_MAX_BUCKETS ||
             (m && t.n_rows != cv->n)) {
@@ -190,14 +191,14 @@ static void make_curve(const report *R, int g, int C, ev_curve *cv)
     for (int b = 0; b < cv->n; b++) cv->loss[b] /= m;
 }
 
-static void collect(const report *R, ev *V)
+static void collect(const al_report_analysis *A, ev *V)
 {
     memset(V, 0, sizeof *V);
-    collect_points(R, V);
-    V->c = al_calloc((size_t)R->n_groups * V->n_contexts + 1, sizeof *V->c);
+    collect_points(A, V);
+    V->c = al_calloc((size_t)A->n_groups * V->n_contexts + 1, sizeof *V->c);
     for (int c = 0; c < V->n_contexts; c++)
-        for (int g = 0; g < R->n_groups; g++) {
-            make_curve(R, g, V->contexts[c], &V->c[V->n_curves]);
+        for (int g = 0; g < A->n_groups; g++) {
+            make_curve(A, g, V->contexts[c], &V->c[V->n_curves]);
             V->n_curves += V->c[V->n_curves].n > 0;
         }
 }
@@ -220,10 +221,10 @@ static int any_curve(const ev *V, int C)
 
 static double ci(const al_stat *s) { return s->n > 1 ? s->ci95 : 0.0; }
 
-static int write_csv(const report *R, const ev *V, al_err *e)
+static int write_csv(const al_report_analysis *A, const ev *V, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = al_report_open(R, "eval_configs.csv", path, tmp, e);
+    FILE *f = al_report_open(A, "eval_configs.csv", path, tmp, e);
     if (!f) return -1;
     fputs("config,variant,kv_dtype,context,kv_cache_bytes,n,loss_mean,loss_ci95,front\n", f);
     for (int i = 0; i < V->n_points; i++) {
@@ -238,11 +239,11 @@ static int write_csv(const report *R, const ev *V, al_err *e)
 
 /* eval_pareto_C.dat: index 0 every point (bytes loss ci95 "label" dtype),
  * index 1 the front by bytes, for its staircase. */
-static int write_pareto(const report *R, const ev *V, int C, al_err *e)
+static int write_pareto(const al_report_analysis *A, const ev *V, int C, al_err *e)
 {
     char name[64], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     snprintf(name, sizeof name, "eval_pareto_%d.dat", C);
-    FILE *f = al_report_open(R, name, path, tmp, e);
+    FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
     fprintf(f, "# kv_cache_bytes loss ci95 \"configuration dtype\" dtype_index (context %d)\n",
             C);
@@ -267,12 +268,12 @@ static int write_pareto(const report *R, const ev *V, int C, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static int write_pareto_gp(const report *R, int C, al_err *e)
+static int write_pareto_gp(const al_report_analysis *A, int C, al_err *e)
 {
     char base[64], name[72], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     snprintf(base, sizeof base, "eval_pareto_%d", C);
     snprintf(name, sizeof name, "%s.gp", base);
-    FILE *f = al_report_open(R, name, path, tmp, e);
+    FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
     al_report_gp_header(f, base);
     al_report_gp_terminal(f, "1000,700");
@@ -286,16 +287,16 @@ static int write_pareto_gp(const report *R, int C, al_err *e)
             "       \"\" index 0 using 1:2:4 with labels left offset char 1,0.6 font \",9\" "
             "notitle, \\\n"
             "       \"\" index 1 using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
-            "title \"Pareto front\"\n  unset output\n}\n", R->name, C, C, base);
+            "title \"Pareto front\"\n  unset output\n}\n", A->mk.name, C, C, base);
     return al_commit_atomic(f, tmp, path, e);
 }
 
 /* eval_by_position_C.dat: one index per configuration (middle loss). */
-static int write_positions(const report *R, const ev *V, int C, al_err *e)
+static int write_positions(const al_report_analysis *A, const ev *V, int C, al_err *e)
 {
     char name[64], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     snprintf(name, sizeof name, "eval_by_position_%d.dat", C);
-    FILE *f = al_report_open(R, name, path, tmp, e);
+    FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
     int k = 0;
     for (int i = 0; i < V->n_curves; i++) {
@@ -307,18 +308,18 @@ static int write_positions(const report *R, const ev *V, int C, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static int write_positions_gp(const report *R, const ev *V, int C, al_err *e)
+static int write_positions_gp(const al_report_analysis *A, const ev *V, int C, al_err *e)
 {
     char base[64], name[72], path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     snprintf(base, sizeof base, "eval_by_position_%d", C);
     snprintf(name, sizeof name, "%s.gp", base);
-    FILE *f = al_report_open(R, name, path, tmp, e);
+    FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
     al_report_gp_header(f, base);
     al_report_gp_terminal(f, "1000,600");
     fprintf(f, "  set title \"%s: loss by position in a %d-token window (mean over seeds)\"\n"
             "  set xlabel \"position in the window\"\n  set ylabel \"loss (nats/token)\"\n"
-            "  set grid\n  set key outside right\n  plot", R->name, C);
+            "  set grid\n  set key outside right\n  plot", A->mk.name, C);
     int k = 0;
     for (int i = 0; i < V->n_curves; i++)
         if (V->c[i].context == C)
@@ -329,27 +330,27 @@ static int write_positions_gp(const report *R, const ev *V, int C, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static void draw(const report *R, const char *kind, int C)
+static void draw(const al_report_analysis *A, int plots, const char *kind, int C)
 {
     char base[64];
     snprintf(base, sizeof base, "eval_%s_%d", kind, C);
-    if (R->plots == AL_PLOTS_DRAWN && al_report_gnuplot(R, base) != AL_PLOTS_DRAWN)
+    if (plots == AL_PLOTS_DRAWN && al_report_gnuplot(A, base) != AL_PLOTS_DRAWN)
         fprintf(stderr, "attnlab: report: gnuplot could not draw %s.png (see gnuplot.log)\n",
                 base);
 }
 
-int al_report_eval_plot(const report *R, al_err *e)
+int al_report_eval_plot(const al_report_analysis *A, int plots, al_err *e)
 {
     ev V;
-    collect(R, &V);
-    int rc = V.n_points || V.n_curves ? write_csv(R, &V, e) : 0;
+    collect(A, &V);
+    int rc = V.n_points || V.n_curves ? write_csv(A, &V, e) : 0;
     for (int c = 0; c < V.n_contexts && !rc; c++) {
         int C = V.contexts[c];
-        if (write_pareto(R, &V, C, e) || write_pareto_gp(R, C, e)) rc = -1;
-        else draw(R, "pareto", C);
+        if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
+        else draw(A, plots, "pareto", C);
         if (!rc && any_curve(&V, C)) {
-            if (write_positions(R, &V, C, e) || write_positions_gp(R, &V, C, e)) rc = -1;
-            else draw(R, "by_position", C);
+            if (write_positions(A, &V, C, e) || write_positions_gp(A, &V, C, e)) rc = -1;
+            else draw(A, plots, "by_position", C);
         }
     }
     ev_free(&V);
@@ -366,7 +367,7 @@ static int by_bytes(const void *a, const void *b)
     return x->dtype - y->dtype;
 }
 
-static void md_context(FILE *f, const report *R, const ev *V, int C)
+static void md_context(FILE *f, int plots, const ev *V, int C)
 {
     const ev_point **s = al_malloc((size_t)(V->n_points + 1) * sizeof *s);
     int n = 0;
@@ -382,9 +383,9 @@ static void md_context(FILE *f, const report *R, const ev *V, int C)
         fprintf(f, " | %d | %s |\n", s[i]->loss.n, s[i]->front ? "yes" : "");
     }
     free(s);
-    if (R->plots == AL_PLOTS_DRAWN)
+    if (plots == AL_PLOTS_DRAWN)
         fprintf(f, "\n![loss against cache bytes at context %d](eval_pareto_%d.png)\n", C, C);
-    if (any_curve(V, C) && R->plots == AL_PLOTS_DRAWN)
+    if (any_curve(V, C) && plots == AL_PLOTS_DRAWN)
         fprintf(f, "\n![loss by position at context %d](eval_by_position_%d.png)\n", C, C);
 }
 
@@ -434,21 +435,21 @@ static void pk_add_file(pk_sum *P, int i, const al_csv *t, int pass)
 
 /* Two passes over the counted trials' passkey.csv: the lengths, then each
  * trial's means. */
-static void pk_collect(const report *R, pk_sum *P)
+static void pk_collect(const al_report_analysis *A, pk_sum *P)
 {
     memset(P, 0, sizeof *P);
-    size_t cells = (size_t)R->sm.n * PK_MAX_LENGTHS + 1;
+    size_t cells = (size_t)A->sm.n * PK_MAX_LENGTHS + 1;
     P->exact = al_malloc(cells * sizeof *P->exact);
     P->digits = al_malloc(cells * sizeof *P->digits);
     for (size_t c = 0; c < cells; c++) P->exact[c] = P->digits[c] = NAN;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < R->sm.n; i++) {
-            const row *w = &R->sm.rows[i];
+        for (int i = 0; i < A->sm.n; i++) {
+            const row *w = &A->sm.rows[i];
             char path[DIR_LEN + 512];
             al_csv t;
             al_err e;
-            if (!counts(w) || group_of(R, w) < 0) continue;
-            snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", R->dir, w->trial);
+            if (!counts(w) || group_of(A, w) < 0) continue;
+            snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", A->dir, w->trial);
             if (access(path, F_OK) != 0) continue;
             if (al_csv_read(path, &t, &e) == 0) pk_add_file(P, i, &t, pass);
             al_csv_free(&t);   /* what was read, either way (al_csv.h) */
@@ -458,21 +459,22 @@ static void pk_collect(const report *R, pk_sum *P)
 /* Over the seeds of group g at length k: the trials' values (v) or, with
  * base, each seed's value minus the baseline's at the same seed (the
  * pairs of al_report_seed_pairs, both trials ok). */
-static void pk_stat(const report *R, const double *v, int g, int base, int k, al_stat *s)
+static void pk_stat(const al_report_analysis *A, const double *v, int g, int base, int k,
+                    al_stat *s)
 {
-    double *x = al_calloc((size_t)R->sm.n + 1, sizeof *x);
-    int m = 0, n = 0, *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
-    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib);
+    double *x = al_calloc((size_t)A->sm.n + 1, sizeof *x);
+    int m = 0, n = 0, *ia = al_calloc((size_t)A->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)A->sm.n + 1, sizeof *ib);
     if (base < 0)
-        for (int i = 0; i < R->sm.n; i++) {
-            const row *w = &R->sm.rows[i];
-            if (counts(w) && group_of(R, w) == g && !isnan(v[i * PK_MAX_LENGTHS + k]))
+        for (int i = 0; i < A->sm.n; i++) {
+            const row *w = &A->sm.rows[i];
+            if (counts(w) && group_of(A, w) == g && !isnan(v[i * PK_MAX_LENGTHS + k]))
                 x[m++] = v[i * PK_MAX_LENGTHS + k];
         }
-    else n = al_report_seed_pairs(R, &R->g[g], &R->g[base], ia, ib);
+    else n = al_report_seed_pairs(A, &A->g[g], &A->g[base], ia, ib);
     for (int p = 0; p < n; p++) {
         double a = v[ia[p] * PK_MAX_LENGTHS + k], b = v[ib[p] * PK_MAX_LENGTHS + k];
-        if (counts(&R->sm.rows[ia[p]]) && counts(&R->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
+        if (counts(&A->sm.rows[ia[p]]) && counts(&A->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
             x[m++] = a - b;
     }
     al_stat_of(x, m, s);
@@ -490,25 +492,25 @@ static void pk_table_head(FILE *f, const pk_sum *P)
 
 /* Exact-match accuracy against the baseline's, paired by seed, Holm over
  * every (configuration, length) cell of the table. */
-static void pk_deltas(FILE *f, const report *R, const pk_sum *P, int base)
+static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P, int base)
 {
-    int cells = R->n_groups * P->n_lengths, m = 0, unresolved = 0;
+    int cells = A->n_groups * P->n_lengths, m = 0, unresolved = 0;
     al_stat *d = al_calloc((size_t)cells + 1, sizeof *d);
     double *p = al_calloc((size_t)cells + 1, sizeof *p);
     int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
-    for (int g = 0; g < R->n_groups; g++)
+    for (int g = 0; g < A->n_groups; g++)
         for (int k = 0; g != base && k < P->n_lengths; k++) {
-            pk_stat(R, P->exact, g, base, k, &d[g * P->n_lengths + k]);
+            pk_stat(A, P->exact, g, base, k, &d[g * P->n_lengths + k]);
             if (d[g * P->n_lengths + k].n) p[m++] = al_stat_p(&d[g * P->n_lengths + k]);
         }
     al_holm(m, p, 0.05, rej);
     fprintf(f, "\nExact-match accuracy minus %s's, paired by seed, with its 95 %% t-interval; "
             "**resolved** when p < 0.05 still after Holm over the %d cells below:\n\n",
-            R->g[base].first->group, m);
+            A->g[base].first->group, m);
     pk_table_head(f, P);
-    for (int g = 0, i = 0; g < R->n_groups; g++) {
+    for (int g = 0, i = 0; g < A->n_groups; g++) {
         if (g == base) continue;
-        fprintf(f, "| %s |", R->g[g].first->group);
+        fprintf(f, "| %s |", A->g[g].first->group);
         for (int k = 0; k < P->n_lengths; k++) {
             const al_stat *s = &d[g * P->n_lengths + k];
             if (!s->n) {
@@ -529,10 +531,10 @@ static void pk_deltas(FILE *f, const report *R, const pk_sum *P, int base)
     free(d), free(p), free(rej);
 }
 
-static void pk_md(FILE *f, const report *R)
+static void pk_md(FILE *f, const al_report_analysis *A)
 {
     pk_sum P;
-    pk_collect(R, &P);
+    pk_collect(A, &P);
     int base = -1, shown = 0;
     if (P.n_lengths) {
         fputs("\n## Passkey retrieval\n\nEach ok passkey trial's checkpoint on the grid of "
@@ -541,36 +543,36 @@ static void pk_md(FILE *f, const report *R)
               "decoding (mean over seeds ± 95 % t-interval) and in brackets the share of "
               "digits right, each trial's value the mean over depths, by window length.\n\n", f);
         pk_table_head(f, &P);
-        for (int g = 0; g < R->n_groups; g++) {
+        for (int g = 0; g < A->n_groups; g++) {
             al_stat ex, dg;
             int any = 0;
             for (int k = 0; k < P.n_lengths; k++) {
-                pk_stat(R, P.exact, g, -1, k, &ex);
+                pk_stat(A, P.exact, g, -1, k, &ex);
                 any |= ex.n > 0;
             }
             if (!any) continue;
             shown++;
-            if (R->g[g].is_base) base = g;
-            fprintf(f, "| %s |", R->g[g].first->group);
+            if (A->g[g].is_base) base = g;
+            fprintf(f, "| %s |", A->g[g].first->group);
             for (int k = 0; k < P.n_lengths; k++) {
-                pk_stat(R, P.exact, g, -1, k, &ex);
-                pk_stat(R, P.digits, g, -1, k, &dg);
+                pk_stat(A, P.exact, g, -1, k, &ex);
+                pk_stat(A, P.digits, g, -1, k, &dg);
                 if (!ex.n) fputs(" - |", f);
                 else if (ex.n < 2) fprintf(f, " %.3f (%.3f) |", ex.mean, dg.mean);
                 else fprintf(f, " %.3f ± %.3f (%.3f) |", ex.mean, ex.ci95, dg.mean);
             }
             fputc('\n', f);
         }
-        if (base >= 0 && shown > 1) pk_deltas(f, R, &P, base);
+        if (base >= 0 && shown > 1) pk_deltas(f, A, &P, base);
     }
     free(P.exact), free(P.digits);
 }
 
-void al_report_eval_md(FILE *f, const report *R)
+void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
 {
-    pk_md(f, R);
+    pk_md(f, A);
     ev V;
-    collect(R, &V);
+    collect(A, &V);
     if (V.n_points || V.n_curves) {
         fputs("\n## Checkpoints through the cache\n\n"
               "Each ok trial's final checkpoint scored after training (the experiment's "
@@ -583,7 +585,7 @@ void al_report_eval_md(FILE *f, const report *R)
               "(configuration, dtype) at that context has as small a cache and a lower loss. "
               "The numbers: `eval_configs.csv`; loss by position (the plain forward pass): "
               "`eval_by_position_C.dat`.\n", f);
-        for (int c = 0; c < V.n_contexts; c++) md_context(f, R, &V, V.contexts[c]);
+        for (int c = 0; c < V.n_contexts; c++) md_context(f, plots, &V, V.contexts[c]);
     }
     ev_free(&V);
 }

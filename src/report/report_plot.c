@@ -14,9 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e)
+FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
+                     al_err *e)
 {
-    snprintf(path, DIR_LEN + 64, "%s/%s", R->dir, name);
+    snprintf(path, DIR_LEN + 64, "%s/%s", A->dir, name);
     return al_open_atomic(path, tmp, DIR_LEN + 96, e);
 }
 
@@ -42,35 +43,36 @@ void al_report_gp_header(FILE *f, const char *base)
 /* ------------------------------------------------------------ trade-off */
 
 /* tradeoff.dat: one line per configuration that can be drawn. */
-static int write_tradeoff_data(const report *R, al_err *e)
+static int write_tradeoff_data(const al_report_analysis *A, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = al_report_open(R, "tradeoff.dat", path, tmp, e);
+    FILE *f = al_report_open(A, "tradeoff.dat", path, tmp, e);
     if (!f) return -1;
     fputs("# kv_bytes_per_token mean ci95 \"configuration\" on_front n resolved\n"
           "# ci95: half-width of the 95 % t-interval over seeds (0: one seed, no interval);\n"
           "# resolved: 1 when its place on or off the Pareto front is beyond seed noise\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        const group *g = &R->g[k];
-        if (isnan(g->q.mean) || !(g->first->kv > 0) || g->first->causal == 0) continue;
-        fprintf(f, "%.0f %.9g %.9g \"%s%s\" %d %d %d\n", g->first->kv, g->q.mean,
-                g->q.n > 1 ? g->q.ci95 : 0.0, g->first->group, g->q.n == 1 ? " (n=1)" : "",
-                g->front, g->q.n, g->resolved);
+    for (int k = 0; k < A->n_groups; k++) {
+        const group *g = &A->g[k];
+        if (isnan(g->quality.q.mean) || !(g->first->kv > 0) || g->first->causal == 0) continue;
+        fprintf(f, "%.0f %.9g %.9g \"%s%s\" %d %d %d\n", g->first->kv, g->quality.q.mean,
+                g->quality.q.n > 1 ? g->quality.q.ci95 : 0.0, g->first->group,
+                g->quality.q.n == 1 ? " (n=1)" : "",
+                g->front.on, g->quality.q.n, g->front.resolved);
     }
     if (al_commit_atomic(f, tmp, path, e)) return -1;
-    if (!(f = al_report_open(R, "front.dat", path, tmp, e))) return -1;
+    if (!(f = al_report_open(A, "front.dat", path, tmp, e))) return -1;
     fputs("# the Pareto front of the means, by cache size\n", f);
-    for (int k = R->n_groups - 1; k >= 0; k--)
-        if (R->g[k].front && R->g[k].first->kv > 0)
-            fprintf(f, "%.0f %.9g\n", R->g[k].first->kv, R->g[k].q.mean);
+    for (int k = A->n_groups - 1; k >= 0; k--)
+        if (A->g[k].front.on && A->g[k].first->kv > 0)
+            fprintf(f, "%.0f %.9g\n", A->g[k].first->kv, A->g[k].quality.q.mean);
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static int write_tradeoff(const report *R, al_err *e)
+static int write_tradeoff(const al_report_analysis *A, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    if (write_tradeoff_data(R, e)) return -1;
-    FILE *f = al_report_open(R, "tradeoff.gp", path, tmp, e);
+    if (write_tradeoff_data(A, e)) return -1;
+    FILE *f = al_report_open(A, "tradeoff.gp", path, tmp, e);
     if (!f) return -1;
     al_report_gp_header(f, "tradeoff");
     al_report_gp_terminal(f, "1000,700");
@@ -86,9 +88,9 @@ static int write_tradeoff(const report *R, al_err *e)
             "\\\n"
             "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
             "       \"front.dat\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
-            "title \"Pareto front (means)\"\n  unset output\n}\n", R->name, R->metric,
-            R->use_acc ? R->metric : "loss (nats/token)",
-            R->use_acc ? "bottom right" : "top right");
+            "title \"Pareto front (means)\"\n  unset output\n}\n", A->mk.name, A->metric,
+            A->use_acc ? A->metric : "loss (nats/token)",
+            A->use_acc ? "bottom right" : "top right");
     return al_commit_atomic(f, tmp, path, e);
 }
 
@@ -97,17 +99,17 @@ static int write_tradeoff(const report *R, al_err *e)
 /* A configuration's validation curve: the mean over its selected trials'
  * metrics.csv at each evaluation step of the first one. Returns the
  * number of points. */
-static int group_curve(const report *R, const group *g, double **step, double **val)
+static int group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
 {
     int n = 0, *cnt = NULL;
     *step = *val = NULL;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
         if (strcmp(w->group, g->first->group) != 0 || !w->selected) continue;
         char path[DIR_LEN + 300];
         al_csv m;
         al_err e;
-        snprintf(path, sizeof path, "%s/%s/metrics.csv", R->dir, w->trial);
+        snprintf(path, sizeof path, "%s/%s/metrics.csv", A->dir, w->trial);
         if (al_csv_read(path, &m, &e)) {
             al_csv_free(&m);
             continue;
@@ -136,21 +138,21 @@ static int group_curve(const report *R, const group *g, double **step, double **
  * number of blocks, their group numbers in which[]. *ytop gets the highest
  * loss after the first evaluation that follows step 0, so that the plot
  * shows learning rather than the initial loss (NAN: let gnuplot choose). */
-static int write_curve_data(const report *R, int *which, double *ytop, al_err *e)
+static int write_curve_data(const al_report_analysis *A, int *which, double *ytop, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = al_report_open(R, "curves.dat", path, tmp, e);
+    FILE *f = al_report_open(A, "curves.dat", path, tmp, e);
     if (!f) return -1;
     int blocks = 0;
     *ytop = NAN;
     fputs("# step tokens val_loss, one block per configuration\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
+    for (int k = 0; k < A->n_groups; k++) {
         double *step, *val;
-        int n = group_curve(R, &R->g[k], &step, &val), wrote = 0;
-        double tps = R->g[k].first->tokens_per_step;
+        int n = group_curve(A, &A->g[k], &step, &val), wrote = 0;
+        double tps = A->g[k].first->tokens_per_step;
         for (int r = 0; r < n; r++) {
             if (isnan(val[r])) continue;
-            if (!wrote++) fprintf(f, "%s# %s\n", blocks ? "\n\n" : "", R->g[k].first->group);
+            if (!wrote++) fprintf(f, "%s# %s\n", blocks ? "\n\n" : "", A->g[k].first->group);
             fprintf(f, "%.0f %.9g %.9g\n", step[r], isnan(tps) ? step[r] : step[r] * tps, val[r]);
             if (r == 1 && n > 2 && !(val[r] <= *ytop)) *ytop = val[r];
         }
@@ -160,22 +162,22 @@ static int write_curve_data(const report *R, int *which, double *ytop, al_err *e
     return al_commit_atomic(f, tmp, path, e) ? -1 : blocks;
 }
 
-static void gp_curve_plot(FILE *f, const report *R, const int *which, int n, int xcol)
+static void gp_curve_plot(FILE *f, const al_report_analysis *A, const int *which, int n, int xcol)
 {
     fputs("  plot ", f);
     for (int b = 0; b < n; b++)
         fprintf(f, "%s\"curves.dat\" index %d using %d:3 with linespoints pt 7 ps 0.5 lw 1.5 "
-                "title \"%s\"", b ? ", \\\n       " : "", b, xcol, R->g[which[b]].first->group);
+                "title \"%s\"", b ? ", \\\n       " : "", b, xcol, A->g[which[b]].first->group);
     fputs("\n", f);
 }
 
-static int write_curves(const report *R, al_err *e)
+static int write_curves(const al_report_analysis *A, al_err *e)
 {
-    int *which = al_calloc((size_t)R->n_groups + 1, sizeof *which);
+    int *which = al_calloc((size_t)A->n_groups + 1, sizeof *which);
     double ytop;
-    int n = write_curve_data(R, which, &ytop, e);
+    int n = write_curve_data(A, which, &ytop, e);
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = n < 0 ? NULL : al_report_open(R, "curves.gp", path, tmp, e);
+    FILE *f = n < 0 ? NULL : al_report_open(A, "curves.gp", path, tmp, e);
     if (!f) {
         free(which);
         return -1;
@@ -184,11 +186,11 @@ static int write_curves(const report *R, al_err *e)
     al_report_gp_terminal(f, "1400,600");
     fprintf(f, "  set multiplot layout 1,2 title \"%s: validation loss (mean over seeds)\"\n"
             "  set ylabel \"validation loss (nats/token)\"\n"
-            "  set grid\n  set key top right\n  set xlabel \"optimizer step\"\n", R->name);
+            "  set grid\n  set key top right\n  set xlabel \"optimizer step\"\n", A->mk.name);
     if (!isnan(ytop)) fprintf(f, "  set yrange [*:%.4g]\n", ytop * 1.02);
-    if (n) gp_curve_plot(f, R, which, n, 1);
+    if (n) gp_curve_plot(f, A, which, n, 1);
     fputs("  set xlabel \"tokens trained\"\n  set format x \"%.1s%c\"\n", f);
-    if (n) gp_curve_plot(f, R, which, n, 2);
+    if (n) gp_curve_plot(f, A, which, n, 2);
     fputs("  unset multiplot\n  unset output\n}\n", f);
     free(which);
     return al_commit_atomic(f, tmp, path, e);
@@ -201,19 +203,19 @@ _Static_assert((int)AL_GNUPLOT_DRAWN == (int)AL_PLOTS_DRAWN &&
                (int)AL_GNUPLOT_MISSING == (int)AL_PLOTS_NO_GNUPLOT &&
                (int)AL_GNUPLOT_FAILED == (int)AL_PLOTS_FAILED,
                "al_gnuplot_result and al_plot_state agree");
-int al_report_gnuplot(const report *R, const char *base)
+int al_report_gnuplot(const al_report_analysis *A, const char *base)
 {
-    return al_gnuplot_run(R->dir, base);
+    return al_gnuplot_run(A->dir, base);
 }
 
-int al_report_draw_plots(report *R, al_err *e)
+int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e)
 {
     char log[DIR_LEN + 32];
-    if (write_tradeoff(R, e) || write_curves(R, e)) return -1;
-    if (!R->n_ok) return R->plots = AL_PLOTS_NOTHING, 0;
-    snprintf(log, sizeof log, "%s/gnuplot.log", R->dir);
+    if (write_tradeoff(A, e) || write_curves(A, e)) return -1;
+    if (!A->n_ok) return *plots = AL_PLOTS_NOTHING, 0;
+    snprintf(log, sizeof log, "%s/gnuplot.log", A->dir);
     unlink(log);
-    R->plots = al_report_gnuplot(R, "tradeoff");
-    if (R->plots == AL_PLOTS_DRAWN) R->plots = al_report_gnuplot(R, "curves");
+    *plots = al_report_gnuplot(A, "tradeoff");
+    if (*plots == AL_PLOTS_DRAWN) *plots = al_report_gnuplot(A, "curves");
     return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * report_plot.h - the report's pictures (report_plot.c), and the helpers
- * report_stages.c draws its own with. report.c calls al_report_draw_plots
- * and opens its files with al_report_open. Not a public interface.
+ * the other writers draw their own with. report.c calls al_report_draw_plots;
+ * every writer opens its files with al_report_open. Not a public interface.
  */
 #ifndef AL_REPORT_PLOT_H
 #define AL_REPORT_PLOT_H
@@ -11,15 +11,17 @@
 #include "report_rows.h"
 
 /* tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the pictures by
- * gnuplot (R->plots). -1 when a file could not be written. */
-int al_report_draw_plots(report *R, al_err *e);
+ * gnuplot (*plots: an enum al_plot_state). -1 when a file could not be
+ * written. */
+int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e);
 /* DIR/name opened for an atomic write (al_open_atomic). */
-FILE *al_report_open(const report *R, const char *name, char *path, char *tmp, al_err *e);
+FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
+                     al_err *e);
 /* A gnuplot script's first lines (out_png, out_svg defaults for base) and
  * the loop over the png and svg terminals it opens (closed by "}"). */
 void al_report_gp_header(FILE *f, const char *base);
 void al_report_gp_terminal(FILE *f, const char *size);
 /* gnuplot on DIR/<base>.gp, outputs renamed into place: an enum al_plot_state. */
-int al_report_gnuplot(const report *R, const char *base);
+int al_report_gnuplot(const al_report_analysis *A, const char *base);
 
 #endif

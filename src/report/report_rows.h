@@ -1,8 +1,9 @@
 /*
- * report_rows.h - the report's working state, shared by report.c (reads
- * summary.csv, groups, statistics, report.md, configs.csv), report_plot.c
- * (the pictures) and report_stages.c (a staged sweep's section). Not a
- * public interface: al_report.h is.
+ * report_rows.h - the analysis (struct al_report_analysis) and the rows it
+ * is computed from: read by report_summary.c, computed by
+ * report_analyze.c (with report_trend.c and report_rows.c), read by the
+ * writers (report_md.c, report_configs.c, report_plot.c, report_stages.c,
+ * report_eval.c, report_claims.c). Not a public interface: al_report.h is.
  *
  * A row is one trial of summary.csv. Trials are grouped into
  * configurations by the summary's `group` column (older summaries: `config`,
@@ -13,13 +14,15 @@
  * seed.
  *
  * Settings. Every column of the summary that is not one of the report's
- * own (report.c) is a variant's setting (n_kv_head, d_latent, ...; older
+ * own (report_summary.c) is a variant's setting (n_kv_head, d_latent, ...; older
  * summaries had n_kv_head, d_latent and d_rope for every trial): the report
  * carries them as written, in the summary's column order, without knowing
  * any variant or setting by name.
  */
 #ifndef AL_REPORT_ROWS_H
 #define AL_REPORT_ROWS_H
+
+#include <math.h>
 
 #include "al_csv.h"
 #include "al_report.h"
@@ -69,82 +72,148 @@ static inline const char *al_report_setting(const summary *s, const row *w, int 
     return s->t.cells[w - s->rows][s->set_col[k]];
 }
 
+/* A configuration's numbers, one struct per section that reads them, so
+ * that a section's code names what it depends on. Every one is filled by
+ * the analysis (report_analyze.c); the writers only read them. */
+
+/* Its quality over the selected trials: the configurations table,
+ * configs.csv, the plots, the front. */
+typedef struct group_quality {
+    al_stat q, loss, acc;     /* the metric, loss and accuracy */
+    al_stat val;              /* validation loss */
+    double train_loss, tok_s; /* means */
+} group_quality;
+
+/* Paired against the baseline, by seed ("Paired differences"). */
+typedef struct group_vs_base {
+    al_stat delta;            /* the metric minus the baseline's */
+    double p;                 /* two-sided p of its paired t test (NAN: < 2 pairs) */
+    int resolved;             /* delta resolved after Holm over the family of comparisons
+                                 with the baseline (sequential sweeps: by the rounds' rule) */
+    int seeds_needed;         /* seeds for 80 % power at delta's mean and sd (0: none) */
+} group_vs_base;
+
+/* Recall tasks: seeds that reached AL_SOLVED_ACCURACY, and when. */
+typedef struct group_solved {
+    int seeds;                /* selected trials whose accuracy reached it */
+    int only_base, only_this; /* seeds the baseline solved and this did not, and the other
+                                 way round (paired) */
+    double p;                 /* exact McNemar p of those (NAN: not a recall task, baseline) */
+    int holm;                 /* solved counts differ after Holm over the family */
+    double step;              /* median first eval step with accuracy >= 0.9 (NAN: none) */
+    int step_n;               /* seeds that reached it */
+} group_solved;
+
+/* Its place on the Pareto front ("Pareto front", the trade-off plot). */
+typedef struct group_front {
+    int on;                   /* on the front (of the means) */
+    int resolved;             /* its place on or off the front is beyond seed noise */
+    char against[256];        /* else: the front configuration it is not resolved from */
+} group_front;
+
+/* "Has training ended?": the validation loss over the last quarter. */
+typedef struct group_trend {
+    double slope;             /* val loss per 100 steps, mean over seeds */
+    double tail_fall;         /* -slope times the quarter's steps: nats, mean over seeds */
+    int n;                    /* seeds in it */
+} group_trend;
+
+/* "Did the gaps move?": the gap to the baseline in validation loss, paired
+ * by seed, at the first eval at or after 75 % of training (q) and at the
+ * last one (end), and its change (end - q per seed): a gap that narrows is
+ * partly one of learning speed. */
+typedef struct group_gap {
+    al_stat q, end, change;
+    double q_step, end_step;  /* the steps of the first pair */
+    int holm;                 /* the change is beyond noise, Holm over the family */
+} group_gap;
+
 typedef struct group {
     const row *first;
     int n, n_ok;              /* trials, and how many ended ok */
     int n_open;               /* seeds left out: a candidate has not finished */
-    al_stat q, loss, acc;     /* the metric, loss and accuracy over the selected trials */
-    al_stat val;              /* validation loss over them */
-    double train_loss, tok_s;
     int is_base;
-    al_stat delta;            /* the metric minus the baseline's, paired by seed */
-    int front;                /* on the Pareto front (of the means) */
-    int resolved;             /* its place on or off the front is beyond seed noise */
-    char against[256];        /* else: the front configuration it is not resolved from */
-    int solved;               /* seeds whose accuracy reached AL_SOLVED_ACCURACY */
+    group_quality quality;
+    group_vs_base vs;
+    group_solved solved;
+    group_front front;
+    group_trend trend;
+    group_gap gap;
     char tuned[512];          /* under select: the values chosen and how often */
-    double p;                 /* two-sided p of the paired t test of delta (NAN: < 2 pairs) */
-    int resolved_holm;        /* delta resolved after Holm over the family of comparisons
-                                 with the baseline (sequential sweeps: by the rounds' rule) */
-    int seeds_needed;         /* seeds for 80 % power at delta's mean and sd (0: none) */
-    double slope;             /* val loss per 100 steps over the last quarter, mean over seeds */
-    double tail_fall;         /* -slope times the quarter's steps: nats, mean over seeds */
-    int slope_n;              /* seeds in it */
-    int solved_only_base;     /* seeds the baseline solved and this did not (paired) */
-    int solved_only_this;     /* ... and the other way round */
-    double solved_p;          /* exact McNemar p of those (NAN: not a recall task, baseline) */
-    int solved_holm;          /* solved counts differ after Holm over the family */
-    double solved_step;       /* median first eval step with accuracy >= 0.9 (NAN: none) */
-    /* The gap to the baseline in validation loss, paired by seed, at the
-     * first eval at or after 75 % of training (gap_q) and at the last one
-     * (gap_end), and its change between the two (gap_end - gap_q per seed):
-     * a gap that narrows is partly one of learning speed. */
-    al_stat gap_q, gap_end, gap_change;
-    double gap_q_step, gap_end_step;   /* the steps of the first pair */
-    int gap_holm;             /* the change is beyond noise, Holm over the family */
-    int solved_step_n;        /* seeds that reached it */
     char machine[512];        /* "cpu; core; threads" when its trials differ, else "" */
 } group;
 
-typedef struct report {
-    const char *dir;
+/* sweep.seeds: {min, max, until: resolved} (sweep.json), and where the
+ * rounds stand: the sequential seeds decision. */
+typedef struct report_rounds {
+    int on;
+    al_seq_plan plan;
+    int looks;                /* looks the data reaches */
+    int done;                 /* every comparison resolved, or the last look taken */
+} report_rounds;
+
+/* What sweep.json says of the sweep (absent: the directory's name alone). */
+typedef struct report_marker {
+    char name[256], file[DIR_LEN], description[512];
+    char sets[2048];          /* " --set 'k=v'" for each */
+    int n_claims;             /* sweep.claims (report_claims.c) */
+    al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
+} report_marker;
+
+/* The analysis: everything the report shows, computed without writing a
+ * file (al_report_analyze). Owns sm and g. */
+struct al_report_analysis {
+    char dir[DIR_LEN];
     summary sm;
-    group *g;
-    int n_groups, n_front, n_ok, plots;
+    group *g;                 /* n_groups, in the table's order (largest cache first) */
+    int n_groups, n_front, n_ok;
     int use_acc;              /* the metric is accuracy (every configuration has one) */
     int use_test;             /* ... on the test split (else validation: no test split) */
     int any_select;
     char metric[64];          /* "test loss", "test accuracy", "val loss", ... */
-    char name[256], file[DIR_LEN], description[512];
-    char sets[2048];          /* " --set 'k=v'" for each, from sweep.json */
-    int n_claims;             /* sweep.claims, from sweep.json (report_claims.c) */
-    al_sweep_claim claims[AL_SWEEP_MAX_CLAIMS];
-    int seq_on;               /* sweep.seeds: {min, max, until: resolved} (sweep.json) */
-    al_seq_plan seq;
-    int seq_looks;            /* looks the data reaches */
-    int seq_done;             /* every comparison resolved, or the last look taken */
-} report;
+    report_marker mk;
+    report_rounds seq;
+};
+
+/* report_summary.c: DIR/summary.csv into s (-1 with e naming file:line when
+ * it is missing or malformed; free s with al_report_summary_free either
+ * way), and DIR/sweep.json into mk and seq (absent or unreadable: the
+ * directory's name, no claims, no rounds). */
+int al_report_summary_read(const char *dir, summary *s, al_err *e);
+void al_report_summary_free(summary *s);
+void al_report_read_marker(const char *dir, report_marker *mk, report_rounds *seq);
 
 /* report_configs.c: configs.csv, atomically. */
-int al_report_write_configs(const report *R, al_err *e);
+int al_report_write_configs(const al_report_analysis *A, al_err *e);
 
 /* report_rows.c: the pairs by seed every paired comparison uses: rows
  * ia[k] of a and ib[k] of b, both selected, with the same (not NaN) seed;
- * ia and ib hold R->sm.n; returns the number of pairs. */
-int al_report_seed_pairs(const report *R, const group *a, const group *b, int *ia, int *ib);
+ * ia and ib hold A->sm.n; returns the number of pairs. */
+int al_report_seed_pairs(const al_report_analysis *A, const group *a, const group *b, int *ia,
+                         int *ib);
 /* a's metric minus b's, paired by seed over the seeds both have. */
-void al_report_paired(const report *R, const group *a, const group *b, al_stat *d);
+void al_report_paired(const al_report_analysis *A, const group *a, const group *b, al_stat *d);
 /* ... and whether each solved the task (accuracy >= AL_SOLVED_ACCURACY),
  * paired the same way: *only_a seeds a solved and b did not, *only_b the
  * other way round. */
-void al_report_solved_pairs(const report *R, const group *a, const group *b, int *only_a,
-                            int *only_b);
+void al_report_solved_pairs(const al_report_analysis *A, const group *a, const group *b,
+                            int *only_a, int *only_b);
 
-static inline int al_report_still_improving(const group *g)
+static inline int al_report_still_improving(const group_trend *t)
 {
-    return g->slope_n && g->tail_fall > AL_STILL_IMPROVING_FALL;
+    return t->n && t->tail_fall > AL_STILL_IMPROVING_FALL;
 }
 
-static inline int al_report_row_ok(const row *w) { return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2]; }
+/* Drawn and on the front: not an unmasked model (its loss is not
+ * comparable), and one with a mean. */
+static inline int al_report_drawable(const group *g)
+{
+    return g->first->causal != 0 && !isnan(g->quality.q.mean);
+}
+
+static inline int al_report_row_ok(const row *w)
+{
+    return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2];
+}
 
 #endif

@@ -34,41 +34,41 @@ typedef struct ups {
     up *u;
 } ups;
 
-static const char *cell(const report *R, const row *w, const char *col)
+static const char *cell(const al_report_analysis *A, const row *w, const char *col)
 {
-    return al_csv_cell(&R->sm.t, (int)(w - R->sm.rows), col);
+    return al_csv_cell(&A->sm.t, (int)(w - A->sm.rows), col);
 }
 
-static const row *find_trial(const report *R, const char *id)
+static const row *find_trial(const al_report_analysis *A, const char *id)
 {
-    for (int i = 0; i < R->sm.n; i++)
-        if (strcmp(R->sm.rows[i].trial, id) == 0) return &R->sm.rows[i];
+    for (int i = 0; i < A->sm.n; i++)
+        if (strcmp(A->sm.rows[i].trial, id) == 0) return &A->sm.rows[i];
     return NULL;
 }
 
-static const group *find_group(const report *R, const char *name)
+static const group *find_group(const al_report_analysis *A, const char *name)
 {
-    for (int k = 0; k < R->n_groups; k++)
-        if (strcmp(R->g[k].first->group, name) == 0) return &R->g[k];
+    for (int k = 0; k < A->n_groups; k++)
+        if (strcmp(A->g[k].first->group, name) == 0) return &A->g[k];
     return NULL;
 }
 
 /* The same variant with the same settings (and cache). */
-static int same_attention(const report *R, const row *a, const row *b)
+static int same_attention(const al_report_analysis *A, const row *a, const row *b)
 {
     if (strcmp(a->variant, b->variant) != 0 || a->kv != b->kv) return 0;
-    for (int k = 0; k < R->sm.n_set; k++)
-        if (strcmp(al_report_setting(&R->sm, a, k), al_report_setting(&R->sm, b, k)) != 0)
+    for (int k = 0; k < A->sm.n_set; k++)
+        if (strcmp(al_report_setting(&A->sm, a, k), al_report_setting(&A->sm, b, k)) != 0)
             return 0;
     return 1;
 }
 
 /* The configuration with w's attention trained from scratch (no upstream). */
-static const group *scratch_of(const report *R, const row *w)
+static const group *scratch_of(const al_report_analysis *A, const row *w)
 {
-    for (int k = 0; k < R->n_groups; k++) {
-        const row *f = R->g[k].first;
-        if (!cell(R, f, "upstream")[0] && same_attention(R, f, w)) return &R->g[k];
+    for (int k = 0; k < A->n_groups; k++) {
+        const row *f = A->g[k].first;
+        if (!cell(A, f, "upstream")[0] && same_attention(A, f, w)) return &A->g[k];
     }
     return NULL;
 }
@@ -81,14 +81,14 @@ static double num(const char *s)
 }
 
 /* Step-0 and final val loss of the ok trials of configuration u. */
-static void up_stats(const report *R, up *u)
+static void up_stats(const al_report_analysis *A, up *u)
 {
-    double *a = al_malloc((size_t)R->sm.n * sizeof *a), *b = al_malloc((size_t)R->sm.n * sizeof *b);
+    double *a = al_malloc((size_t)A->sm.n * sizeof *a), *b = al_malloc((size_t)A->sm.n * sizeof *b);
     int n = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
         if (strcmp(w->group, u->first->group) != 0 || !al_report_row_ok(w)) continue;
-        a[n] = num(cell(R, w, "init_val_loss"));
+        a[n] = num(cell(A, w, "init_val_loss"));
         b[n++] = w->val_loss;
     }
     al_stat_of(a, n, &u->conv);
@@ -96,23 +96,23 @@ static void up_stats(const report *R, up *u)
     free(a), free(b);
 }
 
-static void collect(const report *R, ups *U)
+static void collect(const al_report_analysis *A, ups *U)
 {
     memset(U, 0, sizeof *U);
-    U->u = al_calloc((size_t)R->sm.n + 1, sizeof *U->u);
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i], *from = find_trial(R, cell(R, w, "upstream"));
+    U->u = al_calloc((size_t)A->sm.n + 1, sizeof *U->u);
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i], *from = find_trial(A, cell(A, w, "upstream"));
         if (!from) continue;
         int seen = 0;
         for (int k = 0; k < U->n && !seen; k++) seen = strcmp(U->u[k].first->group, w->group) == 0;
         if (seen) continue;
         up *u = &U->u[U->n++];
-        u->first = w, u->from = from->group, u->method = cell(R, w, "init_convert");
-        u->steps = num(cell(R, w, "steps"));
-        u->base_steps = num(cell(R, w, "upstream_steps"));
-        u->base = find_group(R, from->group);
-        u->scratch = scratch_of(R, w);
-        up_stats(R, u);
+        u->first = w, u->from = from->group, u->method = cell(A, w, "init_convert");
+        u->steps = num(cell(A, w, "steps"));
+        u->base_steps = num(cell(A, w, "upstream_steps"));
+        u->base = find_group(A, from->group);
+        u->scratch = scratch_of(A, w);
+        up_stats(A, u);
     }
 }
 
@@ -120,13 +120,13 @@ static void collect(const report *R, ups *U)
 
 /* Converted points of one conversion (the same `from`, attention and
  * method, whatever the uptraining) are one point: the first such u. */
-static int first_of_conversion(const report *R, const ups *U, int k)
+static int first_of_conversion(const al_report_analysis *A, const ups *U, int k)
 {
     const up *a = &U->u[k];
     for (int j = 0; j < k; j++) {
         const up *b = &U->u[j];
         if (strcmp(a->from, b->from) == 0 && strcmp(a->method, b->method) == 0 &&
-            same_attention(R, a->first, b->first))
+            same_attention(A, a->first, b->first))
             return 0;
     }
     return 1;
@@ -156,22 +156,22 @@ static void fmt_cost(char *buf, size_t n, const up *u, const char *prefix)
 /* stages.dat: index 0 the configurations trained from scratch, 1 the
  * converted models (step 0), 2 the uptrained ones, 3 arrows from each
  * converted point to its uptrained one. */
-static int write_data(const report *R, const ups *U, al_err *e)
+static int write_data(const al_report_analysis *A, const ups *U, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96], cost[64];
-    FILE *f = al_report_open(R, "stages.dat", path, tmp, e);
+    FILE *f = al_report_open(A, "stages.dat", path, tmp, e);
     if (!f) return -1;
     fputs("# kv_bytes_per_token val_loss ci95 \"label\" label_right   (index 0: from scratch, "
           "1: converted at step 0, 2: uptrained, 3: arrows x y dx dy)\n", f);
-    for (int k = 0; k < R->n_groups; k++) {
-        const group *g = &R->g[k];
-        if (!cell(R, g->first, "upstream")[0] && isfinite(g->val.mean) && g->first->kv > 0)
-            fprintf(f, "%.0f %.9g %.9g \"%s\"\n", g->first->kv, g->val.mean, ci(&g->val),
-                    g->first->group);
+    for (int k = 0; k < A->n_groups; k++) {
+        const group *g = &A->g[k];
+        if (!cell(A, g->first, "upstream")[0] && isfinite(g->quality.val.mean) && g->first->kv > 0)
+            fprintf(f, "%.0f %.9g %.9g \"%s\"\n", g->first->kv, g->quality.val.mean,
+                    ci(&g->quality.val), g->first->group);
     }
     fputs("\n\n", f);
     for (int k = 0; k < U->n; k++)
-        if (first_of_conversion(R, U, k) && isfinite(U->u[k].conv.mean))
+        if (first_of_conversion(A, U, k) && isfinite(U->u[k].conv.mean))
             fprintf(f, "%.9g %.9g %.9g \"%s\" %d\n", U->u[k].first->kv * shift(U->u[k].method),
                     U->u[k].conv.mean, ci(&U->u[k].conv), U->u[k].method,
                     right_side(U->u[k].method));
@@ -193,10 +193,10 @@ static int write_data(const report *R, const ups *U, al_err *e)
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static int write_script(const report *R, al_err *e)
+static int write_script(const al_report_analysis *A, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = al_report_open(R, "stages.gp", path, tmp, e);
+    FILE *f = al_report_open(A, "stages.gp", path, tmp, e);
     if (!f) return -1;
     al_report_gp_header(f, "stages");
     al_report_gp_terminal(f, "1100,750");
@@ -221,17 +221,17 @@ static int write_script(const report *R, al_err *e)
             "       \"\" index 2 using 1:($5 == 1 ? NaN : $2):4 with labels right offset char -1,0 "
             "font \",9\" notitle, \\\n"
             "       \"\" index 2 using 1:($5 == 1 ? $2 : NaN):4 with labels left offset char 1,0 "
-            "font \",9\" notitle\n  unset output\n}\n", R->name);
+            "font \",9\" notitle\n  unset output\n}\n", A->mk.name);
     return al_commit_atomic(f, tmp, path, e);
 }
 
-int al_report_stages_plot(const report *R, al_err *e)
+int al_report_stages_plot(const al_report_analysis *A, int plots, al_err *e)
 {
     ups U;
-    collect(R, &U);
+    collect(A, &U);
     int rc = 0;
-    if (U.n && (write_data(R, &U, e) || write_script(R, e))) rc = -1;
-    if (rc == 0 && U.n && R->plots == AL_PLOTS_DRAWN && al_report_gnuplot(R, "stages") !=
+    if (U.n && (write_data(A, &U, e) || write_script(A, e))) rc = -1;
+    if (rc == 0 && U.n && plots == AL_PLOTS_DRAWN && al_report_gnuplot(A, "stages") !=
         AL_PLOTS_DRAWN)
         fprintf(stderr, "attnlab: report: gnuplot could not draw stages.png (see "
                 "gnuplot.log)\n");
@@ -249,36 +249,36 @@ static void fmt_stat(char *buf, size_t n, const al_stat *s)
 }
 
 /* "gqa, n_kv_head 2": the variant and the settings it has. */
-static void fmt_attention(char *buf, size_t n, const report *R, const row *w)
+static void fmt_attention(char *buf, size_t n, const al_report_analysis *A, const row *w)
 {
     size_t len = (size_t)snprintf(buf, n, "%s", w->variant);
-    for (int k = 0; k < R->sm.n_set && len < n; k++) {
-        const char *v = al_report_setting(&R->sm, w, k);
+    for (int k = 0; k < A->sm.n_set && len < n; k++) {
+        const char *v = al_report_setting(&A->sm, w, k);
         if (v[0])
             len += (size_t)snprintf(buf + len, n - len, ", %s %s",
-                                    al_report_setting_name(&R->sm, k), v);
+                                    al_report_setting_name(&A->sm, k), v);
     }
 }
 
-static void md_row(FILE *f, const report *R, const up *u)
+static void md_row(FILE *f, const al_report_analysis *A, const up *u)
 {
     char conv[64], val[64], base[64], scr[64], cost[64], att[512];
     fmt_stat(conv, sizeof conv, &u->conv);
     fmt_stat(val, sizeof val, &u->val);
-    fmt_stat(base, sizeof base, u->base ? &u->base->val : &(al_stat){0, NAN, NAN, NAN});
-    fmt_stat(scr, sizeof scr, u->scratch ? &u->scratch->val : &(al_stat){0, NAN, NAN, NAN});
+    fmt_stat(base, sizeof base, u->base ? &u->base->quality.val : &(al_stat){0, NAN, NAN, NAN});
+    fmt_stat(scr, sizeof scr, u->scratch ? &u->scratch->quality.val : &(al_stat){0, NAN, NAN, NAN});
     fmt_cost(cost, sizeof cost, u, "");
     const row *w = u->first;
-    fmt_attention(att, sizeof att, R, w);
+    fmt_attention(att, sizeof att, A, w);
     fprintf(f, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s (%s) | %s |\n", w->group, u->from,
             att, w->kv, u->method, cost, conv, val, scr,
             u->scratch ? u->scratch->first->group : "none", base);
 }
 
-void al_report_stages_md(FILE *f, const report *R)
+void al_report_stages_md(FILE *f, const al_report_analysis *A, int plots)
 {
     ups U;
-    collect(R, &U);
+    collect(A, &U);
     if (!U.n) return free(U.u);
     fputs("\n## Converted and uptrained\n\n"
           "Configurations that started from another stage's checkpoints, converted by the "
@@ -292,8 +292,8 @@ void al_report_stages_md(FILE *f, const report *R)
           "| configuration | from | attention | KV bytes/token | method | uptraining | "
           "converted (step 0) | uptrained | scratch | base |\n"
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", f);
-    for (int k = 0; k < U.n; k++) md_row(f, R, &U.u[k]);
-    if (R->plots == AL_PLOTS_DRAWN)
+    for (int k = 0; k < U.n; k++) md_row(f, A, &U.u[k]);
+    if (plots == AL_PLOTS_DRAWN)
         fputs("\n![converted and uptrained models](stages.png)\n\nBlue: trained from "
               "scratch; red: converted, before uptraining; green: uptrained, labelled with "
               "the method and the uptraining cost (a dotted line joins each to its converted "

@@ -13,13 +13,13 @@
 /* The eval points of one trial's metrics.csv (step, val_loss and
  * val_accuracy; NAN where blank). Returns the number of rows, 0 when the
  * file is missing or lacks the columns. */
-static int read_evals(const report *R, const row *w, double **step, double **loss,
+static int read_evals(const al_report_analysis *A, const row *w, double **step, double **loss,
                       double **acc)
 {
     char path[DIR_LEN + 300];
     al_csv m;
     al_err e;
-    snprintf(path, sizeof path, "%s/%s/metrics.csv", R->dir, w->trial);
+    snprintf(path, sizeof path, "%s/%s/metrics.csv", A->dir, w->trial);
     *step = *loss = *acc = NULL;
     int rc = al_csv_read(path, &m, &e), cs = rc ? -1 : al_csv_col(&m, "step");
     int cl = rc ? -1 : al_csv_col(&m, "val_loss"), ca = rc ? -1 : al_csv_col(&m, "val_accuracy");
@@ -69,34 +69,34 @@ static double median(double *x, int n)
 }
 
 /* Slope and first solved step of group g, over its selected trials. */
-static void group_trend(const report *R, group *g)
+static void trend_of(const al_report_analysis *A, group *g)
 {
-    double sum = 0, fall = 0, *first = al_calloc((size_t)R->sm.n + 1, sizeof *first);
-    g->slope_n = g->solved_step_n = 0;
-    for (int i = 0; i < R->sm.n; i++) {
-        const row *w = &R->sm.rows[i];
+    double sum = 0, fall = 0, *first = al_calloc((size_t)A->sm.n + 1, sizeof *first);
+    g->trend.n = g->solved.step_n = 0;
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
         if (!w->selected || strcmp(w->group, g->first->group) != 0) continue;
         double *step, *loss, *acc;
-        int n = read_evals(R, w, &step, &loss, &acc);
+        int n = read_evals(A, w, &step, &loss, &acc);
         double s = al_report_tail_slope(step, loss, n, w->steps);
         if (isfinite(s))   /* the slope over the quarter's length: the fall in nats */
-            sum += s, fall -= s * planned_steps(step, n, w->steps) / 400, g->slope_n++;
+            sum += s, fall -= s * planned_steps(step, n, w->steps) / 400, g->trend.n++;
         for (int r = 0; r < n; r++)
             if (acc[r] >= AL_SOLVED_ACCURACY) {
-                first[g->solved_step_n++] = step[r];
+                first[g->solved.step_n++] = step[r];
                 break;
             }
         free(step), free(loss), free(acc);
     }
-    g->slope = g->slope_n ? sum / g->slope_n : NAN;
-    g->tail_fall = g->slope_n ? fall / g->slope_n : NAN;
-    g->solved_step = median(first, g->solved_step_n);
+    g->trend.slope = g->trend.n ? sum / g->trend.n : NAN;
+    g->trend.tail_fall = g->trend.n ? fall / g->trend.n : NAN;
+    g->solved.step = median(first, g->solved.step_n);
     free(first);
 }
 
-void al_report_trends(report *R)
+void al_report_trends(al_report_analysis *A)
 {
-    for (int k = 0; k < R->n_groups; k++) group_trend(R, &R->g[k]);
+    for (int k = 0; k < A->n_groups; k++) trend_of(A, &A->g[k]);
 }
 
 /* The val loss of a curve at eval step s (NAN: no such finite point; a
@@ -128,56 +128,56 @@ static int gap_steps(const double *sa, const double *la, int na, const double *s
 
 /* gap_q, gap_end and gap_change of g against base, over the seed pairs
  * whose curves share two such steps. */
-static void group_gap(const report *R, group *g, const group *base)
+static void gap_of(const al_report_analysis *A, group *g, const group *base)
 {
-    int *ia = al_calloc((size_t)R->sm.n + 1, sizeof *ia);
-    int *ib = al_calloc((size_t)R->sm.n + 1, sizeof *ib), m = 0;
-    double *x = al_calloc(3 * (size_t)R->sm.n + 3, sizeof *x), *xq = x, *xe = x + R->sm.n + 1,
-           *xc = xe + R->sm.n + 1;
-    int np = al_report_seed_pairs(R, g, base, ia, ib);
-    g->gap_q_step = g->gap_end_step = NAN;
+    int *ia = al_calloc((size_t)A->sm.n + 1, sizeof *ia);
+    int *ib = al_calloc((size_t)A->sm.n + 1, sizeof *ib), m = 0;
+    double *x = al_calloc(3 * (size_t)A->sm.n + 3, sizeof *x), *xq = x, *xe = x + A->sm.n + 1,
+           *xc = xe + A->sm.n + 1;
+    int np = al_report_seed_pairs(A, g, base, ia, ib);
+    g->gap.q_step = g->gap.end_step = NAN;
     for (int k = 0; k < np; k++) {
-        const row *wa = &R->sm.rows[ia[k]], *wb = &R->sm.rows[ib[k]];
+        const row *wa = &A->sm.rows[ia[k]], *wb = &A->sm.rows[ib[k]];
         double *sa, *la, *aa, *sb, *lb, *ab, q, end;
-        int na = read_evals(R, wa, &sa, &la, &aa), nb = read_evals(R, wb, &sb, &lb, &ab);
+        int na = read_evals(A, wa, &sa, &la, &aa), nb = read_evals(A, wb, &sb, &lb, &ab);
         if (gap_steps(sa, la, na, sb, lb, nb, wa->steps, &q, &end)) {
             xq[m] = loss_at(sa, la, na, q) - loss_at(sb, lb, nb, q);
             xe[m] = loss_at(sa, la, na, end) - loss_at(sb, lb, nb, end);
             xc[m] = xe[m] - xq[m];
-            if (!m++) g->gap_q_step = q, g->gap_end_step = end;
+            if (!m++) g->gap.q_step = q, g->gap.end_step = end;
         }
         free(sa), free(la), free(aa), free(sb), free(lb), free(ab);
     }
-    al_stat_of(xq, m, &g->gap_q);
-    al_stat_of(xe, m, &g->gap_end);
-    al_stat_of(xc, m, &g->gap_change);
+    al_stat_of(xq, m, &g->gap.q);
+    al_stat_of(xe, m, &g->gap.end);
+    al_stat_of(xc, m, &g->gap.change);
     free(ia), free(ib), free(x);
 }
 
-void al_report_gap_trends(report *R, const group *base)
+void al_report_gap_trends(al_report_analysis *A, const group *base)
 {
-    double *p = al_calloc((size_t)R->n_groups + 1, sizeof *p);
-    int *rej = al_calloc((size_t)R->n_groups + 1, sizeof *rej), m = 0;
-    for (int k = 0; k < R->n_groups; k++) {
-        group *g = &R->g[k];
-        al_stat_of(p, 0, &g->gap_q);   /* none yet: n 0, mean NAN */
-        g->gap_end = g->gap_change = g->gap_q;
-        g->gap_holm = 0;
-        g->gap_q_step = g->gap_end_step = NAN;
+    double *p = al_calloc((size_t)A->n_groups + 1, sizeof *p);
+    int *rej = al_calloc((size_t)A->n_groups + 1, sizeof *rej), m = 0;
+    for (int k = 0; k < A->n_groups; k++) {
+        group *g = &A->g[k];
+        al_stat_of(p, 0, &g->gap.q);   /* none yet: n 0, mean NAN */
+        g->gap.end = g->gap.change = g->gap.q;
+        g->gap.holm = 0;
+        g->gap.q_step = g->gap.end_step = NAN;
         if (g == base) continue;
-        group_gap(R, g, base);
-        p[m++] = al_stat_p(&g->gap_change);
+        gap_of(A, g, base);
+        p[m++] = al_stat_p(&g->gap.change);
     }
     al_holm(m, p, 0.05, rej);
-    for (int k = 0, i = 0; k < R->n_groups; k++)
-        if (&R->g[k] != base) R->g[k].gap_holm = rej[i++];
+    for (int k = 0, i = 0; k < A->n_groups; k++)
+        if (&A->g[k] != base) A->g[k].gap.holm = rej[i++];
     free(p), free(rej);
 }
 
-const char *al_report_gap_trend(const group *g)
+const char *al_report_gap_trend(const group_gap *g)
 {
-    if (g->gap_change.n < 2) return "";
-    if (!g->gap_holm) return "steady";
+    if (g->change.n < 2) return "";
+    if (!g->holm) return "steady";
     /* narrowing: the change points back towards 0 from where the gap stood */
-    return (g->gap_change.mean < 0) == (g->gap_q.mean > 0) ? "narrowing" : "widening";
+    return (g->change.mean < 0) == (g->q.mean > 0) ? "narrowing" : "widening";
 }

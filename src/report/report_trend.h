@@ -14,20 +14,20 @@
  * than two such points. */
 double al_report_tail_slope(const double *step, const double *loss, int n, double steps);
 
-/* For every configuration: slope (mean over its selected trials that have
- * one) and slope_n; solved_step, the median over the seeds that reached
- * AL_SOLVED_ACCURACY of the first eval step at which val_accuracy did, and
- * solved_step_n. */
-void al_report_trends(report *R);
+/* For every configuration: trend (the slope, mean over its selected trials
+ * that have one, and their number); solved.step, the median over the seeds
+ * that reached AL_SOLVED_ACCURACY of the first eval step at which
+ * val_accuracy did, and solved.step_n. */
+void al_report_trends(al_report_analysis *A);
 
-/* For every configuration but base: gap_q, gap_end and gap_change, the
+/* For every configuration but base: gap (report_rows.h), the
  * validation-loss gap to base paired by seed at the first eval at or after
- * 75 % of training and at the last eval, and its change (report_rows.h);
- * gap_holm: the change's paired t test rejects 0 under Holm's correction
- * over the family of comparisons with base. */
-void al_report_gap_trends(report *R, const group *base);
+ * 75 % of training and at the last eval, and its change; gap.holm: the
+ * change's paired t test rejects 0 under Holm's correction over the family
+ * of comparisons with base. */
+void al_report_gap_trends(al_report_analysis *A, const group *base);
 /* "narrowing" or "widening" (the change is beyond noise, towards 0 or away
  * from it), "steady" (it is not), "" (fewer than two pairs). */
-const char *al_report_gap_trend(const group *g);
+const char *al_report_gap_trend(const group_gap *g);
 
 #endif

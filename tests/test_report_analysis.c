@@ -1,0 +1,250 @@
+/*
+ * test_report_analysis.c - the report's analysis on its own
+ * (al_report_analyze): it writes no file, it holds the configurations and
+ * the sequential seeds decision the written report then shows, and that
+ * decision (al_report_seeds_due, what `attnlab sweep` asks between rounds)
+ * follows the rounds' rule on hand-made trial results.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_report.h"
+#include "al_stats.h"
+#include "al_test.h"
+#include "al_util.h"
+
+#include "../src/report/report_rows.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static const char header[] = "trial,config,seed,kv_bytes_per_token,val_loss,status\n";
+
+/* A results directory: summary.csv from rows, and a sweep.json whose
+ * seeds come in rounds {min, max, step 1} (max 0: no sweep.json). */
+static char *results_dir(const char *rows, int min, int max)
+{
+    char *dir = al_test_tmpdir(), text[4096];
+    snprintf(text, sizeof text, "%s%s", header, rows);
+    free(al_test_write(dir, "summary.csv", text));
+    if (max) {
+        snprintf(text, sizeof text, "{\"experiment\": \"rounds\", \"seeds_until\": "
+                 "{\"min\": %d, \"max\": %d, \"step\": 1}}\n", min, max);
+        free(al_test_write(dir, "sweep.json", text));
+    }
+    return dir;
+}
+
+/* The names in dir, sorted, one per line (malloc'ed). */
+static char *listing(const char *dir)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    ck_assert_int_ge(n, 0);
+    char *out = al_calloc(1, 1);
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(ents[i]->d_name);
+        out = realloc(out, len + k + 2);
+        memcpy(out + len, ents[i]->d_name, k);
+        len += k;
+        out[len++] = '\n';
+        out[len] = 0;
+        free(ents[i]);
+    }
+    free(ents);
+    return out;
+}
+
+static __attribute__((noinline)) char *read_in(const char *dir, const char *name)
+{
+    char path[4200], *t = NULL;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(al_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
+    return t;
+}
+
+static al_report_analysis *analyze(const char *dir)
+{
+    al_report_analysis *A;
+    al_err e;
+    ck_assert_msg(al_report_analyze(dir, &A, &e) == 0, "%s", e.msg);
+    return A;
+}
+
+/* Two configurations, baseline `a` and `b`, whose val losses differ by
+ * seed as given (b minus a), a at 2.0 + 0.1 s for seed s. */
+static char *pairs_dir(const double *diff, int n_seeds, int min, int max)
+{
+    char rows[2048] = "";
+    for (int s = 1; s <= n_seeds; s++) {
+        size_t len = strlen(rows);
+        double a = 2.0 + 0.1 * s;
+        snprintf(rows + len, sizeof rows - len, "a_seed%d,a,%d,4096,%.6f,ok\n"
+                 "b_seed%d,b,%d,1024,%.6f,ok\n", s, s, a, s, s, a + diff[s - 1]);
+    }
+    return results_dir(rows, min, max);
+}
+
+/* The paired t statistic of x[0..n) and, by hand, whether it passes the
+ * first look's level of the plan (one comparison: no Holm step). An
+ * independent path to the decision: no al_seq_decide, no report code. */
+static int resolved_at_first_look(const double *x, int n, const al_seq_plan *p)
+{
+    double alpha[AL_SEQ_MAX_LOOKS], mean = 0, ss = 0;
+    al_seq_looks(p, NULL, alpha);
+    for (int i = 0; i < n; i++) mean += x[i] / n;
+    for (int i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+    double t = mean / (sqrt(ss / (n - 1)) / sqrt((double)n));
+    return fabs(t) > al_t_quantile(1 - alpha[0] / 2, n - 1);
+}
+
+/* ------------------------------------------------------------ no file */
+
+/* The analysis alone leaves the directory as it was; the report written
+ * from it shows the same configurations, verdicts and decision. */
+START_TEST(analysis_writes_no_file_and_holds_what_the_report_shows)
+{
+    double diff[] = {0.30, 0.31};
+    char *dir = pairs_dir(diff, 2, 2, 4);
+    char *before = listing(dir);
+    al_report_analysis *A = analyze(dir);
+    char *after = listing(dir);
+    ck_assert_str_eq(after, before);
+    ck_assert_str_eq(after, ".\n..\nsummary.csv\nsweep.json\n");
+    al_report_rounds r = al_report_rounds_of(A);
+    ck_assert_int_eq(r.on, 1);
+    ck_assert_int_eq(r.looks, 1);
+    ck_assert_int_eq(r.done, 1);
+    ck_assert_int_eq(al_report_seeds_due(A), 0);
+    ck_assert_int_eq(A->n_groups, 2);
+    ck_assert_str_eq(A->g[0].first->group, "a");   /* the table's order: larger cache first */
+    ck_assert_str_eq(A->g[1].first->group, "b");
+    ck_assert_int_eq(A->g[0].is_base, 1);
+    ck_assert_int_eq(A->g[1].vs.resolved, 1);
+    ck_assert_double_eq_tol(A->g[1].vs.delta.mean, 0.305, 1e-9);
+
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);   /* tables only, quickly */
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write_analysis(A, &st, &e) == 0, "%s", e.msg);
+    unsetenv("AL_GNUPLOT");
+    ck_assert_int_eq(st.n_configs, A->n_groups);
+    ck_assert_int_eq(st.n_front, A->n_front);
+    char *md = read_in(dir, "report.md");
+    const char *ra = strstr(md, "\n| a (baseline) |"), *rb = strstr(md, "\n| b |");
+    ck_assert_msg(ra && rb && ra < rb, "%s", md);
+    ck_assert_msg(strstr(md, "looks at 2, 3, 4 seeds; 1 taken") &&
+                  strstr(md, "The rounds are over."), "%s", md);
+    ck_assert_msg(strstr(rb, "| +0.3050 [") && strstr(rb, "] | **yes** |"), "%.400s", rb);
+    free(md);
+    char *csv = read_in(dir, "configs.csv");
+    ck_assert_msg(strstr(csv, "\nb,") && strstr(strstr(csv, "\nb,"), ",0,true,"), "%s", csv);
+    free(csv);
+    al_report_analysis_free(A);
+    free(before), free(after), free(dir);
+}
+END_TEST
+
+/* Bad input is the analysis's error, before any writer runs. */
+START_TEST(analysis_of_a_missing_summary_is_an_error)
+{
+    static char sentinel;
+    char *dir = al_test_tmpdir();
+    al_report_analysis *A = (al_report_analysis *)&sentinel;
+    al_err e;
+    ck_assert_int_eq(al_report_analyze(dir, &A, &e), -1);
+    ck_assert_ptr_null(A);
+    ck_assert_msg(strstr(e.msg, "summary.csv"), "%s", e.msg);
+    char *names = listing(dir);
+    ck_assert_str_eq(names, ".\n..\n");
+    free(names), free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ rounds */
+
+/* The sweep's question between rounds, on trial results the rule
+ * resolves at the first look (stop) and on ones it does not (go on), with
+ * the verdict checked against the paired t test done by hand. */
+START_TEST(another_round_is_due_until_the_rule_resolves_or_max_is_reached)
+{
+    static const struct {
+        double diff[4];
+        int n_seeds, min, max, due, resolved;
+        const char *why;
+    } cases[] = {
+        {{0.30, 0.31}, 2, 2, 4, 0, 1, "differences that agree: resolved at 2 seeds"},
+        {{0.10, 0.50}, 2, 2, 4, 1, 0, "noisy differences at 2 of at most 4 seeds"},
+        {{0.10, 0.50, -0.2}, 3, 2, 4, 1, 0, "still noisy at 3 of 4"},
+        {{0.10, 0.50, -0.2}, 3, 2, 3, 0, 0, "noisy, but the last round (3 of 3) is taken"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *dir = pairs_dir(cases[i].diff, cases[i].n_seeds, cases[i].min, cases[i].max);
+        al_report_analysis *A = analyze(dir);
+        al_seq_plan p = {cases[i].min, cases[i].max, 1, 0.05};
+        ck_assert_msg(al_report_seeds_due(A) == cases[i].due, "%s", cases[i].why);
+        ck_assert_int_eq(al_report_rounds_of(A).done, !cases[i].due);
+        if (cases[i].n_seeds == cases[i].min)   /* one look: the t test by hand */
+            ck_assert_int_eq(resolved_at_first_look(cases[i].diff, cases[i].n_seeds, &p),
+                             !cases[i].due);
+        ck_assert_msg(A->g[1].vs.resolved == cases[i].resolved, "%s", cases[i].why);
+        al_report_analysis_free(A);
+        free(dir);
+    }
+}
+END_TEST
+
+/* A seed still running (not ok, not diverged) leaves the look open: no
+ * decision can be taken, so the rounds go on; once it has ended, the
+ * same results decide. */
+START_TEST(an_open_seed_keeps_the_rounds_going)
+{
+    char *dir = results_dir("a_seed1,a,1,4096,2.1,ok\nb_seed1,b,1,1024,2.4,ok\n"
+                            "a_seed2,a,2,4096,2.2,ok\nb_seed2,b,2,1024,,running\n", 2, 4);
+    al_report_analysis *A = analyze(dir);
+    ck_assert_int_eq(al_report_seeds_due(A), 1);
+    ck_assert_int_eq(al_report_rounds_of(A).looks, 0);
+    al_report_analysis_free(A);
+    free(dir);
+    dir = results_dir("a_seed1,a,1,4096,2.1,ok\nb_seed1,b,1,1024,2.4,ok\n"
+                      "a_seed2,a,2,4096,2.2,ok\nb_seed2,b,2,1024,2.51,ok\n", 2, 4);
+    A = analyze(dir);
+    ck_assert_int_eq(al_report_seeds_due(A), 0);
+    ck_assert_int_eq(al_report_rounds_of(A).looks, 1);
+    al_report_analysis_free(A);
+    free(dir);
+}
+END_TEST
+
+/* Without sweep.json the analysis knows no plan of rounds. */
+START_TEST(no_plan_no_rounds)
+{
+    double diff[] = {0.30, 0.31};
+    char *dir = pairs_dir(diff, 2, 0, 0);
+    al_report_analysis *A = analyze(dir);
+    al_report_rounds r = al_report_rounds_of(A);
+    ck_assert_int_eq(r.on, 0);
+    ck_assert_int_eq(r.done, 0);
+    ck_assert_int_eq(A->g[1].vs.resolved, 1);   /* Holm over the one comparison */
+    al_report_analysis_free(A);
+    free(dir);
+}
+END_TEST
+
+Suite *report_analysis_suite(void)
+{
+    Suite *s = suite_create("report_analysis");
+    TCase *tc = tcase_create("analysis");
+    tcase_add_test(tc, analysis_writes_no_file_and_holds_what_the_report_shows);
+    tcase_add_test(tc, analysis_of_a_missing_summary_is_an_error);
+    tcase_add_test(tc, another_round_is_due_until_the_rule_resolves_or_max_is_reached);
+    tcase_add_test(tc, an_open_seed_keeps_the_rounds_going);
+    tcase_add_test(tc, no_plan_no_rounds);
+    suite_add_tcase(s, tc);
+    return s;
+}
