@@ -49,5 +49,9 @@ long al_parallel_cut(long n, long grain, int chunks, int i);
  * step allocates only on its first call. Valid until the next call with the
  * same tid or al_parallel_set_threads. */
 float *al_parallel_scratch(int tid, size_t n);
+/* Every thread's scratch grown to at least n floats now, while no job runs:
+ * which thread takes a chunk is decided as the job runs, so a caller that
+ * must not allocate on later calls reserves before its first. */
+void al_parallel_scratch_reserve(size_t n);
 
 #endif

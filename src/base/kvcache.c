@@ -456,6 +456,9 @@ static void attend_split(float *out, const attend_args *a, int chunks)
         parts.n = need;
     }
     j.part = parts.buf;
+    /* any thread may take a chunk, and one that takes none now would grow
+     * its scratch in a later step: every thread's, before the first */
+    al_parallel_scratch_reserve(chunk_floats(a));
     al_parallel_for(a->n, AL_KV_TILE, attend_chunk, &j);
     merge(out, &j);
     pthread_mutex_unlock(&parts.mu);

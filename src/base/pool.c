@@ -256,3 +256,10 @@ float *al_parallel_scratch(int tid, size_t n)
     }
     return P.scratch[tid];
 }
+
+void al_parallel_scratch_reserve(size_t n)
+{
+    pthread_mutex_lock(&P.caller);   /* no job runs: the workers touch no scratch */
+    for (int t = 0; t < P.threads && t < MAX_THREADS; t++) al_parallel_scratch(t, n);
+    pthread_mutex_unlock(&P.caller);
+}
