@@ -142,6 +142,32 @@ END_TEST
 /* The pool's workers end whenever the thread count changes; each gives its
  * oneDNN slot back, so more threads than there are slots (256) come and go
  * without running out, and the product stays right. */
+/* More shapes than a thread keeps primitives for (512), twice over: the
+ * hash lookup finds each one, and one evicted and made again, with exact
+ * results (small integers are exact in bf16, their sums and alpha's
+ * 11 bits in f32). */
+START_TEST(many_shapes_should_each_find_their_own_primitive)
+{
+    if (no_bf16()) return;
+    enum { M = 3, N = 5, K = 4, SHAPES = 600 };
+    float a[M * K], b[K * N], c[M * N];
+    for (int i = 0; i < M * K; i++) a[i] = (float)(i % 7 - 3);
+    for (int i = 0; i < K * N; i++) b[i] = (float)(i % 5 - 2);
+    for (int pass = 0; pass < 2; pass++)
+        for (int sh = 0; sh < SHAPES; sh++) {
+            float alpha = 1.0f + (float)sh / 1024.0f;   /* a key per shape */
+            al_bf16_gemm(CblasNoTrans, CblasNoTrans, M, N, K, alpha, a, K, b, N, 0.0f, c, N);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    float sum = 0;
+                    for (int k = 0; k < K; k++) sum += a[i * K + k] * b[k * N + j];
+                    ck_assert_msg(c[i * N + j] == alpha * sum, "pass %d shape %d (%d, %d): %g, "
+                                  "not %g", pass, sh, i, j, c[i * N + j], alpha * sum);
+                }
+        }
+}
+END_TEST
+
 START_TEST(ended_threads_should_give_their_slots_back)
 {
     if (no_bf16()) return;
@@ -559,6 +585,7 @@ Suite *bf16_suite(void)
     tcase_add_test(tc, bf16_pack_should_round_as_the_software_rounding);
     tcase_add_test(tc, bf16_products_should_be_within_bf16_bound_of_f32);
     tcase_add_test(tc, bf16_products_should_keep_sgemm_edge_cases);
+    tcase_add_test(tc, many_shapes_should_each_find_their_own_primitive);
     tcase_add_test(tc, ended_threads_should_give_their_slots_back);
     tcase_add_test(tc, bf16_step_should_give_f32_loss_and_gradients_within_tolerance);
     tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
