@@ -69,9 +69,22 @@ void al_gemm_leave(int was)
 
 /* ------------------------------------------------------------ one thread */
 
-void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                   int ldc)
+int al_bf16_worth(int M, int N, int K)
+{
+    return N >= AL_BF16_MIN_N && (long long)M * N * K >= AL_BF16_MIN_MNK;
+}
+
+static int use_bf16(int M, int N, int K)
+{
+    return atomic_load(&precision) == AL_PRECISION_BF16 && al_bf16_worth(M, N, K);
+}
+
+/* One product on the calling thread, in bf16 or f32 as decided for the
+ * whole product (a split's blocks follow the whole product's decision, so
+ * a product is never half bf16). */
+static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     AL_ASSERT(ldc >= N);
@@ -87,10 +100,17 @@ void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
      * returns with C unwritten: assert instead. */
     AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
     AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
-    if (atomic_load(&precision) == AL_PRECISION_BF16)
+    if (bf16)
         al_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
+{
+    here(use_bf16(M, N, K), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ splits */
@@ -99,6 +119,7 @@ typedef struct gemm_job {
     CBLAS_TRANSPOSE ta, tb;
     int M, N, K, lda, ldb, ldc;
     int rows, cols;   /* the grid: rows x cols blocks of C */
+    int bf16;         /* decided once for the whole product */
     float alpha, beta;
     const float *A, *B;
     float *C;
@@ -110,8 +131,8 @@ static void gemm_block(const gemm_job *g, long r0, long r1, long c0, long c1)
 {
     const float *A = g->ta == CblasNoTrans ? g->A + r0 * g->lda : g->A + r0;
     const float *B = g->tb == CblasNoTrans ? g->B + c0 : g->B + c0 * g->ldb;
-    al_sgemm_here(g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
-                  g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
+    here(g->bf16, g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
+         g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
 }
 
 /* Blocks [lo, hi) of the grid, row-major over (rows, cols). */
@@ -159,8 +180,8 @@ static void run_blas(const gemm_job *g, int t)
 {
     al_parallel_rest();   /* idle workers would share the cores with OpenBLAS's */
     openblas_set_num_threads(t);
-    al_sgemm_here(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
-                  g->beta, g->C, g->ldc);
+    here(g->bf16, g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+         g->beta, g->C, g->ldc);
     openblas_set_num_threads(1);
 }
 
@@ -248,7 +269,8 @@ static void probe_init(probe *p, const plan_key *k, float alpha, float beta)
     p->c0 = random_floats(&r, p->nc);
     p->ref = al_malloc(p->nc * sizeof(float));
     p->g = (gemm_job){(CBLAS_TRANSPOSE)k->ta, (CBLAS_TRANSPOSE)k->tb, k->M, k->N, k->K, ca, cb,
-                      k->N, 1, 1, alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
+                      k->N, 1, 1, k->precision == AL_PRECISION_BF16 && al_bf16_worth(k->M, k->N, k->K),
+                      alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
 }
 
 static void probe_free(probe *p)
@@ -403,7 +425,7 @@ void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, in
                     float *C, int ldc)
 {
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
-    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, alpha, beta, A, B, C};
+    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C};
     if (M <= 0 || N <= 0) return;
     if (run_split(g, split) == 0) return;
     if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
