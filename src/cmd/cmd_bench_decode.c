@@ -3,11 +3,10 @@
  * at several context lengths and a batch of B sequences, with the cache
  * bytes it holds.
  *
- * For a context C every sequence's caches are filled with C - N random
- * rows (the speed of a step does not depend on what the rows hold), then
- * N steps are decoded and timed: each step feeds one token to each of the
- * B sequences and attends over C - N .. C - 1 cached tokens; tokens/s
- * counts all B.
+ * The timing is al_decode_speed's (src/score/score_decode.c), which a
+ * sweep's eval.decode uses too: caches filled with random rows to C - N - 1,
+ * N steps of B sequences timed, tokens/s counting all B; the median of
+ * --repeats runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +17,13 @@
 #include "al_data.h"
 #include "al_decode.h"
 #include "al_gemm.h"
+#include "al_score.h"
 #include "al_train.h"
 
 typedef struct bench_args {
     al_cli_opts o;
     const char *variants, *contexts;
-    long tokens, threads, batch;
+    long tokens, threads, batch, repeats;
     int dtype;   /* -1: CONFIG's model.kv_dtype */
 } bench_args;
 
@@ -38,6 +38,8 @@ static const al_opt bench_opts[] = {
            "context lengths, ','-separated (default 256,1024,4096)"),
     AL_LONG("--tokens", "N", 1, 1L << 20, bench_args, tokens,
             "decode steps timed per cell (default 32)"),
+    AL_LONG("--repeats", "N", 1, AL_DECODE_MAX_REPEATS, bench_args, repeats,
+            "timed runs per cell; the median is printed (default 1)"),
     AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", bench_args, dtype,
             "f32, bf16, f16, int8 or int4 (default: CONFIG's model.kv_dtype)"),
     AL_LONG("--batch", "B", 1, 4096, bench_args, batch,
@@ -107,39 +109,28 @@ static int parse_contexts(const char *s, int *ctx, int *n, al_err *e)
     return *n ? 0 : al_errf(e, "bench-decode: --contexts is empty");
 }
 
-/* Time `tokens` steps of `batch` sequences with every cache filled up to
- * context - tokens. */
-static void bench_one(al_model *m, int context, int dtype, int tokens, int batch,
-                      bench_cell *cell)
+/* One cell: al_decode_speed's median of `repeats` timed runs. */
+static int bench_one(al_model *m, int context, int dtype, int tokens, int batch, int repeats,
+                     bench_cell *cell, al_err *e)
 {
-    al_decoder d;
-    al_err e;
-    AL_ASSERT(al_decoder_init_batch(&d, m, batch, context, dtype, &e) == 0);
-    int V = m->cfg.vocab_size, *in = al_malloc((size_t)batch * sizeof(int));
-    al_decoder_fill_random(&d, context - tokens - 1, 7);
-    for (int b = 0; b < batch; b++) in[b] = (b * 13 + 1) % V;
-    al_decoder_step_batch(&d, in);   /* warm-up */
-    double t0 = al_now();
-    for (int i = 0; i < tokens; i++) {
-        for (int b = 0; b < batch; b++) in[b] = (i * 31 + b * 7 + 7) % V;
-        al_decoder_step_batch(&d, in);
-    }
-    double dt = al_now() - t0;
-    free(in);
+    al_decode_speed_opts o = {context, dtype, tokens, batch, repeats};
+    al_decode_speed_result r;
+    if (al_decode_speed(m, &o, &r, e) != 0) return -1;
     cell->context = context;
     cell->dtype = dtype;
     cell->tokens = tokens;
     cell->batch = batch;
-    cell->tokens_per_s = dt > 0 ? (double)tokens * batch / dt : 0;
-    cell->cache_bytes = al_decoder_cache_bytes(&d) / (size_t)batch;   /* one sequence's */
-    cell->bytes_per_token = al_decoder_row_bytes(&d);   /* a bounded cache: not bytes / context */
+    cell->tokens_per_s = r.tokens_per_s;
+    cell->cache_bytes = r.cache_bytes;
+    cell->bytes_per_token = r.row_bytes;   /* a bounded cache: not bytes / context */
     cell->weight_bytes = m->n_params * sizeof(float);
-    al_decoder_free(&d);
+    return 0;
 }
 
 /* One variant: load CONFIG with its attention, build the model, run the contexts. */
 static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx, int nctx,
-                         int tokens, int batch, int dtype, bench_cell *cells, al_err *e)
+                         int tokens, int batch, int repeats, int dtype, bench_cell *cells,
+                         al_err *e)
 {
     const char *sets[AL_CLI_MAX_SETS + 1];
     char set[512];
@@ -161,7 +152,7 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
             break;
         }
         al_progress_line("bench-decode: %s at context %d, batch %d", spec, ctx[i], batch);
-        bench_one(&m, ctx[i], dt, tokens, batch, &cells[i]);
+        rc = bench_one(&m, ctx[i], dt, tokens, batch, repeats, &cells[i], e);
         snprintf(cells[i].variant, sizeof cells[i].variant, "%s", spec);
     }
     al_progress_end();
@@ -218,7 +209,7 @@ static int split_variants(char *list, char **out, al_err *e)
 
 int al_cmd_bench_decode(int argc, char **argv)
 {
-    bench_args a = {.tokens = 32, .threads = 1, .batch = 1, .dtype = -1};
+    bench_args a = {.tokens = 32, .threads = 1, .batch = 1, .repeats = 1, .dtype = -1};
     int rc = al_cli_parse(&bench_spec, argc, argv, &a);
     if (rc != AL_CLI_GO) return rc;
     rc = 0;
@@ -234,8 +225,8 @@ int al_cmd_bench_decode(int argc, char **argv)
     al_parallel_set_threads((int)a.threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     for (int v = 0; v < nvar && rc == 0; v++)
-        if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch, a.dtype,
-                          cells + v * nctx, &e))
+        if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch,
+                          (int)a.repeats, a.dtype, cells + v * nctx, &e))
             rc = AL_EXIT_INPUT;
     const char *out = a.o.out ? a.o.out : "results/bench_decode.csv";
     if (rc == 0) {

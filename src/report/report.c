@@ -6,6 +6,7 @@
  * plots were drawn.
  */
 #include "al_report.h"
+#include "report_decode.h"
 #include "report_eval.h"
 #include "report_md.h"
 #include "report_plot.h"
@@ -19,7 +20,7 @@ int al_report_write_analysis(const al_report_analysis *A, al_report_stats *st, a
     int plots = AL_PLOTS_NOTHING;
     int rc = al_report_write_configs(A, e) || al_report_draw_plots(A, &plots, e) ||
              al_report_stages_plot(A, plots, e) || al_report_eval_plot(A, plots, e) ||
-             al_report_write_md(A, plots, e) ? -2 : 0;
+             al_report_decode_write(A, e) || al_report_write_md(A, plots, e) ? -2 : 0;
     *st = (al_report_stats){A->sm.n, A->n_ok, A->n_groups, A->n_front, plots};
     return rc;
 }

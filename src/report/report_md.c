@@ -10,6 +10,7 @@
 #include "report_plot.h"
 #include "report_rows.h"
 #include "report_claims.h"
+#include "report_decode.h"
 #include "report_eval.h"
 #include "report_md.h"
 #include "report_stages.h"
@@ -557,6 +558,7 @@ static void md_write(FILE *f, const al_report_analysis *A, int plots)
     md_plots(f, A, plots);
     al_report_stages_md(f, A, plots);
     al_report_eval_md(f, A, plots);
+    al_report_decode_md(f, A);
     md_models(f, A);
     md_unfinished(f, A);
 }

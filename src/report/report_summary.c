@@ -83,7 +83,8 @@ static const char *const own_cols[] = {"trial", "config", "group", "tuned", "sel
     "final_train_loss", "val_loss",
     "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s", "wall_s",
     "status", "reason", "stage", "upstream", "init_convert", "upstream_steps",
-    "init_val_loss", "cpu_model", "blas_core", "threads", NULL};
+    "init_val_loss", "cpu_model", "blas_core", "threads", "decode_context", "decode_batch",
+    "decode_tokens_per_s", NULL};
 
 static void find_settings(summary *s)
 {

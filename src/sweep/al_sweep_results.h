@@ -100,7 +100,11 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * train.steps (the uptraining cost is steps / upstream_steps), and the val
  * loss at step 0 (the converted model before any update). Last,
  * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
- * count the trial ran with (blank when its result does not say). */
+ * count the trial ran with (blank when its result does not say). Appended
+ * after them: decode_context,decode_batch,decode_tokens_per_s, the measured
+ * decode speed of eval.decode (<trial>/eval/decode.csv) at the report
+ * context where it was timed there (else the longest context timed), at
+ * the smallest batch timed; blank without eval.decode. */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

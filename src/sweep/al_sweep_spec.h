@@ -139,6 +139,8 @@ typedef struct al_sweep_trial {
 #define AL_EVAL_MAX_DTYPES 8
 #define AL_EVAL_MAX_CONTEXTS 8
 #define AL_EVAL_DEFAULT_TOKENS 16384
+#define AL_EVAL_DECODE_TOKENS 32         /* eval.decode.tokens default: steps timed */
+#define AL_EVAL_DECODE_REPEATS 5         /* eval.decode.repeats default: the median's runs */
 
 typedef struct al_sweep_eval {
     int on;                              /* the file has `eval` */
@@ -150,6 +152,13 @@ typedef struct al_sweep_eval {
     int n_pk_depths;
     double pk_depths[AL_EVAL_MAX_CONTEXTS];
     long pk_examples;                    /* 0: score --passkey's default */
+    int score;                           /* score the test split (any key but decode) */
+    struct {                             /* eval.decode: measured decode speed */
+        int on;
+        int n_contexts, contexts[AL_EVAL_MAX_CONTEXTS];
+        int n_batches, batches[AL_EVAL_MAX_CONTEXTS];
+        int tokens, repeats;
+    } decode;
 } al_sweep_eval;
 
 #define AL_SWEEP_MAX_STAGES 16

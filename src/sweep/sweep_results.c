@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "al_csv.h"
 #include "al_registry.h"
 
 static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
@@ -414,8 +416,34 @@ static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
 
 /* ------------------------------------------------------------ summary */
 
+/* ,decode_context,decode_batch,decode_tokens_per_s from the trial's
+ * eval/decode.csv (eval.decode): at the report context where it was timed
+ * there, else at the longest context timed; at the smallest batch timed.
+ * Empty cells without one. */
+static void decode_cells(FILE *f, const char *tdir, int kv_context)
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    al_csv t;
+    al_err ignore;
+    snprintf(path, sizeof path, "%s/eval/decode.csv", tdir);
+    int best = -1, bc = 0, bb = 0;
+    if (access(path, F_OK) == 0 && al_csv_read(path, &t, &ignore) == 0) {
+        for (int i = 0; i < t.n_rows; i++) {
+            int C = atoi(al_csv_cell(&t, i, "context")), B = atoi(al_csv_cell(&t, i, "batch"));
+            int better = best < 0 || (C == kv_context && bc != kv_context) ||
+                         ((C == kv_context) == (bc == kv_context) &&
+                          (C > bc || (C == bc && B < bb)));
+            if (C > 0 && B > 0 && better) best = i, bc = C, bb = B;
+        }
+        if (best >= 0)
+            fprintf(f, ",%d,%d,%s", bc, bb, al_csv_cell(&t, best, "tokens_per_s"));
+        al_csv_free(&t);
+    }
+    if (best < 0) fputs(",,,", f);
+}
+
 static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_sweep_trial *t,
-                        const al_trial_result *r)
+                        const al_trial_result *r, const char *tdir)
 {
     const al_model_config *m = &t->cfg.model;
     put_text(f, t->id);
@@ -458,6 +486,7 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, r->blas_core);
     fputc(',', f);
     if (r->threads > 0) fprintf(f, "%d", r->threads);
+    decode_cells(f, tdir, t->kv_context);
     fputc('\n', f);
 }
 
@@ -475,12 +504,13 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads,"
+          "decode_context,decode_batch,decode_tokens_per_s\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
         al_results_read_result(tdir, s->trials[i].hash, &r);
-        summary_row(f, s, &c, &s->trials[i], &r);
+        summary_row(f, s, &c, &s->trials[i], &r, tdir);
     }
     free(c.name);
     return al_commit_atomic(f, tmp, path, e);
