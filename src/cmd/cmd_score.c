@@ -144,6 +144,13 @@ static int check_args(const score_args *o, const al_score_in *s, al_err *e)
     return 0;
 }
 
+/* Bytes after the last whole window: no window of T tokens holds them as
+ * targets, so they are not scored. */
+static long left_out(const al_score_in *s)
+{
+    return (long)s->n - 1 - s->windows * s->T;
+}
+
 static void print_json(const score_args *o, const al_score_in *s, double loss,
                        const al_score_result *r)
 {
@@ -159,6 +166,7 @@ static void print_json(const score_args *o, const al_score_in *s, double loss,
         json_object_set_new(j, "kv_dtype", json_string(al_kv_dtype_name(r->dtype)));
         json_object_set_new(j, "kv_cache_bytes", json_integer((json_int_t)r->cache_bytes));
     }
+    if (j) json_object_set_new(j, "left_out", json_integer((json_int_t)left_out(s)));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     AL_ASSERT(text != NULL);
     printf("%s\n", text);
@@ -203,6 +211,12 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    /* before the result, so that the result stays the last line; --json
+     * carries it as "left_out" */
+    if (left_out(&s) > 0 && !o.json)
+        fprintf(stderr, "score: the last %ld byte(s) of %s make no whole window of %d tokens "
+                "and are not scored (a smaller --seq-len scores more of them)\n",
+                left_out(&s), o.file, s.T);
     if (o.json) {
         print_json(&o, &s, loss, &r);
     } else {
@@ -214,8 +228,10 @@ int al_cmd_score(int argc, char **argv)
             printf(" through_cache=1 kv_dtype=%s kv_cache_bytes=%zu", al_kv_dtype_name(r.dtype),
                    r.cache_bytes);
         printf("\n");
-        printf("loss=%.6f tokens=%ld%s\n", loss, s.windows * s.T,
+        printf("loss=%.6f tokens=%ld%s", loss, s.windows * s.T,
                s.m.cfg.causal ? "" : " causal=false");
+        if (left_out(&s) > 0) printf(" left_out=%ld", left_out(&s));
+        printf("\n");
     }
     al_score_close(&s);
     return 0;
