@@ -58,7 +58,19 @@ START_TEST(kv_reports_params_and_cache_bytes)
     snprintf(want, sizeof want, "parameters: %zu\n", params_by_hand(4, 128, 4, 4, 32));
     ck_assert_msg(strstr(out, want), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "f32=4096"));
+    ck_assert_msg(!strstr(out, "is a sweep"), "%s", out);
     free(out);
+    /* a sweep file: the base's figures, and the note that they are only its */
+    char *sw = al_test_write(dir, "s.yaml",
+                             "data: {path: /nonexistent}\n"
+                             "model: {n_layer: 4, d_model: 128, n_head: 4, d_head: 32}\n"
+                             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n");
+    snprintf(args, sizeof args, "kv %s", sw);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "is a sweep: these are its base configuration's figures") &&
+                  strstr(out, "--dry-run` lists every trial's cache") && strstr(out, "f32=4096"),
+                  "%s", out);
+    free(out), free(sw);
     free(cfg);
     free(dir);
 }

@@ -10,6 +10,7 @@
 #include "al_model.h"
 #include "al_sweep_spec.h"
 #include "al_train.h"
+#include "al_yaml.h"
 
 typedef struct kv_args {
     al_cli_opts o;
@@ -121,6 +122,20 @@ static void print_kv(const al_config *c, size_t params, size_t kv, long context)
     print_kv_at(m, (int)(context ? context : m->seq_len));
 }
 
+/* A sweep file's `model:` is only its base: say so, and where every
+ * trial's cache is. */
+static void note_sweep(const char *file)
+{
+    al_node *root = NULL;
+    al_err e;
+    if (!file || al_yaml_load(file, &root, &e) != 0) return;
+    if (root && root->kind == AL_NODE_MAP && al_node_get(root, "sweep"))
+        fprintf(stderr, "kv: %s is a sweep: these are its base configuration's figures, not "
+                "each trial's (`attnlab sweep %s --dry-run` lists every trial's cache)\n",
+                file, file);
+    al_node_free(root);
+}
+
 int al_cmd_kv(int argc, char **argv)
 {
     kv_args a = {0};
@@ -138,6 +153,7 @@ int al_cmd_kv(int argc, char **argv)
                  "tokens overflow %zu", a.o.context, kv * sizeof(float), a.o.context, SIZE_MAX);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    note_sweep(a.o.file);
     print_kv(&c, params, kv, a.o.context);
     return 0;
 }
