@@ -50,7 +50,7 @@ typedef enum al_opt_kind {
 enum {
     AL_OPT_REQUIRED = 1,   /* an argument or option the command cannot go without */
     AL_OPT_EQUALS = 2,     /* also accepted as --name=VALUE */
-    AL_OPT_IGNORED = 4,    /* accepted (and stored) but the command does not use it */
+    AL_OPT_IGNORED = 4,    /* the command has no use for it: refused, naming the command */
 };
 
 typedef struct al_opt {
@@ -110,8 +110,8 @@ typedef struct al_cli_opts {
 
 /* The options of al_cli_opts as every command that takes them declares
  * them, for an options struct T holding an al_cli_opts named o; flags_ is
- * 0 or AL_OPT_IGNORED (accepted, as ever, by a command that has no use
- * for it). */
+ * 0 or AL_OPT_IGNORED (refused by a command that has no use for it, with a
+ * line saying so rather than "unknown option"). */
 #define AL_CLI_SET(T, flags_)                                                        \
     {.name = "--set", .kind = AL_OPT_LIST, .meta = "KEY.PATH=VALUE", AL_CLI_AT(T, o.sets), \
      .count_at = offsetof(T, o.n_sets), .hi = AL_CLI_MAX_SETS, .flags = flags_,          \

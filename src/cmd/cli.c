@@ -175,6 +175,9 @@ int al_cli_parse_args(const al_cli_spec *s, int argc, char **argv, void *opts, a
         }
         const al_opt *o = find(s, a, &v);
         if (!o) return unknown(s, a, e);
+        if (o->flags & AL_OPT_IGNORED)   /* taken and dropped would be a silent no-op */
+            return al_errf(e, "%s: %s does not apply to %s (see 'attnlab %s --help')", s->name,
+                           o->name, s->name, s->name);
         seen[o - s->opts] = 1;
         if (o->kind == AL_OPT_FLAG) {
             *(int *)field_of(opts, o->at) = 1;
@@ -241,12 +244,11 @@ static void usage_line(const al_cli_spec *s, FILE *f)
 void al_cli_help(const al_cli_spec *s, FILE *f)
 {
     char left[128];
-    int n_args = 0, n_ignored = 0;
+    int n_args = 0;
     usage_line(s, f);
     if (s->about) fprintf(f, "\n%s", s->about);
     for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++) {
         n_args += o->kind == AL_OPT_ARG;
-        n_ignored += (o->flags & AL_OPT_IGNORED) != 0;
     }
     if (n_args) fprintf(f, "\narguments:\n");
     for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++)
@@ -258,11 +260,6 @@ void al_cli_help(const al_cli_spec *s, FILE *f)
         help_line(f, left, o->help);
     }
     help_line(f, "-h, --help", "print this help and exit");
-    if (!n_ignored) return;
-    fprintf(f, "accepted and ignored:");
-    for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++)
-        if (o->flags & AL_OPT_IGNORED) fprintf(f, " %s", o->name);
-    fputc('\n', f);
 }
 
 /* ------------------------------------------------------------ config */
