@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "al_cost.h"
 #include "al_decode.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
+#include "al_report.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
@@ -314,6 +316,88 @@ START_TEST(train_flops_beside_train_steps_should_be_refused_naming_both)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the report */
+
+/* Three configurations, two seeds each (test loss): a {2.0, 2.2}, b {2.3,
+ * 2.3}, c {2.5, 2.4}. Bytes held 1000, 500, 250: all on that front. Bytes
+ * read 5000, 6000, 4000: b (2.3 at 6000) is dominated by a (2.1 at 5000).
+ * Training FLOPs 3e9, 2e9, 4e9: c (2.45 at 4e9) is dominated by a. */
+static const char cost_summary[] =
+    "trial,config,group,variant,causal,seed,params,kv_bytes_per_token,steps,tokens_per_step,"
+    "final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,tokens_per_s,wall_s,"
+    "status,reason,train_flops_per_token,train_flops,decode_flops_per_token,"
+    "decode_bytes_per_token,arithmetic_intensity\n"
+    "a_seed1,a,a,mha,true,1,100,1000,10,64,2,2,2,,2.0,1,1,ok,,4687500,3000000000,2500,5000,0.5\n"
+    "a_seed2,a,a,mha,true,2,100,1000,10,64,2,2,2,,2.2,1,1,ok,,4687500,3000000000,2500,5000,0.5\n"
+    "b_seed1,b,b,gqa,true,1,100,500,10,64,2,2,2,,2.3,1,1,ok,,3125000,2000000000,3000,6000,0.5\n"
+    "b_seed2,b,b,gqa,true,2,100,500,10,64,2,2,2,,2.3,1,1,ok,,3125000,2000000000,3000,6000,0.5\n"
+    "c_seed1,c,c,mqa,true,1,100,250,10,64,2,2,2,,2.5,1,1,ok,,6250000,4000000000,1000,4000,0.25\n"
+    "c_seed2,c,c,mqa,true,2,100,250,10,64,2,2,2,,2.4,1,1,ok,,6250000,4000000000,1000,4000,0.25\n";
+
+static __attribute__((noinline)) char *read_in(const char *dir, const char *name)
+{
+    char path[4200], *t = NULL;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(al_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
+    return t;
+}
+
+/* A plot's data line of configuration g: its cost and mean. */
+static void dat_point(const char *dat, const char *g, double *cost, double *mean)
+{
+    char key[32];
+    snprintf(key, sizeof key, "\"%s\"", g);
+    const char *q = strstr(dat, key);
+    ck_assert_msg(q != NULL, "no %s in %s", g, dat);
+    while (q > dat && q[-1] != '\n') q--;
+    ck_assert_int_eq(sscanf(q, "%lf %lf", cost, mean), 2);
+}
+
+START_TEST(report_plots_loss_against_bytes_read_and_training_flops)
+{
+    char *dir = al_test_tmpdir();
+    free(al_test_write(dir, "summary.csv", cost_summary));
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    static const struct { const char *g; double read, flops, mean; } want[] = {
+        {"a", 5000, 3e9, 2.1}, {"b", 6000, 2e9, 2.3}, {"c", 4000, 4e9, 2.45}};
+    char *rd = read_in(dir, "tradeoff_read.dat"), *fl = read_in(dir, "tradeoff_flops.dat");
+    for (int i = 0; i < 3; i++) {
+        double c, m;
+        dat_point(rd, want[i].g, &c, &m);
+        ck_assert_double_eq(c, want[i].read);
+        ck_assert_double_eq_tol(m, want[i].mean, 1e-9);
+        dat_point(fl, want[i].g, &c, &m);
+        ck_assert_double_eq(c, want[i].flops);
+        ck_assert_double_eq_tol(m, want[i].mean, 1e-9);
+    }
+    char *fr = read_in(dir, "front_read.dat"), *ff = read_in(dir, "front_flops.dat");
+    ck_assert_str_eq(strchr(fr, '\n') + 1, "4000 2.45\n5000 2.1\n");
+    ck_assert_str_eq(strchr(ff, '\n') + 1, "2000000000 2.3\n3000000000 2.1\n");
+    char *gp = read_in(dir, "tradeoff_read.gp"), *md = read_in(dir, "report.md");
+    ck_assert_ptr_nonnull(strstr(gp, "with yerrorbars"));   /* error bars */
+    ck_assert_ptr_nonnull(strstr(gp, "\"front_read.dat\" using 1:2 with steps"));
+    /* the table shows the costs beside the loss */
+    ck_assert_msg(strstr(md, "| 3e+09 | 5,000 | 2,500 | 0.5 | 2 | 2.1000 ± "), "%s", md);
+    if (st.plots == AL_PLOTS_DRAWN) {   /* gnuplot here: the pictures exist */
+        struct stat sb;
+        char path[4200];
+        static const char *const pics[] = {"tradeoff_read.png", "tradeoff_read.svg",
+                                           "tradeoff_flops.png", "tradeoff_flops.svg"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, pics[i]);
+            ck_assert_msg(stat(path, &sb) == 0 && sb.st_size > 0, "%s", path);
+        }
+        ck_assert_ptr_nonnull(strstr(md, "![test loss against bytes read per decoded token]"
+                                         "(tradeoff_read.png)"));
+    }
+    free(rd), free(fl), free(fr), free(ff), free(gp), free(md), free(dir);
+}
+END_TEST
+
 Suite *costs_suite(void)
 {
     Suite *s = suite_create("costs");
@@ -328,6 +412,7 @@ Suite *costs_suite(void)
     tcase_add_test(t, int_cache_read_should_equal_the_allocation_when_the_ring_is_full);
     tcase_add_test(t, train_flops_should_train_the_documented_steps);
     tcase_add_test(t, train_flops_beside_train_steps_should_be_refused_naming_both);
+    tcase_add_test(t, report_plots_loss_against_bytes_read_and_training_flops);
     suite_add_tcase(s, t);
     return s;
 }
