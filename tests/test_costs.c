@@ -18,6 +18,7 @@
 #include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_report.h"
+#include "al_sweep_spec.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
@@ -398,6 +399,45 @@ START_TEST(report_plots_loss_against_bytes_read_and_training_flops)
 }
 END_TEST
 
+/* ------------------------------------------------------------ kv_costs.yaml */
+
+/* The experiment loads and lists its trials (--dry-run); its equal-FLOPs
+ * trials train mha's compute: each the documented floor of its own steps,
+ * and none more FLOPs than mha's 2,000 steps nor a step's worth fewer. */
+START_TEST(kv_costs_experiment_should_match_mha_compute)
+{
+    char path[1024], args[2200], *out = NULL, *dir = al_test_tmpdir();
+    snprintf(path, sizeof path, "%s/experiments/kv_costs.yaml", al_test_srcdir());
+    snprintf(args, sizeof args, "sweep %s --dry-run --out %s/r", path, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "39 trials (3 excluded)"), "%s", out);
+    free(out);
+    al_sweep s;
+    al_err e;
+    ck_assert_msg(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    double mha = NAN;
+    for (int i = 0; i < s.n_trials; i++)
+        if (!strcmp(s.trials[i].cfg.model.variant, "mha"))
+            mha = s.trials[i].train_flops_per_token * 4 * 256 * 2000;
+    int flops_trials = 0;
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        double step = t->train_flops_per_token * t->cfg.train.batch_size * t->cfg.model.seq_len;
+        if (t->cfg.train.flops == 0) {
+            ck_assert_int_eq(t->cfg.train.steps, 2000);
+            continue;
+        }
+        flops_trials++;
+        ck_assert_double_eq(t->cfg.train.flops, mha);
+        ck_assert_int_eq(t->cfg.train.steps, (int)floor(t->cfg.train.flops / step));
+        ck_assert(step * t->cfg.train.steps <= mha && step * (t->cfg.train.steps + 1) > mha);
+    }
+    ck_assert_int_eq(flops_trials, 18);   /* six attentions besides mha, 3 seeds */
+    al_sweep_free(&s);
+    free(dir);
+}
+END_TEST
+
 Suite *costs_suite(void)
 {
     Suite *s = suite_create("costs");
@@ -413,6 +453,7 @@ Suite *costs_suite(void)
     tcase_add_test(t, train_flops_should_train_the_documented_steps);
     tcase_add_test(t, train_flops_beside_train_steps_should_be_refused_naming_both);
     tcase_add_test(t, report_plots_loss_against_bytes_read_and_training_flops);
+    tcase_add_test(t, kv_costs_experiment_should_match_mha_compute);
     suite_add_tcase(s, t);
     return s;
 }
