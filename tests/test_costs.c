@@ -438,6 +438,82 @@ START_TEST(kv_costs_experiment_should_match_mha_compute)
 }
 END_TEST
 
+/* ------------------------------------------------------------ plugins */
+
+/* A plugin without cost members: the core counts its products by running
+ * it, and they equal what --measure counts. */
+START_TEST(a_plugin_without_cost_members_should_be_counted_by_the_core)
+{
+    char *dir = al_test_tmpdir(), args[4096], *out = NULL;
+    char *cfg = al_test_write(dir, "p.yaml",
+        "data: {source: kjv}\n"
+        "model: {n_layer: 2, d_model: 16, n_head: 4, seq_len: 24, "
+        "attention: {variant: swa, window: 5}}\n");
+    snprintf(args, sizeof args, "cost %s --plugin %s --context 40 --measure", cfg, AL_SWA_PLUGIN);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    static const char *const keys[] = {"train", "prefill", "decode"};
+    for (int i = 0; i < 3; i++) {
+        char k1[64], k2[80];
+        snprintf(k1, sizeof k1, "\n%s_flops_per_token: ", keys[i]);
+        snprintf(k2, sizeof k2, "counted_%s_flops_per_token: ", keys[i]);
+        const char *a = strstr(out, k1), *b = strstr(out, k2);
+        ck_assert_msg(a && b, "%s", out);
+        double fa = atof(a + strlen(k1)), fb = atof(b + strlen(k2));
+        ck_assert_msg(fa > 0 && fa == fb, "%s: %g against %g counted", keys[i], fa, fb);
+    }
+    ck_assert_ptr_nonnull(strstr(out, "\nestimated: 0\n"));
+    free(out), free(cfg), free(dir);
+}
+END_TEST
+
+/* A variant whose products the core cannot see (no SDK product at all):
+ * its figures are estimates and say so, never zero. */
+static int blind_params(const void *ctx, al_param_spec *o)
+{
+    const al_attn_shape *s = ctx;
+    o[0] = (al_param_spec){"w", s->d_model, s->d_model, AL_INIT_NORMAL};
+    return 1;
+}
+static size_t blind_floats(const void *ctx, int B, int T) { return 0; }
+static void blind_forward(const void *ctx, float *out, float *act, float *scratch,
+                          const float *x, float *const *p, int B, int T)
+{
+    const al_attn_shape *s = ctx;
+    memcpy(out, x, (size_t)B * T * s->d_model * sizeof(float));
+}
+static void blind_backward(const void *ctx, float *dx, float *const *dp, float *scratch,
+                           const float *dout, const float *x, const float *act,
+                           float *const *p, int B, int T)
+{
+    const al_attn_shape *s = ctx;
+    for (size_t i = 0; i < (size_t)B * T * s->d_model; i++) dx[i] += dout[i];
+}
+static const al_variant_train blind_train = {blind_params, blind_floats, blind_floats,
+                                             blind_forward, blind_backward, 0};
+static const al_variant blind = {.api_version = AL_VARIANT_API_VERSION, .name = "costs_blind",
+                                 .description = "no products the core sees",
+                                 .train = &blind_train};
+
+START_TEST(a_variant_whose_products_are_unseen_should_be_marked_estimated)
+{
+    al_err e;
+    int n = al_variant_count();
+    ck_assert_msg(al_variant_register(&blind, "test", &e) == 0, "%s", e.msg);
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, V("costs_blind"), 2, D, H, DH, SEQ, VOCAB), 0);
+    al_cost_opts o = {SEQ, 1, AL_KV_F32};
+    al_model_cost m;
+    ck_assert_int_eq(al_cost_of_model(&c, &o, &m, &e), 0);
+    ck_assert_int_eq(m.estimated, 1);
+    ck_assert_int_eq(m.layer[0].estimated, 1);
+    /* 2 FLOPs per weight and token forward, 4 backward: D*D weights */
+    double mlp = 2 * 2.0 * D * al_config_d_ff(&c);
+    ck_assert_double_eq(m.layer[0].train_flops, 6.0 * D * D + 3 * mlp);
+    ck_assert_double_eq(m.layer[0].decode_flops, 2.0 * D * D + mlp);
+    al_variant_truncate(n);
+}
+END_TEST
+
 Suite *costs_suite(void)
 {
     Suite *s = suite_create("costs");
@@ -454,6 +530,8 @@ Suite *costs_suite(void)
     tcase_add_test(t, train_flops_beside_train_steps_should_be_refused_naming_both);
     tcase_add_test(t, report_plots_loss_against_bytes_read_and_training_flops);
     tcase_add_test(t, kv_costs_experiment_should_match_mha_compute);
+    tcase_add_test(t, a_plugin_without_cost_members_should_be_counted_by_the_core);
+    tcase_add_test(t, a_variant_whose_products_are_unseen_should_be_marked_estimated);
     suite_add_tcase(s, t);
     return s;
 }

@@ -114,12 +114,16 @@ static void count_layer(attn_cost *a, const al_variant *v, const void *ctx,
     a->prefill = al_flops_count_end() / T;
     a->decode = count_decode(v, ctx, b.x, b.p, N, D);
     bufs_free(&b);
-    /* no product seen: the variant multiplies on its own (or not at all) */
-    if (a->train > 0 && a->decode > 0) return;
-    a->estimated = 1;
+    /* no product seen: the variant multiplies on its own (or cannot
+     * decode): 2 FLOPs per weight and token forward, twice that backward */
+    if (!(a->train > 0)) {
+        a->train = 6 * a->attn_params, a->prefill = 2 * a->attn_params;
+        a->estimated = 1;
+    }
+    if (!(a->decode > 0)) a->decode = 2 * a->attn_params, a->estimated = 1;
 }
 
-/* 2 FLOPs per weight and token forward, twice that backward. */
+/* A consumer without FLOP members: estimated the same way. */
 static void estimate_layer(attn_cost *a)
 {
     a->prefill = a->decode = 2 * a->attn_params;
@@ -171,22 +175,42 @@ static void attn_of(attn_cost *a, const al_model_config *c, int k, int consumer,
 
 /* ------------------------------------------------------------ the model */
 
-/* FLOPs per token of layer l's attention at each decode position past
+/* One decode step's FLOPs at `context` of a layer: its member, or its
+ * products counted (an estimate for a consumer without the member). */
+static double decode_step_flops(const al_variant *v, const void *ctx, const al_attn_shape *sh,
+                                int consumer, int context, double attn_params)
+{
+    const al_variant_costs *k = v->costs;
+    if (k && k->decode_flops_per_token) return k->decode_flops_per_token(ctx, context, consumer);
+    if (consumer) return 2 * attn_params;
+    al_param_spec spec[AL_MAX_ATTN_PARAMS];
+    int n = v->train->params(ctx, spec);
+    layer_bufs b;
+    bufs_make(&b, v, ctx, spec, n, 1, sh->d_model);
+    double f = count_decode(v, ctx, b.x, b.p, context, sh->d_model);
+    bufs_free(&b);
+    return f > 0 ? f : 2 * attn_params;   /* unseen: estimated (attn_of marks it) */
+}
+
+/* FLOPs of the attentions of every layer at each decode position past
  * the batched pass (a prefill longer than seq_len), summed. */
 static double prefill_tail(const al_model_config *c, const al_cost_opts *o, int T)
 {
     double f = 0;
-    for (int k = 0; k < al_config_n_attn(c) && T < o->context; k++) {
+    int K = al_config_n_attn(c);
+    for (int k = 0; k < K && T < o->context; k++) {
         const al_variant *v;
         void *ctx = al_attn_ctx_of(c, k, &v);
         al_attn_shape sh;
         al_attn_shape_of(&sh, c, k);
-        for (int l = k; l < c->n_layer; l += al_config_n_attn(c))
-            for (int pos = T; pos < o->context; pos++) {
-                attn_cost a = {0};
-                attn_flops(&a, v, ctx, &sh, al_config_kv_consumer(c, l), pos + 1, pos + 1);
-                f += a.decode;
-            }
+        for (int l = k; l < c->n_layer; l += K) {
+            int consumer = al_config_kv_consumer(c, l);
+            al_param_spec spec[AL_MAX_ATTN_PARAMS];
+            double params = spec_floats(spec, consumer ? v->share->params(ctx, spec)
+                                                       : v->train->params(ctx, spec));
+            for (int pos = T; pos < o->context; pos++)
+                f += decode_step_flops(v, ctx, &sh, consumer, pos + 1, params);
+        }
         v->fini(ctx);
     }
     return f;
