@@ -67,6 +67,40 @@ void al_gemm_leave(int was)
     if (was >= 0) atomic_store(&precision, was);
 }
 
+/* ------------------------------------------------------------ counting */
+
+/* Products are whole numbers of FLOPs: an integer counter adds them
+ * exactly in any order, so a threaded run counts what a serial one does. */
+static atomic_int counting;
+static atomic_llong counted;
+
+void al_flops_count_begin(void)
+{
+    atomic_store(&counted, 0);
+    atomic_store(&counting, 1);
+}
+
+double al_flops_count_end(void)
+{
+    atomic_store(&counting, 0);
+    return (double)atomic_load(&counted);
+}
+
+double al_flops_counted(void) { return (double)atomic_load(&counted); }
+
+void al_flops_add(double flops)
+{
+    if (atomic_load_explicit(&counting, memory_order_relaxed))
+        atomic_fetch_add(&counted, (long long)flops);
+}
+
+/* One product's 2*M*N*K, counted where it enters the product layer (the
+ * splits and a plan's probes below are not counted again). */
+static void count_product(int M, int N, int K)
+{
+    if (M > 0 && N > 0 && K > 0) al_flops_add(2.0 * M * N * K);
+}
+
 /* ------------------------------------------------------------ one thread */
 
 int al_bf16_worth(int M, int N, int K)
@@ -81,7 +115,7 @@ static int use_bf16(int M, int N, int K)
 
 /* One product on the calling thread, in bf16 or f32 as decided for the
  * whole product (a split's blocks follow the whole product's decision, so
- * a product is never half bf16). */
+ * a product is never half bf16). Not counted: its callers count. */
 static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
                  float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                  float *C, int ldc)
@@ -110,6 +144,7 @@ void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc)
 {
+    count_product(M, N, K);
     here(use_bf16(M, N, K), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -199,6 +234,10 @@ static int run_split(gemm_job g, int split)
     al_parallel_for(blocks, 1, gemm_blocks, &g);
     return 0;
 }
+
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc);
 
 /* ------------------------------------------------------------ plans */
 
@@ -412,24 +451,33 @@ void al_sgemm_pool(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
                    int ldc)
 {
     al_gemm_plan p;
+    count_product(M, N, K);
     if (al_gemm_plan_get(ta, tb, M, N, K, alpha, beta, &p) != 0) {
-        al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        here(use_bf16(M, N, K), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     int f = atomic_load(&forced);
-    al_sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                    float *C, int ldc)
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc)
 {
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
     gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C};
     if (M <= 0 || N <= 0) return;
     if (run_split(g, split) == 0) return;
     if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
-    al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    here(g.bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc)
+{
+    count_product(M, N, K);
+    sgemm_split(split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ the machine */

@@ -101,7 +101,9 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * loss at step 0 (the converted model before any update). Last,
  * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
  * count the trial ran with (blank when its result does not say). Appended
- * after them: decode_context,decode_batch,decode_tokens_per_s, the measured
+ * after them: train_flops_per_token,train_flops,decode_flops_per_token,
+ * decode_bytes_per_token,arithmetic_intensity (docs/costs.md), then
+ * decode_context,decode_batch,decode_tokens_per_s, the measured
  * decode speed of eval.decode (<trial>/eval/decode.csv) at the report
  * context where it was timed there (else the longest context timed), at
  * the smallest batch timed; blank without eval.decode. */
