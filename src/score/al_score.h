@@ -107,4 +107,12 @@ typedef struct al_decode_speed_result {
 int al_decode_speed(al_model *m, const al_decode_speed_opts *o, al_decode_speed_result *r,
                     al_err *e);
 
+/* The machine's read bandwidth in bytes/s: a streaming read (a sum) over a
+ * buffer of `bytes` (larger than the caches) on the pool's threads, the
+ * median of `repeats` passes. What bounds a decode step that must read
+ * decode_bytes_per_token (al_cost.h): at most bandwidth / those bytes
+ * tokens/s. */
+#define AL_READ_MAX_THREADS 256
+double al_read_bandwidth(size_t bytes, int repeats);
+
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "al_decode.h"
+#include "al_parallel.h"
 #include "al_score.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -63,4 +64,44 @@ int al_decode_speed(al_model *m, const al_decode_speed_opts *o, al_decode_speed_
     free(in);
     al_decoder_free(&d);
     return 0;
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+typedef struct read_job {
+    const float *x;
+    double sum[AL_READ_MAX_THREADS];   /* per thread: kept, so the reads are not dropped */
+} read_job;
+
+/* Blocks [lo, hi) of 16 floats each. */
+static void read_blocks(void *ctx, long lo, long hi, int tid)
+{
+    read_job *j = ctx;
+    float acc[16] = {0};   /* 16 lanes: a vectorised streaming read */
+    for (long i = lo * 16; i < hi * 16; i += 16)
+        for (int k = 0; k < 16; k++) acc[k] += j->x[i + k];
+    double s = 0;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    j->sum[tid % AL_READ_MAX_THREADS] += s;
+}
+
+double al_read_bandwidth(size_t bytes, int repeats)
+{
+    size_t n = bytes / sizeof(float) / 16 * 16;
+    float *x = al_malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i & 7);   /* touched: pages are real */
+    read_job *j = al_calloc(1, sizeof *j);
+    j->x = x;
+    double runs[AL_DECODE_MAX_REPEATS];
+    if (repeats < 1) repeats = 1;
+    if (repeats > AL_DECODE_MAX_REPEATS) repeats = AL_DECODE_MAX_REPEATS;
+    for (int r = 0; r < repeats; r++) {
+        double t0 = al_now();
+        al_parallel_for((long)(n / 16), 4096, read_blocks, j);
+        double dt = al_now() - t0;
+        runs[r] = dt > 0 ? (double)(n * sizeof *x) / dt : 0;
+    }
+    qsort(runs, (size_t)repeats, sizeof *runs, cmp_double);
+    free(x), free(j);
+    return runs[repeats / 2];
 }
