@@ -41,7 +41,8 @@
     var units = ['', 'k', 'M', 'G', 'T', 'P', 'E'], a = Math.abs(v), i = 0;
     while (a >= 1000 && i < units.length - 1) { a /= 1000; v /= 1000; i++; }
     var s = Math.abs(v) >= 100 || v === Math.round(v) ? v.toFixed(0) : v.toPrecision(3);
-    return s.replace(/\.?0+$/, function (m) { return m.indexOf('.') >= 0 ? '' : m; }) + units[i];
+    if (s.indexOf('.') >= 0) s = s.replace(/0+$/, '').replace(/\.$/, '');
+    return s + units[i];
   }
 
   function figure(v, cost) {
@@ -148,10 +149,14 @@
 
   var tip = document.getElementById('al-tip');
 
-  function showTip(ev, lines) {
+  /* blocks: one list of lines per configuration, its name first (bold). */
+  function showTip(ev, blocks) {
     tip.textContent = '';
-    html('b', {}, lines[0], tip);
-    lines.slice(1).forEach(function (l) { html('div', {}, l, tip); });
+    blocks.forEach(function (lines) {
+      var div = html('div', {'class': 'al-tip-block'}, null, tip);
+      html('b', {}, lines[0], div);
+      lines.slice(1).forEach(function (l) { html('div', {}, l, div); });
+    });
     tip.hidden = false;
     var x = ev.clientX + 14, y = ev.clientY + 14;
     if (x + tip.offsetWidth > window.innerWidth) x = ev.clientX - tip.offsetWidth - 14;
@@ -192,16 +197,19 @@
 
   /* Labels beside their points, each moved down or up until it clears the
    * ones placed before (coincident points would print over each other). */
-  function placeLabel(g, placed, px, py, text) {
+  function placeLabel(g, placed, px, py, text, right) {
     var w = text.length * 6.2 + 4, h = 13, offs = [0, 13, -13, 26, -26, 39, -39, 52, -52];
+    var left = px + 8 + w > right;   /* no room on the right: the label goes left */
+    var x0 = left ? px - 8 - w : px + 8;
     for (var i = 0; i < offs.length; i++) {
       var y = py - 8 + offs[i];
       var hit = placed.some(function (b) {
-        return px + 8 < b.x + b.w && b.x < px + 8 + w && y - h < b.y && b.y - h < y;
+        return x0 < b.x + b.w && b.x < x0 + w && y - h < b.y && b.y - h < y;
       });
       if (!hit || i === offs.length - 1) {
-        placed.push({x: px + 8, y: y, w: w});
-        svg('text', {x: px + 8, y: y, 'class': 'al-label'}, g).textContent = text;
+        placed.push({x: x0, y: y, w: w});
+        svg('text', {x: left ? px - 8 : px + 8, y: y, 'class': 'al-label',
+                     'text-anchor': left ? 'end' : 'start'}, g).textContent = text;
         return;
       }
     }
@@ -217,7 +225,7 @@
       if (c.drawable && finite(c.q) && finite(x)) pts.push({c: c, i: i, x: x, y: c.q});
     });
     box.textContent = '';
-    var W = 900, H = 480, m = {l: 70, r: 40, t: 20, b: 56};
+    var W = 1080, H = 480, m = {l: 70, r: 40, t: 20, b: 56};
     var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                         role: 'img', 'aria-label': D.metric + ' against ' + cost.label}, box);
     var note = document.getElementById('al-tradeoff-note');
@@ -256,13 +264,21 @@
                      'M' + (px - 4) + ',' + y0 + 'h8M' + (px - 4) + ',' + y1 + 'h8'}, s);
       }
     });
+    pts.forEach(function (p) { p.px = x(p.x); p.py = y(p.y); });
     pts.forEach(function (p) {
-      var px = x(p.x), py = y(p.y), col = COLORS[p.i % COLORS.length];
+      var px = p.px, py = p.py, col = COLORS[p.i % COLORS.length];
+      /* points drawn on top of each other: the tooltip names them all */
+      var here = [p].concat(pts.filter(function (o) {
+        return o !== p && Math.abs(o.px - px) < 6 && Math.abs(o.py - py) < 6;
+      }));
       var hollow = same && !p.c.place_resolved;
       var dot = svg('circle', {'class': 'al-pt', cx: px, cy: py, r: 6, stroke: col,
                                'stroke-width': 2, fill: hollow ? '#fff' : col,
                                'data-name': p.c.name, tabindex: 0}, s);
-      var show = function (ev) { dot.classList.add('al-hot'); showTip(ev, tipLines(p.c, cost, p.x)); };
+      var show = function (ev) {
+        dot.classList.add('al-hot');
+        showTip(ev, here.map(function (o) { return tipLines(o.c, cost, o.x); }));
+      };
       dot.addEventListener('mouseenter', show);
       dot.addEventListener('mousemove', show);
       dot.addEventListener('mouseleave', function () { dot.classList.remove('al-hot'); hideTip(); });
@@ -271,7 +287,7 @@
         show({clientX: r.right, clientY: r.bottom});
       });
       dot.addEventListener('blur', hideTip);
-      placeLabel(s, placed, px, py, p.c.name + (p.c.n === 1 ? ' (n=1)' : ''));
+      placeLabel(s, placed, px, py, p.c.name + (p.c.n === 1 ? ' (n=1)' : ''), W - 4);
     });
     note.textContent = 'Each point: a configuration, the mean over seeds with its 95 % ' +
       't-interval as error bars (none for one seed). Dashed: the Pareto front of the means ' +
