@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""report_page.py INDEX_HTML OUT_PNG [--extra-costs]: opens a sweep's
+"""report_page.py INDEX_HTML OUT_PNG [--extra-costs] [--must-move]: opens a sweep's
 index.html (written by `attnlab report`) from file:// in headless Chromium
 through chromedriver, and fails (exit 1, saying what) unless:
 - the page loads, its script runs (body[data-al-ready]) and the browser
@@ -10,9 +10,11 @@ through chromedriver, and fails (exit 1, saying what) unless:
 - every trial link of the table points to a file or folder that exists;
 - hovering each point of the trade-off plot shows a tooltip that names
   that point's configuration (with any drawn on the same spot);
-- choosing another cost axis moves the points (an axis whose costs are
-  proportional to the first's can leave them in place: at least one axis
-  must move them);
+- choosing another cost axis relabels the plot and moves the points (an
+  axis whose costs are proportional to the first's, as bytes held at the
+  context are to bytes per token without a local window, may leave them in
+  place; with --must-move at least one axis must move them), and choosing
+  the first again puts them back;
 - unticking a configuration hides its validation curves;
 - with --extra-costs, the axis list offers the extra summary columns.
 Exit 77 (skip) when chromedriver or Chromium cannot be started. The page's
@@ -147,21 +149,37 @@ def positions(d):
                                            float(p.get_attribute("cy"))) for p in points(d)}
 
 
-def check_axes(d, want_extra):
+def proportional(data, a, b):
+    """Are the drawn configurations' costs on axis b a constant multiple of
+    those on axis a (a log axis then places them alike)?"""
+    r = [c["cost"].get(b) / c["cost"][a] for c in data["configs"]
+         if c["drawable"] and c["q"] is not None and c["cost"].get(a) and c["cost"].get(b)]
+    return len(r) > 0 and max(r) - min(r) <= 1e-9 * max(r)
+
+
+def axis_label(d):
+    return d.find_element(By.CSS_SELECTOR, "#al-tradeoff svg").get_attribute("aria-label")
+
+
+def check_axes(d, data, want_extra, must_move):
     sel = Select(d.find_element(By.ID, "al-cost"))
     keys = [o.get_attribute("value") for o in sel.options]
     if want_extra:
         for k in ["decode_bytes_per_token", "train_flops", "decode_tokens_per_s"]:
             if k not in keys:
                 fail("the cost axes %s lack %s" % (keys, k))
-    first = positions(d)
+    first, label = positions(d), axis_label(d)
     moved = []
     for k in keys[1:]:
         sel.select_by_value(k)
         now = positions(d)
+        if axis_label(d) == label:
+            fail("choosing %s left the plot's axis as it was (%s)" % (k, label))
         if any(n in now and abs(now[n][0] - xy[0]) > 2 for n, xy in first.items()):
             moved.append(k)
-    if not moved:
+        elif not proportional(data, keys[0], k):
+            fail("choosing %s (costs not proportional to %s's) moved no point" % (k, keys[0]))
+    if must_move and not moved:
         fail("no other cost axis (%s) moves a point" % keys[1:])
     sel.select_by_value(keys[0])
     back = positions(d)
@@ -204,7 +222,7 @@ def screenshot(d, out):
 
 def main(argv):
     if len(argv) < 3:
-        sys.exit("usage: report_page.py INDEX_HTML OUT_PNG [--extra-costs]")
+        sys.exit("usage: report_page.py INDEX_HTML OUT_PNG [--extra-costs] [--must-move]")
     page = os.path.abspath(argv[1])
     url = "file://" + urllib.parse.quote(page)
     d = start()
@@ -212,11 +230,12 @@ def main(argv):
         d.get(url)
         wait(d, lambda: d.find_element(By.TAG_NAME, "body").get_attribute("data-al-ready") == "1",
              "the page's script")
-        metric = json.loads(d.find_element(By.ID, "al-data").get_attribute("textContent"))["metric"]
+        data = json.loads(d.find_element(By.ID, "al-data").get_attribute("textContent"))
+        metric = data["metric"]
         check_sorting(d, metric)
         check_links(d, os.path.dirname(page) + "/")
         check_hover(d)
-        check_axes(d, "--extra-costs" in argv)
+        check_axes(d, data, "--extra-costs" in argv, "--must-move" in argv)
         check_curves(d)
         screenshot(d, os.path.abspath(argv[2]))
         check_logs(d, url)

@@ -103,8 +103,8 @@ grep -q "Checkpoints through the cache" plugins/index.html ||
     { echo "report_page: the plugins page lacks the section on evaluations through the cache"; exit 1; }
 
 for c in default plugins; do
-    extra=()
-    [ $c = plugins ] && extra=(--extra-costs)
+    extra=(--must-move)
+    [ $c = plugins ] && extra+=(--extra-costs)
     echo "report_page: case $c: $OUT/$c/index.html"
-    "$PY" "$SRC/tests/browser/report_page.py" "$c/index.html" "$OUT/$c-page.png" ${extra[@]+"${extra[@]}"}
+    "$PY" "$SRC/tests/browser/report_page.py" "$c/index.html" "$OUT/$c-page.png" "${extra[@]}"
 done
