@@ -188,6 +188,7 @@ START_TEST(page_escapes_names_in_markup_and_data)
     ck_assert_msg(found, "the name did not survive the escaping");
     json_decref(j);
     free(page);
+    free(dir);
 }
 END_TEST
 
@@ -222,6 +223,7 @@ START_TEST(page_data_holds_the_summary_numbers)
     ck_assert_ptr_nonnull(strstr(page, "<td data-v=\"2.4500000000000002\">2.4500 ± "));
     json_decref(j);
     free(page);
+    free(dir);
 }
 END_TEST
 
@@ -248,6 +250,7 @@ START_TEST(page_has_every_section_of_report_md)
                                        "other seeds: do not read a ranking into it."));
     free(page);
     free(md);
+    free(dir);
 }
 END_TEST
 
@@ -260,6 +263,7 @@ START_TEST(page_links_only_the_trial_folders_that_exist)
     ck_assert_ptr_null(strstr(page, "href=\"small_seed2/"));
     ck_assert_ptr_null(strstr(page, "href=\"base_seed1/"));
     free(page);
+    free(dir);
 }
 END_TEST
 
