@@ -267,6 +267,31 @@ START_TEST(page_links_only_the_trial_folders_that_exist)
 }
 END_TEST
 
+/* summary.csv is hand-editable: a name that is not UTF-8 still gives a
+ * page whose data parses (its stray bytes as '?'). */
+START_TEST(page_survives_a_name_that_is_not_utf8)
+{
+    char *dir = al_test_tmpdir(), text[1024];
+    snprintf(text, sizeof text, "%s%s", header,
+             "a_seed1,a,mha,true,1,1000,4096,100,64,1.9,2.0,2.0,2.0,1000,1.0,1,ok,\n"
+             "b\xff_seed1,b\xff,mqa,true,1,900,1024,100,64,2.2,2.3,2.3,2.3,1000,1.0,0,ok,\n");
+    free(al_test_write(dir, "summary.csv", text));
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    unsetenv("AL_GNUPLOT");
+    char *page = read_in(dir, "index.html");
+    json_t *j = page_json(page);
+    json_t *cfgs = json_object_get(j, "configs");
+    ck_assert_int_eq((int)json_array_size(cfgs), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(cfgs, 1), "name")), "b?");
+    json_decref(j);
+    free(page);
+    free(dir);
+}
+END_TEST
+
 Suite *report_html_suite(void)
 {
     Suite *s = suite_create("report_html");
@@ -279,6 +304,7 @@ Suite *report_html_suite(void)
     tcase_add_test(t, page_data_holds_the_summary_numbers);
     tcase_add_test(t, page_has_every_section_of_report_md);
     tcase_add_test(t, page_links_only_the_trial_folders_that_exist);
+    tcase_add_test(t, page_survives_a_name_that_is_not_utf8);
     suite_add_tcase(s, t);
     return s;
 }

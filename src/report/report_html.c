@@ -27,6 +27,22 @@ static json_t *num(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* A name from summary.csv (hand-editable: it may not be UTF-8), as a JSON
+ * string; bytes of a name that is not UTF-8 beyond ASCII become '?'. */
+static json_t *str(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j) return j;
+    char *t = strdup(s);
+    AL_ASSERT(t);
+    for (char *p = t; *p; p++)
+        if ((unsigned char)*p >= 0x80) *p = '?';
+    j = json_string(t);
+    free(t);
+    AL_ASSERT(j);
+    return j;
+}
+
 /* Costs from summary.csv columns other writers add, when the sweep has
  * them: each configuration's mean over its selected ok trials. */
 static const struct extra_cost {
@@ -127,11 +143,12 @@ static json_t *group_json(const al_report_analysis *A, const group *g, double *y
 {
     const al_stat *q = &g->quality.q, *d = &g->vs.delta;
     int iv = !g->is_base && d->n > 1;
-    json_t *o = json_pack("{s:s, s:s, s:b, s:i, s:o, s:o, s:b, s:b, s:b, s:s}",
-        "name", g->first->group, "variant", g->first->variant, "base", g->is_base,
+    json_t *o = json_pack("{s:o, s:o, s:b, s:i, s:o, s:o, s:b, s:b, s:b, s:o}",
+        "name", str(g->first->group), "variant", str(g->first->variant), "base", g->is_base,
         "n", q->n, "q", num(q->mean), "ci", num(q->n > 1 ? q->ci95 : 0),
         "drawable", al_report_drawable(g), "front", g->front.on,
-        "place_resolved", g->front.resolved, "against", g->front.against);
+        "place_resolved", g->front.resolved, "against", str(g->front.against));
+    AL_ASSERT(o);
     json_object_set_new(o, "delta", num(g->is_base ? NAN : d->mean));
     json_object_set_new(o, "delta_lo", num(iv ? d->mean - d->ci95 : NAN));
     json_object_set_new(o, "delta_hi", num(iv ? d->mean + d->ci95 : NAN));
@@ -147,8 +164,9 @@ static json_t *page_data(const al_report_analysis *A)
     double ytop = NAN;
     for (int k = 0; k < A->n_groups; k++)
         json_array_append_new(cfgs, group_json(A, &A->g[k], &ytop));
-    json_t *d = json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", A->mk.name, "metric", A->metric,
-                          "maximize", A->use_acc, "costs", cost_axes(A), "configs", cfgs);
+    json_t *d = json_pack("{s:o, s:s, s:b, s:o, s:o}", "name", str(A->mk.name), "metric",
+                          A->metric, "maximize", A->use_acc, "costs", cost_axes(A), "configs", cfgs);
+    AL_ASSERT(d);
     json_object_set_new(d, "curve_ytop", num(isnan(ytop) ? NAN : ytop * 1.02));
     return d;
 }
