@@ -221,7 +221,8 @@ def check_curves(d):
 def screenshot(d, out):
     h = d.execute_script("return document.documentElement.scrollHeight")
     d.set_window_size(1300, min(int(h) + 120, 12000))
-    d.execute_script("window.scrollTo(0, 0)")
+    d.execute_script("window.scrollTo(0, 0); document.querySelectorAll('.al-scroll')"
+                     ".forEach(function (e) { e.scrollLeft = 0; })")
     time.sleep(0.2)
     d.save_screenshot(out)
     plot = d.find_element(By.ID, "s-plots")
