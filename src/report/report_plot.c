@@ -152,10 +152,7 @@ static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_e
 
 /* ------------------------------------------------------------ curves */
 
-/* A configuration's validation curve: the mean over its selected trials'
- * metrics.csv at each evaluation step of the first one. Returns the
- * number of points. */
-static int group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
+int al_report_group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
 {
     int n = 0, *cnt = NULL;
     *step = *val = NULL;
@@ -204,7 +201,7 @@ static int write_curve_data(const al_report_analysis *A, int *which, double *yto
     fputs("# step tokens val_loss, one block per configuration\n", f);
     for (int k = 0; k < A->n_groups; k++) {
         double *step, *val;
-        int n = group_curve(A, &A->g[k], &step, &val), wrote = 0;
+        int n = al_report_group_curve(A, &A->g[k], &step, &val), wrote = 0;
         double tps = A->g[k].first->tokens_per_step;
         for (int r = 0; r < n; r++) {
             if (isnan(val[r])) continue;

@@ -21,6 +21,12 @@ int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e);
  * its plot exists (tradeoff_read.*, tradeoff_flops.*; tradeoff.* is
  * written always). */
 int al_report_cost_plotted(const al_report_analysis *A, int cost);
+/* A configuration's validation curve: the mean over its selected trials'
+ * metrics.csv at each evaluation step of the first one (NAN where none has
+ * a val_loss); *step and *val are the caller's to free. Returns the number
+ * of points (0: no curve, both NULL). */
+int al_report_group_curve(const al_report_analysis *A, const group *g, double **step,
+                          double **val);
 /* DIR/name opened for an atomic write (al_open_atomic). */
 FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
                      al_err *e);
