@@ -25,6 +25,7 @@ extern const al_variant al_variant_gta;
 extern const al_variant al_variant_gla;
 extern const al_variant al_variant_tpa;
 extern const al_variant al_variant_local;
+extern const al_variant al_variant_linear;
 
 static const al_variant *const builtins[] = {
     &al_variant_mha,
@@ -35,6 +36,7 @@ static const al_variant *const builtins[] = {
     &al_variant_gla,
     &al_variant_tpa,
     &al_variant_local,
+    &al_variant_linear,
     NULL,
 };
 

@@ -321,6 +321,7 @@ static void convert_random(const al_model *src, al_model *dst, uint64_t seed)
             p[j] = t->init == AL_INIT_NORMAL  ? (float)(0.02 * al_rng_normal(&rng))
                    : t->init == AL_INIT_RESID ? (float)(resid * al_rng_normal(&rng))
                    : t->init == AL_INIT_ONES  ? 1.0f
+                   : t->init == AL_INIT_DECAY ? (float)al_init_decay_value((int)j, (int)t->numel)
                                               : 0.0f;
     }
 }
