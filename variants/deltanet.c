@@ -7,16 +7,15 @@
  *               conv: causal depthwise, width `conv` (0: none, silu alone)
  *   q, k      L2-normalised per head
  *   b_t       = sigmoid(wbeta_h . x_t)                       (the write strength)
- *   a_t       = exp(-softplus(wdecay_h . x_t + decay_bias_h - 3))   (the decay)
+ *   a_t       = exp(-softplus(wdecay_h . x_t + decay_bias_h))   (the decay)
  *   S_t       = a_t S_{t-1} (I - b_t k_t k_t^T) + b_t v_t k_t^T,  S (dv, dk)
  *   o_t       = S_t q_t
  *   y         = rmsnorm_head(o) * o_norm * silu(wgate . x)   (per head, o_norm shared)
  *   out       = wo . y
  *
- * The -3 in the decay is the bias's starting point: decay_bias is
- * initialised to zero like every attnlab bias, and exp(-softplus(-3)) =
- * 0.953 starts each head remembering ~20 tokens instead of the 2 a zero
- * bias would give (fla draws its dt_bias for the same reason). The conv
+ * decay_bias starts at the multi-scale decays of AL_INIT_DECAY (a from
+ * 0.78 to 0.996 across heads, as linear.c's), not at zero, which would
+ * start every head at a = 0.5, remembering 2 tokens. The conv
  * weights are stored as their difference from the identity filter (the
  * current input passes with weight 1 + conv[c][W-1]): zero weights, as
  * initialised, start the layer as if the convolution were off.
@@ -50,7 +49,6 @@ static const al_setting dn_settings[] = {
 };
 AL_SETTINGS_MATCH(dn_settings, N_SETTINGS);
 
-#define DN_DECAY_BIAS0 (-3.0f)   /* decay_bias's offset: a = 0.953 at init */
 #define DN_L2_EPS 1e-6f          /* q, k normalisation, as fla's l2norm */
 
 /* Dimensions: Nq = H*dk (q and k), Nv = H*dv, P = 2 Nq + Nv the projected
@@ -100,7 +98,7 @@ static int dn_params(const void *ctx, al_param_spec *o)
     }
     o[k++] = (al_param_spec){"wbeta", d.H, d.D, AL_INIT_NORMAL};
     o[k++] = (al_param_spec){"wdecay", d.H, d.D, AL_INIT_NORMAL};
-    o[k++] = (al_param_spec){"decay_bias", d.H, 0, AL_INIT_ZEROS};
+    o[k++] = (al_param_spec){"decay_bias", d.H, 0, AL_INIT_DECAY};
     o[k++] = (al_param_spec){"wgate", d.Nv, d.D, AL_INIT_NORMAL};
     o[k++] = (al_param_spec){"o_norm", d.dv, 0, AL_INIT_ONES};
     o[k++] = (al_param_spec){"wo", d.D, d.Nv, AL_INIT_RESID};
@@ -257,13 +255,13 @@ static void silu_heads_backward(float *dout, const float *out, const float *r, c
     }
 }
 
-/* beta = sigmoid(zb), g = -softplus(za + bias + DN_DECAY_BIAS0), in place
+/* beta = sigmoid(zb), g = -softplus(za + bias), in place
  * over the products zb, za (n, H). */
 static void gates_forward(float *beta, float *g, const float *bias, int n, int H)
 {
     for (size_t i = 0; i < (size_t)n * H; i++) {
         beta[i] = sigmoidf(beta[i]);
-        g[i] = -softplusf(g[i] + bias[i % H] + DN_DECAY_BIAS0);
+        g[i] = -softplusf(g[i] + bias[i % H]);
     }
 }
 
