@@ -11,6 +11,7 @@
  * context; check-variant. (test_torch.c holds a deltanet checkpoint against
  * scripts/attnlab_torch.py.)
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,54 @@ START_TEST(check_variant_passes)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the study */
+
+/* experiments/hybrid_recall.yaml and hybrid_recall_kjv.yaml, dry-run: the
+ * six models of each seed, every one within 2% of mha's parameters, and
+ * the K/V bytes per token of the stacks mha's times their share of mha
+ * layers (a state layer adds none per token): 0, 1/8, 1/4, 1/2. */
+static void check_study(const char *file, int trials, int seeds)
+{
+    char args[PATH_MAX + 64], *out, *dir = al_test_tmpdir();
+    snprintf(args, sizeof args, "sweep %s/experiments/%s --out %s/r --dry-run", al_test_srcdir(),
+             file, dir);
+    ck_assert_msg(al_test_attnlab(args, &out) == 0, "%s", out);
+    char want[64];
+    snprintf(want, sizeof want, ": %d trials,", trials);
+    ck_assert_msg(strstr(out, want), "want '%s' in %s", want, out);
+    static const char *const ids[] = {"mha", "linear", "deltanet",
+        "deltanet+deltanet+deltanet+deltanet+deltanet+deltanet+deltanet+mha",
+        "deltanet+deltanet+deltanet+mha", "deltanet+mha"};
+    static const double share[] = {1, 0, 0, 0.125, 0.25, 0.5};
+    long mha_kv = -1;
+    for (int i = 0; i < 6; i++) {
+        char key[128];
+        snprintf(key, sizeof key, " %s_seed%d ", ids[i], seeds);
+        const char *l = strstr(out, key);
+        ck_assert_msg(l, "no trial %s in %s", key, out);
+        char var[256];
+        int n_layer, d_ff;
+        long params, to, kv;
+        ck_assert_int_eq(sscanf(l + strlen(key), "%255s %d %d %ld %ld %ld", var, &n_layer, &d_ff,
+                                &params, &to, &kv), 6);
+        ck_assert_int_eq(n_layer, 8);
+        ck_assert_msg(fabs((double)params - to) < 0.02 * to, "%s: %ld params against %ld", ids[i],
+                      params, to);
+        if (i == 0) mha_kv = kv;
+        ck_assert_msg(kv == (long)(share[i] * mha_kv), "%s: %ld bytes/token, mha %ld", ids[i], kv,
+                      mha_kv);
+    }
+    ck_assert_ptr_nonnull(strstr(out, "nothing was trained"));
+    free(out), free(dir);
+}
+
+START_TEST(hybrid_recall_sweeps_hold_six_matched_models)
+{
+    check_study("hybrid_recall.yaml", 60, 10);
+    check_study("hybrid_recall_kjv.yaml", 36, 6);
+}
+END_TEST
+
 Suite *deltanet_suite(void)
 {
     Suite *s = suite_create("deltanet");
@@ -365,6 +414,7 @@ Suite *deltanet_suite(void)
     tcase_add_test(tc, batched_decode_equals_single_decodes);
     tcase_add_test(tc, state_bytes_are_the_formula_at_every_context);
     tcase_add_test(tc, check_variant_passes);
+    tcase_add_test(tc, hybrid_recall_sweeps_hold_six_matched_models);
     suite_add_tcase(s, tc);
     return s;
 }
