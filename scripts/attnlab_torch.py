@@ -404,8 +404,25 @@ class DeltaNet(nn.Module):
             outs.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))             # (B, H, dh)
         o = torch.stack(outs, dim=1)                                         # (B, T, H, dh)
         y = self.o_norm(o) * F.silu(self.wgate(x).view(B, T, H, dh))
-        self.probs = None   # no attention matrix (attnlab attention refuses it)
+        self.saved = (q.detach(), k.detach(), beta.detach(), a.detach())
         return self.wo(y.reshape(B, T, H * dh))
+
+    @property
+    def probs(self):
+        """The last forward's equivalent attention matrix (B, H, T, T): the
+        weight M[i, j] that output o_i gives value v_j, o_i = sum_j M[i, j] v_j,
+        found by running the same recurrence on one-hot values e_j."""
+        q, k, beta, a = self.saved
+        B, T, H, dk = q.shape
+        S = q.new_zeros(B, H, T, dk)
+        rows = []
+        for t in range(T):
+            kt, bt, at = k[:, t], beta[:, t, :, None, None], a[:, t, :, None, None]
+            e = q.new_zeros(B, H, T, 1)
+            e[:, :, t] = 1
+            S = at * (S - bt * (S @ kt.unsqueeze(-1)) @ kt.unsqueeze(-2)) + bt * e @ kt.unsqueeze(-2)
+            rows.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))
+        return torch.stack(rows, dim=2)
 
 
 VARIANTS = {

@@ -155,6 +155,20 @@ static double chunk_vs_recurrence(int T, int C, int dk, int dv, double decay_lo,
                                                r.S + (size_t)T * dv * dk, dv * dk));
     double e = fmax(fmax(rel(dq, r.dq, (int)Tk), rel(dk_, r.dk_, (int)Tk)),
                     fmax(rel(dv_, r.dv_, (int)Tv), fmax(rel(db, r.db, T), rel(dg, r.dg, T))));
+    if (C >= T) {   /* one chunk: the equivalent matrix M, o = M V */
+        float *M = malloc((size_t)T * T * 4);
+        double *mv = calloc(Tv, sizeof(double));
+        al_dn_weights(&s, M, work);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                if (j > i) ck_assert_msg(M[i * T + j] == 0.0f, "M[%d][%d] above the diagonal", i, j);
+                for (int c = 0; c < dv; c++) mv[i * dv + c] += (double)M[i * T + j] * v[j * dv + c];
+            }
+        float *mvf = malloc(Tv * 4);
+        for (size_t i = 0; i < Tv; i++) mvf[i] = (float)mv[i];
+        *worst_o = fmax(*worst_o, rel(mvf, r.o, (int)Tv));
+        free(M), free(mv), free(mvf);
+    }
     if (e > 1e-5)
         fprintf(stderr, "T %d C %d: dq %g dk %g dv %g db %g dg %g\n", T, C, rel(dq, r.dq, (int)Tk),
                 rel(dk_, r.dk_, (int)Tk), rel(dv_, r.dv_, (int)Tv), rel(db, r.db, T),
@@ -165,7 +179,9 @@ static double chunk_vs_recurrence(int T, int C, int dk, int dv, double decay_lo,
 }
 
 /* Chunks of 1 (the recurrence itself), of 4 and 16 with a partial last
- * chunk, one chunk longer than the sequence; mild and strong decays. */
+ * chunk, one chunk longer than the sequence (where the equivalent attention
+ * matrix M of `attnlab attention` must give o = M V too); mild and strong
+ * decays. */
 START_TEST(chunkwise_forward_and_backward_equal_the_recurrence)
 {
     static const int chunks[] = {1, 4, 16, 64};

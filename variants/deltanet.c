@@ -502,6 +502,28 @@ static void dn_decode(const void *ctx, float *out, float *scratch, const float *
     al_linear_row(out, on, w.wo, d.Nv, d.D);
 }
 
+/* ------------------------------------------------------------ pictures */
+
+/* P (H, T, T): the weights M_ij that output i gives value j (after the
+ * convolution), o_i = sum_j M_ij v_j, from the saved q, k, beta and decays
+ * (al_dn_weights): signed, rows not summing to 1 (pictures.weights). A
+ * command's call, not a training step's: the T x T work is allocated here. */
+static void dn_probs(const void *ctx, float *P, const float *act, const float *src,
+                     float *const *p, int T)
+{
+    dims d = get_dims(ctx, 1, T);
+    dn_a a = carve(&d, (float *)act);
+    float *work = malloc(al_dn_work_floats(T, d.dk, d.dv) * sizeof(float));
+    for (int h = 0; h < d.H; h++) {
+        al_dn_seq s = seq_of(&d, &a, h);
+        s.C = T;
+        if (work) al_dn_weights(&s, P + (size_t)h * T * T, work);
+        else for (size_t i = 0; i < (size_t)T * T; i++) P[(size_t)h * T * T + i] = NAN;
+    }
+    free(work);
+    (void)src, (void)p;
+}
+
 /* ------------------------------------------------------------ tables */
 
 static const al_variant_train dn_train = {dn_params, dn_act_floats, dn_scratch_floats,
@@ -514,6 +536,8 @@ static const al_variant_decode dn_decode_table = {
     .decode = dn_decode,
 };
 
+static const al_variant_pictures dn_pictures = {.probs = dn_probs, .shared = 0, .weights = 1};
+
 const al_variant al_variant_deltanet = {
     .api_version = AL_VARIANT_API_VERSION,
     .name = "deltanet",
@@ -524,4 +548,5 @@ const al_variant al_variant_deltanet = {
     .fini = free,
     .train = &dn_train,
     .decode = &dn_decode_table,
+    .pictures = &dn_pictures,
 };

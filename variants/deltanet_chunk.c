@@ -271,6 +271,21 @@ void al_dn_chunk_backward(const al_dn_seq *s, float *dq, float *dk, float *dv, f
     }
 }
 
+/* ------------------------------------------------------------ weights */
+
+/* The sequence as one chunk from S = 0 (s->C >= s->T): O = P D and D = T
+ * diag(b) V, so output i is sum_j M_ij v_j with M = P T diag(b). */
+void al_dn_weights(const al_dn_seq *s, float *M, float *work)
+{
+    int n = s->T;
+    chunk c = carve(work, s->C, s->dk, s->dv);
+    memset(c.dS, 0, (size_t)s->dv * s->dk * sizeof(float));   /* S0 = 0 */
+    setup(s, &c, 0, n, c.dS);
+    al_gemm_nn(M, n, c.P, n, c.T, n, n, n, n, 1.0f, 0.0f);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) M[(size_t)i * n + j] *= s->beta[(size_t)j * s->ldg];
+}
+
 /* ------------------------------------------------------------ one token */
 
 void al_dn_step(float *S, float *o, float *tmp, const float *q, const float *k, const float *v,

@@ -35,6 +35,10 @@ void al_dn_chunk_forward(const al_dn_seq *s, float *o, float *S, float *work);
 void al_dn_chunk_backward(const al_dn_seq *s, float *dq, float *dk, float *dv, float *dbeta,
                           float *dg, const float *dout, const float *S, float *work);
 
+/* The equivalent attention matrix of a sequence of T <= C tokens, M (T, T):
+ * o_i = sum_{j <= i} M_ij v_j (M_ij = 0 above the diagonal). */
+void al_dn_weights(const al_dn_seq *s, float *M, float *work);
+
 /* One token of the recurrence on S (dv, dk), in place: S = a S (I - b k k^T)
  * + b v k^T, then o = S q. tmp holds dv floats. */
 void al_dn_step(float *S, float *o, float *tmp, const float *q, const float *k, const float *v,
