@@ -445,8 +445,8 @@ static void dn_prefill(const void *ctx, al_kv_cache *cache, const float *act, fl
     (void)p;
 }
 
-/* The state row | projections pj (P) | their conv, silu'd (P) | beta, a
- * (H) | o, on, z (Nv) | tmp (dv) | the heads' 1 / norms r (H). */
+/* The state row | projections pj (P) | step_state's scratch (P + dv + H)
+ * | beta, a (H) | o, on, z (Nv). */
 static size_t dn_decode_scratch_floats(const void *ctx, int context)
 {
     dims d = get_dims(ctx, 1, 1);
@@ -471,35 +471,93 @@ static void step_conv(const dims *d, const dn_p *w, float *c, float *win, const 
     memcpy(win + (size_t)(W - 2) * d->P, pj, (size_t)d->P * sizeof(float));
 }
 
+/* One sequence's state row (read at pos, written back): from the token's
+ * projections pj (P) and gates beta, ga (H), its o (Nv). scr holds P + dv
+ * + H floats. */
+static void step_state(const dims *d, const dn_p *w, float *row, float *o, float *scr,
+                       const float *pj, const float *beta, const float *ga, al_kv_cache *cache,
+                       int pos)
+{
+    size_t nrow = state_S(d) + (d->W ? (size_t)(d->W - 1) * d->P : 0);
+    float *c = scr, *tmp = c + d->P, *r = tmp + d->dv;
+    if (pos == 0) memset(row, 0, nrow * sizeof(float));
+    else al_kv_row_get(cache, 0, row);
+    if (d->W) step_conv(d, w, c, row + state_S(d), pj);
+    else memcpy(c, pj, (size_t)d->P * sizeof(float));
+    float *q = c, *k = c + d->Nq, *v = c + 2 * d->Nq;   /* silu, q and k normalised */
+    silu_heads(q, r, q, 1, d->H, d->dk);
+    silu_heads(k, r, k, 1, d->H, d->dk);
+    silu_heads(v, NULL, v, 1, d->H, d->dv);
+    for (int h = 0; h < d->H; h++)
+        al_dn_step(row + (size_t)h * d->dv * d->dk, o + h * d->dv, tmp, q + h * d->dk,
+                   k + h * d->dk, v + h * d->dv, beta[h], expf(ga[h]), d->dk, d->dv);
+    al_kv_row_put(cache, 0, row);   /* rewritten in place */
+}
+
 static void dn_decode(const void *ctx, float *out, float *scratch, const float *x,
                       float *const *p, al_kv_cache *cache, int pos)
 {
     dims d = get_dims(ctx, 1, 1);
     dn_p w = bind(&d, p);
-    size_t nrow = dn_kv_elems(ctx);
-    float *row = scratch, *pj = row + nrow, *c = pj + d.P, *beta = c + d.P, *ga = beta + d.H;
-    float *o = ga + d.H, *on = o + d.Nv, *z = on + d.Nv, *tmp = z + d.Nv, *r = tmp + d.dv;
-    if (pos == 0) memset(row, 0, nrow * sizeof(float));
-    else al_kv_row_get(cache, 0, row);
+    float *row = scratch, *pj = row + dn_kv_elems(ctx), *scr = pj + d.P;
+    float *beta = scr + d.P + d.dv + d.H;
+    float *ga = beta + d.H, *o = ga + d.H, *on = o + d.Nv, *z = on + d.Nv;
     for (int i = 0, at = 0; i < 3; at += width(&d, i), i++)
         al_linear_row(pj + at, x, w.w[i], d.D, width(&d, i));
-    if (d.W) step_conv(&d, &w, c, row + state_S(&d), pj);
-    else memcpy(c, pj, (size_t)d.P * sizeof(float));
-    float *q = c, *k = c + d.Nq, *v = c + 2 * d.Nq;   /* silu, q and k normalised */
-    silu_heads(q, r, q, 1, d.H, d.dk);
-    silu_heads(k, r, k, 1, d.H, d.dk);
-    silu_heads(v, NULL, v, 1, d.H, d.dv);
     al_linear_row(beta, x, w.wbeta, d.D, d.H);
     al_linear_row(ga, x, w.wdecay, d.D, d.H);
     gates_forward(beta, ga, w.bias, 1, d.H);
-    for (int h = 0; h < d.H; h++)
-        al_dn_step(row + (size_t)h * d.dv * d.dk, o + h * d.dv, tmp, q + h * d.dk, k + h * d.dk,
-                   v + h * d.dv, beta[h], expf(ga[h]), d.dk, d.dv);
-    al_kv_row_put(cache, 0, row);   /* rewritten in place */
+    step_state(&d, &w, row, o, scr, pj, beta, ga, cache, pos);
     al_linear_row(z, x, w.wgate, d.D, d.Nv);
     al_rmsnorm_forward(on, NULL, o, w.o_norm, d.H, d.dv, d.eps);
     for (int i = 0; i < d.Nv; i++) on[i] *= siluf(z[i]);
     al_linear_row(out, on, w.wo, d.Nv, d.D);
+}
+
+/* ---- batched decode: B sequences, each projection one product over the
+ * B tokens, each state stepped on its own. */
+
+/* The widest output of a batched step's products (al_linear_forward_few's tmp). */
+static int batch_wide(const dims *d) { return d->D > d->Nv ? (d->D > d->Nq ? d->D : d->Nq)
+                                                            : (d->Nv > d->Nq ? d->Nv : d->Nq); }
+
+/* One state row | step_state's scratch (P + dv + H) | pj (B, P) | proj
+ * (B, Nq or Nv) | beta, ga (B, H) | o, on, z (B, Nv) | tmp (B, widest). */
+static size_t dn_decode_batch_scratch_floats(const void *ctx, int context, int B)
+{
+    dims d = get_dims(ctx, 1, 1);
+    (void)context;
+    return dn_kv_elems(ctx) + d.P + d.dv + d.H +
+           (size_t)B * (d.P + (size_t)(d.Nq > d.Nv ? d.Nq : d.Nv) + 2 * (size_t)d.H +
+                        3 * (size_t)d.Nv + batch_wide(&d));
+}
+
+static void dn_decode_batch(const void *ctx, float *out, float *scratch, const float *x,
+                            float *const *p, al_kv_cache *const *caches, const int *pos, int B)
+{
+    dims d = get_dims(ctx, 1, 1);
+    dn_p w = bind(&d, p);
+    float *row = scratch, *scr = row + dn_kv_elems(ctx), *pj = scr + d.P + d.dv + d.H;
+    float *proj = pj + (size_t)B * d.P;
+    float *beta = proj + (size_t)B * (d.Nq > d.Nv ? d.Nq : d.Nv), *ga = beta + (size_t)B * d.H;
+    float *o = ga + (size_t)B * d.H, *on = o + (size_t)B * d.Nv, *z = on + (size_t)B * d.Nv;
+    float *tmp = z + (size_t)B * d.Nv;
+    for (int i = 0, at = 0; i < 3; at += width(&d, i), i++) {   /* pj[b] = [q | k | v] */
+        al_linear_forward_few(proj, tmp, x, w.w[i], B, d.D, width(&d, i));
+        for (int b = 0; b < B; b++)
+            memcpy(pj + (size_t)b * d.P + at, proj + (size_t)b * width(&d, i),
+                   (size_t)width(&d, i) * sizeof(float));
+    }
+    al_linear_forward_few(beta, tmp, x, w.wbeta, B, d.D, d.H);
+    al_linear_forward_few(ga, tmp, x, w.wdecay, B, d.D, d.H);
+    gates_forward(beta, ga, w.bias, B, d.H);
+    for (int b = 0; b < B; b++)
+        step_state(&d, &w, row, o + (size_t)b * d.Nv, scr, pj + (size_t)b * d.P,
+                   beta + (size_t)b * d.H, ga + (size_t)b * d.H, caches[b], pos[b]);
+    al_linear_forward_few(z, tmp, x, w.wgate, B, d.D, d.Nv);
+    al_rmsnorm_forward(on, NULL, o, w.o_norm, B * d.H, d.dv, d.eps);
+    for (size_t i = 0; i < (size_t)B * d.Nv; i++) on[i] *= siluf(z[i]);
+    al_linear_forward_few(out, tmp, on, w.wo, B, d.Nv, d.D);
 }
 
 /* ------------------------------------------------------------ pictures */
@@ -534,6 +592,8 @@ static const al_variant_decode dn_decode_table = {
     .prefill = dn_prefill,
     .scratch_floats = dn_decode_scratch_floats,
     .decode = dn_decode,
+    .batch_scratch_floats = dn_decode_batch_scratch_floats,
+    .decode_batch = dn_decode_batch,
 };
 
 static const al_variant_pictures dn_pictures = {.probs = dn_probs, .shared = 0, .weights = 1};
