@@ -7,9 +7,10 @@
  * every optional setting a variant has (mla with d_q_latent); and
  * `attnlab attention`'s probabilities equal the script's to 1e-5 for the
  * same variants (weights scaled up so the maps are far from uniform) and
- * for mha without the causal mask; the same for two model.layer_attention
- * stacks, [gqa n_kv_head 2, mha] and [mla, mqa] (the script reads each
- * layer's attention from the checkpoint). Skipped, with
+ * for mha without the causal mask; the same for three model.layer_attention
+ * stacks, [gqa n_kv_head 2, mha], [mla, mqa] and the hybrid [deltanet, mha]
+ * (the script reads each layer's attention from the checkpoint; deltanet's
+ * "probabilities" are its equivalent attention matrix). Skipped, with
  * a message, where torch is absent (AL_TORCH_PYTHON names another interpreter).
  *
  * torch takes seconds to import, so one unchecked fixture prepares every
@@ -103,8 +104,8 @@ static void list_cases(void)
             P.n++;
         }
     }
-    static const char *const stacks[][2] = {{"gqa", "mha"}, {"mla", "mqa"}};
-    for (int s = 0; s < 2; s++) {   /* alternating stacks: every layer its own variant */
+    static const char *const stacks[][2] = {{"gqa", "mha"}, {"mla", "mqa"}, {"deltanet", "mha"}};
+    for (int s = 0; s < 3; s++) {   /* alternating stacks: every layer its own variant */
         ck_assert_msg(P.n < MAX_CASES, "more PyTorch cases than MAX_CASES (%d)", MAX_CASES);
         pcase *c = &P.c[P.n++];
         memset(c, 0, sizeof *c);
