@@ -342,6 +342,44 @@ class GLA(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
+class Linear(nn.Module):
+    """linear (docs/state-layers.md): gated linear attention, a state layer,
+    written as its recurrence, token by token. Per head h:
+    q = wq_h x / sqrt(d_key), k = wk_h x, v = wv_h x,
+    a = exp(-softplus(w_decay_h . x + b_decay_h)),
+    S_t = a_t S_{t-1} + v_t k_t^T (S: d_head x d_key), o_t = S_t q_t,
+    out = wo [o of every head]. probs: the equivalent attention matrix,
+    q_i . k_j times the product of a over j < t <= i (j <= i), weights that
+    are not probabilities."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
+        dk = int(a.get("d_key", 0)) or dh
+        self.H, self.dk, self.dh = H, dk, dh
+        self.wq, self.wk, self.wv = linear(D, H * dk), linear(D, H * dk), linear(D, H * dh)
+        self.w_decay, self.wo = linear(D, H), linear(H * dh, D)
+        self.b_decay = nn.Module()   # the checkpoint's "b_decay.weight", one per head
+        self.b_decay.weight = nn.Parameter(torch.zeros(H))
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dk, dh = self.H, self.dk, self.dh
+        q = self.wq(x).view(B, T, H, dk) / math.sqrt(dk)
+        k, v = self.wk(x).view(B, T, H, dk), self.wv(x).view(B, T, H, dh)
+        loga = -F.softplus(self.w_decay(x) + self.b_decay.weight)       # (B, T, H)
+        S, ys = x.new_zeros(B, H, dh, dk), []
+        for t in range(T):
+            S = loga[:, t].exp()[:, :, None, None] * S + v[:, t, :, :, None] * k[:, t, :, None, :]
+            ys.append(torch.einsum("bhrk,bhk->bhr", S, q[:, t]))
+        y = torch.stack(ys, dim=1)                                     # (B, T, H, dh)
+        L = loga.cumsum(dim=1).transpose(1, 2)                         # (B, H, T)
+        below = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        decay = torch.where(below, L[..., :, None] - L[..., None, :], -math.inf).exp()
+        self.probs = torch.einsum("bihk,bjhk->bhij", q, k) * decay
+        return self.wo(y.reshape(B, T, H * dh))
+
+
 class Tensor(nn.Module):
     """One tensor the checkpoint names NAME.weight that is no linear map: a
     convolution's filters, a bias."""
@@ -434,6 +472,7 @@ VARIANTS = {
     "tpa": TPA,
     "gla": GLA,
     "local": Local,
+    "linear": Linear,
     "deltanet": DeltaNet,
 }
 
