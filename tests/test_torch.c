@@ -423,7 +423,7 @@ START_TEST(torch_agrees_on_alternating_layer_attention_stacks)
         ck_assert_msg(strstr(s, "attention ok"), "%s:\n%s", c->name, s);
         free(s);
     }
-    ck_assert_int_eq(stacks, 3);
+    ck_assert_int_eq(stacks, 4);
 }
 END_TEST
 
