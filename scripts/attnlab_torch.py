@@ -342,6 +342,127 @@ class GLA(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
+class Linear(nn.Module):
+    """linear (docs/state-layers.md): gated linear attention, a state layer,
+    written as its recurrence, token by token. Per head h:
+    q = wq_h x / sqrt(d_key), k = wk_h x, v = wv_h x,
+    a = exp(-softplus(w_decay_h . x + b_decay_h)),
+    S_t = a_t S_{t-1} + v_t k_t^T (S: d_head x d_key), o_t = S_t q_t,
+    out = wo [o of every head]. probs: the equivalent attention matrix,
+    q_i . k_j times the product of a over j < t <= i (j <= i), weights that
+    are not probabilities."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
+        dk = int(a.get("d_key", 0)) or dh
+        self.H, self.dk, self.dh = H, dk, dh
+        self.wq, self.wk, self.wv = linear(D, H * dk), linear(D, H * dk), linear(D, H * dh)
+        self.w_decay, self.wo = linear(D, H), linear(H * dh, D)
+        self.b_decay = nn.Module()   # the checkpoint's "b_decay.weight", one per head
+        self.b_decay.weight = nn.Parameter(torch.zeros(H))
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dk, dh = self.H, self.dk, self.dh
+        q = self.wq(x).view(B, T, H, dk) / math.sqrt(dk)
+        k, v = self.wk(x).view(B, T, H, dk), self.wv(x).view(B, T, H, dh)
+        loga = -F.softplus(self.w_decay(x) + self.b_decay.weight)       # (B, T, H)
+        S, ys = x.new_zeros(B, H, dh, dk), []
+        for t in range(T):
+            S = loga[:, t].exp()[:, :, None, None] * S + v[:, t, :, :, None] * k[:, t, :, None, :]
+            ys.append(torch.einsum("bhrk,bhk->bhr", S, q[:, t]))
+        y = torch.stack(ys, dim=1)                                     # (B, T, H, dh)
+        L = loga.cumsum(dim=1).transpose(1, 2)                         # (B, H, T)
+        below = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        decay = torch.where(below, L[..., :, None] - L[..., None, :], -math.inf).exp()
+        self.probs = torch.einsum("bihk,bjhk->bhij", q, k) * decay
+        return self.wo(y.reshape(B, T, H * dh))
+
+
+class Tensor(nn.Module):
+    """One tensor the checkpoint names NAME.weight that is no linear map: a
+    convolution's filters, a bias."""
+
+    def __init__(self, *shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(*shape))
+
+
+class DeltaNet(nn.Module):
+    """Gated DeltaNet (Yang, Kautz, Hatamizadeh 2024, arXiv 2412.06464), in
+    its recurrent form, token by token (attnlab trains the chunkwise form;
+    this is the definition it must equal). Per head, dk = d_key (0: d_head):
+    q, k, v = silu(conv(wq x)), silu(conv(wk x)), silu(conv(wv x)), the conv
+    causal and depthwise of width `conv` (0: none), its filters stored as
+    their difference from the identity (conv_q[c, conv-1] + 1 weighs the
+    current input); q, k L2-normalised (eps 1e-6 under the root);
+    beta = sigmoid(wbeta x), a = exp(-softplus(wdecay x + decay_bias));
+    S = a S (I - beta k k^T) + beta v k^T, o = S q;
+    y = rmsnorm_head(o) * o_norm * silu(wgate x); out = wo y."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh, eps = cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["norm_eps"]
+        dk, W = int(a.get("d_key", 0)) or dh, int(a.get("conv", 4))
+        self.H, self.dk, self.dh, self.W = H, dk, dh, W
+        self.wq, self.wk, self.wv = linear(D, H * dk), linear(D, H * dk), linear(D, H * dh)
+        if W:
+            self.conv_q, self.conv_k = Tensor(H * dk, W), Tensor(H * dk, W)
+            self.conv_v = Tensor(H * dh, W)
+        self.wbeta, self.wdecay, self.decay_bias = linear(D, H), linear(D, H), Tensor(H)
+        self.wgate, self.o_norm, self.wo = linear(D, H * dh), RMSNorm(dh, eps), linear(H * dh, D)
+
+    def conv(self, x, filt):
+        """x (B, T, C): out[t] = x[t] + sum_j filt[:, j] x[t - (W-1) + j]."""
+        if not self.W:
+            return x
+        W, C = self.W, x.shape[-1]
+        w = filt.weight.clone()
+        w[:, W - 1] += 1
+        y = F.conv1d(F.pad(x.transpose(1, 2), (W - 1, 0)), w.unsqueeze(1), groups=C)
+        return y.transpose(1, 2)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dk, dh = self.H, self.dk, self.dh
+        convs = (self.conv_q, self.conv_k, self.conv_v) if self.W else (None,) * 3
+        q, k, v = (F.silu(self.conv(w(x), c)) for w, c in zip((self.wq, self.wk, self.wv), convs))
+        q, k, v = q.view(B, T, H, dk), k.view(B, T, H, dk), v.view(B, T, H, dh)
+        q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)
+        k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+        beta = torch.sigmoid(self.wbeta(x))                                  # (B, T, H)
+        a = torch.exp(-F.softplus(self.wdecay(x) + self.decay_bias.weight))
+        S = x.new_zeros(B, H, dh, dk)
+        outs = []
+        for t in range(T):
+            kt, bt, at = k[:, t], beta[:, t, :, None, None], a[:, t, :, None, None]
+            Sk = S @ kt.unsqueeze(-1)                                        # (B, H, dh, 1)
+            S = at * (S - bt * Sk @ kt.unsqueeze(-2)) + bt * v[:, t].unsqueeze(-1) @ kt.unsqueeze(-2)
+            outs.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))             # (B, H, dh)
+        o = torch.stack(outs, dim=1)                                         # (B, T, H, dh)
+        y = self.o_norm(o) * F.silu(self.wgate(x).view(B, T, H, dh))
+        self.saved = (q.detach(), k.detach(), beta.detach(), a.detach())
+        return self.wo(y.reshape(B, T, H * dh))
+
+    @property
+    def probs(self):
+        """The last forward's equivalent attention matrix (B, H, T, T): the
+        weight M[i, j] that output o_i gives value v_j, o_i = sum_j M[i, j] v_j,
+        found by running the same recurrence on one-hot values e_j."""
+        q, k, beta, a = self.saved
+        B, T, H, dk = q.shape
+        S = q.new_zeros(B, H, T, dk)
+        rows = []
+        for t in range(T):
+            kt, bt, at = k[:, t], beta[:, t, :, None, None], a[:, t, :, None, None]
+            e = q.new_zeros(B, H, T, 1)
+            e[:, :, t] = 1
+            S = at * (S - bt * (S @ kt.unsqueeze(-1)) @ kt.unsqueeze(-2)) + bt * e @ kt.unsqueeze(-2)
+            rows.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))
+        return torch.stack(rows, dim=2)
+
+
 VARIANTS = {
     "mha": lambda cfg, a, consumer=False: GQA(cfg, cfg["n_head"], consumer),
     "mqa": lambda cfg, a, consumer=False: GQA(cfg, 1, consumer),
@@ -351,6 +472,8 @@ VARIANTS = {
     "tpa": TPA,
     "gla": GLA,
     "local": Local,
+    "linear": Linear,
+    "deltanet": DeltaNet,
 }
 
 

@@ -198,10 +198,13 @@ START_TEST(causal_model_ignores_future_tokens)
 }
 END_TEST
 
+/* (A state layer, AL_KV_STATE, is causal by construction: the ablation
+ * leaves it causal, docs/state-layers.md.) */
 START_TEST(non_causal_model_sees_future_tokens)
 {
     for (int i = 0; i < al_variant_count(); i++)
-        ck_assert_double_gt(max_change_before(al_variant_at(i), 0, 3), 1e-4);
+        if (al_variant_at(i)->decode->storage != AL_KV_STATE)
+            ck_assert_double_gt(max_change_before(al_variant_at(i), 0, 3), 1e-4);
 }
 END_TEST
 

@@ -738,7 +738,7 @@ const al_variant_decode al_gla_decode_table = {
     .batch_scratch_floats = gla_decode_batch_scratch_floats,
     .decode_batch = gla_decode_batch,
 };
-const al_variant_pictures al_gla_pictures = {gla_probs, 0};
+const al_variant_pictures al_gla_pictures = {.probs = gla_probs, .shared = 0};
 
 const al_variant al_variant_gla = {
     .api_version = AL_VARIANT_API_VERSION,

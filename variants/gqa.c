@@ -401,7 +401,7 @@ const al_variant_train al_gqa_train = {gqa_params, gqa_act_floats, gqa_scratch_f
 const al_variant_decode al_gqa_decode_table = {AL_GQA_DECODE_MEMBERS};
 const al_variant_share al_gqa_share = {share_params, share_act_floats, share_forward,
                                        share_backward, share_decode};
-const al_variant_pictures al_gqa_pictures = {gqa_probs, 1};
+const al_variant_pictures al_gqa_pictures = {.probs = gqa_probs, .shared = 1};
 const al_variant_costs al_gqa_costs = {gqa_train_cost, gqa_prefill_cost, gqa_decode_cost,
                                       NULL};
 

@@ -429,7 +429,7 @@ static const al_variant_decode gta_decode_table = {
     .batch_scratch_floats = gta_decode_batch_scratch_floats,
     .decode_batch = gta_decode_batch,
 };
-static const al_variant_pictures gta_pictures = {gta_probs, 0};
+static const al_variant_pictures gta_pictures = {.probs = gta_probs, .shared = 0};
 
 const al_variant al_variant_gta = {
     .api_version = AL_VARIANT_API_VERSION,

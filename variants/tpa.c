@@ -631,7 +631,7 @@ static const al_variant_decode tpa_decode_table = {
     .batch_scratch_floats = tpa_decode_batch_scratch_floats,
     .decode_batch = tpa_decode_batch,
 };
-static const al_variant_pictures tpa_pictures = {tpa_probs, 0};
+static const al_variant_pictures tpa_pictures = {.probs = tpa_probs, .shared = 0};
 
 const al_variant al_variant_tpa = {
     .api_version = AL_VARIANT_API_VERSION,

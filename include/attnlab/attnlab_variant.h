@@ -199,6 +199,14 @@ typedef struct al_variant_pictures {
     /* 1 when probs takes a src (a consumer's pictures); 0: `attnlab
      * attention` refuses a shared model. */
     int shared;
+    /* 1 when probs writes weights, not probabilities: a state layer's
+     * equivalent attention matrix (linear: the decayed q.k products), row
+     * i the weights that output i gives values 0..i, signed, rows not
+     * summing to 1, still 0 above the diagonal. check-variant then skips
+     * the checks that assume a softmax (probs.rows, probs.forward), and
+     * `attnlab attention` draws them on a signed scale and leaves the
+     * head statistics blank (docs/state-layers.md). */
+    int weights;
 } al_variant_pictures;
 
 /* ------------------------------------------------------------ costs */

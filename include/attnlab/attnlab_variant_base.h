@@ -9,6 +9,7 @@
 #ifndef ATTNLAB_VARIANT_BASE_H
 #define ATTNLAB_VARIANT_BASE_H
 
+#include <math.h>
 #include <stddef.h>
 
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
@@ -43,8 +44,20 @@ enum al_init {
     AL_INIT_NORMAL = 0,   /* normal(0, 0.02) */
     AL_INIT_RESID = 1,    /* normal(0, 0.02 / sqrt(2 * n_layer)): output projections */
     AL_INIT_ONES = 2,     /* norm weights */
-    AL_INIT_ZEROS = 3
+    AL_INIT_ZEROS = 3,
+    /* A state layer's per-head decay bias b (1-D, one per head): element j
+     * of n is log(expm1(1 / tau_j)), tau_j = 4 * 64^(j / (n - 1)) tokens,
+     * so that a = exp(-softplus(b)) = exp(-1 / tau_j) spans the decays
+     * 0.78 .. 0.996 across heads (RetNet's multi-scale decays). */
+    AL_INIT_DECAY = 4
 };
+
+/* The value AL_INIT_DECAY gives element j of n. */
+static inline double al_init_decay_value(int j, int n)
+{
+    double tau = 4.0 * pow(64.0, n > 1 ? (double)j / (n - 1) : 0.5);
+    return log(expm1(1.0 / tau));
+}
 
 /* One parameter tensor. Named without the layer prefix and without the
  * ".weight" suffix: "wq" becomes "blocks.{i}.attn.wq.weight". A 1-D tensor

@@ -35,9 +35,11 @@ static const al_cli_spec kv_spec = {
     "then the whole cache at a context of N tokens (--context, default the\n"
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
     "holds fewer rows than tokens; a model.kv_share consumer 0 bytes, kv_from naming\n"
-    "the layer whose cache it reads) and summed. A model.layer_attention stack\n"
-    "also gets a line per layer (its attention and its share per token) before\n"
-    "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
+    "the layer whose cache it reads; a state layer such as `linear` one row, its\n"
+    "state, f32 at every dtype and context, marked storage=state) and summed. A\n"
+    "model.layer_attention stack also gets a line per layer (its attention and\n"
+    "its share per token, or a state layer's state bytes) before the sums. int8\n"
+    "and int4 caches (KIVI-style) are counted with their scales,\n"
     "zero-points and the f32 window of recent tokens, which does not grow with\n"
     "the context: their per-token figure is the bytes at the trained seq_len over\n"
     "seq_len. `attnlab generate --stats` measures the same figures from the\n"
@@ -57,6 +59,12 @@ static void print_layers(const al_model_config *m)
         char label[128];
         al_sweep_attn_label(label, sizeof label, &a);
         size_t el = al_model_layer_kv_elems(m, l);
+        al_kv_layout o = al_model_layer_kv_layout(m, l, 1);
+        if (o.state && !al_config_kv_consumer(m, l)) {   /* a state layer adds nothing per token */
+            printf("layer %d: %s state_elements=%zu state_bytes=%zu (f32, the same at every "
+                   "context)\n", l, label, o.elems, o.elems * sizeof(float));
+            continue;
+        }
         printf("layer %d: %s kv_elements_per_token=%zu kv_bytes_per_token: f32=%zu bf16=%zu "
                "f16=%zu\n", l, label, el, el * al_kv_dtype_size(AL_KV_F32),
                el * al_kv_dtype_size(AL_KV_BF16), el * al_kv_dtype_size(AL_KV_F16));
@@ -81,6 +89,8 @@ static void print_kv_at(const al_model_config *m, int context)
                al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
         if (al_config_kv_consumer(m, l))   /* model.kv_share: whose cache it reads */
             printf(" kv_from=%d", al_config_kv_src(m, l));
+        else if (al_model_layer_kv_layout(m, l, context).state)   /* held whole, f32 */
+            printf(" storage=state");
         putchar('\n');
     }
     if (m->n_layer > KV_LINES)

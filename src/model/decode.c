@@ -144,6 +144,7 @@ size_t al_decoder_row_bytes(const al_decoder *d)
     for (int l = 0; l < d->m->cfg.n_layer; l++) {
         const al_kv_cache *c = d->cache[(size_t)l * d->batch];
         if (!c) continue;   /* a kv_share consumer */
+        if (d->m->layers[l].attn->decode->storage == AL_KV_STATE) continue;   /* none per token */
         n += al_kv_cache_bytes(c) / (size_t)al_kv_cache_context(c);
     }
     return n;

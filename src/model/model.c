@@ -135,6 +135,7 @@ void al_model_init_weights(al_model *m, uint64_t seed)
             case AL_INIT_NORMAL: p[j] = (float)(0.02 * al_rng_normal(&rng)); break;
             case AL_INIT_RESID: p[j] = (float)(resid * al_rng_normal(&rng)); break;
             case AL_INIT_ONES: p[j] = 1.0f; break;
+            case AL_INIT_DECAY: p[j] = (float)al_init_decay_value((int)j, (int)t->numel); break;
             default: p[j] = 0.0f; break;
             }
         }

@@ -25,6 +25,8 @@ extern const al_variant al_variant_gta;
 extern const al_variant al_variant_gla;
 extern const al_variant al_variant_tpa;
 extern const al_variant al_variant_local;
+extern const al_variant al_variant_linear;
+extern const al_variant al_variant_deltanet;
 
 static const al_variant *const builtins[] = {
     &al_variant_mha,
@@ -35,6 +37,8 @@ static const al_variant *const builtins[] = {
     &al_variant_gla,
     &al_variant_tpa,
     &al_variant_local,
+    &al_variant_linear,
+    &al_variant_deltanet,
     NULL,
 };
 

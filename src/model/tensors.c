@@ -49,7 +49,7 @@ static int check_attn_params(const al_attn_item *t, const char *v, al_err *e)
             return al_errf(e, "%s: tensor '%s' has shape [%d, %d]; "
                            "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
                            p->rows, p->cols, INT_MAX);
-        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
+        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_DECAY)
             return al_errf(e, "%s: tensor '%s' has init %d, not "
                            "one of enum al_init", v, p->name, p->init);
     }

@@ -287,7 +287,7 @@ static const al_variant_decode swa_decode_table = {
     .scratch_floats = swa_decode_scratch_floats,
     .decode = swa_decode,
 };
-static const al_variant_pictures swa_pictures = {swa_probs, 0};
+static const al_variant_pictures swa_pictures = {.probs = swa_probs, .shared = 0};
 
 static const al_variant swa = {
     .api_version = AL_VARIANT_API_VERSION,
