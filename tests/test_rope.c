@@ -23,6 +23,7 @@
 #include "al_decode.h"
 #include "al_kernels.h"
 #include "al_registry.h"
+#include "al_sweep_spec.h"
 #include "al_test.h"
 #include "al_test_model.h"
 
@@ -423,6 +424,54 @@ START_TEST(torch_loader_scores_a_scaled_checkpoint_as_attnlab_does)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the experiment */
+
+/* experiments/long_context.yaml plans what its header says: 8 base
+ * configurations (4 attentions, RoPE or NoPE every fourth layer) x 3 seeds
+ * at 256, each fine-tuned at 1,024 for a tenth of its steps under each of
+ * the 4 scalings (factor 4 from 256); --dry-run accepts it. */
+START_TEST(long_context_experiment_plans_its_stages)
+{
+    char path[1024], args[2048], *out = NULL;
+    snprintf(path, sizeof path, "%s/experiments/long_context.yaml", al_test_srcdir());
+    al_sweep s;
+    al_err e;
+    ck_assert_msg(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(s.n_trials, 8 * 3 + 8 * 4 * 3);
+    int nope = 0, kinds[4] = {0};
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        const al_model_config *m = &t->cfg.model;
+        al_rope r3 = al_config_layer_rope(m, 3), r0 = al_config_layer_rope(m, 0);
+        ck_assert(r0.fraction == 1.0f);
+        nope += r3.fraction == 0.0f;
+        if (t->stage == 0) {
+            ck_assert_int_eq(m->seq_len, 256);
+            ck_assert_int_eq(r0.kind, AL_ROPE_NONE);
+            ck_assert_int_eq(t->cfg.train.steps, 2000);
+            continue;
+        }
+        ck_assert_int_eq(m->seq_len, 1024);
+        ck_assert_int_ge(t->upstream, 0);
+        ck_assert_int_eq(t->cfg.train.steps, 200);
+        kinds[r0.kind]++;
+        if (r0.kind != AL_ROPE_NONE)
+            ck_assert(r0.factor == 4.0f && r0.original_seq_len == 256);
+    }
+    ck_assert_int_eq(nope, s.n_trials / 2);
+    for (int k = 0; k < 4; k++) ck_assert_int_eq(kinds[k], 24);
+    ck_assert_int_eq(s.eval.n_pk_lengths, 5);
+    ck_assert_int_eq(s.eval.pk_lengths[4], 4096);
+    al_sweep_free(&s);
+    char *dir = al_test_tmpdir();
+    snprintf(args, sizeof args, "sweep %s --out %s/r --dry-run", path, dir);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "120 trials") && strstr(out, "stage long: trials 24-119"), "%s",
+                  out);
+    free(out);
+}
+END_TEST
+
 Suite *rope_suite(void)
 {
     Suite *s = suite_create("rope");
@@ -437,6 +486,7 @@ Suite *rope_suite(void)
     tcase_add_test(tc, config_and_checkpoint_round_trip_the_keys);
     tcase_add_test(tc, bad_values_are_one_line_errors);
     tcase_add_test(tc, torch_loader_scores_a_scaled_checkpoint_as_attnlab_does);
+    tcase_add_test(tc, long_context_experiment_plans_its_stages);
     suite_add_tcase(s, tc);
     return s;
 }
