@@ -338,6 +338,7 @@ START_TEST(bad_values_are_one_line_errors)
         {"model: {n_layer: 2, layer_attention: [{variant: mha, rope_fraction: -1}]}\n",
          "rope_fraction' (-1) must be in [0, 1]"},
         {"model: {attention: {variant: mha, rope_fraction: 0}}\n", "unknown key 'rope_fraction'"},
+        {"model: {rope_scaling: {kind: ntk}}\n", "'model.rope_scaling.factor' must be given"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *p = al_test_write(dir, "bad.yaml", bad[i][0]);

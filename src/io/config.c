@@ -699,6 +699,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
         (c->train.precision[0] &&   /* "" (a config built in code) is f32 */
          check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)))
         return -1;
+    const al_rope_scaling *sc = &m->rope_scaling;
+    if (al_rope_kind_of(sc->kind) > AL_ROPE_NONE && sc->factor == 1.0)   /* a scaling that does nothing */
+        return al_cfg_verr(e, c, root, "model.rope_scaling.factor", "'model.rope_scaling.factor' "
+                           "must be given (and not 1) with kind %s", sc->kind);
     return check_variant(c, root, e);
 }
 
