@@ -107,6 +107,7 @@ START_TEST(each_scaling_kind_equals_pytorch_past_T0)
     }
     fclose(f);
     free(c);
+    free(dir);
 }
 END_TEST
 
@@ -300,6 +301,7 @@ START_TEST(config_and_checkpoint_round_trip_the_keys)
     al_config c;
     al_err e;
     ck_assert_msg(al_config_load(path, NULL, 0, &c, &e) == 0, "%s", e.msg);
+    free(path);
     al_rope r0 = al_config_layer_rope(&c.model, 0), r3 = al_config_layer_rope(&c.model, 3);
     ck_assert_int_eq(r0.kind, AL_ROPE_NTK);
     ck_assert(r0.fraction == 0.25f && r3.fraction == 0.0f && r0.factor == 2.5f);
@@ -325,6 +327,7 @@ START_TEST(config_and_checkpoint_round_trip_the_keys)
     char *json = al_config_model_json(&plain);
     ck_assert_msg(!strstr(json, "rope_scaling") && !strstr(json, "rope_fraction"), "%s", json);
     free(json);
+    free(dir);
 }
 END_TEST
 
@@ -359,6 +362,7 @@ START_TEST(bad_values_are_one_line_errors)
             ck_assert_msg(strchr(out, '\n') == strrchr(out, '\n'), "not one line: %s", out);
             free(out);
         }
+    free(dir);
 }
 END_TEST
 
@@ -422,6 +426,7 @@ START_TEST(torch_loader_scores_a_scaled_checkpoint_as_attnlab_does)
     ck_assert_msg(fabs(ours[0] - ours[3]) > 1e-3 && fabs(ours[1] - ours[3]) > 1e-3 &&
                   fabs(ours[2] - ours[3]) > 1e-4,
                   "scores %g %g %g %g barely differ", ours[0], ours[1], ours[2], ours[3]);
+    free(dir);
 }
 END_TEST
 
@@ -470,6 +475,7 @@ START_TEST(long_context_experiment_plans_its_stages)
     ck_assert_msg(strstr(out, "120 trials") && strstr(out, "stage long: trials 24-119"), "%s",
                   out);
     free(out);
+    free(dir);
 }
 END_TEST
 
