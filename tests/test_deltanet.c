@@ -212,7 +212,7 @@ START_TEST(layer_gradients_match_finite_differences_for_every_tensor)
 {
     static const double sets[][3] = {{6, 4, 4}, {0, 0, 4}, {0, 3, 64}};
     for (int c = 0; c < 3; c++) {
-        al_attn_shape s = {16, 2, 8, 16, 1, 10000.0f, 1e-5f, {sets[c][0], sets[c][1], sets[c][2]}};
+        al_attn_shape s = {16, 2, 8, 16, 1, 10000.0f, 1e-5f, {sets[c][0], sets[c][1], sets[c][2]}, .rope = {.base = 0}};
         al_check_layer t;
         al_check_layer_init(&t, deltanet(), &s, 2, 11, 5 + c);
         al_check_layer_loss(&t);

@@ -115,7 +115,7 @@ static void layer_init(layer *L, const dims *d, int chunk, int B, int T, uint64_
 {
     memset(L, 0, sizeof *L);
     L->d = *d, L->B = B, L->T = T;
-    al_attn_shape s = {d->D, d->H, d->dh, 16, 1, 10000.0f, 1e-5f, {0}};
+    al_attn_shape s = {d->D, d->H, d->dh, 16, 1, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     s.set[al_variant_setting_index(V(), "d_key")] = d->dk == d->dh ? 0 : d->dk;
     s.set[al_variant_setting_index(V(), "chunk")] = chunk;
     L->ctx = al_test_ctx_of(V(), &s);

@@ -137,15 +137,12 @@ static size_t gta_scratch_floats(const void *ctx, int B, int T)
 static size_t gta_kv_elems(const void *ctx) { return get_dims(ctx, 1, 1).row; }
 
 /* RoPE (sign > 0) or its inverse on the last half of every query head of
- * q (B, T, H*dh): one call per head, the halves being dh apart. */
-static void rope_query_halves(float *q, const dims *d, int B, int T, int pos0, float base,
-                              int sign)
+ * q (B, T, H*dh): one strided call, the halves being dh apart. */
+static void rope_query_halves(float *q, const dims *d, int B, int T, int pos0,
+                              const al_attn_shape *s, int sign)
 {
-    for (int h = 0; h < d->H; h++) {
-        float *x = q + (size_t)h * d->dh + d->r;
-        if (sign > 0) al_rope_forward(x, B, T, 1, d->r, d->H * d->dh, pos0, base);
-        else al_rope_backward(x, B, T, 1, d->r, d->H * d->dh, pos0, base);
-    }
+    if (sign > 0) al_rope_layer_forward(q + d->r, B, T, d->H, d->r, d->dh, d->H * d->dh, pos0, s);
+    else al_rope_layer_backward(q + d->r, B, T, d->H, d->r, d->dh, d->H * d->dh, pos0, s);
 }
 
 /* kf[i, g] = [st[i, g, :r] | kr[i]] for every token i and group g. */
@@ -170,8 +167,8 @@ static void gta_forward(const void *ctx, float *out, float *act, float *scratch,
     al_linear_forward(a.q, x, p[0], d.BT, d.D, Hd);    /* q = x . wq^T */
     al_linear_forward(a.st, x, p[1], d.BT, d.D, Gd);   /* s = x . wkv^T */
     al_linear_forward(a.kr, x, p[2], d.BT, d.D, d.r);  /* k_r = rope(x . wkr^T) */
-    rope_query_halves(a.q, &d, B, T, 0, s->rope_base, 1);
-    al_rope_forward(a.kr, B, T, 1, d.r, d.r, 0, s->rope_base);
+    rope_query_halves(a.q, &d, B, T, 0, s, 1);
+    al_rope_layer_forward(a.kr, B, T, 1, d.r, d.r, d.r, 0, s);
     assemble_keys(a.kf, a.st, a.kr, &d);
     al_attn_forward(a.y, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh, gta_scale(&d),
                     s->causal);
@@ -212,8 +209,8 @@ static void gta_backward(const void *ctx, float *dx, float *const *dp, float *sc
     al_attn_backward(dq, dkf, dst, dy, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh,
                      gta_scale(&d), s->causal);
     split_key_grads(dst, dkr, dkf, &d);
-    rope_query_halves(dq, &d, B, T, 0, s->rope_base, -1);
-    al_rope_backward(dkr, B, T, 1, d.r, d.r, 0, s->rope_base);
+    rope_query_halves(dq, &d, B, T, 0, s, -1);
+    al_rope_layer_backward(dkr, B, T, 1, d.r, d.r, d.r, 0, s);
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], d.BT, d.D, Hd, 0.0f, 0.0f);
     al_linear_backward_beta(dx, dp[1], dst, x, p[1], d.BT, d.D, Gd, 1.0f, 0.0f);
     al_linear_backward_beta(dx, dp[2], dkr, x, p[2], d.BT, d.D, d.r, 1.0f, 0.0f);
@@ -312,8 +309,8 @@ static void gta_decode(const void *ctx, float *out, float *scratch, const float 
     al_linear_row(q, x, p[0], d.D, Hd);          /* q = x . wq^T */
     al_linear_row(row, x, p[1], d.D, Gd);        /* s = x . wkv^T */
     al_linear_row(row + Gd, x, p[2], d.D, d.r);  /* k_r = rope(x . wkr^T) */
-    rope_query_halves(q, &d, 1, 1, pos, s->rope_base, 1);
-    al_rope_forward(row + Gd, 1, 1, 1, d.r, d.r, pos, s->rope_base);
+    rope_query_halves(q, &d, 1, 1, pos, s, 1);
+    al_rope_layer_forward(row + Gd, 1, 1, 1, d.r, d.r, d.r, pos, s);
     al_kv_row_put(cache, pos, row);
     attend(y, buf, q, cache, pos + 1, &d);
     al_linear_row(out, y, p[3], Hd, d.D);        /* out = y . wo^T */
@@ -368,8 +365,8 @@ static void gta_decode_batch(const void *ctx, float *out, float *scratch, const 
     al_linear_forward_few(st, tmp, x, p[1], B, d.D, Gd);    /* s = x . wkv^T */
     al_linear_forward_few(kr, tmp, x, p[2], B, d.D, d.r);   /* k_r = rope(x . wkr^T) */
     for (int b = 0; b < B; b++) {   /* each token at its own position */
-        rope_query_halves(q + (size_t)b * Hd, &d, 1, 1, pos[b], s->rope_base, 1);
-        al_rope_forward(kr + (size_t)b * d.r, 1, 1, 1, d.r, d.r, pos[b], s->rope_base);
+        rope_query_halves(q + (size_t)b * Hd, &d, 1, 1, pos[b], s, 1);
+        al_rope_layer_forward(kr + (size_t)b * d.r, 1, 1, 1, d.r, d.r, d.r, pos[b], s);
         al_kv_put(caches[b], pos[b], 0, Gd, st + (size_t)b * Gd);
         al_kv_put(caches[b], pos[b], Gd, d.r, kr + (size_t)b * d.r);
     }

@@ -253,8 +253,8 @@ static void factors_forward(const al_attn_shape *s, const dims *d, float *const 
     al_linear_forward(a->av, x, p[P_AV], d->BT, d->D, d->H * d->rv);
     al_linear_forward(a->bv, x, p[P_BV], d->BT, d->D, d->rv * d->dh);
     /* each feature factor is rotated as one head of width dh */
-    al_rope_forward(a->bq, B, T, d->rq, d->dh, d->rq * d->dh, 0, s->rope_base);
-    al_rope_forward(a->bk, B, T, d->rk, d->dh, d->rk * d->dh, 0, s->rope_base);
+    al_rope_layer_forward(a->bq, B, T, d->rq, d->dh, d->dh, d->rq * d->dh, 0, s);
+    al_rope_layer_forward(a->bk, B, T, d->rk, d->dh, d->dh, d->rk * d->dh, 0, s);
 }
 
 static void tpa_forward(const void *ctx, float *out, float *act, float *scratch,
@@ -282,7 +282,7 @@ static void factor_backward(const al_attn_shape *s, const dims *d, float *dx, fl
                             const float *wb, int R, int rope, float beta_x, int B, int T)
 {
     uncontract(dA, dB, dhead, A, Bf, d, R, d->BT);
-    if (rope) al_rope_backward(dB, B, T, R, d->dh, R * d->dh, 0, s->rope_base);
+    if (rope) al_rope_layer_backward(dB, B, T, R, d->dh, d->dh, R * d->dh, 0, s);
     al_linear_backward_beta(dx, dwa, dA, x, wa, d->BT, d->D, d->H * R, beta_x, 0.0f);
     al_linear_backward_beta(dx, dwb, dB, x, wb, d->BT, d->D, R * d->dh, 1.0f, 0.0f);
 }
@@ -457,11 +457,11 @@ static void step_forward(const al_attn_shape *s, const dims *d, float *const *p,
     row_layout L = layout(d);
     al_linear_row(st->aq, x, p[P_AQ], d->D, d->H * d->rq);
     al_linear_row(st->bq, x, p[P_BQ], d->D, d->rq * d->dh);
-    al_rope_forward(st->bq, 1, 1, d->rq, d->dh, d->rq * d->dh, pos, s->rope_base);
+    al_rope_layer_forward(st->bq, 1, 1, d->rq, d->dh, d->dh, d->rq * d->dh, pos, s);
     contract(st->q, st->aq, st->bq, d, d->rq, 1);
     al_linear_row(st->row + L.ak, x, p[P_AK], d->D, d->H * d->rk);
     al_linear_row(st->row + L.bk, x, p[P_BK], d->D, d->rk * d->dh);
-    al_rope_forward(st->row + L.bk, 1, 1, d->rk, d->dh, d->rk * d->dh, pos, s->rope_base);
+    al_rope_layer_forward(st->row + L.bk, 1, 1, d->rk, d->dh, d->dh, d->rk * d->dh, pos, s);
     al_linear_row(st->row + L.av, x, p[P_AV], d->D, d->H * d->rv);
     al_linear_row(st->row + L.bv, x, p[P_BV], d->D, d->rv * d->dh);
     al_kv_row_put(cache, pos, st->row);
@@ -533,8 +533,8 @@ static void batch_forward(const al_attn_shape *s, const dims *d, float *const *p
     al_linear_forward_few(m->av, m->tmp, x, p[P_AV], B, d->D, nav);
     al_linear_forward_few(m->bv, m->tmp, x, p[P_BV], B, d->D, nbv);
     for (int b = 0; b < B; b++) {   /* each token at its own position */
-        al_rope_forward(m->bq + (size_t)b * nbq, 1, 1, d->rq, d->dh, nbq, pos[b], s->rope_base);
-        al_rope_forward(m->bk + (size_t)b * nbk, 1, 1, d->rk, d->dh, nbk, pos[b], s->rope_base);
+        al_rope_layer_forward(m->bq + (size_t)b * nbq, 1, 1, d->rq, d->dh, d->dh, nbq, pos[b], s);
+        al_rope_layer_forward(m->bk + (size_t)b * nbk, 1, 1, d->rk, d->dh, d->dh, nbk, pos[b], s);
         al_kv_put(caches[b], pos[b], L.ak, nak, m->ak + (size_t)b * nak);
         al_kv_put(caches[b], pos[b], L.bk, nbk, m->bk + (size_t)b * nbk);
         al_kv_put(caches[b], pos[b], L.av, nav, m->av + (size_t)b * nav);

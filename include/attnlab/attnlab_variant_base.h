@@ -27,6 +27,25 @@ typedef struct al_setting {
     const char *help;     /* one line, shown by `attnlab variants` */
 } al_setting;
 
+/* How a layer turns positions into RoPE angles (model.rope_scaling,
+ * model.rope_fraction; docs/rope.md). The kernels read it
+ * (al_rope_apply_forward, al_kernels.h): a variant hands it on, never
+ * interprets it, so every variant scales its RoPE parts the same way. */
+enum al_rope_kind {
+    AL_ROPE_NONE = 0,     /* plain RoPE */
+    AL_ROPE_LINEAR = 1,   /* position interpolation: angles / factor */
+    AL_ROPE_NTK = 2,      /* base * factor^(d/(d-2)), d the rotated width */
+    AL_ROPE_YARN = 3      /* YaRN: per-pair ramp and attention temperature */
+};
+
+typedef struct al_rope {
+    float base;           /* = rope_base */
+    float fraction;       /* share of each RoPE part that rotates: 1 all, 0 none (NoPE) */
+    int kind;             /* enum al_rope_kind */
+    float factor;         /* scaling factor F (> 0; unused for AL_ROPE_NONE) */
+    int original_seq_len; /* T0, YaRN's trained length L */
+} al_rope;
+
 /* Everything a variant may read about the model it lives in. */
 typedef struct al_attn_shape {
     int d_model;          /* D */
@@ -37,6 +56,10 @@ typedef struct al_attn_shape {
     float rope_base;      /* 10000 by default */
     float norm_eps;       /* RMSNorm epsilon, for variants with norms */
     double set[AL_MAX_SETTINGS]; /* settings, in the order of the variant's settings */
+    /* Appended (after every member a plugin built earlier reads): the
+     * layer's RoPE, rope.base == rope_base. A shape built by hand that
+     * leaves it zeroed is plain full RoPE at rope_base (al_rope_of). */
+    al_rope rope;
 } al_attn_shape;
 
 /* How a parameter tensor is initialised. */

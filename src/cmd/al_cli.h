@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "al_config.h"
+#include "al_model.h"
 
 /* ------------------------------------------------------------ option tables */
 
@@ -147,6 +148,13 @@ int al_cli_missing(const al_cli_spec *s, const char *what);
 int al_cli_parse_long(const char *s, long lo, long hi, long *out);
 /* AL_OPT_FUNC parsers: a KV-cache dtype (int: f32, bf16, f16, int8 or int4). */
 int al_cli_parse_kv_dtype(const char *v, void *field);
+/* --rope-scaling KIND:FACTOR (KIND none, linear, ntk or yarn; FACTOR > 0)
+ * into an al_rope_scaling; the want text for AL_FUNC. */
+int al_cli_parse_rope_scaling(const char *v, void *field);
+#define AL_CLI_ROPE_WANT "KIND:FACTOR, KIND linear, ntk, yarn or none and FACTOR > 0 (e.g. yarn:4)"
+/* A given --rope-scaling (kind non-empty) onto a loaded checkpoint's model,
+ * with original_seq_len the checkpoint's seq_len; else nothing. */
+void al_cli_set_rope_scaling(al_model *m, const al_rope_scaling *sc);
 
 /* Loads the --plugin files, then o->file with o->sets and the plugins it
  * lists (al_plugin_config_load); the --plugin files are recorded in

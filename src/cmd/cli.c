@@ -38,6 +38,31 @@ int al_cli_parse_kv_dtype(const char *v, void *field)
     return 0;
 }
 
+int al_cli_parse_rope_scaling(const char *v, void *field)
+{
+    al_rope_scaling *sc = field;
+    const char *colon = strchr(v, ':');
+    char kind[8], *end;
+    size_t n = colon ? (size_t)(colon - v) : 0;
+    if (!colon || n == 0 || n >= sizeof kind) return -1;
+    memcpy(kind, v, n);
+    kind[n] = 0;
+    double f = strtod(colon + 1, &end);
+    if (al_rope_kind_of(kind) < 0 || end == colon + 1 || *end || !(f > 0 && f <= 1e6)) return -1;
+    memset(sc, 0, sizeof *sc);
+    memcpy(sc->kind, kind, n + 1);
+    sc->factor = f;
+    return 0;
+}
+
+void al_cli_set_rope_scaling(al_model *m, const al_rope_scaling *sc)
+{
+    if (!sc->kind[0]) return;   /* not given: the checkpoint's */
+    al_rope_scaling x = *sc;
+    x.original_seq_len = m->cfg.seq_len;
+    al_model_set_rope_scaling(m, &x);
+}
+
 static void *field_of(void *opts, size_t at) { return (char *)opts + at; }
 
 static int takes_value(const al_opt *o)

@@ -24,6 +24,7 @@ typedef struct score_args {
     int kv_dtype;    /* -1: model.kv_dtype */
     int passkey;
     al_passkey_grid grid;
+    al_rope_scaling rope_scaling;   /* --rope-scaling; kind "" when not given */
 } score_args;
 
 /* "256,512,1024" into grid->lengths. */
@@ -91,6 +92,12 @@ static const al_opt score_opts[] = {
             "--passkey examples per cell (default 20)"),
     AL_LONG("--seed", "S", 1, 1L << 62, score_args, grid.seed,
             "--passkey: the examples of data.seed S's test stream (default 1)"),
+    AL_FUNC("--rope-scaling", "KIND:F", al_cli_parse_rope_scaling, AL_CLI_ROPE_WANT, score_args,
+            rope_scaling,
+            "RoPE position scaling instead of the checkpoint's\n"
+            "model.rope_scaling: linear, ntk or yarn by factor F\n"
+            "(none: plain RoPE), from the checkpoint's seq_len\n"
+            "(docs/rope.md)"),
     AL_CLI_PLUGIN(score_args, 0),
     {0},
 };
@@ -101,7 +108,7 @@ static const al_cli_spec score_spec = {
     "over the bytes of FILE. Windows start at 0, T, 2T, ...; window j feeds bytes\n"
     "[jT, jT+T) and predicts [jT+1, jT+T+1); a window that does not fit whole is\n"
     "dropped. T defaults to the checkpoint's seq_len and may exceed it (RoPE\n"
-    "extrapolates). The last line is\n"
+    "extrapolates, or scales with --rope-scaling). The last line is\n"
     "  loss=<nats per byte> tokens=<count>\n"
     "--through-cache scores the same windows through the KV cache, each window\n"
     "from an empty cache (at f32 equal to the plain score up to rounding).\n"
@@ -190,6 +197,7 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    al_cli_set_rope_scaling(&s.m, &o.rope_scaling);
     if (o.passkey) {
         rc = al_score_passkey(&s, &o.grid, stdout, o.out, &e);
         al_score_close(&s);

@@ -231,7 +231,7 @@ static const char *wanted(int type)
 
 static int decode_map(const al_node *m, const key_spec *t, void *base,
                       const char *path, al_err *e);
-static int decode_attention(const al_node *m, al_model_config *mc,
+static int decode_attention(const al_node *m, al_model_config *mc, al_attn_config *item,
                             const char *path, al_err *e);
 static int decode_match(const al_node *v, al_model_config *mc, const char *path, al_err *e);
 static int decode_layer_attention(const al_node *v, al_model_config *mc, const char *path,
@@ -290,7 +290,7 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
     case K_PLUGINS:
         return decode_plugins(v, base, path, e);
     case K_ATTN:
-        return decode_attention(v, base, path, e);
+        return decode_attention(v, base, NULL, path, e);
     case K_LATTN:
         return decode_layer_attention(v, base, path, e);
     case K_MATCH:
@@ -402,7 +402,20 @@ static int decode_setting(const al_setting *s, const al_node *v, double *out,
     return 0;
 }
 
-static int decode_attention(const al_node *m, al_model_config *mc,
+/* A layer_attention item's own rope_fraction, a number in [0, 1]. */
+static int decode_item_rope(const al_node *v, al_attn_config *item, const char *path, al_err *e)
+{
+    static const al_setting rf = {"rope_fraction", AL_SET_FLOAT, 1.0, 0, NULL};
+    if (decode_setting(&rf, v, &item->rope_fraction, path, e)) return -1;
+    if (!al_cfg_rule_ok(R_UNIT, item->rope_fraction))
+        return al_node_errf(e, v, "'%s' (%s) %s", path, v->value, al_cfg_rule_text(R_UNIT));
+    item->has_rope_fraction = 1;
+    return 0;
+}
+
+/* model.attention (item NULL), or a model.layer_attention item, which may
+ * also give its own rope_fraction (into *item). */
+static int decode_attention(const al_node *m, al_model_config *mc, al_attn_config *item,
                             const char *path, al_err *e)
 {
     if (m->kind != AL_NODE_MAP)
@@ -414,10 +427,14 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     double set[AL_MAX_SETTINGS] = {0};
     for (int i = 0; i < m->n; i++) {
         if (strcmp(m->keys[i], "variant") == 0) continue;
-        int j = al_variant_setting_index(ops, m->keys[i]);
-        if (j < 0) return unknown_setting(e, m, i, ops, path);
         char sub[256];
         al_cfg_join(sub, sizeof sub, path, m->keys[i]);
+        if (item && strcmp(m->keys[i], "rope_fraction") == 0) {
+            if (decode_item_rope(m->items[i], item, sub, e)) return -1;
+            continue;
+        }
+        int j = al_variant_setting_index(ops, m->keys[i]);
+        if (j < 0) return unknown_setting(e, m, i, ops, path);
         if (decode_setting(&ops->settings[j], m->items[i], &set[j], sub, e)) return -1;
         given[j] = 1;
     }
@@ -454,9 +471,9 @@ static int decode_layer_attention(const al_node *v, al_model_config *mc, const c
         char sub[256];
         snprintf(sub, sizeof sub, "%.200s[%d]", path, i);
         memset(&tmp, 0, sizeof tmp);
-        if (decode_attention(v->items[i], &tmp, sub, e)) return -1;
         al_attn_config *a = &mc->layer_attn[i];
         memset(a, 0, sizeof *a);
+        if (decode_attention(v->items[i], &tmp, a, sub, e)) return -1;
         memcpy(a->variant, tmp.variant, sizeof a->variant);
         a->attn = tmp.attn;
         memcpy(a->set, tmp.attn_set, sizeof a->set);
@@ -521,7 +538,7 @@ static int decode_match(const al_node *v, al_model_config *mc, const char *path,
                             "{variant: mha}", sub);
     al_model_config tmp;
     memset(&tmp, 0, sizeof tmp);
-    if (decode_attention(to, &tmp, sub, e)) return -1;
+    if (decode_attention(to, &tmp, NULL, sub, e)) return -1;
     mt->attn = tmp.attn;
     al_cfg_set_str(mt->variant, sizeof mt->variant, tmp.variant);
     memcpy(mt->attn_set, tmp.attn_set, sizeof mt->attn_set);
@@ -683,6 +700,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
         (c->train.precision[0] &&   /* "" (a config built in code) is f32 */
          check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)))
         return -1;
+    const al_rope_scaling *sc = &m->rope_scaling;
+    if (al_rope_kind_of(sc->kind) > AL_ROPE_NONE && sc->factor == 1.0)   /* a scaling that does nothing */
+        return al_cfg_verr(e, c, root, "model.rope_scaling.factor", "'model.rope_scaling.factor' "
+                           "must be given (and not 1) with kind %s", sc->kind);
     return check_variant(c, root, e);
 }
 

@@ -56,6 +56,17 @@ static const key_spec data_keys[] = {
 };
 #undef D
 
+/* model.rope_scaling (docs/rope.md); quiet, so that a config without it
+ * writes, and hashes, as before. */
+#define S al_rope_scaling
+static const key_spec rope_scaling_keys[] = {
+    QUIET_ONE_OF(S, kind, al_rope_kinds, "none", "none, linear (position interpolation: angles / factor), ntk (base * factor^(d/(d-2)), d the rotated width) or yarn (YaRN's per-pair ramp, alpha 1, beta 32, and attention temperature sqrt(1/t) = 0.1 ln(factor) + 1)", .ckpt = CK_SINCE),
+    QUIET_FIELD(S, factor, K_DOUBLE, "1.0", "scaling factor F (e.g. 4: a model trained at T0 read at 4 T0)", .rule = R_POS, .ckpt = CK_SINCE, .ckpt_hi = 1e6),
+    QUIET_FIELD(S, original_seq_len, K_INT, "0", "T0, the length trained on before scaling (yarn's ramp; 0 = model.seq_len)", .rule = R_NONNEG, .ckpt = CK_SINCE, .ckpt_lo = 0, .ckpt_hi = CK_LONG_DIM),
+    {0},
+};
+#undef S
+
 #define M al_model_config
 const key_spec al_cfg_model_keys[] = {
     FIELD(M, n_layer, K_INT, "4", "transformer blocks", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
@@ -68,6 +79,8 @@ const key_spec al_cfg_model_keys[] = {
     FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
     FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon", .rule = R_POS, .ckpt_hi = 1.0),
     FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency", .rule = R_POS, .ckpt_hi = 1e30),
+    QUIET_FIELD(M, rope_fraction, K_DOUBLE, "1.0", "share of each head's RoPE part that rotates (its first 2*floor(fraction*d/2) dims, rotate-half among them); 1 = all, 0 = NoPE; a model.layer_attention item may give its own (NoPE every fourth layer)", .rule = R_UNIT, .ckpt = CK_NON_DEFAULT, .ckpt_hi = 1.0),
+    {.key = "rope_scaling", .type = K_MAP, .offset = offsetof(M, rope_scaling), .size = sizeof(al_rope_scaling), .sub = rope_scaling_keys, .def = "-", .quiet = 1, .ckpt = CK_NON_DEFAULT, .help = "RoPE position scaling: {kind: linear | ntk | yarn, factor: F, original_seq_len: T0}; score and generate take --rope-scaling KIND:FACTOR"},
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)", .ckpt = CK_SINCE),
     QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point", .rule = R_POS, .ckpt = CK_SINCE, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
@@ -159,6 +172,7 @@ int al_cfg_rule_ok(int r, double v)
     case R_NONNEG: return v >= 0;
     case R_OPEN01: return v > 0 && v < 1;
     case R_HALF01: return v >= 0 && v < 1;
+    case R_UNIT: return v >= 0 && v <= 1;
     }
     return 1;
 }
@@ -166,7 +180,8 @@ int al_cfg_rule_ok(int r, double v)
 const char *al_cfg_rule_text(int r)
 {
     static const char *const text[] = {"", "must be positive", "must be >= 0",
-                                       "must be in (0, 1)", "must be in [0, 1)"};
+                                       "must be in (0, 1)", "must be in [0, 1)",
+                                       "must be in [0, 1]"};
     return text[r];
 }
 

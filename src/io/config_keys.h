@@ -39,6 +39,7 @@ enum key_rule {
     R_NONNEG,   /* >= 0 */
     R_OPEN01,   /* in (0, 1) */
     R_HALF01,   /* in [0, 1) */
+    R_UNIT,     /* in [0, 1] */
 };
 
 /* How a model key stands in a checkpoint's config JSON (attnlab.config). */
@@ -115,6 +116,12 @@ int al_cfg_verr(al_err *e, const al_config *c, const al_node *root, const char *
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The shortest %g that reads back to v ("1.0e-05", not "1e-05"). */
 void al_cfg_fmt_double(char *out, size_t n, double v);
+
+/* checkpoint_config.c: a checkpoint's "attnlab.config" JSON (from the file
+ * at path; origin: the plugin its variant came from, or NULL) into *out,
+ * validated as a config file. */
+int al_ckpt_config_from_json(const char *path, const char *text, const char *origin,
+                             al_model_config *out, al_err *e);
 
 /* config_match.c: d_ff from mlp_ratio, then model.match_params (after
  * validation: the shapes are sound). */

@@ -102,6 +102,7 @@ static void shape_config(al_model_config *c, const al_variant *v, const cv_shape
     c->mlp_ratio = 2.0;
     c->norm_eps = 1e-5;
     c->rope_base = 10000;
+    c->rope_fraction = 1.0;
     c->causal = causal;
     c->attn = v;
     snprintf(c->variant, sizeof c->variant, "%s", v->name);
@@ -168,7 +169,7 @@ typedef al_check_layer lt;
 static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
                     uint64_t seed)
 {
-    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
+    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     memcpy(s.set, sh->set, sizeof s.set);
     al_check_layer_init(t, v, &s, B, T, seed);
 }

@@ -70,6 +70,7 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
     s->norm_eps = (float)c->norm_eps;
     al_attn_config a = al_config_attn_item(c, k);
     memcpy(s->set, a.set, sizeof s->set);
+    s->rope = al_config_layer_rope(c, k);   /* item k is layer k's */
 }
 
 void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k) { fill_shape(s, c, k); }

@@ -14,9 +14,12 @@
  *   <trial>/eval/by_position_C/by_position.csv   with by_position: as
  *                             `score --by-position --seq-len C` (the plain
  *                             forward pass) writes it
- *   <trial>/eval/passkey.csv  a passkey trial's instead of the two above: as
+ *   <trial>/eval/passkey.csv  a passkey trial's instead of eval.csv: as
  *                             `score <model> <trial>/eval/test.txt --passkey
- *                             --seed <its data.seed>` with eval's grid writes it
+ *                             --seed <its data.seed>` with eval's grid writes it;
+ *                             with by_position, its filler's by_position files
+ *                             too (loss against position past the trained
+ *                             length: experiments/long_context.yaml)
  *   <trial>/eval/decode.csv   with eval.decode: decode tokens/s of the
  *                             checkpoint at each (context, batch), the median
  *                             of `repeats` timed runs (al_decode_speed, as
@@ -249,8 +252,8 @@ static int decode_trial(const al_sweep_eval *v, const char *tdir, const char *ck
 }
 
 /* Every (context, dtype) of trial t not yet in its eval.csv, then its
- * by_position files (a passkey trial: its passkey grid); then its decode
- * speed with eval.decode. */
+ * by_position files (a passkey trial: its passkey grid, then those); then
+ * its decode speed with eval.decode. */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
                       long threads, int *done, al_err *e)
 {
@@ -262,9 +265,10 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
     int rc = read_rows(tdir, F, e) || write_text(t, tdir, v->tokens, text, sizeof text, e);
     int pk = strcmp(t->cfg.data.source, "passkey") == 0;
     if (!rc && pk) rc = passkey_trial(v, t, tdir, ckpt, text, threads, done, e);
-    for (int c = 0; !rc && !pk && c < (v->n_contexts ? v->n_contexts : 1); c++) {
+    for (int c = 0; !rc && (!pk || v->by_position) && c < (v->n_contexts ? v->n_contexts : 1);
+         c++) {
         int T = v->n_contexts ? v->contexts[c] : t->cfg.model.seq_len;
-        for (int k = 0; !rc && k < v->n_dtypes; k++) {
+        for (int k = 0; !rc && !pk && k < v->n_dtypes; k++) {
             if (has_row(F, v->dtypes[k], T)) continue;
             rc = one_row(ckpt, text, T, v->dtypes[k], threads, F, e) || write_rows(tdir, F, e);
             *done += rc == 0;
