@@ -10,6 +10,7 @@
 #include "report_md.h"
 #include "report_plot.h"
 #include "report_rows.h"
+#include "report_scaling.h"
 #include "report_stages.h"
 
 #include <string.h>
@@ -19,6 +20,7 @@ int al_report_write_analysis(const al_report_analysis *A, al_report_stats *st, a
     int plots = AL_PLOTS_NOTHING;
     int rc = al_report_write_configs(A, e) || al_report_draw_plots(A, &plots, e) ||
              al_report_stages_plot(A, plots, e) || al_report_eval_plot(A, plots, e) ||
+             al_report_scaling_write(A, plots, e) ||
              al_report_write_md(A, plots, e) ? -2 : 0;
     *st = (al_report_stats){A->sm.n, A->n_ok, A->n_groups, A->n_front, plots};
     return rc;

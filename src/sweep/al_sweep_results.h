@@ -100,7 +100,10 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * train.steps (the uptraining cost is steps / upstream_steps), and the val
  * loss at step 0 (the converted model before any update). Last,
  * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
- * count the trial ran with (blank when its result does not say). */
+ * count the trial ran with (blank when its result does not say). Then,
+ * under sweep.scaling (blank otherwise): scaling_size, the index of the
+ * trial's size in sweep.scaling.sizes (from 0), and scaling_flops, its
+ * budget (train.flops). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

@@ -458,6 +458,9 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, r->blas_core);
     fputc(',', f);
     if (r->threads > 0) fprintf(f, "%d", r->threads);
+    fputc(',', f);   /* sweep.scaling: the size's index and the budget */
+    if (t->scaling_size >= 0) fprintf(f, "%d,%.9g", t->scaling_size, t->scaling_flops);
+    else fputc(',', f);
     fputc('\n', f);
 }
 
@@ -475,7 +478,8 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads,scaling_size,"
+          "scaling_flops\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

@@ -1,0 +1,244 @@
+/*
+ * test_scaling.c - sweep.scaling: the Scaling section and scaling.csv from
+ * synthetic summaries whose designs follow known power laws (a gap that
+ * closes, one that widens, one that holds; a frontier bent on purpose
+ * whose held-out check must fail and say so; too few budgets), and the
+ * spec's errors.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "al_csv.h"
+#include "al_report.h"
+#include "al_sweep_run.h"
+#include "al_test.h"
+
+/* ------------------------------------------------------------ synthetic */
+
+/* A design's loss law L = E + A x^-alpha with x = C / 1e12, and an extra
+ * loss at the largest budget (a bend). */
+typedef struct law {
+    const char *name;
+    double E, A, alpha, bend;
+} law;
+
+static const double budgets[] = {1e12, 3.16e12, 1e13, 3.16e13, 1e14};
+
+/* Deterministic noise in [-1, 1). */
+static double noise(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffff) / 32768.0 - 1.0;
+}
+
+/* summary.csv rows of the designs at 2 sizes x n_budget budgets x 3
+ * seeds. The frontier is the law itself: size 0 is on it at the small
+ * budgets and 0.03 above at the large ones, size 1 the other way round.
+ * Each seed's noise is mostly shared by all designs (paired), plus a
+ * little of its own. */
+static char *write_summary(const law *d, int n_design, int n_budget)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text, cap, "trial,config,group,baseline,variant,seed,"
+                            "kv_bytes_per_token,val_loss,test_loss,status,scaling_size,"
+                            "scaling_flops\n");
+    for (int k = 0; k < n_design; k++)
+        for (int s = 0; s < 2; s++)
+            for (int b = 0; b < n_budget; b++)
+                for (int seed = 1; seed <= 3; seed++) {
+                    unsigned common = (unsigned)(seed * 7919 + b * 31 + s * 3), own = common +
+                                      (unsigned)k * 104729u;
+                    double x = budgets[b] / 1e12, off = (b >= 2) == (s == 0) ? 0.03 : 0;
+                    double L = d[k].E + d[k].A * pow(x, -d[k].alpha) + off +
+                               (b == n_budget - 1 ? d[k].bend : 0) + 0.004 * noise(&common) +
+                               0.001 * noise(&own);
+                    char g[128];
+                    snprintf(g, sizeof g, "%s_size%d_flops%g", d[k].name, s, budgets[b]);
+                    len += (size_t)snprintf(text + len, cap - len, "%s_seed%d,%s,%s,%d,%s,%d,"
+                                            "%d,%.9f,%.9f,ok,%d,%.9g\n", g, seed, g, g, k == 0,
+                                            d[k].name, seed, 1000 - 100 * k, L + 0.01, L, s,
+                                            budgets[b]);
+                }
+    return text;
+}
+
+static char *report_of(const law *d, int n_design, int n_budget)
+{
+    char *dir = al_test_tmpdir(), *text = write_summary(d, n_design, n_budget);
+    free(al_test_write(dir, "summary.csv", text));
+    free(text);
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    al_report_stats st;
+    al_err e;
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    unsetenv("AL_GNUPLOT");
+    return dir;
+}
+
+static char *read_text(const char *dir, const char *name)
+{
+    char path[4300], *t = NULL;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ck_assert_msg(al_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
+    return t;
+}
+
+/* scaling.csv's cell in the row of design `name`. */
+static const char *cell(const al_csv *t, const char *name, const char *col)
+{
+    for (int r = 0; r < t->n_rows; r++)
+        if (strcmp(al_csv_cell(t, r, "attention"), name) == 0) return al_csv_cell(t, r, col);
+    ck_abort_msg("no row '%s' in scaling.csv", name);
+    return NULL;
+}
+
+static double num(const al_csv *t, const char *name, const char *col)
+{
+    const char *v = cell(t, name, col);
+    ck_assert_msg(v[0], "%s: %s is blank", name, col);
+    return atof(v);
+}
+
+static void read_csv(const char *dir, al_csv *t)
+{
+    char path[4300];
+    al_err e;
+    snprintf(path, sizeof path, "%s/scaling.csv", dir);
+    ck_assert_msg(al_csv_read(path, t, &e) == 0, "%s", e.msg);
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+/* The baseline and three designs of known laws (x = C / 1e12):
+ *   closing:  same E, a larger A: gap 0.6 x^-0.3 falls toward zero;
+ *   widening: E 0.15 higher, A smaller: gap 0.15 - 0.3 x^-0.3 grows;
+ *   holding:  the baseline's law + 0.05: the gap stays 0.05. */
+static const law four[] = {
+    {"mha", 1.0, 2.0, 0.3, 0},
+    {"mqa", 1.0, 2.6, 0.3, 0},
+    {"gqa-kv2", 1.15, 1.7, 0.3, 0},
+    {"mla", 1.05, 2.0, 0.3, 0},
+};
+
+START_TEST(known_power_laws_give_closes_widens_and_holds)
+{
+    char *dir = report_of(four, 4, 5);
+    al_csv t;
+    read_csv(dir, &t);
+    ck_assert_int_eq(t.n_rows, 4);
+    ck_assert_str_eq(al_csv_cell(&t, 0, "attention"), "mha");   /* the baseline first */
+    ck_assert_str_eq(cell(&t, "mha", "verdict"), "baseline");
+    ck_assert_str_eq(cell(&t, "mqa", "verdict"), "closes");
+    ck_assert_str_eq(cell(&t, "gqa-kv2", "verdict"), "widens");
+    ck_assert_str_eq(cell(&t, "mla", "verdict"), "holds");
+    /* the fit recovers the laws through noise of a few thousandths */
+    ck_assert_double_eq_tol(num(&t, "mha", "alpha"), 0.3, 0.05);
+    ck_assert_double_eq_tol(num(&t, "mha", "E"), 1.0, 0.05);
+    ck_assert(num(&t, "mha", "alpha_lo") < 0.3 && 0.3 < num(&t, "mha", "alpha_hi"));
+    /* gaps: at C_max (x = 100) and extrapolated to x = 1000, 10000 */
+    ck_assert_double_eq_tol(num(&t, "mqa", "gap_at_max"), 0.6 * pow(100, -0.3), 0.01);
+    ck_assert_double_eq_tol(num(&t, "mqa", "gap_10x"), 0.6 * pow(1000, -0.3), 0.02);
+    ck_assert(num(&t, "mqa", "gap_10x_lo") < 0.6 * pow(1000, -0.3) &&
+              0.6 * pow(1000, -0.3) < num(&t, "mqa", "gap_10x_hi"));
+    ck_assert_double_eq_tol(num(&t, "gqa-kv2", "gap_100x"), 0.15 - 0.3 * pow(1e4, -0.3), 0.03);
+    ck_assert_double_eq_tol(num(&t, "mla", "gap_10x"), 0.05, 0.01);
+    ck_assert(num(&t, "mqa", "gap_change_10x_hi") < 0);
+    ck_assert(num(&t, "gqa-kv2", "gap_change_10x_lo") > 0);
+    /* every frontier follows its law: the held-out check passes */
+    for (int k = 0; k < 4; k++) ck_assert_str_eq(cell(&t, four[k].name, "heldout_inside"), "true");
+    ck_assert_double_eq_tol(num(&t, "mha", "heldout_measured"), 1.0 + 2.0 * pow(100, -0.3),
+                            0.01);
+    al_csv_free(&t);
+    char *md = read_text(dir, "report.md");
+    ck_assert_msg(strstr(md, "\n## Scaling\n") && strstr(md, "| mqa |") &&
+                  strstr(md, "**closes** |") && strstr(md, "**widens** |") &&
+                  strstr(md, "**holds** |") && strstr(md, "The verdict's rule") &&
+                  strstr(md, "1B-scale") && !strstr(md, "; held-out check failed") &&
+                  !strstr(md, "the held-out check failed.**"), "%.3000s", strstr(md, "## Scaling"));
+    /* the frontier table names the size on it: 0 at the small budgets, 1 at the large */
+    ck_assert(strstr(md, "(size 0) |") && strstr(md, "(size 1) |"));
+    free(md);
+    /* the plots' data: per design the frontier, then the fit */
+    char *fit = read_text(dir, "scaling_fit.dat");
+    ck_assert_msg(strstr(fit, "# mqa frontier\n1e+12 ") && strstr(fit, "# mqa fit\n"), "%s",
+                  fit);
+    free(fit);
+    free(dir);
+}
+END_TEST
+
+/* A frontier bent on purpose (0.1 nats above its law at the largest
+ * budget): fitted on the other budgets, the law misses it; the check
+ * fails and the verdict, the csv and the report say so, and so does the
+ * verdict of a design compared with a bent baseline. */
+START_TEST(bent_frontier_fails_its_heldout_check_and_says_so)
+{
+    static const law bent[] = {
+        {"mha", 1.0, 2.0, 0.3, 0},
+        {"mqa", 1.0, 2.6, 0.3, 0.1},
+    };
+    char *dir = report_of(bent, 2, 5);
+    al_csv t;
+    read_csv(dir, &t);
+    ck_assert_str_eq(cell(&t, "mha", "heldout_inside"), "true");
+    ck_assert_str_eq(cell(&t, "mqa", "heldout_inside"), "false");
+    ck_assert(num(&t, "mqa", "heldout_error") < -0.05);
+    ck_assert(num(&t, "mqa", "heldout_predicted") < num(&t, "mqa", "heldout_lo"));
+    ck_assert_msg(strstr(cell(&t, "mqa", "verdict"), "; held-out check failed"), "%s",
+                  cell(&t, "mqa", "verdict"));
+    al_csv_free(&t);
+    char *md = read_text(dir, "report.md");
+    ck_assert_msg(strstr(md, "**mqa: the held-out check failed.**") &&
+                  strstr(md, "| **no** |"), "%.3000s", strstr(md, "## Scaling"));
+    free(md), free(dir);
+    static const law bent_base[] = {
+        {"mha", 1.0, 2.0, 0.3, 0.1},
+        {"mqa", 1.0, 2.6, 0.3, 0},
+    };
+    dir = report_of(bent_base, 2, 5);
+    read_csv(dir, &t);
+    ck_assert_msg(strstr(cell(&t, "mqa", "verdict"), "the baseline's held-out check failed"),
+                  "%s", cell(&t, "mqa", "verdict"));
+    al_csv_free(&t);
+    free(dir);
+}
+END_TEST
+
+/* Three budgets: the frontier is shown, but no fit and no verdict, and the
+ * section says why. */
+START_TEST(fewer_than_four_budgets_say_so)
+{
+    char *dir = report_of(four, 2, 3);
+    al_csv t;
+    read_csv(dir, &t);
+    ck_assert_str_eq(cell(&t, "mqa", "verdict"), "cannot tell");
+    ck_assert_str_eq(cell(&t, "mqa", "alpha"), "");
+    al_csv_free(&t);
+    char *md = read_text(dir, "report.md");
+    ck_assert_msg(strstr(md, "**Fits need at least 4 budgets; this sweep has 3**") &&
+                  strstr(md, "The compute frontier"), "%.3000s", strstr(md, "## Scaling"));
+    free(md), free(dir);
+}
+END_TEST
+
+Suite *scaling_suite(void)
+{
+    Suite *s = suite_create("scaling");
+    TCase *tc = tcase_create("report");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, known_power_laws_give_closes_widens_and_holds);
+    tcase_add_test(tc, bent_frontier_fails_its_heldout_check_and_says_so);
+    tcase_add_test(tc, fewer_than_four_budgets_say_so);
+    suite_add_tcase(s, tc);
+    return s;
+}
