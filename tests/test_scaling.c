@@ -231,6 +231,68 @@ START_TEST(fewer_than_four_budgets_say_so)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the spec */
+
+/* An experiment file in dir: a tiny model on the test corpus, `train`'s
+ * extra keys, then `sweep`. Line 6 is the first of sweep. */
+static char *write_exp(const char *dir, const char *train, const char *sweep)
+{
+    char text[8192];
+    snprintf(text, sizeof text,
+             "name: scal\n"
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16,\n"
+             "        match_params: {to: {variant: mha}, by: d_ff}}\n"
+             "train: {batch_size: 2, eval_batches: 2, threads: 1, warmup_steps: 2%s}\n"
+             "%s", al_test_corpus(), train, sweep);
+    return al_test_write(dir, "exp.yaml", text);
+}
+
+static const struct { const char *sweep, *want; } bad_specs[] = {
+    {"sweep:\n  scaling: [1]\n",
+     "7:12: error: 'sweep.scaling' must be a mapping {sizes: [...], flops: [...]}"},
+    {"sweep:\n  scaling: {sizes: [{d_model: 16}], flop: [1.0e+9]}\n",
+     "7:37: error: unknown key 'flop' in 'sweep.scaling' (known: sizes, flops)"},
+    {"sweep:\n  scaling: {sizes: [{d_model: 16}]}\n",
+     "7:12: error: 'sweep.scaling' needs 'flops' (sizes: [{d_model: 64, n_layer: 2}, ...], "
+     "flops: [2.0e+12, ...])"},
+    {"sweep:\n  scaling: {sizes: [], flops: [1.0e+9]}\n",
+     "7:20: error: 'sweep.scaling.sizes' must be a non-empty list"},
+    {"sweep:\n  scaling: {sizes: [16], flops: [1.0e+9]}\n",
+     "7:21: error: a size in 'sweep.scaling.sizes' must be a non-empty mapping of model keys, "
+     "e.g. {d_model: 64, n_layer: 2}"},
+    {"sweep:\n  scaling: {sizes: [{attention: {variant: mqa}}], flops: [1.0e+9]}\n",
+     "7:22: error: 'sweep.scaling.sizes': 'attention' makes the design, not its size: sweep it "
+     "in 'sweep.grid'"},
+    {"sweep:\n  grid: {model.d_model: [16, 32]}\n  scaling: {sizes: [{d_model: 16}], flops: "
+     "[1.0e+9]}\n",
+     "8:22: error: 'sweep.scaling.sizes' sets 'model.d_model', which sweep axis 'model.d_model' "
+     "(line 7) sets too"},
+    {"sweep:\n  scaling: {sizes: [{d_model: 16}], flops: [1.0e+9, -2]}\n",
+     "7:53: error: a budget in 'sweep.scaling.flops' must be a positive number of training "
+     "FLOPs, e.g. 2.0e+12"},
+    {"sweep:\n  scaling: {sizes: [{d_model: 16}], flops: [1.0e+9, 1000000000]}\n",
+     "7:53: error: budget 1e+09 is listed twice in 'sweep.scaling.flops'"},
+    {"sweep:\n  scalling: {}\n",
+     "7:3: error: unknown key 'scalling' in 'sweep' (did you mean 'scaling'?)"},
+};
+
+START_TEST(bad_scaling_specs_name_file_line_and_column)
+{
+    char *dir = al_test_tmpdir();
+    for (size_t i = 0; i < sizeof bad_specs / sizeof *bad_specs; i++) {
+        char *path = write_exp(dir, "", bad_specs[i].sweep), want[1024];
+        al_sweep s;
+        al_err e;
+        ck_assert_int_ne(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e), 0);
+        snprintf(want, sizeof want, "%s:%s", path, bad_specs[i].want);
+        ck_assert_str_eq(e.msg, want);
+        free(path);
+    }
+    free(dir);
+}
+END_TEST
+
 Suite *scaling_suite(void)
 {
     Suite *s = suite_create("scaling");
@@ -239,6 +301,10 @@ Suite *scaling_suite(void)
     tcase_add_test(tc, known_power_laws_give_closes_widens_and_holds);
     tcase_add_test(tc, bent_frontier_fails_its_heldout_check_and_says_so);
     tcase_add_test(tc, fewer_than_four_budgets_say_so);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("spec");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, bad_scaling_specs_name_file_line_and_column);
     suite_add_tcase(s, tc);
     return s;
 }
