@@ -293,6 +293,65 @@ START_TEST(bad_scaling_specs_name_file_line_and_column)
 }
 END_TEST
 
+static const char two_by_two[] =
+    "sweep:\n"
+    "  seeds: 2\n"
+    "  grid:\n"
+    "    model.attention: [{variant: mha}, {variant: gqa, n_kv_head: 1}]\n"
+    "  scaling:\n"
+    "    sizes: [{d_model: 16, n_head: 2}, {d_model: 32, n_head: 4, n_layer: 2}]\n"
+    "    flops: [2.0e+8, 8.0e+8]\n";
+
+/* 2 designs x 2 sizes x 2 budgets x 2 seeds: seeds outermost, then the
+ * design, the size, the budget; named by size and budget; each size's keys
+ * merged into the file's model; train.flops the budget; every design
+ * matched in parameters to mha at its size; the baseline is mha at every
+ * size and budget. */
+START_TEST(scaling_grid_expands_to_the_documented_trials)
+{
+    char *dir = al_test_tmpdir(), *path = write_exp(dir, "", two_by_two);
+    al_sweep s;
+    al_err e;
+    ck_assert_msg(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(s.n_trials, 16);
+    static const char *const first[] = {
+        "mha_size0_flops2.0e+8_seed1", "mha_size0_flops8.0e+8_seed1",
+        "mha_size1_flops2.0e+8_seed1", "mha_size1_flops8.0e+8_seed1",
+        "gqa-kv1_size0_flops2.0e+8_seed1", "gqa-kv1_size0_flops8.0e+8_seed1",
+        "gqa-kv1_size1_flops2.0e+8_seed1", "gqa-kv1_size1_flops8.0e+8_seed1",
+        "mha_size0_flops2.0e+8_seed2"};
+    for (int i = 0; i < 9; i++) ck_assert_str_eq(s.trials[i].id, first[i]);
+    size_t mha_params[2] = {0, 0};
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        int size = (i / 2) % 2, budget = i % 2, mha = (i / 4) % 2 == 0;
+        ck_assert_int_eq(t->scaling_size, size);
+        ck_assert_double_eq(t->scaling_flops, budget ? 8.0e8 : 2.0e8);
+        ck_assert_double_eq(t->cfg.train.flops, t->scaling_flops);
+        ck_assert_int_eq(t->cfg.model.d_model, size ? 32 : 16);
+        ck_assert_int_eq(t->cfg.model.n_head, size ? 4 : 2);
+        ck_assert_int_eq(t->cfg.model.n_layer, size ? 2 : 1);   /* 1: the file's */
+        ck_assert_int_eq(t->cfg.model.seq_len, 16);             /* kept, not replaced */
+        ck_assert_int_eq(t->baseline, mha);
+        if (mha) mha_params[size] = t->params;
+    }
+    ck_assert(mha_params[0] && mha_params[1] > mha_params[0]);
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        /* matched to mha at the same size: gqa's smaller K/V projections
+         * are made up in the MLP, to within its step */
+        ck_assert_uint_eq(t->cfg.model.match.params_to, mha_params[t->scaling_size]);
+        double rel = fabs((double)t->params - (double)mha_params[t->scaling_size]) /
+                     (double)mha_params[t->scaling_size];
+        ck_assert_msg(rel < 0.02, "%s: %zu params against %zu", t->id, t->params,
+                      mha_params[t->scaling_size]);
+    }
+    ck_assert_str_eq(s.trials[5].group, "gqa-kv1_size0_flops8.0e+8");
+    al_sweep_free(&s);
+    free(path), free(dir);
+}
+END_TEST
+
 Suite *scaling_suite(void)
 {
     Suite *s = suite_create("scaling");
@@ -305,6 +364,7 @@ Suite *scaling_suite(void)
     tc = tcase_create("spec");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_scaling_specs_name_file_line_and_column);
+    tcase_add_test(tc, scaling_grid_expands_to_the_documented_trials);
     suite_add_tcase(s, tc);
     return s;
 }
