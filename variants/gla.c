@@ -678,6 +678,55 @@ static void gla_decode_batch(const void *ctx, float *out, float *scratch, const 
 
 /* ------------------------------------------------------------ tables */
 
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections every path runs: the queries (with
+ * query compression: wdq, then wuq and wqr from the query latent), the
+ * latents wdkv, the RoPE key wkr and wo. */
+static double proj_flops(const dims *d)
+{
+    double D = d->D, Hd = (double)d->H * d->dh, Hr = (double)d->H * d->dr;
+    double q = d->dq ? 2 * D * d->dq + 2.0 * d->dq * (Hd + Hr) : 2 * D * (Hd + Hr);
+    return q + 2 * D * d->L + 2 * D * d->dr + 2 * Hd * D;
+}
+
+/* Training expands K and V from the latents (2*Hd*dc each per token) and
+ * attends over d_head + d_rope wide keys; backward doubles every product
+ * (dx and dw, dc and dup). */
+static double gla_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    double expand = 2 * 2.0 * d.H * d.dh * d.dc;
+    double attn = al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 1);
+    (void)consumer;   /* gla cannot share */
+    return 3 * (proj_flops(&d) + expand) + attn / T;
+}
+
+static double gla_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + 2 * 2.0 * d.H * d.dh * d.dc +
+           al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 0) / T;
+}
+
+/* Absorbed decode: wuk_h^T q_h and wuv_h o_h per head (2*dh*dc each),
+ * and every head over whole rows [c_0 .. c_{hc-1} | k_r] as keys and the
+ * latents as values (the other latent heads' zeros are multiplied too). */
+static double gla_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    double absorb = 2 * 2.0 * d.H * d.dh * d.dc;
+    (void)consumer;
+    return proj_flops(&d) + absorb + 2.0 * context * d.H * ((double)d.L + d.dr + d.L);
+}
+
+const al_variant_costs al_gla_costs = {gla_train_cost, gla_prefill_cost, gla_decode_cost,
+                                      NULL};
+
 const al_variant_train al_gla_train = {gla_params, gla_act_floats, gla_scratch_floats,
                                            gla_forward, gla_backward, AL_VARIANT_WRITES_GRADS};
 const al_variant_decode al_gla_decode_table = {
@@ -702,4 +751,5 @@ const al_variant al_variant_gla = {
     .train = &al_gla_train,
     .decode = &al_gla_decode_table,
     .pictures = &al_gla_pictures,
+    .costs = &al_gla_costs,
 };

@@ -354,6 +354,46 @@ static void gqa_probs(const void *ctx, float *P, const float *act, const float *
     (void)p;
 }
 
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections forward: q, k, v and wo (a consumer:
+ * q and wo). Backward runs two products of the same size per projection
+ * (dx and dw), so a training step costs three times these. */
+static double proj_flops(const al_gqa_ctx *c, int consumer)
+{
+    double D = c->s.d_model, Hd = (double)c->s.n_head * c->s.d_head;
+    double Gd = consumer ? 0 : (double)c->G * c->s.d_head;
+    return 2 * D * (Hd + 2 * Gd) + 2 * Hd * D;
+}
+
+/* Training and prefill attend through al_attn_* (local's band costs the
+ * full block: al_kernels.h). */
+static double gqa_train_cost(const void *ctx, int T, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    int H = c->s.n_head, dh = c->s.d_head;
+    double attn = al_attn_flops(T, H, dh, dh, c->s.causal, 0) +
+                  al_attn_flops(T, H, dh, dh, c->s.causal, 1);
+    return 3 * proj_flops(c, consumer) + attn / T;
+}
+
+static double gqa_prefill_cost(const void *ctx, int T, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    int H = c->s.n_head, dh = c->s.d_head;
+    return proj_flops(c, consumer) + al_attn_flops(T, H, dh, dh, c->s.causal, 0) / T;
+}
+
+/* One token: the projections as matrix-vector products, then each head
+ * over the rows filled (local: its ring), 2*dh for the score and 2*dh for
+ * the value per row. */
+static double gqa_decode_cost(const void *ctx, int context, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    double n = rows_filled(c, context - 1);
+    return proj_flops(c, consumer) + 2 * n * c->s.n_head * (2.0 * c->s.d_head);
+}
+
 /* ------------------------------------------------------------ tables */
 
 const al_variant_train al_gqa_train = {gqa_params, gqa_act_floats, gqa_scratch_floats,
@@ -362,6 +402,8 @@ const al_variant_decode al_gqa_decode_table = {AL_GQA_DECODE_MEMBERS};
 const al_variant_share al_gqa_share = {share_params, share_act_floats, share_forward,
                                        share_backward, share_decode};
 const al_variant_pictures al_gqa_pictures = {gqa_probs, 1};
+const al_variant_costs al_gqa_costs = {gqa_train_cost, gqa_prefill_cost, gqa_decode_cost,
+                                      NULL};
 
 /* ------------------------------------------------------------ gqa variant */
 

@@ -378,6 +378,46 @@ static void gta_decode_batch(const void *ctx, float *out, float *scratch, const 
     al_linear_forward_few(out, tmp, y, p[3], B, Hd, d.D);   /* out = y . wo^T */
 }
 
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections: wq, the tied states wkv, the RoPE
+ * key wkr, and wo; backward doubles each (dx and dw). */
+static double proj_flops(const dims *d)
+{
+    double Hd = (double)d->H * d->dh;
+    return 2.0 * d->D * (Hd + (double)d->G * d->dh + d->r) + 2 * Hd * d->D;
+}
+
+static double gta_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    double attn = al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 1);
+    (void)consumer;   /* gta cannot share */
+    return 3 * proj_flops(&d) + attn / T;
+}
+
+static double gta_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) / T;
+}
+
+/* Per cached row and head: the key's two halves (r each) and the value
+ * (dh), 2 FLOPs per element. */
+static double gta_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * context * d.H * (2.0 * d.r + d.dh);
+}
+
+static const al_variant_costs gta_costs = {gta_train_cost, gta_prefill_cost, gta_decode_cost,
+                                           NULL};
+
 static const al_variant_train gta_train = {gta_params, gta_act_floats, gta_scratch_floats,
                                            gta_forward, gta_backward, AL_VARIANT_WRITES_GRADS};
 static const al_variant_decode gta_decode_table = {
@@ -402,4 +442,5 @@ const al_variant al_variant_gta = {
     .train = &gta_train,
     .decode = &gta_decode_table,
     .pictures = &gta_pictures,
+    .costs = &gta_costs,
 };

@@ -178,6 +178,7 @@ static void uncontract_rows(void *ctx, long lo, long hi, int tid)
 static void contract(float *out, const float *A, const float *B, const dims *d, int R, long n)
 {
     contract_job j = {out, NULL, NULL, A, B, NULL, d->H, d->dh, R};
+    al_flops_add(2.0 * n * d->H * d->dh * R);   /* (H, R) . (R, dh) per token, by hand */
     al_parallel_for(n, 16, contract_rows, &j);
 }
 
@@ -185,6 +186,7 @@ static void uncontract(float *dA, float *dB, const float *dout, const float *A, 
                        const dims *d, int R, long n)
 {
     contract_job j = {NULL, dA, dB, A, B, dout, d->H, d->dh, R};
+    al_flops_add(2 * 2.0 * n * d->H * d->dh * R);   /* dA and dB, by hand */
     al_parallel_for(n, 16, uncontract_rows, &j);
 }
 
@@ -572,6 +574,54 @@ static void tpa_decode_batch(const void *ctx, float *out, float *scratch, const 
 
 static const al_variant_train tpa_train = {tpa_params, tpa_act_floats, tpa_scratch_floats,
                                            tpa_forward, tpa_backward, AL_VARIANT_WRITES_GRADS};
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the factor projections (R (H + dh) outputs each for
+ * Q, K, V) and wo. */
+static double proj_flops(const dims *d)
+{
+    double R = (double)d->rq + d->rk + d->rv;
+    return 2.0 * d->D * R * (d->H + d->dh) + 2.0 * d->H * d->dh * d->D;
+}
+
+/* Training materialises q, k, v from the factors (2*H*dh*R each per
+ * token, contract()), and backward undoes it (dA and dB, twice that), then
+ * attends as mha does. */
+static double tpa_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    double contract_f = 2.0 * d.H * d.dh * ((double)d.rq + d.rk + d.rv);
+    double attn = al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 1);
+    (void)consumer;   /* tpa cannot share */
+    return 3 * (proj_flops(&d) + contract_f) + attn / T;
+}
+
+static double tpa_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * d.H * d.dh * ((double)d.rq + d.rk + d.rv) +
+           al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) / T;
+}
+
+/* Decode forms only the query; per cached row and head the factored
+ * attention multiplies q by each of R_K key features and R_V value
+ * features by the weights (2*dh each). The per-rank weighting of scores
+ * by the head factors is elementwise and not counted. */
+static double tpa_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * d.H * d.dh * d.rq +
+           2.0 * context * d.H * d.dh * ((double)d.rk + d.rv);
+}
+
+static const al_variant_costs tpa_costs = {tpa_train_cost, tpa_prefill_cost, tpa_decode_cost,
+                                           NULL};
+
 static const al_variant_decode tpa_decode_table = {
     .storage = AL_KV_ROWS,
     .kv_elems = tpa_kv_elems,
@@ -594,4 +644,5 @@ const al_variant al_variant_tpa = {
     .train = &tpa_train,
     .decode = &tpa_decode_table,
     .pictures = &tpa_pictures,
+    .costs = &tpa_costs,
 };

@@ -179,6 +179,25 @@ void al_attn_backward_band(float *dq, float *dk, float *dv, const float *dout,
 void al_attn_probs_band(float *P, const float *stat, const float *q, const float *k, int T,
                         int H, int G, int dqk, float scale, int causal, int window, int sinks);
 
+/* FLOPs al_attn_forward (backward 0) or al_attn_backward (backward 1)
+ * and their _band forms execute for one sequence of T tokens: every
+ * product 2*m*n*k. Under the causal mask a block of 64 query rows [i0, i1)
+ * multiplies against keys [0, i1): the key blocks past it are skipped, the
+ * masked triangle inside it is not. A band costs what the full block does.
+ * Forward: scores and P.v, 2*pairs*(dqk + dv) per head; backward
+ * recomputes the scores, then dP, dq, dk and dv: 2*pairs*(3*dqk + 2*dv). */
+double al_attn_flops(int T, int H, int dqk, int dv, int causal, int backward);
+
+/* ---------------------------------------------------------------------------
+ * Counting products (`attnlab cost --measure`, docs/costs.md). While the
+ * core counts, every product of the product layer (al_gemm_*, al_linear_*,
+ * the attention kernels, al_gemv_*, al_kv_attend*) adds its 2*m*n*k. A
+ * variant that multiplies matrices in loops of its own adds their FLOPs
+ * here (outside any pool loop, once per call), so that its cost model can
+ * be checked against what it runs. Does nothing while not counting.
+ * ------------------------------------------------------------------------- */
+void al_flops_add(double flops);
+
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);
 /* One block of a row whose softmax is computed block by block (online, as

@@ -67,9 +67,55 @@ void al_gemm_leave(int was)
     if (was >= 0) atomic_store(&precision, was);
 }
 
+/* ------------------------------------------------------------ counting */
+
+/* Products are whole numbers of FLOPs: an integer counter adds them
+ * exactly in any order, so a threaded run counts what a serial one does. */
+static atomic_int counting;
+static atomic_llong counted;
+
+void al_flops_count_begin(void)
+{
+    atomic_store(&counted, 0);
+    atomic_store(&counting, 1);
+}
+
+double al_flops_count_end(void)
+{
+    atomic_store(&counting, 0);
+    return (double)atomic_load(&counted);
+}
+
+double al_flops_counted(void) { return (double)atomic_load(&counted); }
+
+void al_flops_add(double flops)
+{
+    if (atomic_load_explicit(&counting, memory_order_relaxed))
+        atomic_fetch_add(&counted, (long long)flops);
+}
+
+/* One product's 2*M*N*K, counted where it enters the product layer (the
+ * splits and a plan's probes below are not counted again). */
+static void count_product(int M, int N, int K)
+{
+    if (M > 0 && N > 0 && K > 0) al_flops_add(2.0 * M * N * K);
+}
+
 /* ------------------------------------------------------------ one thread */
 
+static void sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc);
+
 void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
+{
+    count_product(M, N, K);
+    sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc)
 {
@@ -110,7 +156,7 @@ static void gemm_block(const gemm_job *g, long r0, long r1, long c0, long c1)
 {
     const float *A = g->ta == CblasNoTrans ? g->A + r0 * g->lda : g->A + r0;
     const float *B = g->tb == CblasNoTrans ? g->B + c0 : g->B + c0 * g->ldb;
-    al_sgemm_here(g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
+    sgemm_here(g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
                   g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
 }
 
@@ -159,7 +205,7 @@ static void run_blas(const gemm_job *g, int t)
 {
     al_parallel_rest();   /* idle workers would share the cores with OpenBLAS's */
     openblas_set_num_threads(t);
-    al_sgemm_here(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+    sgemm_here(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
                   g->beta, g->C, g->ldc);
     openblas_set_num_threads(1);
 }
@@ -178,6 +224,10 @@ static int run_split(gemm_job g, int split)
     al_parallel_for(blocks, 1, gemm_blocks, &g);
     return 0;
 }
+
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc);
 
 /* ------------------------------------------------------------ plans */
 
@@ -390,24 +440,33 @@ void al_sgemm_pool(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
                    int ldc)
 {
     al_gemm_plan p;
+    count_product(M, N, K);
     if (al_gemm_plan_get(ta, tb, M, N, K, alpha, beta, &p) != 0) {
-        al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     int f = atomic_load(&forced);
-    al_sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                    float *C, int ldc)
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc)
 {
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
     gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, alpha, beta, A, B, C};
     if (M <= 0 || N <= 0) return;
     if (run_split(g, split) == 0) return;
     if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
-    al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc)
+{
+    count_product(M, N, K);
+    sgemm_split(split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ the machine */

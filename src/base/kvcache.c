@@ -256,12 +256,14 @@ const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp)
 void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
                float beta)
 {
+    if (M > 0 && N > 0) al_flops_add(2.0 * M * N);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
 }
 
 void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
                float beta)
 {
+    if (M > 0 && N > 0) al_flops_add(2.0 * M * N);
     cblas_sgemv(CblasRowMajor, CblasTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
 }
 

@@ -159,6 +159,7 @@ int al_cli_load_plugins(const al_cli_opts *o);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_cost(int argc, char **argv);
 int al_cmd_keys(int argc, char **argv);
 int al_cmd_variants(int argc, char **argv);
 int al_cmd_score(int argc, char **argv);

@@ -666,7 +666,8 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
     if (dh % 2 != 0)   /* at d_model when d_head was derived from it */
         return al_cfg_verr(e, c, root, given || !root ? "model.d_head" : "model.d_model",
                            "'model.d_head' (%d) must be even for RoPE", dh);
-    if (c->train.warmup_steps > c->train.steps)
+    /* under train.flops the steps are derived later (al_train_resolve) */
+    if (c->train.flops == 0 && c->train.warmup_steps > c->train.steps)
         return al_cfg_verr(e, c, root, "train.warmup_steps", "'train.warmup_steps' (%d) must "
                            "be at most 'train.steps' (%d)", c->train.warmup_steps,
                            c->train.steps);
@@ -711,6 +712,13 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     al_cfg_find_path(root, "data.source", &given);
     if (!given)
         al_cfg_set_str(c->data.source, sizeof c->data.source, c->data.path[0] ? "text" : "kjv");
+    int given_steps;
+    al_cfg_find_path(root, "train.flops", &given);
+    al_cfg_find_path(root, "train.steps", &given_steps);
+    if (given && given_steps && c->train.flops > 0)
+        return al_cfg_verr(e, c, root, "train.flops", "'train.flops' and 'train.steps' are both "
+                           "given: use one (train.flops derives the steps from the model's "
+                           "train_flops_per_token)");
     al_cfg_find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;

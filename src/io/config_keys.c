@@ -93,9 +93,13 @@ const key_spec al_cfg_match_keys[] = {
     {0},
 };
 
+/* train.steps follows from train.flops when that is given (al_train.h). */
+static int steps_from_flops(const void *base) { return ((const al_train_config *)base)->flops > 0; }
+
 #define T al_train_config
 static const key_spec train_keys[] = {
-    FIELD(T, steps, K_INT, "2000", "optimizer steps", .rule = R_POS),
+    FIELD(T, steps, K_INT, "2000", "optimizer steps (not with train.flops, which derives them)", .rule = R_POS, .derived = steps_from_flops),
+    QUIET_FIELD(T, flops, K_DOUBLE, "0", "total training FLOPs (docs/costs.md): the run trains floor(flops / (train_flops_per_token * batch_size * seq_len)) steps, so that every attention of a sweep gets the same compute; warmup_steps and eval_every stay in steps, the cosine decay spans the derived steps; not with train.steps (0 = off: train.steps counts)", .rule = R_NONNEG),
     FIELD(T, batch_size, K_INT, "12", "sequences per step", .rule = R_POS),
     FIELD(T, lr, K_DOUBLE, "1e-3", "peak learning rate", .rule = R_POS),
     FIELD(T, min_lr, K_DOUBLE, "1e-4", "learning rate at the end of the cosine decay", .rule = R_NONNEG),

@@ -70,6 +70,10 @@ typedef struct key_spec {
     long ckpt_lo;
     double ckpt_hi;
     int unset_zero;      /* 1: a config built in code may leave it 0, meaning def */
+    /* Optional: 1 when the key's value, at base (its table's struct), is
+     * derived from another key and must not be written (train.steps under
+     * train.flops), so that a written config reads back as given. */
+    int (*derived)(const void *base);
 } key_spec;
 
 /* The row of key in table t, or NULL. */

@@ -204,7 +204,9 @@ static int quiet_default(const key_spec *t, const void *base)
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
-        if (t->type == K_IGNORE || unset_bytes(t, base) || quiet_default(t, base)) continue;
+        if (t->type == K_IGNORE || unset_bytes(t, base) || quiet_default(t, base) ||
+            (t->derived && t->derived(base)))
+            continue;
         if (t->type == K_MATCH) {
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {

@@ -85,6 +85,8 @@ typedef struct al_model_config {
 
 typedef struct al_train_config {
     int steps, batch_size;
+    double flops;                        /* train.flops: total training FLOPs; > 0 derives
+                                            steps (al_train_resolve), 0 = off */
     double lr, min_lr;
     int warmup_steps;
     double weight_decay, beta1, beta2, grad_clip;

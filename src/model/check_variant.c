@@ -13,6 +13,7 @@
 
 #include "al_attention.h"
 #include "al_check_variant.h"
+#include "al_cost.h"
 #include "al_decode.h"
 #include "al_kvcache.h"
 #include "al_model.h"
@@ -699,6 +700,36 @@ static void check_bytes(model_run *mr, al_model *m)
     record(mr->r, "cache.bytes", worst, 0, 0, where);
 }
 
+/* A variant's cost members (docs/costs.md) against the FLOPs the product
+ * layer counts when the model trains, prefills and decodes: exactly,
+ * within seq_len and past two cache tiles. Without members the core
+ * counts, so there is nothing to check. */
+static void check_costs(model_run *mr, al_model *m)
+{
+    const al_variant_costs *k = mr->v->costs;
+    if (!k || !k->train_flops_per_token || !k->prefill_flops_per_token ||
+        !k->decode_flops_per_token)
+        return;
+    static const int contexts[] = {SEQ - 3, LONG};
+    double worst = 0;
+    for (int i = 0; i < 2; i++) {
+        al_cost_opts o = {contexts[i], 1, AL_KV_F32};
+        al_model_cost f;
+        al_cost_counted c;
+        al_err e;
+        if (al_cost_of_model(&m->cfg, &o, &f, &e) || al_cost_measure(m, &o, &c, &e)) {
+            worst = INFINITY;
+            continue;
+        }
+        worst = fmax(worst, fabs(c.train_flops_per_token - f.train_flops_per_token));
+        worst = fmax(worst, fabs(c.prefill_flops_per_token - f.prefill_flops_per_token) * o.context);
+        worst = fmax(worst, fabs(c.decode_flops_per_token - f.decode_flops_per_token));
+    }
+    char where[192];
+    where_of(mr, "FLOPs counted - costs members, contexts 5 and 515", where, sizeof where);
+    record(mr->r, "costs.flops", worst, 0.5, 0, where);
+}
+
 /* ------------------------------------------------------------ the suite */
 
 
@@ -723,6 +754,7 @@ static void model_checks(al_check_report *r, const al_variant *v, const cv_shape
     check_threads(&mr, &m);
     check_batch(&mr, &m);
     check_bytes(&mr, &m);
+    check_costs(&mr, &m);
     al_model_free(&m);
 }
 

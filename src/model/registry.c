@@ -45,6 +45,7 @@ typedef struct entry {
     al_variant_decode decode;
     al_variant_share share;
     al_variant_pictures pictures;
+    al_variant_costs costs;
     const char *origin;
     al_variant_compat *compat; /* an adapted older table's wrapper (owned), or NULL */
 } entry;
@@ -104,6 +105,11 @@ static void fill(entry *n, const al_variant *v, const char *origin)
     n->v.share = v->share ? &n->share : NULL;
     if (v->pictures) n->pictures = *v->pictures;
     n->v.pictures = v->pictures && v->pictures->probs ? &n->pictures : NULL;
+    /* costs: FLOP members stay NULL where the variant gives none (the
+     * core counts them, al_cost.h); rows read default to the rows held */
+    if (v->costs) n->costs = *v->costs;
+    if (!n->costs.decode_rows_read) n->costs.decode_rows_read = n->decode.kv_rows;
+    n->v.costs = &n->costs;
 }
 
 /* ------------------------------------------------------------ lookup */

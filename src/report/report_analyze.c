@@ -385,8 +385,14 @@ static void mark_front(al_report_analysis *A)
         q[k] = A->g[k].quality.q.mean;
     }
     A->n_front = al_pareto_front(n, cost, q, A->use_acc, on);
-    for (int k = 0; k < n; k++) A->g[k].front.on = on[k];
+    for (int k = 0; k < n; k++) A->g[k].front.on = A->g[k].front.on_cost[AL_COST_HELD] = on[k];
     resolve_front(A);
+    for (int c = AL_COST_HELD + 1; c < AL_REPORT_NCOSTS; c++) {   /* each plot's own front */
+        for (int k = 0; k < n; k++)
+            cost[k] = al_report_drawable(&A->g[k]) ? al_report_cost_of(A->g[k].first, c) : NAN;
+        al_pareto_front(n, cost, q, A->use_acc, on);
+        for (int k = 0; k < n; k++) A->g[k].front.on_cost[c] = on[k];
+    }
     free(on), free(cost), free(q);
 }
 

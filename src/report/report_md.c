@@ -112,13 +112,33 @@ static const group *base_group(const al_report_analysis *A)
 /* ------------------------------------------------------------ report.md */
 
 typedef struct cols {
-    int unmasked, matched, acc, kv_at;
+    int unmasked, matched, acc, kv_at, costs;
 } cols;
 
 static cols which_cols(const al_report_analysis *A)
 {
     return (cols){any_unmasked(A), any_col(A, offsetof(row, params_to)), A->use_acc,
-                  any_col(A, offsetof(row, kv_at))};
+                  any_col(A, offsetof(row, kv_at)), any_col(A, offsetof(row, train_flops))};
+}
+
+/* "4.1e+10" and the like: FLOPs and bytes span too many digits for commas. */
+static void fmt_big(char *buf, size_t n, double v)
+{
+    if (isnan(v)) snprintf(buf, n, "–");
+    else snprintf(buf, n, "%.3g", v);
+}
+
+/* The cost cells (docs/costs.md): training FLOPs, then at the report
+ * context the bytes and FLOPs of one decode step per token and their ratio. */
+static void md_cost_cells(FILE *f, const row *w)
+{
+    char a[64], b[64], c[64];
+    fmt_big(a, sizeof a, w->train_flops);
+    fmt_int(b, sizeof b, w->decode_bytes);
+    fmt_int(c, sizeof c, w->decode_fpt);
+    fprintf(f, " %s | %s | %s |", a, b, c);
+    if (isnan(w->intensity)) fputs(" – |", f);
+    else fprintf(f, " %.3g |", w->intensity);
 }
 
 static void md_table_head(FILE *f, const al_report_analysis *A)
@@ -133,6 +153,9 @@ static void md_table_head(FILE *f, const al_report_analysis *A)
     if (c.matched) fputs(" matched to |", f), n++;
     fputs(" KV bytes/token |", f);
     if (c.kv_at) fputs(" KV cache at context (tokens) |", f), n++;
+    if (c.costs)
+        fputs(" train FLOPs | decode bytes read/token | decode FLOPs/token | FLOPs/byte |", f),
+            n += 4;
     fprintf(f, " seeds | %s (mean ± 95 %%) | sd |", A->metric);
     if (c.acc) fputs(" solved |", f), n++;
     fprintf(f, " Δ vs baseline [95 %%] | resolved (Holm) | val loss | slope/100 steps |"
@@ -165,6 +188,7 @@ static void md_table_row(FILE *f, const al_report_analysis *A, const group *g)
         fmt_int(b, sizeof b, w->kv_context);
         fprintf(f, isnan(w->kv_at) ? " %s |" : " %s (%s) |", a, b);
     }
+    if (c.costs) md_cost_cells(f, w);
     fmt_ci(b, sizeof b, &g->quality.q);
     if (!g->quality.q.n) snprintf(b, sizeof b, "– (%s)", g->n_ok ? "pending" : w->status);
     fmt_sd(d, sizeof d, &g->quality.q);
@@ -496,6 +520,24 @@ static void md_models(FILE *f, const al_report_analysis *A)
     free(t);
 }
 
+/* The plots against the other costs, each with its own front, when the
+ * summary has them (docs/costs.md). */
+static void md_cost_plots(FILE *f, const al_report_analysis *A)
+{
+    if (al_report_cost_plotted(A, AL_COST_READ))
+        fprintf(f, "![%s against bytes read per decoded token](tradeoff_read.png)\n\n"
+                "The same configurations against the bytes one decode step reads per token "
+                "at the report context (the cache rows at their storage dtype and every "
+                "weight, batch 1), with that axis's own Pareto front. "
+                "[SVG](tradeoff_read.svg)\n\n", A->metric);
+    if (al_report_cost_plotted(A, AL_COST_FLOPS))
+        fprintf(f, "![%s against training FLOPs](tradeoff_flops.png)\n\n"
+                "And against the FLOPs each configuration trained with (its "
+                "train_flops_per_token times the tokens of its steps), with its own front: "
+                "under train.flops every configuration sits at one compute. "
+                "[SVG](tradeoff_flops.svg)\n\n", A->metric);
+}
+
 static void md_plots(FILE *f, const al_report_analysis *A, int plots)
 {
     fputs("\n## Plots\n\n", f);
@@ -511,6 +553,7 @@ static void md_plots(FILE *f, const al_report_analysis *A, int plots)
                 "over seeds). [SVG](curves.svg)\n\n", A->metric,
                 any_unmasked(A) ? "; configurations without the causal mask are not drawn"
                 : "");
+        md_cost_plots(f, A);
         fputs("The plots are drawn by gnuplot from `tradeoff.gp` and `curves.gp` (and their "
               "`.dat` files), kept here to edit and re-run.\n", f);
     } else if (plots == AL_PLOTS_NO_GNUPLOT) {

@@ -10,10 +10,17 @@
 
 #include "report_rows.h"
 
-/* tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the pictures by
+/* tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, the same against bytes
+ * read per decoded token (tradeoff_read.{dat,gp}, front_read.dat) and
+ * training FLOPs (tradeoff_flops.{dat,gp}, front_flops.dat) when the
+ * summary has those costs, and the pictures by
  * gnuplot (*plots: an enum al_plot_state). -1 when a file could not be
  * written. */
 int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e);
+/* 1 when a configuration can be drawn against cost (enum al_report_cost):
+ * its plot exists (tradeoff_read.*, tradeoff_flops.*; tradeoff.* is
+ * written always). */
+int al_report_cost_plotted(const al_report_analysis *A, int cost);
 /* DIR/name opened for an atomic write (al_open_atomic). */
 FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
                      al_err *e);

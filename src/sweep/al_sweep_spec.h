@@ -134,6 +134,10 @@ typedef struct al_sweep_trial {
     size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
     int kv_context;                    /* report.context, or model.seq_len */
     size_t kv_bytes_at_context;        /* f32, every layer's cache at kv_context */
+    /* al_cost.h's figures (docs/costs.md): training at model.seq_len, one
+     * decode step at kv_context (model.kv_dtype, batch 1) */
+    double train_flops_per_token;
+    double decode_flops_per_token, decode_bytes_per_token, arithmetic_intensity;
 } al_sweep_trial;
 
 /* The experiment file's top-level `eval` (sweep_eval.c): what the runner
@@ -258,5 +262,12 @@ void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a);
  * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids), then "-share2"
  * under model.kv_share 2. */
 void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep);
+
+/* sweep_costs.c: a decoded trial's cost figures (al_sweep_trial), from
+ * its resolved config. */
+int al_sweep_trial_costs(al_sweep_trial *t, al_err *e);
+/* The FLOPs trial t trains: its train_flops_per_token times the tokens of
+ * the steps it ran (steps_done; the planned steps before a result). */
+double al_sweep_trial_train_flops(const al_sweep_trial *t, int steps_done);
 
 #endif

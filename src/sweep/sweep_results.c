@@ -239,6 +239,11 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
     json_object_set_new(j, "params", json_integer((json_int_t)t->params));
     json_object_set_new(j, "params_to", m->match.by ? json_integer((json_int_t)m->match.params_to)
                                                     : json_null());
+    /* docs/costs.md: the compute the trial trained with (train.flops, 0
+     * when steps were given) */
+    json_object_set_new(j, "train_flops_per_token", json_num(t->train_flops_per_token));
+    json_object_set_new(j, "train_flops", json_num(al_sweep_trial_train_flops(t, r->steps_done)));
+    json_object_set_new(j, "train_flops_budget", json_num(t->cfg.train.flops));
     json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
     json_object_set_new(j, "wall_s", json_num(r->wall_s));
     json_object_set_new(j, "cpu_model", json_string(r->cpu_model));
@@ -458,6 +463,12 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, r->blas_core);
     fputc(',', f);
     if (r->threads > 0) fprintf(f, "%d", r->threads);
+    fputc(',', f);   /* the cost columns (docs/costs.md), appended */
+    put_num(f, t->train_flops_per_token, "%.0f");
+    put_num(f, al_sweep_trial_train_flops(t, r->steps_done), "%.0f");
+    put_num(f, t->decode_flops_per_token, "%.0f");
+    put_num(f, t->decode_bytes_per_token, "%.0f");
+    if (isfinite(t->arithmetic_intensity)) fprintf(f, "%.6g", t->arithmetic_intensity);
     fputc(',', f);   /* sweep.scaling: the size's index and the budget */
     if (t->scaling_size >= 0) fprintf(f, "%d,%.9g", t->scaling_size, t->scaling_flops);
     else fputc(',', f);
@@ -478,8 +489,9 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss,cpu_model,blas_core,threads,scaling_size,"
-          "scaling_flops\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
+          "train_flops,decode_flops_per_token,decode_bytes_per_token,arithmetic_intensity,"
+          "scaling_size,scaling_flops\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

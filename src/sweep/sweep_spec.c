@@ -756,6 +756,7 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
     t->kv_context = t->cfg.report.context ? t->cfg.report.context : t->cfg.model.seq_len;
     t->kv_bytes_at_context = al_model_kv_bytes_at(&t->cfg.model, AL_KV_F32, t->kv_context);
+    if (al_sweep_trial_costs(t, e)) goto fail;
     al_sweep_config_hash(&t->cfg, 0, t->hash);
     return 0;
 fail:

@@ -163,7 +163,7 @@ int al_train_resolve(al_config *c, int data_vocab, al_err *e)
         return al_errf(e, "%s: 'model.vocab_size' (%d) does not match data source "
                        "'%s' (vocabulary %d)", c->file, c->model.vocab_size,
                        c->data.source, data_vocab);
-    return 0;
+    return al_train_flops_steps(c, NULL, e);
 }
 
 /* Bytes as "N bytes (X.Y GiB)". */
@@ -296,6 +296,13 @@ static int run_open(run *R, al_config *c, al_err *e)
 {
     if (al_data_open(&R->data, &c->data, c->model.seq_len, e) != 0) return -1;
     if (al_train_resolve(c, R->data.vocab_size, e) != 0) return -1;
+    if (c->train.flops > 0 && al_mpi_rank() == 0) {   /* what the compute buys, said first */
+        char line[512];
+        double per_token;
+        if (al_train_flops_steps(c, &per_token, e) != 0) return -1;
+        al_train_flops_line(c, per_token, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+    }
     if (al_train_check_memory(c, e) != 0) return -1;
     if (al_model_init(&R->model, &c->model, e) != 0) return -1;
     /* train.precision travels with the model: its calls run at it */
