@@ -5,6 +5,7 @@
  * whose held-out check must fail and say so; too few budgets), and the
  * spec's errors.
  */
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -352,6 +353,188 @@ START_TEST(scaling_grid_expands_to_the_documented_trials)
 }
 END_TEST
 
+/* ------------------------------------------------------------ real sweeps */
+
+static int run_attnlab(char **out, const char *args)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
+    return al_test_run(cmd, out);
+}
+
+/* summary.csv's cell as a number. */
+static double sum_num(const al_csv *t, int r, const char *col)
+{
+    const char *v = al_csv_cell(t, r, col);
+    ck_assert_msg(v[0], "row %d: %s is blank", r, col);
+    return atof(v);
+}
+
+/* The frontier at budget C of design `variant`, worked from summary.csv
+ * by hand: the lowest over sizes of the mean test loss over seeds. */
+static double frontier_by_hand(const al_csv *t, const char *variant, double C)
+{
+    double best = INFINITY;
+    for (int size = 0; size < 8; size++) {
+        double sum = 0;
+        int n = 0;
+        for (int r = 0; r < t->n_rows; r++)
+            if (strcmp(al_csv_cell(t, r, "variant"), variant) == 0 &&
+                sum_num(t, r, "scaling_size") == size && sum_num(t, r, "scaling_flops") == C)
+                sum += sum_num(t, r, "test_loss"), n++;
+        if (n && sum / n < best) best = sum / n;
+    }
+    return best;
+}
+
+/* A tiny real scaling sweep, end to end: 2 designs x 2 sizes x 4 budgets x
+ * 2 seeds through the attnlab binary, then its report. Every trial trains
+ * the steps its budget buys (train.flops), the summary carries the size
+ * and budget, and scaling.csv's measured frontier at the largest budget is
+ * the one worked from the summary by hand. */
+START_TEST(tiny_real_scaling_sweep_end_to_end)
+{
+    char *dir = al_test_tmpdir(), *out, args[4400], r[4200];
+    char *path = write_exp(dir, ", eval_every: 20",
+                           "sweep:\n  seeds: 2\n  grid:\n"
+                           "    model.attention: [{variant: mha}, {variant: mqa}]\n"
+                           "  scaling:\n    sizes: [{d_model: 16, n_head: 2}, "
+                           "{d_model: 32, n_head: 4}]\n"
+                           "    flops: [2.0e+7, 4.0e+7, 8.0e+7, 1.6e+8]\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    snprintf(args, sizeof args, "sweep %s --out %s --jobs 2", path, r);
+    ck_assert_int_eq(run_attnlab(&out, args), 0);
+    ck_assert_msg(strstr(out, "32 ok, 0 diverged, 0 failed"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "report %s", r);
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    ck_assert_int_eq(run_attnlab(&out, args), 0);
+    unsetenv("AL_GNUPLOT");
+    free(out);
+    al_csv sum, sc;
+    al_err e;
+    snprintf(args, sizeof args, "%s/summary.csv", r);
+    ck_assert_msg(al_csv_read(args, &sum, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(sum.n_rows, 32);
+    for (int i = 0; i < sum.n_rows; i++) {
+        /* the budget buys floor(C / (flops per token x tokens per step)) steps */
+        double C = sum_num(&sum, i, "scaling_flops"), fpt = sum_num(&sum, i,
+                                                                    "train_flops_per_token");
+        double tps = sum_num(&sum, i, "tokens_per_step");
+        ck_assert_double_eq(sum_num(&sum, i, "steps"), floor(C / (fpt * tps)));
+        ck_assert(sum_num(&sum, i, "train_flops") <= C);
+        char want[128];
+        snprintf(want, sizeof want, "_size%.0f_flops", sum_num(&sum, i, "scaling_size"));
+        ck_assert_msg(strstr(al_csv_cell(&sum, i, "trial"), want), "%s",
+                      al_csv_cell(&sum, i, "trial"));
+    }
+    read_csv(r, &sc);
+    ck_assert_int_eq(sc.n_rows, 2);
+    ck_assert_str_eq(al_csv_cell(&sc, 0, "attention"), "mha");
+    ck_assert_str_eq(al_csv_cell(&sc, 1, "attention"), "mqa");
+    ck_assert_str_eq(cell(&sc, "mqa", "n_budgets"), "4");
+    ck_assert_str_eq(cell(&sc, "mqa", "n_seeds"), "2");
+    for (int k = 0; k < 2; k++) {
+        const char *v = k ? "mqa" : "mha";
+        ck_assert_double_eq_tol(num(&sc, v, "heldout_measured"),
+                                frontier_by_hand(&sum, v, 1.6e8), 1e-5);
+    }
+    const char *verdict = cell(&sc, "mqa", "verdict");
+    ck_assert_msg(strncmp(verdict, "closes", 6) == 0 || strncmp(verdict, "holds", 5) == 0 ||
+                  strncmp(verdict, "widens", 6) == 0 || strncmp(verdict, "cannot tell", 11) == 0,
+                  "%s", verdict);
+    al_csv_free(&sc), al_csv_free(&sum);
+    free(path), free(dir);
+}
+END_TEST
+
+/* summary.csv without its timing columns (tokens_per_s, wall_s). */
+static char *summary_without_timing(const char *dir)
+{
+    char *t = read_text(dir, "summary.csv"), *o = calloc(strlen(t) + 1, 1), *out = o;
+    int col = 0, c_tok = -1, c_wall = -1;
+    for (char *p = t; *p && *p != '\n'; p++) {
+        if (strncmp(p, "tokens_per_s,", 13) == 0 && (p == t || p[-1] == ',')) c_tok = col;
+        if (strncmp(p, "wall_s,", 7) == 0 && (p == t || p[-1] == ',')) c_wall = col;
+        col += *p == ',';
+    }
+    ck_assert(c_tok >= 0 && c_wall >= 0);
+    col = 0;
+    for (char *p = t; *p; p++) {
+        if (*p == '\n') col = -1;
+        if (col != c_tok && col != c_wall) *o++ = *p;
+        if (*p == ',' || *p == '\n') col++;
+    }
+    free(t);
+    return out;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Wait (up to 120 s) until trial `done` has a result and `running` is
+ * past step 0 without one. */
+static int wait_mid_trial(const char *r, const char *done, const char *running)
+{
+    char a[4400], c[4400], tdir[4400];
+    snprintf(a, sizeof a, "%s/%s/result.json", r, done);
+    snprintf(c, sizeof c, "%s/%s/result.json", r, running);
+    snprintf(tdir, sizeof tdir, "%s/%s", r, running);
+    struct timespec nap = {0, 2 * 1000 * 1000};
+    for (int i = 0; i < 60000; i++) {
+        al_trial_progress p;
+        if (exists(a) && !exists(c) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
+            return 1;
+        nanosleep(&nap, NULL);
+    }
+    return 0;
+}
+
+/* A scaling sweep killed with SIGKILL in the middle of its second trial
+ * resumes (that trial from its checkpoint) to exactly the summary of one
+ * never interrupted: same trials, sizes, budgets, steps and losses. */
+START_TEST(killed_scaling_sweep_resumes_to_the_uninterrupted_summary)
+{
+    char *dir = al_test_tmpdir(), *out, args[4400], r1[4200], r2[4200];
+    char *path = write_exp(dir, ", eval_every: 100, checkpoint_every: 20",
+                           "sweep:\n  scaling:\n    sizes: [{d_model: 16, n_head: 2}]\n"
+                           "    flops: [2.0e+9, 4.0e+9]\n");
+    snprintf(r1, sizeof r1, "%s/full", dir);
+    snprintf(r2, sizeof r2, "%s/killed", dir);
+    snprintf(args, sizeof args, "sweep %s --out %s --jobs 1", path, r1);
+    ck_assert_int_eq(run_attnlab(&out, args), 0);
+    free(out);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        dup2(nul, 1), dup2(nul, 2);
+        execl(al_test_binary(), al_test_binary(), "sweep", path, "--out", r2, "--jobs", "1",
+              (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_msg(wait_mid_trial(r2, "size0_flops2.0e+9_seed1", "size0_flops4.0e+9_seed1"),
+                  "never caught mid-trial");
+    kill(pid, SIGKILL);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    snprintf(args, sizeof args, "sweep %s --out %s --jobs 1", path, r2);
+    ck_assert_int_eq(run_attnlab(&out, args), 0);
+    ck_assert_msg(strstr(out, "1 ok, 0 diverged, 0 failed, 1 kept from before") &&
+                  strstr(out, "start size0_flops4.0e+9_seed1 (resuming from its checkpoint)"), "%s",
+                  out);
+    free(out);
+    char *a = summary_without_timing(r1), *b = summary_without_timing(r2);
+    ck_assert_str_eq(a, b);
+    ck_assert_msg(strstr(a, "\nsize0_flops4.0e+9_seed1,") && strstr(a, ",0,4e+09\n"), "%s", a);
+    free(a), free(b), free(path), free(dir);
+}
+END_TEST
+
 Suite *scaling_suite(void)
 {
     Suite *s = suite_create("scaling");
@@ -365,6 +548,11 @@ Suite *scaling_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, bad_scaling_specs_name_file_line_and_column);
     tcase_add_test(tc, scaling_grid_expands_to_the_documented_trials);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("run");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, tiny_real_scaling_sweep_end_to_end);
+    tcase_add_test(tc, killed_scaling_sweep_resumes_to_the_uninterrupted_summary);
     suite_add_tcase(s, tc);
     return s;
 }
