@@ -13,6 +13,7 @@
 #include "report_md.h"
 #include "report_plot.h"
 #include "report_rows.h"
+#include "report_scaling.h"
 #include "report_stages.h"
 
 #include <stdlib.h>
@@ -23,7 +24,7 @@ int al_report_write_analysis(const al_report_analysis *A, al_report_stats *st, a
     int plots = AL_PLOTS_NOTHING;
     int rc = al_report_write_configs(A, e) || al_report_draw_plots(A, &plots, e) ||
              al_report_stages_plot(A, plots, e) || al_report_eval_plot(A, plots, e) ||
-             al_report_decode_write(A, e) ? -2 : 0;
+             al_report_decode_write(A, e) || al_report_scaling_write(A, plots, e) ? -2 : 0;
     if (!rc) {
         size_t len;
         char *md = al_report_md_text(A, plots, &len);

@@ -12,6 +12,7 @@
 #include "report_claims.h"
 #include "report_decode.h"
 #include "report_eval.h"
+#include "report_scaling.h"
 #include "report_md.h"
 #include "report_stages.h"
 #include "report_table.h"
@@ -447,6 +448,7 @@ static void md_write(FILE *f, const al_report_analysis *A, int plots)
     al_report_stages_md(f, A, plots);
     al_report_eval_md(f, A, plots);
     al_report_decode_md(f, A);
+    al_report_scaling_md(f, A, plots);
     md_models(f, A);
     md_unfinished(f, A);
 }

@@ -48,6 +48,7 @@ typedef struct row {
     double test_loss, test_acc, tok_s, wall_s, steps;
     /* the cost columns (docs/costs.md; NaN: an older summary) */
     double train_fpt, train_flops, decode_fpt, decode_bytes, intensity;
+    double scaling_size, scaling_flops;   /* sweep.scaling's size index and budget (NaN: none) */
     const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */
     int causal;        /* 1, 0, or -1 when not given */
     int baseline;      /* the summary marks the baseline configuration's trials */
@@ -188,6 +189,7 @@ struct al_report_analysis {
     char metric[64];          /* "test loss", "test accuracy", "val loss", ... */
     report_marker mk;
     report_rounds seq;
+    struct scaling_analysis *scaling;   /* sweep.scaling's fits (report_scaling.h), or NULL */
 };
 
 /* report_summary.c: DIR/summary.csv into s (-1 with e naming file:line when

@@ -24,12 +24,19 @@
  *       by: val_loss               # with the best validation result
  *     baseline: {model.attention: {variant: mha}}   # paired differences against
  *                                  # this configuration (default: the first)
+ *     scaling:                     # compute scaling (sweep_scaling.c, docs/scaling.md):
+ *       sizes: [{d_model: 64, n_layer: 2}, {d_model: 96, n_layer: 3}]   # `model` keys
+ *       flops: [2.0e+12, 8.0e+12]   # training budgets: each trial's train.flops
  *     claims:                      # published claims the report checks (sweep_claims.c)
  *       - {claim: "GTA: GQA's quality at half its cache", config: gta-kv4,
  *          versus: gqa-kv4, expect: no_worse, margin: 0.01}
  *
  * Expansion order: seeds outermost (a sweep cut short has seen every
- * configuration once), then the grid axes in file order, then zip groups.
+ * configuration once), then the grid axes in file order, then
+ * sweep.scaling's sizes and budgets, then zip groups. Under sweep.scaling
+ * every trial is labelled by its size's index and budget
+ * ("mqa_size1_flops8.0e+12_seed2") even when there is one of either, and
+ * the baseline is a design (every size and budget of it).
  * Every trial's tree (the file, --set edits, the trial's values) goes
  * through al_config_decode, so every error names file:line:col: a value's
  * own position when it came from the sweep mapping.
@@ -98,7 +105,12 @@ typedef struct al_sweep_axis {
     int key_line, key_col;    /* where the path is written */
     int n;                    /* number of values */
     int group;                /* -1: a grid axis; else its zip group */
+    int scaling;              /* enum al_scaling_axis: sweep.scaling's sizes or budgets */
 } al_sweep_axis;
+
+/* sweep.scaling's two axes (sweep_scaling.c): a size sets each of its keys
+ * under `model`, a budget sets train.flops. */
+enum al_scaling_axis { AL_SCALING_NONE = 0, AL_SCALING_SIZE, AL_SCALING_FLOPS };
 
 typedef struct al_sweep_trial {
     int index;                         /* in expansion order: the worker's --index */
@@ -110,7 +122,12 @@ typedef struct al_sweep_trial {
     char group[AL_SWEEP_ID_LEN];       /* the configuration: config without the select axes */
     char tuned[AL_SWEEP_ID_LEN];       /* the select axes' values ("lr0.001"), or "" */
     uint64_t group_key;                /* equal for the trials of one configuration */
-    int baseline;                      /* 1: a trial of the baseline configuration */
+    uint64_t design_key;               /* group_key without sweep.scaling's axes: equal
+                                          for one design at every size and budget */
+    int baseline;                      /* 1: a trial of the baseline configuration (under
+                                          sweep.scaling: of the baseline design) */
+    int scaling_size;                  /* sweep.scaling: the size's index, else -1 */
+    double scaling_flops;              /* ... and the budget (train.flops), else 0 */
     char id[AL_SWEEP_ID_LEN];          /* label or label-hash (al_sweep_assign_ids) */
     char hash[17];                     /* 16 hex digits of the resolved config */
     al_config cfg;                     /* decoded */

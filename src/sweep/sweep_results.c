@@ -498,6 +498,9 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_num(f, t->decode_bytes_per_token, "%.0f");
     if (isfinite(t->arithmetic_intensity)) fprintf(f, "%.6g", t->arithmetic_intensity);
     decode_cells(f, tdir, t->kv_context);
+    fputc(',', f);   /* sweep.scaling: the size's index and the budget */
+    if (t->scaling_size >= 0) fprintf(f, "%d,%.9g", t->scaling_size, t->scaling_flops);
+    else fputc(',', f);
     fputc('\n', f);
 }
 
@@ -517,7 +520,7 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
           "upstream_steps,init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
           "train_flops,decode_flops_per_token,decode_bytes_per_token,arithmetic_intensity,"
-          "decode_context,decode_batch,decode_tokens_per_s\n", f);
+          "decode_context,decode_batch,decode_tokens_per_s,scaling_size,scaling_flops\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
