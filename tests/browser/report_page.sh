@@ -87,10 +87,19 @@ add_cost_columns() {
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 kv = rows[0].index("kv_bytes_per_token")
-rows[0] += ["decode_bytes_per_token", "train_flops", "decode_tokens_per_s"]
+names = ["decode_bytes_per_token", "train_flops", "decode_tokens_per_s"]
+for n in names:   # the writer may have the column already (blank): fill it in place
+    if n not in rows[0]:
+        rows[0].append(n)
+        for r in rows[1:]:
+            r.append("")
+col = [rows[0].index(n) for n in names]
 for i, r in enumerate(rows[1:], 1):
     b = float(r[kv] or 0)
-    r += ["%.0f" % (9 * b + 5000), "%.0f" % (1e12 + 3e8 * b), "%.1f" % (2e4 / (1 + b / 100) + i)]
+    r += [""] * (len(rows[0]) - len(r))
+    vals = ["%.0f" % (9 * b + 5000), "%.0f" % (1e12 + 3e8 * b), "%.1f" % (2e4 / (1 + b / 100) + i)]
+    for c, v in zip(col, vals):
+        r[c] = v
 csv.writer(open(sys.argv[1], "w", newline="")).writerows(rows)
 ' "$1/summary.csv"
     "$A" report "$1" >/dev/null
