@@ -324,9 +324,9 @@ START_TEST(checkpoint_config_is_read_by_the_key_rows)
                           "%s absent did not read as its default %s", k->key, k->def);
             al_model_free(&back);
         }
-        if (k->ckpt_hi <= 0) continue;
-        if (k->type == K_INT) snprintf(val, sizeof val, "%ld", (long)k->ckpt_hi + 1);
-        else snprintf(val, sizeof val, "%.17g", k->ckpt_hi * 2);
+        if (k->max <= 0) continue;
+        if (k->type == K_INT) snprintf(val, sizeof val, "%ld", (long)k->max + 1);
+        else snprintf(val, sizeof val, "%.17g", k->max * 2);
         write_mutated(path, &m, &(mut){.key = k->key, .value = val});
         snprintf(want, sizeof want, "'%s' must be", k->key);
         ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) != 0 && strstr(e.msg, want),

@@ -22,11 +22,9 @@
 #include "al_safetensors.h"
 #include "al_sha256.h"
 
-/* The size a variant setting may declare (the model's own keys carry
- * theirs in their rows, config_keys.c): it keeps every product the model
- * and the variants form in int range, so a corrupt config is an error
- * rather than an overflow or a huge allocation. */
-#define MAX_DIM (1 << 14)
+/* The size a variant setting may declare, as a config file may (the
+ * model's own keys carry theirs in their rows, config_keys.c). */
+#define MAX_DIM AL_CFG_SETTING_MAX
 /* Refuse to allocate a model this much larger than the file's data. */
 #define MAX_UNBACKED_FLOATS (1u << 22)
 
@@ -186,16 +184,17 @@ static int decode_scalar(const char *path, const key_spec *k, json_t *v, al_mode
 {
     char *field = (char *)c + k->offset, vals[160];
     if (k->type == K_INT) {
-        if (!json_is_integer(v) || json_integer_value(v) < k->ckpt_lo ||
-            json_integer_value(v) > (json_int_t)k->ckpt_hi)
-            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key,
-                           k->ckpt_lo, (long)k->ckpt_hi);
+        long lo, hi;
+        al_cfg_int_range(k, 1, &lo, &hi);
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key, lo, hi);
         int x = (int)json_integer_value(v);
         memcpy(field, &x, sizeof x);
     } else if (k->type == K_DOUBLE) {
         double x = json_is_number(v) ? json_number_value(v) : NAN;
-        if (!(x > 0 && x <= k->ckpt_hi))
-            return cfg_err(e, path, "'%s' must be a number in (0, %g]", k->key, k->ckpt_hi);
+        AL_ASSERT(k->rule == R_POS && k->max > 0);   /* the message says so */
+        if (!al_cfg_in_range(k, x))
+            return cfg_err(e, path, "'%s' must be a number in (0, %g]", k->key, k->max);
         memcpy(field, &x, sizeof x);
     } else if (k->type == K_BOOL) {
         if (!json_is_boolean(v)) return cfg_err(e, path, "'%s' must be true or false", k->key);
@@ -260,6 +259,14 @@ static int config_from_json(const char *path, const char *text, const char *orig
     if (rc == 0) rc = al_config_validate(&full, NULL, e);
     c->d_ff = d_ff;   /* free: a parameter-matched model widens its MLP */
     if (rc == 0) *out = *c;
+    return rc;
+}
+
+int al_checkpoint_config_roundtrip(const al_model_config *c, al_model_config *out, al_err *e)
+{
+    char *json = al_config_model_json(c);
+    int rc = config_from_json("(config)", json, stack_origin(c), out, e);
+    free(json);
     return rc;
 }
 
