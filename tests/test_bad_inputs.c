@@ -397,6 +397,24 @@ static const bad_row rows[] = {
      "kv good.yaml --set model.n_layer=2147483647 --set model.d_model=32768 --set model.n_head=256",
      "^--set:1:15: error: 'model\\.n_layer' \\(2147483647\\) must be at most 16384$", 0},
 
+    /* ---- sizes computed from settings, in checked arithmetic (issue 40) */
+    {"size: a tensor past 2^31 elements names the keys (kv)", NULL,
+     "kv good.yaml --set model.n_head=16384 --set model.d_head=16384",
+     "^attnlab: model\\.attention: variant 'mha': 'model\\.d_model' \\(16\\), 'model\\.n_head' "
+     "\\(16384\\) and 'model\\.d_head' \\(16384\\) with the attention's settings make tensor "
+     "'wq' \\[268435456, 16\\], more than 2147483647 elements$", 0},
+    {"size: a tensor past 2^31 elements names the keys (train)", NULL,
+     "train good.yaml --out out --set model.n_head=16384 --set model.d_head=16384",
+     "^good\\.yaml: model\\.attention: variant 'mha': 'model\\.d_model' \\(16\\), "
+     "'model\\.n_head' \\(16384\\) and 'model\\.d_head' \\(16384\\) with", 0},
+    {"size: a window past what a checkpoint holds", NULL,
+     "train good.yaml --out out --set 'model.attention={variant: local, window: 100, sinks: 2147483647}'",
+     "^--set:1:[0-9]+: error: 'model\\.attention\\.sinks' \\(2147483647\\) must be in "
+     "\\[-16384, 16384\\]$", 0},
+    {"size: a quantization group past what a checkpoint holds", NULL,
+     "kv good.yaml --set model.kv_quant_group=2147483647 --set model.kv_dtype=int4",
+     "^--set:1:[0-9]+: error: 'model\\.kv_quant_group' \\(2147483647\\) must be at most 16777216$", 0},
+
     /* ---- plugins that lie (issue 26) */
     {"plugin: an entry point that is data", NULL,
      "train good.yaml --out out --plugin $B/libbroken_data_entry.so",
@@ -612,7 +630,7 @@ END_TEST
 START_TEST(catalogue_covers_every_kind_of_input)
 {
     static const char *const kinds[] = {"yaml:", "cli:", "checkpoint:", "data:", "plugin:",
-                                        "results:", "rundir:", "file:", "number:", "memory:",
+                                        "results:", "rundir:", "file:", "number:", "memory:", "size:",
                                         NULL};
     int n = (int)(sizeof rows / sizeof rows[0]);
     ck_assert_int_ge(n, 100);

@@ -14,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdint.h>
+
 #include "al_checkpoint.h"
+#include "al_kvcache.h"
+#include "al_size.h"
 #include "al_config_io.h"
 #include "al_registry.h"
 #include "al_tensors.h"
@@ -182,6 +186,41 @@ START_TEST(a_run_at_a_rows_largest_value_scores)
 }
 END_TEST
 
+/* ------------------------------------------------------------ checked sizes (item 2) */
+
+START_TEST(size_helpers_refuse_what_wraps)
+{
+    size_t r;
+    ck_assert_int_eq(al_size_mul(SIZE_MAX / 2 + 1, 2, &r), -1);
+    ck_assert_int_eq(al_size_mul(SIZE_MAX / 3, 3, &r), 0);
+    ck_assert_uint_eq(r, SIZE_MAX / 3 * 3);
+    ck_assert_int_eq(al_size_add(SIZE_MAX, 1, &r), -1);
+    ck_assert_int_eq(al_size_mad(1u << 31, 1u << 31, SIZE_MAX - (1ull << 62) + 1, &r), -1);
+    ck_assert_int_eq(al_size_mad(1u << 31, 1u << 31, SIZE_MAX - (1ull << 62), &r), 0);
+    ck_assert_uint_eq(r, SIZE_MAX);
+    ck_assert_int_eq(al_size_mul3(1u << 21, 1u << 21, 1u << 22, &r), -1);   /* 2^64 */
+    ck_assert_uint_eq(al_size_sat_mul(UINT64_MAX / 2, 3), UINT64_MAX);
+    ck_assert_uint_eq(al_size_sat_add(UINT64_MAX - 1, 2), UINT64_MAX);
+}
+END_TEST
+
+/* A cache whose bytes cannot be counted reads as SIZE_MAX (refused by the
+ * estimates), never as a wrapped small number; a quantized one at the
+ * largest group and residual a row allows counts exactly. */
+START_TEST(cache_bytes_never_wrap)
+{
+    for (int dt = 0; dt < AL_KV_NALL; dt++) {
+        size_t b = al_kv_cache_bytes_for(SIZE_MAX / 3, 0, 1 << 30, dt, 32, 32);
+        ck_assert_msg(b == SIZE_MAX, "dtype %d: %zu", dt, b);
+    }
+    /* int8, 64 floats a row (32 of them keys), context 2^30, group and residual 2^24:
+     * (2^30 - 1 - 2^24) / 2^24 = 62 whole groups of rows quantized, a ring of 2^25 */
+    size_t G = 1 << 24, q = 62 * G, ring = 2 * G, want =
+        (2 * ((q / G) * 32 + q * ((32 + G - 1) / G)) + ring * 64) * 4 + q * 64;
+    ck_assert_uint_eq(al_kv_cache_bytes_for(64, 32, 1 << 30, AL_KV_INT8, 1 << 24, 1 << 24), want);
+}
+END_TEST
+
 Suite *limits_suite(void)
 {
     Suite *s = suite_create("limits");
@@ -190,6 +229,8 @@ Suite *limits_suite(void)
     tcase_add_test(tc, every_numeric_row_trains_only_what_its_checkpoint_loads);
     tcase_add_test(tc, every_variant_setting_trains_only_what_its_checkpoint_loads);
     tcase_add_test(tc, a_run_at_a_rows_largest_value_scores);
+    tcase_add_test(tc, size_helpers_refuse_what_wraps);
+    tcase_add_test(tc, cache_bytes_never_wrap);
     suite_add_tcase(s, tc);
     return s;
 }
