@@ -221,6 +221,76 @@ START_TEST(cache_bytes_never_wrap)
 }
 END_TEST
 
+/* ------------------------------------------------------------ estimates, threads (3, 4) */
+
+/* A tiny trained run in dir/r (good.yaml beside it); the shell prefix
+ * "cd DIR && ulimit -v 4000000 &&" in env. */
+static char *tiny_run(char *env, size_t n)
+{
+    char *dir = al_test_tmpdir(), cmd[8192];
+    snprintf(env, n, "cd '%s' && ulimit -v 4000000 &&", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cp '%s' data.txt && printf 'data: {source: text, path: data.txt}\\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16}\\ntrain: {steps: 2, "
+             "batch_size: 2, eval_every: 2, eval_batches: 1, warmup_steps: 1, threads: 1}\\n' "
+             ">g.yaml && '%s' train g.yaml --out r >/dev/null 2>&1",
+             dir, al_test_corpus(), al_test_binary());
+    ck_assert_int_eq(al_test_run(cmd, NULL), 0);
+    return dir;
+}
+
+/* The number after `after` in s, or -1. */
+static long number_after(const char *s, const char *after)
+{
+    const char *p = strstr(s, after);
+    return p ? strtol(p + strlen(after), NULL, 10) : -1;
+}
+
+START_TEST(a_decode_context_past_memory_is_refused_with_advice_that_is_accepted)
+{
+    char env[4300], cmd[8192], *out;
+    char *dir = tiny_run(env, sizeof env);
+    snprintf(cmd, sizeof cmd, "%s '%s' generate r/model.safetensors --prompt the --tokens 4 "
+             "--context 16777216 --batch 64", env, al_test_binary());
+    int rc = al_test_run(cmd, &out);
+    long fits = number_after(out, "a context of at most ");
+    ck_assert_msg(rc == 2 && fits > 4 && strstr(out, "ulimit -v") &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s '%s' generate r/model.safetensors --prompt the --tokens 4 "
+             "--context %ld --batch 64 >/dev/null", env, al_test_binary(), fits);
+    rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 0, "the advised --context %ld: exit %d: %s", fits, rc, out);
+    free(out);
+    free(dir);
+}
+END_TEST
+
+START_TEST(threads_past_memory_are_named_before_any_starts)
+{
+    char env[4300], cmd[8192], *out;
+    char *dir = tiny_run(env, sizeof env);
+    snprintf(cmd, sizeof cmd, "%s '%s' train g.yaml --out t1 --set train.threads=256", env,
+             al_test_binary());
+    int rc = al_test_run(cmd, &out);
+    long fits = number_after(out, "leave too little memory for this model; 'train.threads' ");
+    ck_assert_msg(rc == 2 && strstr(out, "'train.threads' (256)") && fits >= 1 && fits < 256,
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s '%s' train g.yaml --out t2 --set train.threads=%ld "
+             ">/dev/null 2>&1", env, al_test_binary(), fits);
+    ck_assert_msg(al_test_run(cmd, NULL) == 0, "the advised train.threads %ld failed", fits);
+    snprintf(cmd, sizeof cmd, "%s '%s' train g.yaml --out t3 --set train.threads=100000", env,
+             al_test_binary());
+    rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 2 && strstr(out, "'train.threads' (100000) must be at most 256"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    free(dir);
+}
+END_TEST
+
 Suite *limits_suite(void)
 {
     Suite *s = suite_create("limits");
@@ -231,6 +301,8 @@ Suite *limits_suite(void)
     tcase_add_test(tc, a_run_at_a_rows_largest_value_scores);
     tcase_add_test(tc, size_helpers_refuse_what_wraps);
     tcase_add_test(tc, cache_bytes_never_wrap);
+    tcase_add_test(tc, a_decode_context_past_memory_is_refused_with_advice_that_is_accepted);
+    tcase_add_test(tc, threads_past_memory_are_named_before_any_starts);
     suite_add_tcase(s, tc);
     return s;
 }

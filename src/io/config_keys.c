@@ -109,7 +109,7 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_batches, K_INT, "20", "batches per evaluation", .rule = R_POS),
     FIELD(T, seed, K_U64, "1", "seed of the initialisation and the training batches"),
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
-    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG),
+    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG, .max = 256),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)", .rule = R_NONNEG),
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),

@@ -136,7 +136,12 @@ uint64_t al_memory_available(uint64_t max_memory, int threads, char *what, size_
     snprintf(what, n, "%s", max_memory ? "train.max_memory" : "the machine's memory");
     struct rlimit r;
     if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
-        uint64_t used = in_use() + (uint64_t)(threads > 0 ? threads : 1) * AL_BLAS_BUFFER_BYTES;
+        /* a buffer for each worker and one for the calling thread (OpenBLAS maps
+         * them on first use and spins forever when it cannot), and room for
+         * the threads' stacks and malloc's arenas */
+        uint64_t workers = threads > 1 ? (uint64_t)threads : 0;   /* and the caller */
+        uint64_t used = in_use() + (workers + 1) * AL_BLAS_BUFFER_BYTES +
+                        workers * AL_THREAD_STACK_BYTES;
         uint64_t left = r.rlim_cur > used ? r.rlim_cur - used : 0;
         if (left < have) {
             have = left;
