@@ -200,7 +200,13 @@ static const bad_row rows[] = {
      "printf x >>libswa.so",
      "train --resume sp", "^sp/train_state\\.safetensors: cannot resume: plugin '/.*/libswa\\.so' changed since the run started", 0},
     {"checkpoint: resume with another config", NULL, "train good.yaml --resume part --set train.lr=0.5",
-     "^part/train_state\\.safetensors: cannot resume: 'train\\.lr' is .* in the saved run but 0\\.5 now", 0},
+     "^part/train_state\\.safetensors: cannot resume: 1 key differs from the saved run: 'train\\.lr' "
+     "saved .*, now 0\\.5$", 0},
+    {"checkpoint: resume with another precision and lr", NULL,
+     "train good.yaml --resume part --set train.lr=0.5 --set train.precision=bf16",
+     "^part/train_state\\.safetensors: cannot resume: 2 keys differ from the saved run: "
+     "'train\\.lr' saved 0\\.001, now 0\\.5; 'train\\.precision' saved f32 \\(the default\\), "
+     "now bf16$", 0},
     {"checkpoint: resume of a finished run", NULL, "train --resume run",
      "^run: nothing to resume: the run has done all 8 steps", 0},
 
