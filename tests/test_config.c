@@ -939,7 +939,7 @@ START_TEST(bad_match_params_name_the_place)
     expect_error("model:\n  d_model: 16\n  n_head: 2\n  d_head: 8\n  mlp_ratio: 0.25\n"
                  "  attention: {variant: mha}\n  match_params: {to: {variant: mqa}}\n", NULL,
                  "%F:7:17: error: 'model.match_params': matching 7824 parameters by d_ff "
-                 "needs d_ff -4.0, outside [8, 16777216]");
+                 "needs d_ff -4.0, outside [8, 1048576]");
     expect_error("model:\n  match_params: {to: {variant: gqa, n_kv_head: 3}}\n", NULL,
                  "%F:2:22: error: 'model.match_params.to': 'n_kv_head' (3) must divide "
                  "'n_head' (4)");

@@ -11,6 +11,7 @@
 #include "al_sweep_spec.h"
 #include "al_train.h"
 #include "al_yaml.h"
+#include "al_size.h"
 
 typedef struct kv_args {
     al_cli_opts o;
@@ -158,7 +159,8 @@ int al_cmd_kv(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     size_t params, kv;   /* counted in checked arithmetic, nothing allocated */
     if (al_model_counts(&c.model, &params, &kv, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    if (a.o.context && kv * sizeof(float) > SIZE_MAX / (size_t)a.o.context) {
+    size_t at_context;
+    if (a.o.context && al_size_mul3(kv, sizeof(float), (size_t)a.o.context, &at_context)) {
         snprintf(e.msg, sizeof e.msg, "kv: --context %ld: %zu KV-cache bytes per token times %ld "
                  "tokens overflow %zu", a.o.context, kv * sizeof(float), a.o.context, SIZE_MAX);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);

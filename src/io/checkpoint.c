@@ -17,6 +17,7 @@
 #include "al_bf16.h"
 #include "al_config_io.h"
 #include "config_keys.h"
+#include "checkpoint_diff.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
@@ -369,79 +370,14 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
     return al_checkpoint_save(path, m, s->step, e);
 }
 
-/* The resolved-config YAML (two-space indents, "key: value", "key:" opening a
- * mapping, "- item" in a list) as "path=value" lines, without the keys a
- * resume may change. Returns the line count; lines are malloc'ed. */
-static int flatten_yaml(const char *yaml, char ***out)
-{
-    static const char *const may_change[] = {"train.checkpoint_every", "train.max_memory", NULL};
-    char stack[8][128], line[4400];
-    int n = 0, cap = 64, item[9] = {0};   /* "- " items seen at each level */
-    char **lines = al_malloc(cap * sizeof *lines);
-    for (const char *p = yaml; *p;) {
-        size_t len = strcspn(p, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        p += len + (p[len] == '\n');
-        len = strlen(line);
-        int ind = (int)strspn(line, " "), lev = ind / 2 < 8 ? ind / 2 : 7;
-        char *key = line + ind, *colon = key[0] == '-' ? NULL : strstr(key, ": "), path[1200] = "";
-        int opens = !colon && len > 0 && line[len - 1] == ':';
-        if (opens) line[len - 1] = 0;
-        if (colon) *colon = 0;
-        for (int i = 0; i < lev; i++)
-            snprintf(path + strlen(path), sizeof path - strlen(path), "%s.", stack[i]);
-        if (key[0] == '-' && path[0])   /* item i of a list: "plugins[1]" */
-            snprintf(path + strlen(path) - 1, sizeof path - strlen(path) + 1, "[%d]",
-                     item[lev]++);
-        else
-            snprintf(path + strlen(path), sizeof path - strlen(path), "%s", key);
-        if (opens) snprintf(stack[lev], sizeof stack[lev], "%s", key), item[lev + 1] = 0;
-        if (opens || !key[0]) continue;
-        int skip = 0;
-        for (int i = 0; may_change[i]; i++) skip |= strcmp(path, may_change[i]) == 0;
-        if (skip) continue;
-        if (n == cap) lines = realloc(lines, (cap *= 2) * sizeof *lines);
-        AL_ASSERT(lines != NULL);
-        size_t need = strlen(path) + 4400;
-        lines[n] = al_malloc(need);
-        snprintf(lines[n++], need, "%s=%s", path,
-                 colon ? colon + 2 : key[0] == '-' && key[1] ? key + 2 : "");
-    }
-    *out = lines;
-    return n;
-}
-
-static void free_lines(char **l, int n)
-{
-    for (int i = 0; i < n; i++) free(l[i]);
-    free(l);
-}
-
-/* The saved config against the current one: the first key that differs. */
+/* The saved config against the current one (checkpoint_diff.c). */
 static int check_same_config(const al_st_file *f, const al_config *c, al_err *e)
 {
     const char *saved = al_st_meta(f, "attnlab.config_yaml");
     if (!saved) return al_errf(e, "%s: no 'attnlab.config_yaml' in __metadata__", f->path);
-    char *now = config_yaml(c), **a, **b;
-    int na = flatten_yaml(saved, &a), nb = flatten_yaml(now, &b), rc = 0;
+    char *now = config_yaml(c);
+    int rc = al_checkpoint_config_diff(f->path, saved, now, e);
     free(now);
-    for (int i = 0; i < na; i++)   /* the saved text may be corrupt: keep errors one line */
-        for (unsigned char *q = (unsigned char *)a[i]; *q; q++)
-            if (*q < 0x20 || *q > 0x7e) *q = '?';
-    for (int i = 0; i < na || i < nb; i++) {
-        const char *x = i < na ? a[i] : "(nothing)=", *y = i < nb ? b[i] : "(nothing)=";
-        if (strcmp(x, y) == 0) continue;
-        size_t kx = strcspn(x, "="), ky = strcspn(y, "=");
-        if (kx == ky && strncmp(x, y, kx) == 0)
-            rc = al_errf(e, "%s: cannot resume: '%.*s' is %.200s in the saved run but %.200s "
-                         "now", f->path, (int)kx, x, x + kx + 1, y + ky + 1);
-        else
-            rc = al_errf(e, "%s: cannot resume: the saved run's config has '%.*s' where the "
-                         "current one has '%.*s'", f->path, (int)kx, x, (int)ky, y);
-        break;
-    }
-    free_lines(a, na);
-    free_lines(b, nb);
     return rc;
 }
 
@@ -687,4 +623,12 @@ int al_checkpoint_resume(const char *dir, const al_config *c, const al_run_input
     }
     o->step = adam_step;
     return 0;
+}
+
+int al_checkpoint_config_roundtrip(const al_model_config *c, al_model_config *out, al_err *e)
+{
+    char *json = al_config_model_json(c);
+    int rc = al_ckpt_config_from_json("(config)", json, stack_origin(c), out, e);
+    free(json);
+    return rc;
 }

@@ -16,11 +16,9 @@
 #include "al_registry.h"
 #include "al_safetensors.h"
 
-/* The size a variant setting may declare (the model's own keys carry
- * theirs in their rows, config_keys.c): it keeps every product the model
- * and the variants form in int range, so a corrupt config is an error
- * rather than an overflow or a huge allocation. */
-#define MAX_DIM (1 << 14)
+/* The size a variant setting may declare, as a config file may (the
+ * model's own keys carry theirs in their rows, config_keys.c). */
+#define MAX_DIM AL_CFG_SETTING_MAX
 
 static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -156,19 +154,20 @@ static int decode_scalar(const char *path, const key_spec *k, json_t *v, void *c
 {
     char *field = (char *)c + k->offset, vals[160];
     if (k->type == K_INT) {
-        if (!json_is_integer(v) || json_integer_value(v) < k->ckpt_lo ||
-            json_integer_value(v) > (json_int_t)k->ckpt_hi)
-            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key,
-                           k->ckpt_lo, (long)k->ckpt_hi);
+        long lo, hi;
+        al_cfg_int_range(k, 1, &lo, &hi);   /* the row's one range; a checkpoint holds derived values */
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key, lo, hi);
         int x = (int)json_integer_value(v);
         memcpy(field, &x, sizeof x);
     } else if (k->type == K_DOUBLE) {
-        /* (0, ckpt_hi], or [0, ckpt_hi] where the row's rule allows 0 (rope_fraction) */
+        /* the row's rule and max, as a config file's: (0, max], or [0, max] where
+         * the rule allows 0 (rope_fraction) */
         double x = json_is_number(v) ? json_number_value(v) : NAN;
         int zero_ok = k->rule == R_UNIT || k->rule == R_NONNEG;
-        if (!((zero_ok ? x >= 0 : x > 0) && x <= k->ckpt_hi))
+        if (!al_cfg_in_range(k, x))
             return cfg_err(e, path, "'%s' must be a number in %c0, %g]", k->key,
-                           zero_ok ? '[' : '(', k->ckpt_hi);
+                           zero_ok ? '[' : '(', k->max);
         memcpy(field, &x, sizeof x);
     } else if (k->type == K_BOOL) {
         if (!json_is_boolean(v)) return cfg_err(e, path, "'%s' must be true or false", k->key);

@@ -398,6 +398,9 @@ static int decode_setting(const al_setting *s, const al_node *v, double *out,
                             al_node_kind_name(v->kind));
     if (put_scalar(&k, v->value, v->quoted, &u, why, sizeof why))
         return al_node_errf(e, v, "'%s' %s", path, why);
+    if (k.type == K_INT && (u.i > AL_CFG_SETTING_MAX || u.i < -AL_CFG_SETTING_MAX))
+        return al_node_errf(e, v, "'%s' (%d) must be in [-%d, %d]", path, u.i,
+                            AL_CFG_SETTING_MAX, AL_CFG_SETTING_MAX);
     *out = k.type == K_INT ? (double)u.i : u.d;
     return 0;
 }
@@ -567,6 +570,7 @@ void al_config_defaults(al_config *c)
 }
 
 static int resolve(al_config *c, const al_node *root, al_err *e);
+static int check_rules(const al_config *c, const al_node *root, al_err *e);
 
 int al_config_decode(const al_node *root, al_config *c, al_err *e)
 {
@@ -576,7 +580,9 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
     if (root->kind != AL_NODE_MAP)
         return al_node_errf(e, root, "the top level must be a mapping, got %s",
                             al_node_kind_name(root->kind));
-    if (decode_map(root, al_cfg_top_keys, c, "", e) || resolve(c, root, e) ||
+    /* each number within its row before anything is derived from it */
+    if (decode_map(root, al_cfg_top_keys, c, "", e) || check_rules(c, root, e) ||
+        resolve(c, root, e) ||
         al_config_validate(c, root, e))
         return -1;
     return al_cfg_resolve_model(c, root, e);
@@ -599,10 +605,14 @@ static int check_table_rules(const al_config *c, const al_node *root, const key_
         }
         if (t->rule == R_ANY || (t->type != K_INT && t->type != K_DOUBLE)) continue;
         double v = t->type == K_INT ? *(const int *)p : *(const double *)p;
-        al_cfg_fmt_double(num, sizeof num, v);
+        if (t->type == K_INT) snprintf(num, sizeof num, "%d", *(const int *)p);
+        else al_cfg_fmt_double(num, sizeof num, v);
         if (!al_cfg_rule_ok(t->rule, v))
             return al_cfg_verr(e, c, root, sub, "'%s' (%s) %s", sub, num,
                                al_cfg_rule_text(t->rule));
+        if (t->max > 0 && v > t->max)   /* what every checkpoint reader accepts */
+            return al_cfg_verr(e, c, root, sub, "'%s' (%s) must be at most %.15g", sub, num,
+                               t->max);
     }
     return 0;
 }
