@@ -359,7 +359,7 @@ END_TEST
  * rely on): --help lists each, and an unknown option is exit 2, one line. */
 START_TEST(every_subcommand_lists_its_options_and_refuses_unknown_ones)
 {
-    static const struct { const char *cmd, *opts[16], *unused[4]; } c[] = {
+    static const struct { const char *cmd, *opts[16], *unused[5]; } c[] = {
         {"train", {"CONFIG.yaml", "--set", "--plugin", "--out", "--stop-after", "--init-from",
                    "--resume"}, {"--context"}},
         {"kv", {"CONFIG.yaml", "--set", "--plugin", "--context"}, {"--out"}},

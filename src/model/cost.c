@@ -208,8 +208,12 @@ static double prefill_tail(const al_model_config *c, const al_cost_opts *o, int 
             al_param_spec spec[AL_MAX_ATTN_PARAMS];
             double params = spec_floats(spec, consumer ? v->share->params(ctx, spec)
                                                        : v->train->params(ctx, spec));
-            for (int pos = T; pos < o->context; pos++)
-                f += decode_step_flops(v, ctx, &sh, consumer, pos + 1, params);
+            if (v->decode->storage == AL_KV_STATE)   /* a state: the same step at every position */
+                f += (double)(o->context - T) *
+                     decode_step_flops(v, ctx, &sh, consumer, T + 1, params);
+            else
+                for (int pos = T; pos < o->context; pos++)
+                    f += decode_step_flops(v, ctx, &sh, consumer, pos + 1, params);
         }
         v->fini(ctx);
     }
