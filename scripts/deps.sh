@@ -11,6 +11,8 @@
 #   al_build DIR [MESON OPTION...]       set up (anew when DIR is no valid
 #                                        build folder) and build, quietly
 #                                        unless something fails
+#   al_path_hint DIR                     the line to paste into a shell so
+#                                        that `attnlab` runs DIR/attnlab
 #
 # AL_NO_INSTALL=1: install nothing (for users who manage packages
 # themselves); the toolchain check still says what is missing.
@@ -171,4 +173,15 @@ al_build() {
     fi
     rm -f "$log"
     al_quiet "the build (ninja -C $dir)" "$dir/ninja.log" ninja -C "$dir" || exit 1
+}
+
+# The docs write `attnlab ...`; the program is DIR/attnlab. Prints (to
+# stderr, as the other messages) the one line that puts DIR on PATH, with
+# DIR absolute and quoted for the shell it is pasted into.
+al_path_hint() {
+    local dir
+    dir=$(cd "$1" && pwd) || return 1
+    dir=$(printf '%s' "$dir" | sed 's/[\\"$`]/\\&/g')
+    echo "attnlab: to run \`attnlab\` as the docs write it, put the build on your PATH:" >&2
+    printf 'export PATH="%s:$PATH"\n' "$dir" >&2
 }

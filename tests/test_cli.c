@@ -420,21 +420,22 @@ START_TEST(every_subcommand_lists_its_options_and_refuses_unknown_ones)
 }
 END_TEST
 
-/* README's key table is `attnlab keys` as is: a key added to the tables
- * (src/io/config_keys.c) without the README, or a README row edited by
- * hand, fails here (the gta, gla and tpa rows were missing once). */
-START_TEST(readme_key_table_is_what_attnlab_keys_prints)
+/* docs/keys.md's key table is `attnlab keys` as is: a key added to the
+ * tables (src/io/config_keys.c) without the docs, or a row edited by hand,
+ * fails here (the gta, gla and tpa rows were missing once from the README,
+ * where the table lived before). scripts/docs-keys writes it anew. */
+START_TEST(docs_key_table_is_what_attnlab_keys_prints)
 {
-    char *keys = NULL, *readme = NULL, path[4096];
+    char *keys = NULL, *doc = NULL, path[4096];
     size_t n = 0;
     al_err e = {0};
     ck_assert_int_eq(al_test_attnlab("keys", &keys), 0);
-    snprintf(path, sizeof path, "%s/README.md", al_test_srcdir());
-    ck_assert_msg(al_read_file(path, &readme, &n, &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/docs/keys.md", al_test_srcdir());
+    ck_assert_msg(al_read_file(path, &doc, &n, &e) == 0, "%s", e.msg);
     const char *head = "| key | default | meaning |\n";
     ck_assert_msg(strncmp(keys, head, strlen(head)) == 0, "keys starts: %.60s", keys);
-    char *at = strstr(readme, head);
-    ck_assert_msg(at != NULL, "README.md has no key table");
+    char *at = strstr(doc, head);
+    ck_assert_msg(at != NULL, "docs/keys.md has no key table");
     char *end = at;                                    /* the table: lines starting '|' */
     while (*end == '|') {
         char *nl = strchr(end, '\n');
@@ -445,11 +446,11 @@ START_TEST(readme_key_table_is_what_attnlab_keys_prints)
         size_t i = 0;
         while (i < len && keys[i] && at[i] == keys[i]) i++;
         while (i > 0 && keys[i - 1] != '\n') i--;
-        ck_abort_msg("README.md's key table differs from `attnlab keys` at\n  README: %.120s\n"
-                     "  keys:   %.120s", at + i, keys + i);
+        ck_abort_msg("docs/keys.md's key table differs from `attnlab keys` (scripts/docs-keys "
+                     "writes it anew) at\n  docs: %.120s\n  keys: %.120s", at + i, keys + i);
     }
     free(keys);
-    free(readme);
+    free(doc);
 }
 END_TEST
 
@@ -469,7 +470,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, parser_names_unknown_options_missing_values_and_arguments);
     tcase_add_test(tc, help_is_generated_from_the_table);
     tcase_add_test(tc, every_subcommand_lists_its_options_and_refuses_unknown_ones);
-    tcase_add_test(tc, readme_key_table_is_what_attnlab_keys_prints);
+    tcase_add_test(tc, docs_key_table_is_what_attnlab_keys_prints);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,7 +5,8 @@
 # anything else; AL_NO_INSTALL=1 installs nothing and goes on; optional
 # packages only return 1; a compiler that cannot build a program is named
 # with the packages to install; a half-made build folder is told from a
-# valid one.
+# valid one; scripts/run ends with the `export PATH=...` line that makes
+# `attnlab` the clone's build/attnlab (docs/setup.md).
 set -euo pipefail
 S=${1:?usage: setup_scripts.sh SRCDIR BUILDDIR}
 B=${2:?usage: setup_scripts.sh SRCDIR BUILDDIR}
@@ -57,3 +58,23 @@ mkdir -p "$W/half/meson-private"
 bash -c ". $W/deps.sh; al_build_dir_valid $W/half" && fail "a half-made build folder counted as valid"
 bash -c ". $W/deps.sh; al_build_dir_valid $B" || fail "the build folder $B counted as invalid"
 echo "a half-made build folder is told from a valid one"
+
+# scripts/run ends with the line that puts build/ on PATH, and pasted into a
+# shell it makes `attnlab` (as the docs write it) the clone's build/attnlab.
+# A clone whose path needs quoting; deps.sh's installing and building
+# replaced by nothing, the sweep by a stub that writes the report.
+C="$W/a clone \$HOME \"q\""
+mkdir -p "$C/scripts" "$C/build"
+cp "$S/scripts/run" "$C/scripts/run"
+{ cat "$S/scripts/deps.sh"; echo 'al_ensure_packages() { :; }; al_build() { :; }'; } \
+    >"$C/scripts/deps.sh"
+printf '#!/bin/sh\nmkdir -p results/default && echo "# report" >results/default/report.md\n' \
+    >"$C/build/attnlab"
+chmod +x "$C/scripts/run" "$C/build/attnlab"
+out=$(cd / && "$C/scripts/run" 2>&1 >/dev/null) || fail "scripts/run with a stub sweep: $out"
+last=$(printf '%s\n' "$out" | tail -n 1)
+want="export PATH=\"$W/a clone \\\$HOME \\\"q\\\"/build:\$PATH\""
+[ "$last" = "$want" ] || fail "scripts/run's last line: $last (want: $want)"
+found=$(cd / && eval "$last" && command -v attnlab) || fail "after $last: no attnlab on PATH"
+[ "$found" = "$C/build/attnlab" ] || fail "after $last, attnlab is $found, not $C/build/attnlab"
+echo "scripts/run ends with: $last; pasted, attnlab is build/attnlab"
