@@ -50,8 +50,7 @@ static const al_cli_spec attention_spec = {
     "from DIR/layer{L}.gp) and the head statistics (DIR/heads.csv and a table on\n"
     "standard output): entropy (nats), mean attended distance, mass on the first\n"
     "token and previous-token score over the prompt's queries 1..T-1, and the\n"
-    "induction score on random tokens repeated twice (README: \"Seeing what\n"
-    "attention learned\").\n"
+    "induction score on random tokens repeated twice (docs/attention.md).\n"
     "Exit status: 0 done, 1 an output could not be written or gnuplot failed,\n"
     "2 bad input (options, prompt, missing or corrupt checkpoint).\n",
 };

@@ -27,7 +27,7 @@ static const command commands[] = {
     {"check-variant", al_cmd_check_variant, "run the conformance suite on one variant (built-in or --plugin)"},
     {"new-variant", al_cmd_new_variant, "write a plugin skeleton for a new variant (meson.build and NAME.c)"},
     {"score", al_cmd_score, "mean next-token loss of a checkpoint over a file"},
-    {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see README */
+    {"grads", al_cmd_grads, NULL},   /* for parity tests; not listed, see docs/model.md */
     {"convert", al_cmd_convert, "turn a checkpoint into another attention variant (GQA, MQA, MLA)"},
     {"generate", al_cmd_generate, "continue a prompt from a checkpoint through the KV cache"},
     {"attention", al_cmd_attention, "per-head attention maps and head statistics of a checkpoint"},

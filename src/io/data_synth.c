@@ -1,7 +1,7 @@
 /*
  * data_synth.c - synthetic recall tasks: "mqar" (multi-query associative
  * recall, Arora et al. 2023, "Zoology") and "induction" (a repeated
- * segment). See README "Data sources".
+ * segment). See docs/data.md.
  *
  * Every example is a pure function of (data.seed, split, index): its own
  * RNG is seeded from those, so nothing is stored, the training set is

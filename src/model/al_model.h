@@ -1,7 +1,7 @@
 /*
  * al_model.h - the GPT-style model: parameters, forward, backward.
  *
- * Spec (README "Model"): byte tokens, tied embedding tok_emb [V, D];
+ * Spec (docs/model.md): byte tokens, tied embedding tok_emb [V, D];
  * n_layer pre-norm blocks x += attn(rmsnorm(x)); x += mlp(rmsnorm(x));
  * final RMSNorm, logits = h . tok_emb^T. MLP w2 . gelu_tanh(w1 . x). No biases.
  *

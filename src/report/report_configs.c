@@ -1,6 +1,6 @@
 /*
  * report_configs.c - configs.csv: the report's numbers, one row per
- * configuration, for pandas (README "What the report claims"). Columns are
+ * configuration, for pandas (docs/sweeps.md, "What the report claims"). Columns are
  * only ever appended, so scripts that read older files keep working.
  */
 #include "report_rows.h"

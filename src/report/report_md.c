@@ -245,7 +245,7 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
             "correction over the comparisons with the baseline, else steady. Steady or widening "
             "does not show that a gap will hold: under a cosine schedule the last quarter is "
             "the annealing, and gaps that held steady or widened there have shrunk with "
-            "longer training (README, \"Did the gaps move?\").",
+            "longer training (docs/sweeps.md, \"Did the gaps move?\").",
             base->first->group);
     fputs(narrowing ? " **A narrowing gap is partly one of learning speed**: the configuration "
           "was catching up when training stopped, so longer training may shrink the gap "

@@ -3,7 +3,7 @@
  * another: the weights of the new model, how far its keys and values are
  * from the old ones, and the whole job behind `attnlab convert`.
  *
- * Methods (README "Converting and uptraining"):
+ * Methods (docs/converting.md):
  *   mean    mha/gqa -> gqa/mqa: each new K/V head is the mean of the K/V
  *           heads of its group (Ainslie et al. 2023). The new G must divide
  *           the old one; the same G is an exact copy.
