@@ -279,6 +279,24 @@ int al_check_out_dir(const char *path, al_err *e)
     return 0;
 }
 
+int al_path_from(char *out, size_t n, const char *from, const char *path)
+{
+    char dir[PATH_MAX], abs[PATH_MAX];
+    const char *slash = from && strcmp(from, "--set") != 0 ? strrchr(from, '/') : NULL;
+    int len;
+    if (path[0] == '/') {
+        len = snprintf(out, n, "%s", path);
+        return len < 0 || (size_t)len >= n ? -1 : 0;
+    }
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == from) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - from), from);
+    /* the folder of a file just read exists; if it went, keep it as named */
+    const char *d = realpath(dir, abs) ? abs : dir;
+    len = snprintf(out, n, "%s%s%s", d, d[strlen(d) - 1] == '/' ? "" : "/", path);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
 int al_mkdirs(const char *path, al_err *e)
 {
     char buf[4096];
