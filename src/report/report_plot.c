@@ -390,6 +390,10 @@ static int write_curves(const al_report_analysis *A, al_err *e)
             two ? "" : " (every configuration trains the same tokens per step)");
     if (!isnan(ytop)) fprintf(f, "  set yrange [*:%.4g]\n", ytop * 1.02);
     if (n) gp_curve_plot(f, A, which, n, 1);
+    else   /* still a picture, saying why it is empty (a line above its range) */
+        fputs("  set label 1 \"no validation curves (no metrics.csv with val_loss)\" at graph "
+              "0.5, graph 0.5 center\n  set xrange [0:1]\n  set yrange [0:1]\n"
+              "  plot 2 notitle\n", f);
     if (two) {
         fputs("  set xlabel \"tokens trained\"\n  set format x \"%.1s%c\"\n", f);
         if (n) gp_curve_plot(f, A, which, n, 2);
