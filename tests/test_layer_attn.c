@@ -599,7 +599,7 @@ START_TEST(a_sweep_axis_over_the_list)
     al_err e;
     snprintf(sum, sizeof sum, "%s/res/summary.csv", dir);
     ck_assert_msg(al_read_file(sum, &csv, &n, &e) == 0, "%s", e.msg);
-    ck_assert_msg(strstr(csv, "\ngqa-kv1+mha_seed1,gqa-kv1+mha,gqa-kv1+mha,,,1,gqa-kv1/mha,1/-,"),
+    ck_assert_msg(strstr(csv, "\ngqa-kv1+mha_seed1,gqa-kv1+mha,gqa-kv1+mha,,,true,gqa-kv1/mha,1/-,"),
                   "%s", csv);
     ck_assert_msg(strstr(csv, "\nmqa_seed1,mqa,mqa,,,false,mqa,,"), "%s", csv);
     free(csv);

@@ -832,7 +832,7 @@ START_TEST(causal_ablation_report_shows_the_collapse_and_samples)
     int fences = 0;
     for (char *q = c; (q = strstr(q, "```text\nThe ")); q++) fences++;
     ck_assert_int_eq(fences, 2);
-    ck_assert_ptr_nonnull(strstr(md, "| causal-false | mha | **false** |"));
+    ck_assert_ptr_nonnull(strstr(md, "| causal-false | mha, **no causal mask** |"));
     char *row = strstr(md, "| causal-false |");
     row = strndup(row, strcspn(row, "\n"));
     ck_assert_ptr_null(strstr(row, "**yes**"));

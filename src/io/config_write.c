@@ -289,6 +289,21 @@ void al_config_write_yaml_identity(const al_config *c, FILE *f)
     free(tmp);
 }
 
+static void relative_in_place(char *field, size_t size, const char *dir)
+{
+    char rel[AL_PATH_LEN];
+    if (field[0] && al_path_relative(rel, sizeof rel, dir, field) == 0 && strlen(rel) < size)
+        al_cfg_set_str(field, size, rel);
+}
+
+void al_config_paths_relative(al_config *c, const char *dir)
+{
+    relative_in_place(c->data.path, sizeof c->data.path, dir);
+    relative_in_place(c->train.init_from, sizeof c->train.init_from, dir);
+    for (int i = 0; i < c->n_plugins; i++)
+        relative_in_place(c->plugins[i], sizeof c->plugins[i], dir);
+}
+
 /* ------------------------------------------------------------ JSON */
 
 /* A string in valid UTF-8 (jansson refuses anything else): a path that is
