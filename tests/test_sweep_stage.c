@@ -336,8 +336,7 @@ START_TEST(a_killed_chained_sweep_resumes_to_the_uninterrupted_summary)
         size_t n;
         al_err e;
         ck_assert_int_eq(al_read_file(p, &cfg, &n, &e), 0);
-        /* from the trial's own folder (docs/first-run.md) */
-        snprintf(want, sizeof want, "init_from: \"../%s/model.safetensors\"", u->label);
+        snprintf(want, sizeof want, "init_from: %s/%s/model.safetensors", r1, u->label);
         ck_assert_msg(strstr(cfg, want), "%s lacks %s", cfg, want);
         free(cfg);
     }

@@ -590,6 +590,14 @@ void al_config_defaults(al_config *c)
 static int resolve(al_config *c, const al_node *root, al_err *e);
 static int check_rules(const al_config *c, const al_node *root, al_err *e);
 
+/* The path at key was written relative (docs/first-run.md). */
+static int given_relative(const al_node *root, const char *key)
+{
+    int exact;
+    const al_node *x = al_cfg_find_path(root, key, &exact);
+    return exact && x->kind == AL_NODE_SCALAR && x->value[0] && x->value[0] != '/';
+}
+
 int al_config_decode(const al_node *root, al_config *c, al_err *e)
 {
     al_config_defaults(c);
@@ -603,6 +611,8 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
         resolve(c, root, e) ||
         al_config_validate(c, root, e))
         return -1;
+    c->rel_paths = (given_relative(root, "data.path") ? AL_REL_DATA : 0) |
+                   (given_relative(root, "train.init_from") ? AL_REL_INIT : 0);
     return al_cfg_resolve_model(c, root, e);
 }
 

@@ -298,10 +298,9 @@ static void relative_in_place(char *field, size_t size, const char *dir)
 
 void al_config_paths_relative(al_config *c, const char *dir)
 {
-    relative_in_place(c->data.path, sizeof c->data.path, dir);
-    relative_in_place(c->train.init_from, sizeof c->train.init_from, dir);
-    for (int i = 0; i < c->n_plugins; i++)
-        relative_in_place(c->plugins[i], sizeof c->plugins[i], dir);
+    if (c->rel_paths & AL_REL_DATA) relative_in_place(c->data.path, sizeof c->data.path, dir);
+    if (c->rel_paths & AL_REL_INIT)
+        relative_in_place(c->train.init_from, sizeof c->train.init_from, dir);
 }
 
 /* ------------------------------------------------------------ JSON */
