@@ -599,9 +599,9 @@ START_TEST(a_sweep_axis_over_the_list)
     al_err e;
     snprintf(sum, sizeof sum, "%s/res/summary.csv", dir);
     ck_assert_msg(al_read_file(sum, &csv, &n, &e) == 0, "%s", e.msg);
-    ck_assert_msg(strstr(csv, "\ngqa-kv1+mha_seed1,gqa-kv1+mha,gqa-kv1+mha,,,1,gqa-kv1/mha,1/-,"),
+    ck_assert_msg(strstr(csv, "\ngqa-kv1+mha_seed1,gqa-kv1+mha,gqa-kv1+mha,,,true,gqa-kv1/mha,1/-,"),
                   "%s", csv);
-    ck_assert_msg(strstr(csv, "\nmqa_seed1,mqa,mqa,,,0,mqa,,"), "%s", csv);
+    ck_assert_msg(strstr(csv, "\nmqa_seed1,mqa,mqa,,,false,mqa,,"), "%s", csv);
     free(csv);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     ck_assert_int_eq(al_test_run(args, &out), 0);
@@ -634,7 +634,7 @@ START_TEST(a_stage_converts_a_stack_to_one_attention)
     al_err e;
     snprintf(sum, sizeof sum, "%s/res/summary.csv", dir);
     ck_assert_msg(al_read_file(sum, &csv, &n, &e) == 0, "%s", e.msg);
-    ck_assert_msg(strstr(csv, "\nbase_seed1,base,base,,,1,mha/gqa-kv1,-/1,"), "%s", csv);
+    ck_assert_msg(strstr(csv, "\nbase_seed1,base,base,,,true,mha/gqa-kv1,-/1,"), "%s", csv);
     ck_assert_msg(strstr(csv, "\nup_seed1,") && strstr(strstr(csv, "\nup_seed1,"), ",mqa,"),
                   "%s", csv);
     ck_assert_msg(strstr(csv, ",ok,,up,base_seed1,mean,"), "%s", csv);

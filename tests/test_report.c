@@ -64,6 +64,14 @@ static char *table_row(const char *md, const char *config)
     return strndup(p + 1, strcspn(p + 1, "\n"));
 }
 
+/* The row of a configuration in the second table ("More about each
+ * configuration"). */
+static char *detail_row(const char *md, const char *config)
+{
+    const char *more = strstr(md, "## More about each configuration");
+    return more ? table_row(more, config) : strdup("(no second table)");
+}
+
 static int file_starts_with(const char *dir, const char *name, const char *magic)
 {
     char path[4200], buf[16] = {0};
@@ -117,33 +125,44 @@ START_TEST(report_aggregates_seeds_and_marks_the_front)
     /* sample sd of {2.0, 2.2} = 0.1414, half-width t(0.975, 1) * sd / sqrt(2) */
     double sd = sqrt(((2.0 - 2.1) * (2.0 - 2.1) + (2.2 - 2.1) * (2.2 - 2.1)) / 1);
     char want[128];
-    snprintf(want, sizeof want, "| 2 | 2.1000 ± %.4f | %.4f |", 12.706204736174705 * sd / sqrt(2),
-             sd);
+    snprintf(want, sizeof want, "| 2 | 2.1000 ± %.4f |", 12.706204736174705 * sd / sqrt(2));
     char *r = table_row(md, "mha (baseline)");
     ck_assert_msg(strstr(r, want) && strstr(r, "| (baseline) |"), "%s\nwant %s", r, want);
-    ck_assert_msg(strstr(r, "| 4 | – | – |") && strstr(r, "| 1,000 | 4,096 |"), "%s", r);
-    ck_assert_msg(strstr(r, "| 1,100 | yes (not resolved) |"), "%s", r);   /* tokens/s mean */
+    ck_assert_msg(strstr(r, "| mha (n_kv_head 4) | 1,000 | 4,096 |"), "%s", r);
+    ck_assert_msg(strstr(r, "| yes (not resolved) |"), "%s", r);
     free(r);
-    r = table_row(md, "gqa");   /* two equal seeds: sd 0, an interval of width 0 */
-    ck_assert_msg(strstr(r, "| 2 | 2.3000 ± 0.0000 | 0.0000 |"), "%s", r);
+    r = detail_row(md, "mha");   /* the settings one by one, the sd, tokens/s mean */
+    snprintf(want, sizeof want, "| %.4f |", sd);
+    ck_assert_msg(strstr(r, "| mha | 4 | – | – |") && strstr(r, want) &&
+                  strstr(r, "| 1,100 |"), "%s", r);
+    free(r);
+    r = detail_row(md, "gqa");   /* two equal seeds: sd 0 */
+    ck_assert_msg(strstr(r, "| 0.0000 |"), "%s", r);
+    free(r);
+    r = table_row(md, "gqa");   /* an interval of width 0 */
+    ck_assert_msg(strstr(r, "| 2 | 2.3000 ± 0.0000 |"), "%s", r);
     snprintf(want, sizeof want, "| +0.2000 [%+.4f, %+.4f] | no |", 0.2 - 12.706204736174705 * 0.1,
              0.2 + 12.706204736174705 * 0.1);   /* differences 0.3, 0.1 */
     ck_assert_msg(strstr(r, want), "%s\nwant %s", r, want);
     free(r);
     r = table_row(md, "mqa");   /* one seed finished (the other runs again): no interval */
-    ck_assert_msg(strstr(r, "| 1+ | 2.5000 | – |") && strstr(r, "+0.5000 (n = 1, no interval)"),
+    ck_assert_msg(strstr(r, "| 1+ | 2.5000 |") && strstr(r, "+0.5000 (n = 1, no interval)"),
                   "%s", r);
     ck_assert_msg(strstr(r, "| **yes** |"), "%s", r);   /* the cheapest front point */
     free(r);
     r = table_row(md, "mla");
-    ck_assert_msg(strstr(r, "| – | 32 | 16 |") && strstr(r, "yes (not resolved)"), "%s", r);
+    ck_assert_msg(strstr(r, "| mla (d_latent 32, d_rope 16) |") && strstr(r, "yes (not resolved)"),
+                  "%s", r);
+    free(r);
+    r = detail_row(md, "mla");
+    ck_assert_msg(strstr(r, "| mla | – | 32 | 16 |"), "%s", r);
     free(r);
     r = table_row(md, "big");
     ck_assert_msg(!strstr(r, "yes"), "%s", r);
     free(r);
-    /* largest cache first */
-    ck_assert(strstr(md, "| big |") < strstr(md, "| mha (baseline) |"));
-    ck_assert(strstr(md, "| mha (baseline) |") < strstr(md, "| mqa |"));
+    /* cheapest first */
+    ck_assert(strstr(md, "| mqa |") < strstr(md, "| mha (baseline) |"));
+    ck_assert(strstr(md, "| mha (baseline) |") < strstr(md, "| big |"));
     ck_assert_ptr_nonnull(strstr(md, "- **mqa**: 1,024 bytes/token, val loss 2.5000\n"));
     ck_assert_ptr_nonnull(strstr(md, "- **mla**: 1,536 bytes/token, val loss 2.2500; *not "
                                      "resolved from mqa*"));
@@ -294,16 +313,17 @@ START_TEST(paired_interval_equals_a_hand_computation)
     ck_assert_str_eq(field(head, rc, n, "resolved"), "true");
     free_fields(rc, n);
     char **ra = configs_row(dir, "a", &head, &n);
-    ck_assert_str_eq(field(head, ra, n, "baseline"), "1");
+    ck_assert_str_eq(field(head, ra, n, "baseline"), "true");
     ck_assert_str_eq(field(head, ra, n, "resolved"), "");
     /* a's edge over the cheaper b is within noise; c and b are apart */
     ck_assert_str_eq(field(head, ra, n, "front"), "true");
-    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "0");
+    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "false");
     free_fields(ra, n);
     free_fields(head, n);
     char *dat = read_in(dir, "tradeoff.dat");
-    ck_assert_msg(strstr(dat, "\n250 2.25 ") && strstr(dat, "\"c\" 1 3 1\n"), "%s", dat);
-    ck_assert_msg(strstr(dat, "\"b\" 1 3 1\n") && strstr(dat, "\"a\" 1 3 0\n"), "%s", dat);
+    /* the last column: c, the cheapest, has nothing to be resolved from */
+    ck_assert_msg(strstr(dat, "\n250 2.25 ") && strstr(dat, "\"c\" 1 3 1 2\n"), "%s", dat);
+    ck_assert_msg(strstr(dat, "\"b\" 1 3 1 1\n") && strstr(dat, "\"a\" 1 3 0 0\n"), "%s", dat);
     free(dat);
     char *md = read_in(dir, "report.md");
     ck_assert_ptr_nonnull(strstr(md, "## Paired differences against the baseline (a)"));
@@ -358,8 +378,8 @@ START_TEST(holm_adjusts_the_family_of_comparisons_with_the_baseline)
      * resolved, though its own interval excludes 0. */
     char **ra = configs_row(dir, "a", &head, &n), **rb = configs_row(dir, "b", &head, &n);
     ck_assert_str_eq(field(head, ra, n, "front"), "true");
-    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "0");
-    ck_assert_str_eq(field(head, rb, n, "front_resolved"), "1");
+    ck_assert_str_eq(field(head, ra, n, "front_resolved"), "false");
+    ck_assert_str_eq(field(head, rb, n, "front_resolved"), "true");
     free_fields(ra, n), free_fields(rb, n);
     /* the old columns keep their places; the new ones come after seeds_open */
     ck_assert_str_eq(head[n - 17], "seeds_open");
@@ -602,8 +622,11 @@ START_TEST(one_seed_reports_n_1_and_no_interval)
     free_fields(r, n);
     free_fields(head, n);
     char *md = read_in(dir, "report.md"), *row = table_row(md, "b");
-    ck_assert_msg(strstr(row, "| 1 | 2.5000 | – |") && strstr(row, "(n = 1, no interval)"),
+    ck_assert_msg(strstr(row, "| 1 | 2.5000 |") && strstr(row, "(n = 1, no interval)"),
                   "%s", row);
+    free(row);
+    row = detail_row(md, "b");   /* one seed: no sd */
+    ck_assert_msg(strstr(row, "| – |"), "%s", row);
     free(row), free(md), free(dir);
 }
 END_TEST
@@ -758,7 +781,8 @@ START_TEST(passkey_table_gives_intervals_and_paired_differences)
         }
     write_report(dir);
     char *md = read_in(dir, "report.md");
-    char *a = table_row(md, "mha"), *b = strstr(md, "Exact-match accuracy minus mha's");
+    char *a = table_row(strstr(md, "## Passkey retrieval"), "mha");
+    char *b = strstr(md, "Exact-match accuracy minus mha's");
     ck_assert_msg(strstr(a, "| 0.867 ± 0.379 (0.900) | 0.000 ± 0.000 (0.100) |"), "%s", a);
     ck_assert_msg(b != NULL, "%s", md);
     ck_assert_msg(strstr(b, "Holm over the 2 cells below"), "%s", b);
@@ -800,7 +824,7 @@ START_TEST(accuracy_is_the_measure_when_every_config_has_one)
     ck_assert_msg(strstr(r, "**yes**"), "%s", r);
     free(r);
     r = table_row(md, "c");
-    ck_assert_msg(strstr(r, "| **false** |"), "%s", r);   /* the unmasked ablation is named */
+    ck_assert_msg(strstr(r, ", **no causal mask** |"), "%s", r);   /* the unmasked ablation */
     free(r);
     ck_assert_ptr_nonnull(strstr(md, "## The causal mask"));
     free(md), free(dir);
@@ -825,7 +849,7 @@ START_TEST(curves_average_seeds_per_step)
     ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
     unsetenv("AL_GNUPLOT");
     char *d = read_in(dir, "curves.dat"), *gp = read_in(dir, "curves.gp");
-    ck_assert_msg(strstr(d, "# mha\n0 0 5.1\n100 6400 2.1\n"), "%s", d);
+    ck_assert_msg(strstr(d, "# mha\n0 0 5.1 5 5.2\n100 6400 2.1 2 2.2\n"), "%s", d);
     ck_assert_ptr_nonnull(strstr(gp, "\"curves.dat\" index 0 using 1:3"));
     ck_assert_ptr_nonnull(strstr(gp, "title \"mha\""));
     free(d), free(gp), free(dir);
@@ -883,12 +907,14 @@ START_TEST(a_new_variants_settings_become_columns)
     free_fields(r, n);
     free_fields(head, n);
     char *md = read_in(dir, "report.md"), *row = table_row(md, "foo");
-    ck_assert_msg(strstr(md, "| configuration | variant | n_foo | foo_scale | n_layer |"), "%s",
-                  md);
-    ck_assert_msg(strstr(row, "| foo | foo | 3 | 0.25 | – |"), "%s", row);
+    ck_assert_msg(strstr(md, "| configuration | n_foo | foo_scale | n_layer |"), "%s", md);
+    ck_assert_msg(strstr(row, "| foo | foo (n_foo 3, foo_scale 0.25) |"), "%s", row);
     free(row);
-    row = table_row(md, "mha (baseline)");
-    ck_assert_msg(strstr(row, "| mha (baseline) | mha | – | – | – |"), "%s", row);
+    row = detail_row(md, "foo");
+    ck_assert_msg(strstr(row, "| foo | 3 | 0.25 | – |"), "%s", row);
+    free(row);
+    row = detail_row(md, "mha");
+    ck_assert_msg(strstr(row, "| mha | – | – | – |"), "%s", row);
     free(row), free(md), free(dir);
 }
 END_TEST

@@ -558,6 +558,15 @@ static char *summary_without_timing(const char *dir)
     return out;
 }
 
+/* The summary line at p (its leading newline) ends in ",<16 hex digits>":
+ * the model's hash (al_sweep_model_hash) after blank scaling columns. */
+static int ends_in_model_hash(const char *p)
+{
+    const char *eol = p ? strchr(p + 1, '\n') : NULL;
+    return eol && eol - p > 19 && !strncmp(eol - 19, ",,,", 3) &&
+           strspn(eol - 16, "0123456789abcdef") >= 16;
+}
+
 static const char three_trials[] =
     "sweep:\n  grid:\n    model.attention: [{variant: mha}, {variant: mqa}, "
     "{variant: mla, d_latent: 8, d_rope: 4}]\n";
@@ -575,20 +584,20 @@ START_TEST(sweep_resume_skips_finished_trials)
      * mqa have none), blank for a variant without it */
     ck_assert_msg(strstr(s1, ",variant,d_latent,d_rope,d_q_latent,causal,") &&
                   !strstr(s1, "n_kv_head"), "%s", s1);
-    ck_assert_msg(strstr(s1, "\nmqa_seed1,mqa,mqa,,,0,mqa,,,,true,1,") &&
-                  strstr(s1, "\nmla-latent8-rope4_seed1,mla-latent8-rope4,mla-latent8-rope4,,,0,"
+    ck_assert_msg(strstr(s1, "\nmqa_seed1,mqa,mqa,,,false,mqa,,,,true,1,") &&
+                  strstr(s1, "\nmla-latent8-rope4_seed1,mla-latent8-rope4,mla-latent8-rope4,,,false,"
                              "mla,8,4,0,true,1,"), "%s", s1);
     /* where each trial ran: the CPU model, OpenBLAS core and threads, then
      * the cost columns (docs/costs.md), then the sweep.scaling columns,
-     * blank without it */
+     * blank without it, and the model's hash (16 hex digits) */
     char cpu[128], where[300];
     al_cpu_model(cpu, sizeof cpu);
     snprintf(where, sizeof where, ",%s,%s,1,", cpu, al_blas_core());
     ck_assert_msg(strstr(s1, ",init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
                              "train_flops,decode_flops_per_token,decode_bytes_per_token,"
                              "arithmetic_intensity,decode_context,decode_batch,"
-                             "decode_tokens_per_s,scaling_size,scaling_flops\n") &&
-                  strstr(s1, ",,\n") &&
+                             "decode_tokens_per_s,scaling_size,scaling_flops,model\n") &&
+                  ends_in_model_hash(strstr(s1, "\nmqa_seed1,")) &&
                   strstr(strstr(s1, "\nmqa_seed1,"), where), "%s", s1);
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r);
     struct stat st1, st2;
@@ -823,7 +832,7 @@ START_TEST(causal_ablation_report_shows_the_collapse_and_samples)
     int fences = 0;
     for (char *q = c; (q = strstr(q, "```text\nThe ")); q++) fences++;
     ck_assert_int_eq(fences, 2);
-    ck_assert_ptr_nonnull(strstr(md, "| causal-false | mha | **false** |"));
+    ck_assert_ptr_nonnull(strstr(md, "| causal-false | mha, **no causal mask** |"));
     char *row = strstr(md, "| causal-false |");
     row = strndup(row, strcspn(row, "\n"));
     ck_assert_ptr_null(strstr(row, "**yes**"));

@@ -27,5 +27,14 @@ void al_csv_free(al_csv *t);
 int al_csv_col(const al_csv *t, const char *name);
 /* Cell of row r in the column named name; "" when there is no such column. */
 const char *al_csv_cell(const al_csv *t, int r, const char *name);
+/* A boolean cell. attnlab writes true/false in every CSV (docs/first-run.md);
+ * older files wrote some as 1/0, read alike. 1 or 0 into *out, -1 when
+ * empty, -2 when s is none of these. */
+int al_csv_bool(const char *s, int *out);
+/* The text attnlab writes for a boolean: "true" or "false". */
+static inline const char *al_csv_bool_text(int v)
+{
+    return v ? "true" : "false";
+}
 
 #endif

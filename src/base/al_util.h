@@ -82,6 +82,19 @@ int al_check_regular(const char *path, al_err *e);
 int al_check_out_dir(const char *path, al_err *e);
 /* mkdir -p */
 int al_mkdirs(const char *path, al_err *e);
+/* The one path rule of experiment files (docs/first-run.md): path as the
+ * file `from` names it. An absolute path is kept; a relative one is taken
+ * against from's folder, or against the working directory when from has
+ * no folder or is the command line (from "--set", NULL). The result is
+ * absolute and without "." or ".." parts (the folder through realpath;
+ * path itself need not exist).
+ * -1 when out (n bytes) cannot hold it. */
+int al_path_from(char *out, size_t n, const char *from, const char *path);
+/* path (absolute, as al_path_from makes it) as seen from the folder dir:
+ * "../data.txt" from DIR for DIR/../data.txt; a relative path is copied.
+ * What a config written into dir holds, so that it reads back to the same
+ * files wherever the tree is moved. -1 when out (n bytes) cannot hold it. */
+int al_path_relative(char *out, size_t n, const char *dir, const char *path);
 
 /* ---- Words: Levenshtein distance, for did-you-mean suggestions (99 for
  * words of 128 bytes or more). */

@@ -109,3 +109,11 @@ const char *al_csv_cell(const al_csv *t, int r, const char *name)
     int c = al_csv_col(t, name);
     return c < 0 ? "" : t->cells[r][c];
 }
+
+int al_csv_bool(const char *s, int *out)
+{
+    if (!s[0]) return -1;
+    if (!strcmp(s, "true") || !strcmp(s, "1")) return *out = 1, 0;
+    if (!strcmp(s, "false") || !strcmp(s, "0")) return *out = 0, 0;
+    return -2;
+}

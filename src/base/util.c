@@ -279,6 +279,88 @@ int al_check_out_dir(const char *path, al_err *e)
     return 0;
 }
 
+/* An absolute path without "." and ".." parts or doubled slashes, in place
+ * (lexically: the folders it is joined from went through realpath). */
+static void path_normalize(char *p)
+{
+    char *out = p, *seg = p;
+    size_t len = 0;
+    while (*seg) {
+        while (*seg == '/') seg++;
+        size_t n = strcspn(seg, "/");
+        if (!n) break;
+        if (n == 1 && seg[0] == '.') {
+        } else if (n == 2 && seg[0] == '.' && seg[1] == '.') {
+            while (len > 0 && out[len - 1] != '/') len--;
+            if (len > 0) len--;   /* the slash before the part dropped */
+        } else {
+            out[len++] = '/';
+            memmove(out + len, seg, n);
+            len += n;
+        }
+        seg += n;
+    }
+    if (!len) out[len++] = '/';
+    out[len] = 0;
+}
+
+int al_path_from(char *out, size_t n, const char *from, const char *path)
+{
+    char dir[PATH_MAX], abs[PATH_MAX], joined[2 * PATH_MAX + 2];
+    const char *slash = from && strcmp(from, "--set") != 0 ? strrchr(from, '/') : NULL;
+    if (path[0] == '/') {
+        snprintf(joined, sizeof joined, "%s", path);
+    } else {
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == from) snprintf(dir, sizeof dir, "/");
+        else snprintf(dir, sizeof dir, "%.*s", (int)(slash - from), from);
+        /* the folder of a file just read exists; if it went, the working
+         * directory's view of it */
+        const char *d = realpath(dir, abs) ? abs : dir;
+        char cwd[PATH_MAX];
+        if (d[0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(joined, sizeof joined, "%s/%s/%s", cwd, d, path);
+        else snprintf(joined, sizeof joined, "%s/%s", d, path);
+    }
+    path_normalize(joined);
+    int len = snprintf(out, n, "%s", joined);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+int al_path_relative(char *out, size_t n, const char *dir, const char *path)
+{
+    char d[PATH_MAX];
+    int len;
+    if (path[0] != '/' || !realpath(dir, d)) {
+        len = snprintf(out, n, "%s", path);
+        return len < 0 || (size_t)len >= n ? -1 : 0;
+    }
+    /* the parts the two share, then one ".." per part of d left */
+    size_t common = 0;
+    for (size_t i = 0;; i++) {
+        int end_d = d[i] == 0 || d[i] == '/', end_p = path[i] == 0 || path[i] == '/';
+        if (end_d && end_p) common = i;
+        if (!d[i] || !path[i] || d[i] != path[i]) break;
+    }
+    if (strcmp(d, "/") == 0) {
+        len = snprintf(out, n, "%s", path[1] ? path + 1 : ".");
+        return len < 0 || (size_t)len >= n ? -1 : 0;
+    }
+    size_t o = 0;
+    out[0] = 0;
+    for (const char *q = d + common; *q; q++)
+        if (*q == '/') {
+            len = snprintf(out + o, n - o, "../");
+            if (len < 0 || (size_t)len >= n - o) return -1;
+            o += (size_t)len;
+        }
+    const char *rest = path + common + (path[common] == '/');
+    len = snprintf(out + o, n - o, "%s", rest[0] || o ? rest : ".");
+    if (len < 0 || (size_t)len >= n - o) return -1;
+    if (o && !rest[0]) out[o - 1] = 0;   /* "../" alone: ".." */
+    return 0;
+}
+
 int al_mkdirs(const char *path, al_err *e)
 {
     char buf[4096];

@@ -8,7 +8,7 @@
 #include "al_report.h"
 
 typedef struct report_args {
-    al_cli_opts o;   /* DIR in o.file; the rest is accepted and unused */
+    al_cli_opts o;   /* DIR in o.file; the other common options are refused */
 } report_args;
 
 static const al_opt report_opts[] = {
@@ -24,12 +24,13 @@ static const al_opt report_opts[] = {
 static const al_cli_spec report_spec = {
     "report", report_opts,
     "Write DIR/report.md from DIR/summary.csv (a sweep's results): the\n"
-    "configurations aggregated over seeds (mean ± sd), the Pareto front of\n"
-    "quality against KV-cache bytes per token, and gnuplot plots tradeoff.png\n"
-    "and curves.png (with .svg and the .gp scripts beside them); and\n"
-    "DIR/index.html, one self-contained page of the same report with its\n"
-    "tables sortable and its plots interactive (docs/report-page.md).\n"
-    "Set AL_GNUPLOT to use another gnuplot binary.\n",
+    "configurations aggregated over seeds (mean with its 95 % interval), cheapest\n"
+    "cache first, with the comparisons against the baseline; the Pareto front of\n"
+    "quality against KV-cache bytes per token; gnuplot plots tradeoff.png and\n"
+    "curves.png (with .svg and the .gp scripts beside them); DIR/configs.csv, one\n"
+    "row per configuration; and DIR/index.html, one self-contained page of the\n"
+    "same report with its tables sortable and its plots interactive\n"
+    "(docs/report-page.md). Set AL_GNUPLOT to use another gnuplot binary.\n",
 };
 
 static const char *plots_text(int plots)

@@ -185,11 +185,10 @@ static int train_ranked(const train_args *a)
         train_fail(&e, 0);
         return rc ? rc : AL_EXIT_INPUT;
     }
-    if (a->init_from) {   /* the same as train.init_from */
-        if (strlen(a->init_from) >= sizeof c.train.init_from)
-            return al_cli_fail(AL_EXIT_INPUT, "train: --init-from: the path is too long");
-        snprintf(c.train.init_from, sizeof c.train.init_from, "%s", a->init_from);
-    }
+    /* the same as --set train.init_from: the working directory's */
+    if (a->init_from && al_path_from(c.train.init_from, sizeof c.train.init_from, NULL,
+                                     a->init_from) != 0)
+        return al_cli_fail(AL_EXIT_INPUT, "train: --init-from: the path is too long");
     al_train_opts to = {.outdir = a->o.out ? a->o.out : "results/train", .log_lines = 1};
     if ((rc = resume_opts(a, &to))) return rc;
     char hint[AL_PATH_LEN + 64];

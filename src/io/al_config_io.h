@@ -47,6 +47,14 @@ void al_config_write_yaml(const al_config *c, FILE *f);
  * the text a sweep trial's hash is taken over, so that a report setting
  * never makes a finished trial new. */
 void al_config_write_yaml_identity(const al_config *c, FILE *f);
+/* The path keys of c that its file gave as relative paths (c->rel_paths:
+ * data.path, train.init_from), absolute as read, rewritten relative to the
+ * folder dir (al_path_relative): what a config written into dir holds (a
+ * run's config.yaml and its saved config), so that it reads back to the
+ * same files from anywhere and a tree moved whole still resumes; absolute
+ * ones (and plugins, which the loader makes absolute) stay absolute, so a
+ * run folder copied alone still finds them (docs/first-run.md). */
+void al_config_paths_relative(al_config *c, const char *dir);
 /* The same config as one JSON object (malloc'ed, compact): the same keys
  * and values as the YAML, plugins always listed, match_params false when
  * off. JSON is YAML, so the text decodes back to the same config. A

@@ -310,14 +310,22 @@ int al_checkpoint_load_into(const char *path, al_model *m, al_err *e)
 
 /* ------------------------------------------------------------ training state */
 
-static char *config_yaml(const al_config *c)
+/* The run's config as saved in the run directory dir: its paths from dir,
+ * as config.yaml there holds them (al_config_paths_relative), so that a
+ * run moved with its data compares equal; the files' contents are checked
+ * apart (the data's and plugins' SHA-256). */
+static char *config_yaml(const al_config *c, const char *dir)
 {
     char *buf = NULL;
     size_t n = 0;
+    al_config *rel = al_malloc(sizeof *rel);
+    *rel = *c;
+    al_config_paths_relative(rel, dir);
     FILE *f = open_memstream(&buf, &n);
     AL_ASSERT(f != NULL);
-    al_config_write_yaml_identity(c, f);   /* report.* is not the run */
+    al_config_write_yaml_identity(rel, f);   /* report.* is not the run */
     AL_ASSERT(fclose(f) == 0);
+    free(rel);
     return buf;
 }
 
@@ -327,7 +335,7 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
                            const al_adamw *o, const al_train_state *s, al_err *e)
 {
     AL_ASSERT(o->n == m->n_params);
-    char path[4200], v[10][40], *yaml = config_yaml(c);
+    char path[4200], v[10][40], *yaml = config_yaml(c, dir);
     char plugins[AL_MAX_PLUGINS * 65 + 1] = "";
     const al_run_inputs *in = &s->inputs;
     /* the parameters too, so that the state alone resumes: a kill between
@@ -375,7 +383,12 @@ static int check_same_config(const al_st_file *f, const al_config *c, al_err *e)
 {
     const char *saved = al_st_meta(f, "attnlab.config_yaml");
     if (!saved) return al_errf(e, "%s: no 'attnlab.config_yaml' in __metadata__", f->path);
-    char *now = config_yaml(c);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", f->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    char *now = config_yaml(c, dir);
     int rc = al_checkpoint_config_diff(f->path, saved, now, e);
     free(now);
     return rc;

@@ -279,6 +279,23 @@ static int decode_plugins(const al_node *v, al_config *c, const char *path, al_e
     return 0;
 }
 
+/* A path-typed key (data.path, train.init_from): one rule for all of them,
+ * the file's folder (al_path_from), so an experiment runs from any working
+ * directory; a path given by --set is the command line's, so the working
+ * directory's. */
+static int decode_path(const key_spec *k, const al_node *v, void *base, const char *path,
+                       al_err *e)
+{
+    char abs[AL_PATH_LEN + 1], why[512];
+    if (al_path_from(abs, sizeof abs, v->file, v->value) != 0)
+        return al_node_errf(e, v, "'%s' is too long as a path from %s (at most %d bytes)", path,
+                            strcmp(v->file, "--set") ? "the file's folder" : "the working directory",
+                            AL_PATH_LEN - 1);
+    if (put_scalar(k, abs, v->quoted, base, why, sizeof why))
+        return al_node_errf(e, v, "'%s' %s (as '%s')", path, why, abs);
+    return 0;
+}
+
 static int decode_value(const key_spec *k, const al_node *v, void *base,
                         const char *path, al_err *e)
 {
@@ -304,6 +321,7 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
     if (v->kind != AL_NODE_SCALAR)
         return al_node_errf(e, v, "'%s' must be %s, got %s", path, wanted(k->type),
                         al_node_kind_name(v->kind));
+    if (k->path && v->value[0]) return decode_path(k, v, base, path, e);
     if (put_scalar(k, v->value, v->quoted, base, why, sizeof why))
         return al_node_errf(e, v, "'%s' %s", path, why);
     return 0;
@@ -572,6 +590,14 @@ void al_config_defaults(al_config *c)
 static int resolve(al_config *c, const al_node *root, al_err *e);
 static int check_rules(const al_config *c, const al_node *root, al_err *e);
 
+/* The path at key was written relative (docs/first-run.md). */
+static int given_relative(const al_node *root, const char *key)
+{
+    int exact;
+    const al_node *x = al_cfg_find_path(root, key, &exact);
+    return exact && x->kind == AL_NODE_SCALAR && x->value[0] && x->value[0] != '/';
+}
+
 int al_config_decode(const al_node *root, al_config *c, al_err *e)
 {
     al_config_defaults(c);
@@ -585,6 +611,8 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
         resolve(c, root, e) ||
         al_config_validate(c, root, e))
         return -1;
+    c->rel_paths = (given_relative(root, "data.path") ? AL_REL_DATA : 0) |
+                   (given_relative(root, "train.init_from") ? AL_REL_INIT : 0);
     return al_cfg_resolve_model(c, root, e);
 }
 

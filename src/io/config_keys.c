@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------ key tables */
 
 /* A row; optional attributes follow as designated initialisers (.rule,
- * .max, .derived_zero, .ckpt, .unset_zero), so everything about a key is
+ * .max, .derived_zero, .ckpt, .unset_zero, .path), so everything about a key is
  * on its one line. */
 #define FIELD(S, f, T, d, h, ...) \
     {.key = #f, .type = T, .offset = offsetof(S, f), .size = sizeof(((S *)0)->f), .def = d, \
@@ -41,7 +41,7 @@ const char *const al_cfg_precisions[] = {"f32", "bf16", NULL};
 static const key_spec data_keys[] = {
     ONE_OF(D, source, al_cfg_data_sources, "kjv",
            "data source: text, kjv, mqar, induction or passkey (text when only data.path is given)"),
-    FIELD(D, path, K_STRING, "", "text file for source 'text'"),
+    FIELD(D, path, K_STRING, "", "text file for source 'text'", .path = 1),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)", .rule = R_OPEN01),
     FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run", .rule = R_HALF01),
     FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192", .rule = R_POS, .max = CK_LONG_DIM),
@@ -129,7 +129,7 @@ static const key_spec train_keys[] = {
     FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG, .max = 256),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)", .rule = R_NONNEG),
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
-    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
+    FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)", .path = 1),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     QUIET_ONE_OF(T, precision, al_cfg_precisions, "f32", "matrix products: f32, or bf16 (bf16 operands, f32 accumulation and results, through oneDNN; weights, AdamW state, norms, softmax, RoPE and the loss stay f32; needs a CPU with avx512_bf16 or AMX); score and generate use a checkpoint's"),
     {0},

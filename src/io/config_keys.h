@@ -75,6 +75,9 @@ typedef struct key_spec {
     int derived_zero;    /* 1: 0 means "derived" (d_head, d_ff, vocab_size); a checkpoint holds
                             the derived value, so there the least is 1 */
     int unset_zero;      /* 1: a config built in code may leave it 0, meaning def */
+    int path;            /* 1: a file path (K_STRING): a relative one is taken against the
+                            experiment file's folder, one from --set against the working
+                            directory, and kept absolute (al_path_from) */
     /* Optional: 1 when the key's value, at base (its table's struct), is
      * derived from another key and must not be written (train.steps under
      * train.flops), so that a written config reads back as given. */

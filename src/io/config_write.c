@@ -289,6 +289,20 @@ void al_config_write_yaml_identity(const al_config *c, FILE *f)
     free(tmp);
 }
 
+static void relative_in_place(char *field, size_t size, const char *dir)
+{
+    char rel[AL_PATH_LEN];
+    if (field[0] && al_path_relative(rel, sizeof rel, dir, field) == 0 && strlen(rel) < size)
+        al_cfg_set_str(field, size, rel);
+}
+
+void al_config_paths_relative(al_config *c, const char *dir)
+{
+    if (c->rel_paths & AL_REL_DATA) relative_in_place(c->data.path, sizeof c->data.path, dir);
+    if (c->rel_paths & AL_REL_INIT)
+        relative_in_place(c->train.init_from, sizeof c->train.init_from, dir);
+}
+
 /* ------------------------------------------------------------ JSON */
 
 /* A string in valid UTF-8 (jansson refuses anything else): a path that is

@@ -131,7 +131,14 @@ typedef struct al_config {
     al_report_config report;
     int n_plugins;
     char plugins[AL_MAX_PLUGINS][AL_PATH_LEN];
+    /* AL_REL_*: which path keys the file (or --set) gave as relative paths.
+     * In memory every path is absolute (docs/first-run.md); a config written
+     * into a run's folder writes these from that folder, so that a tree
+     * moved whole still reads them, and keeps absolute ones absolute. */
+    unsigned rel_paths;
 } al_config;
+
+enum { AL_REL_DATA = 1, AL_REL_INIT = 2 };   /* data.path, train.init_from */
 
 /* The d_ff a model config stands for: d_ff when set, else
  * round(mlp_ratio * d_model) (configs built by hand leave it 0). */

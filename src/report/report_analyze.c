@@ -363,7 +363,9 @@ static void resolve_front(al_report_analysis *A)
     int *rej = al_calloc((size_t)(n * n) + 1, sizeof *rej);
     for (int i = 0; i < n; i++) {
         A->g[i].front.resolved = al_report_drawable(&A->g[i]);
+        int m0 = m;
         if (al_report_drawable(&A->g[i])) m = front_comparisons(A, i, m, cmp, p);
+        A->g[i].front.compared = m - m0;
     }
     al_holm(m, p, 0.05, rej);
     for (int c = 0; c < m; c++) {
@@ -396,7 +398,8 @@ static void mark_front(al_report_analysis *A)
     free(on), free(cost), free(q);
 }
 
-/* Largest cache first, then better quality first: the table's order. */
+/* Largest cache first, then better quality first: the order of A->g (the
+ * tables show them cheapest first, al_report_table_order). */
 static int by_cache(const void *a, const void *b, void *ctx)
 {
     const group *x = a, *y = b;

@@ -47,9 +47,10 @@ static void configs_row(FILE *f, const al_report_analysis *A, const group *g)
     csv_num(f, g->is_base ? NAN : g->vs.delta.mean, "%.12g");
     fprintf(f, "%d,", g->is_base ? 0 : g->vs.delta.n);
     csv_num(f, g->is_base ? NAN : g->vs.delta.ci95, "%.12g");
-    fprintf(f, "%s,%d,%s,%d,",
-            g->is_base ? "" : al_stat_resolved(&g->vs.delta) ? "true" : "false", g->is_base,
-            g->front.on ? "true" : "false", g->front.resolved);
+    fprintf(f, "%s,%s,%s,%s,",
+            g->is_base ? "" : al_csv_bool_text(al_stat_resolved(&g->vs.delta)),
+            al_csv_bool_text(g->is_base), al_csv_bool_text(g->front.on),
+            al_csv_bool_text(g->front.resolved));
     csv_num(f, g->quality.acc.mean, "%.12g");
     csv_num(f, g->quality.acc.ci95, "%.12g");
     if (A->use_acc) fprintf(f, "%d,", g->solved.seeds);

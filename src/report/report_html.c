@@ -115,28 +115,33 @@ static json_t *group_costs(const al_report_analysis *A, const group *g)
     return c;
 }
 
-/* The mean validation curve, by step and by tokens; null without one.
+/* The mean validation curve, by step and by tokens, with the lowest and
+ * highest seed at each point (the band curves.gp draws); null without one.
  * *ytop rises to its second point (the plot then shows learning rather
  * than the initial loss, as curves.gp does). */
 static json_t *group_curve_json(const al_report_analysis *A, const group *g, double *ytop)
 {
-    double *step, *val, tps = g->first->tokens_per_step;
-    int n = al_report_group_curve(A, g, &step, &val);
-    json_t *s = json_array(), *t = json_array(), *v = json_array();
+    double *step, *val, *lo, *hi, tps = g->first->tokens_per_step;
+    int n = al_report_group_curve(A, g, &step, &val, &lo, &hi);
+    json_t *s = json_array(), *t = json_array(), *v = json_array(), *l = json_array(),
+           *h = json_array();
     int any = 0;
     for (int r = 0; r < n; r++) {
         json_array_append_new(s, num(step[r]));
         json_array_append_new(t, num(isnan(tps) ? step[r] : step[r] * tps));
         json_array_append_new(v, num(val[r]));
+        json_array_append_new(l, num(lo[r]));
+        json_array_append_new(h, num(hi[r]));
         any |= !isnan(val[r]);
-        if (r == 1 && n > 2 && !(val[r] <= *ytop)) *ytop = val[r];
+        if (r == 1 && n > 2 && !(hi[r] <= *ytop)) *ytop = hi[r];
     }
-    free(step), free(val);
+    free(step), free(val), free(lo), free(hi);
     if (!any) {
-        json_decref(s), json_decref(t), json_decref(v);
+        json_decref(s), json_decref(t), json_decref(v), json_decref(l), json_decref(h);
         return json_null();
     }
-    return json_pack("{s:o, s:o, s:o}", "step", s, "tokens", t, "val", v);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "step", s, "tokens", t, "val", v, "lo", l,
+                     "hi", h);
 }
 
 static json_t *group_json(const al_report_analysis *A, const group *g, double *ytop)
@@ -168,6 +173,8 @@ static json_t *page_data(const al_report_analysis *A)
                           A->metric, "maximize", A->use_acc, "costs", cost_axes(A), "configs", cfgs);
     AL_ASSERT(d);
     json_object_set_new(d, "curve_ytop", num(isnan(ytop) ? NAN : ytop * 1.02));
+    /* by tokens only when that is another curve than by step */
+    json_object_set_new(d, "curve_by_tokens", json_boolean(al_report_tokens_per_step_differ(A)));
     return d;
 }
 
@@ -255,8 +262,10 @@ static void configs_table(FILE *f, const al_report_analysis *A)
         fputs("</th>", f);
     }
     fputs("</tr></thead>\n<tbody>\n", f);
+    int *ix = al_calloc((size_t)A->n_groups, sizeof *ix);
+    al_report_table_order(A, ix);   /* report.md's order: cheapest first */
     for (int k = 0; k < A->n_groups; k++) {
-        const group *g = &A->g[k];
+        const group *g = &A->g[ix[k]];
         n = al_report_table_row(A, g, c);
         fprintf(f, "<tr%s data-name=\"", g->is_base ? " class=\"al-base\"" : "");
         al_html_text(f, g->first->group, strlen(g->first->group));
@@ -269,7 +278,7 @@ static void configs_table(FILE *f, const al_report_analysis *A)
         fputs("</tr>\n", f);
     }
     fputs("</tbody></table></div>\n", f);
-    free(c);
+    free(ix), free(c);
 }
 
 /* ------------------------------------------------------------ page */
@@ -323,7 +332,9 @@ static const char plot_figures[] =
     "<div id=\"al-tradeoff\" class=\"al-fig\"></div>\n"
     "<p id=\"al-tradeoff-note\" class=\"al-note\"></p>\n"
     "<h3 id=\"validation-curves\">Validation curves</h3>\n"
-    "<p>Validation loss against optimizer step and against tokens trained (mean over seeds). "
+    "<p>Validation loss against optimizer step (and against tokens trained when the "
+    "configurations train different tokens per step): the mean over seeds, with a band from "
+    "the lowest to the highest seed. "
     "Tick a configuration to show or hide its curve.</p>\n"
     "<div class=\"al-bar\" id=\"al-curve-toggles\"></div>\n"
     "<div id=\"al-curves\" class=\"al-fig\"></div>\n"

@@ -35,43 +35,49 @@ static const group *base_group(const al_report_analysis *A)
 
 /* ------------------------------------------------------------ report.md */
 
-/* The table's cells (report_table.c), as markdown: heading, rule, rows. */
-static void md_table(FILE *f, const al_report_analysis *A)
+/* A table's cells (report_table.c), as markdown: heading, rule, rows, in
+ * the tables' order (cheapest first). */
+typedef int (*table_row_fn)(const al_report_analysis *, const group *, al_report_cell *);
+
+static void md_table(FILE *f, const al_report_analysis *A, table_row_fn row_of)
 {
     if (!A->n_groups) {
         fputs("No configurations.\n", f);
         return;
     }
     al_report_cell *c = al_calloc((size_t)al_report_table_width(A), sizeof *c);
-    int n = al_report_table_row(A, &A->g[0], c);
+    int *ix = al_calloc((size_t)A->n_groups, sizeof *ix);
+    al_report_table_order(A, ix);
+    int n = row_of(A, &A->g[0], c);
     fputc('|', f);
     for (int i = 0; i < n; i++) fprintf(f, " %s |", c[i].head);
     fputs("\n|", f);
     for (int i = 0; i < n; i++) fputs(" --- |", f);
     fputc('\n', f);
     for (int k = 0; k < A->n_groups; k++) {
-        n = al_report_table_row(A, &A->g[k], c);
+        n = row_of(A, &A->g[ix[k]], c);
         fputc('|', f);
         for (int i = 0; i < n; i++) fprintf(f, " %s |", c[i].text);
         fputc('\n', f);
     }
-    free(c);
+    free(ix), free(c);
 }
 
 static void md_configs(FILE *f, const al_report_analysis *A)
 {
     fprintf(f, "\n## Configurations\n\n");
-    md_table(f, A);
-    fprintf(f, "\n*seeds*: seeds in the statistics (a `+`: more are still running or "
-            "pending). *sd*: sample standard deviation over seeds. *Δ vs baseline*: the "
+    md_table(f, A, al_report_table_row);
+    fprintf(f, "\nCheapest first: by the KV cache held at the report context, then by %s. "
+            "*variant*: the attention and its settings. "
+            "*seeds*: seeds in the statistics (a `+`: more are still running or "
+            "pending). *Δ vs baseline*: the "
             "%s minus the baseline's, paired by seed (same seed: the same initialisation "
             "stream and the same batches), with its 95 %% t-interval; *resolved*: the "
             "interval excludes 0, after Holm's correction over the comparisons with the baseline "
-            "(see below). With one seed there is a value but no interval. *slope/100 steps*: "
-            "the least-squares slope of the validation loss over the eval points of the last "
-            "25 %% of training, per 100 steps, mean over seeds (a `*`: still improving, "
-            "the loss fell more than %.2f nats over that quarter).%s\n", A->metric,
-            AL_STILL_IMPROVING_FALL,
+            "(see below). With one seed there is a value but no interval.%s The model's shape, "
+            "the sd over seeds, the validation loss, the trend and speed of training and the "
+            "other costs are in the next table, *More about each configuration*; every "
+            "trial's own figures are in `summary.csv`.\n", A->metric, A->metric,
             A->use_acc ? " *solved*: seeds whose accuracy reached 0.9; the median step: over "
             "the seeds whose validation accuracy reached 0.9 at an evaluation, the first "
             "such step; *vs baseline b:c*: seeds only the baseline solved and seeds only "
@@ -79,6 +85,24 @@ static void md_configs(FILE *f, const al_report_analysis *A)
             "still below 0.05 after Holm over the comparisons with the baseline). One seed "
             "stuck on a plateau can keep the mean difference from resolving while the "
             "solved counts differ beyond chance." : "");
+}
+
+/* The columns the main table leaves out, in its order. */
+static void md_details(FILE *f, const al_report_analysis *A)
+{
+    if (!A->n_groups) return;
+    fprintf(f, "\n## More about each configuration\n\n");
+    md_table(f, A, al_report_detail_row);
+    fprintf(f, "\nIn the order of the table above. *sd*: sample standard deviation of the "
+            "%s over seeds. *slope/100 steps*: "
+            "the least-squares slope of the validation loss over the eval points of the last "
+            "25 %% of training, per 100 steps, mean over seeds (a `*`: still improving, "
+            "the loss fell more than %.2f nats over that quarter).%s\n", A->metric,
+            AL_STILL_IMPROVING_FALL,
+            al_report_any_col(A, offsetof(row, train_flops))
+            ? " The costs (docs/costs.md): *train FLOPs* trained with; at the report context, "
+              "the bytes one decode step reads per token, its FLOPs per token and their "
+              "ratio." : "");
 }
 
 /* Parameter counts that differ make a loss gap mix cache size with model
@@ -105,6 +129,36 @@ static void md_params(FILE *f, const al_report_analysis *A)
             : ": a difference in quality mixes the cache with the model's size. Set "
               "`model.match_params: {to: {variant: ...}, by: d_ff}` (or `by: n_layer`) to "
               "compare at equal parameters.");
+}
+
+/* Configurations that are one model under two names (gqa with n_kv_head =
+ * n_head beside mha), or that differ only outside `model`: summary.csv's
+ * model hash says so (al_sweep_model_hash). One line per set, naming
+ * every configuration of it. */
+static void md_same_model(FILE *f, const al_report_analysis *A)
+{
+    int *done = al_calloc((size_t)A->n_groups + 1, sizeof *done), head = 0;
+    for (int k = 0; k < A->n_groups; k++) {
+        const char *h = A->g[k].first->model;
+        if (done[k] || !h || !h[0]) continue;
+        int n = 1;
+        for (int j = k + 1; j < A->n_groups; j++)
+            n += !done[j] && A->g[j].first->model && !strcmp(A->g[j].first->model, h);
+        if (n < 2) continue;
+        if (!head++)
+            fputs("\n**The same model under more than one configuration.** Their resolved "
+                  "`model` keys are equal (mha, mqa and gqa counted as gqa with their K/V "
+                  "heads): whatever else differs between them lies outside `model`, and "
+                  "where nothing does, their difference is seed noise.\n\n", f);
+        fprintf(f, "- %s", A->g[k].first->group);
+        for (int j = k + 1, i = 1; j < A->n_groups; j++)
+            if (!done[j] && A->g[j].first->model && !strcmp(A->g[j].first->model, h)) {
+                done[j] = 1;
+                fprintf(f, "%s%s", ++i == n ? " and " : ", ", A->g[j].first->group);
+            }
+        fputs(" are the same model.\n", f);
+    }
+    free(done);
 }
 
 /* "yes", or "not resolved; about N seeds would resolve a difference this
@@ -392,11 +446,15 @@ static void md_plots(FILE *f, const al_report_analysis *A, int plots)
                 "Each point is one configuration: the mean over seeds, with its 95 %% "
                 "t-interval as error bars (none for one seed). The dashed line is the Pareto "
                 "front of the means; a hollow point is not resolved from a front neighbour "
-                "(see above), so its place could change with other seeds%s. "
+                "(see above), so its place could change with other seeds; the square is the "
+                "cheapest front point, which has no cheaper neighbour to be resolved from; "
+                "points at the same place share one label%s. "
                 "[SVG](tradeoff.svg)\n\n"
                 "![validation loss curves](curves.png)\n\n"
-                "Validation loss against optimizer step and against tokens trained (mean "
-                "over seeds). [SVG](curves.svg)\n\n", A->metric,
+                "Validation loss against optimizer step (and against tokens trained, in a "
+                "second panel, when the configurations train different tokens per step): the "
+                "mean over seeds, with a band from the lowest to the highest seed. "
+                "[SVG](curves.svg)\n\n", A->metric,
                 al_report_any_unmasked(A) ? "; configurations without the causal mask are not drawn"
                 : "");
         md_cost_plots(f, A);
@@ -438,6 +496,8 @@ static void md_write(FILE *f, const al_report_analysis *A, int plots)
     al_report_claims_md(f, A);
     md_configs(f, A);
     md_params(f, A);
+    md_same_model(f, A);
+    md_details(f, A);
     md_deltas(f, A);
     md_trend(f, A);
     md_gaps(f, A);

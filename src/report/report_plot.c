@@ -68,28 +68,79 @@ static int on_axis(const group *g, const cost_axis *ax)
     return !isnan(g->quality.q.mean) && c > 0 && g->first->causal != 0;
 }
 
+/* How a point is drawn under a resolving front: its place resolved by the
+ * comparisons that decide it, not resolved, or decided by none (the
+ * cheapest front point: no cheaper front neighbour to be resolved from). */
+enum point_class { PT_NOT_RESOLVED, PT_RESOLVED, PT_NOTHING_TO_RESOLVE, PT_CLASSES };
+
+static int point_class(const group *g, const cost_axis *ax)
+{
+    if (!ax->resolves) return PT_RESOLVED;
+    if (g->front.on && !g->front.compared) return PT_NOTHING_TO_RESOLVE;
+    return g->front.resolved ? PT_RESOLVED : PT_NOT_RESOLVED;
+}
+
+/* The label of each drawn configuration (its name, "(n=1)" for one seed),
+ * and one label for points that coincide: the same cost and means within 2 %
+ * of the drawn range print as "a / b" at the first, the others unlabelled,
+ * so that no two labels print over each other. lab[k] for group k. */
+static void point_labels(const al_report_analysis *A, const cost_axis *ax, char (*lab)[512])
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < A->n_groups; k++) {
+        const group *g = &A->g[k];
+        snprintf(lab[k], 512, "%s%s", g->first->group, g->quality.q.n == 1 ? " (n=1)" : "");
+        if (!on_axis(g, ax)) continue;
+        lo = fmin(lo, g->quality.q.mean), hi = fmax(hi, g->quality.q.mean);
+    }
+    double tol = 0.02 * (hi - lo);
+    for (int k = 0; k < A->n_groups; k++) {
+        const group *g = &A->g[k];
+        if (!on_axis(g, ax) || !lab[k][0]) continue;
+        for (int j = k + 1; j < A->n_groups; j++) {
+            const group *h = &A->g[j];
+            if (!on_axis(h, ax) || !lab[j][0] ||
+                al_report_cost_of(h->first, ax->cost) != al_report_cost_of(g->first, ax->cost) ||
+                fabs(h->quality.q.mean - g->quality.q.mean) > tol)
+                continue;
+            size_t l = strlen(lab[k]);
+            snprintf(lab[k] + l, 512 - l, " / %s", lab[j]);
+            lab[j][0] = 0;
+        }
+    }
+}
+
 /* <base>.dat: one line per configuration that can be drawn; <front>: the
- * front of the means along the axis. Returns the points written. */
-static int write_tradeoff_data(const al_report_analysis *A, const cost_axis *ax, al_err *e)
+ * front of the means along the axis. Returns the points written; counts
+ * the points of each class in cls. */
+static int write_tradeoff_data(const al_report_analysis *A, const cost_axis *ax, int *cls,
+                               al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96], name[64];
     snprintf(name, sizeof name, "%s.dat", ax->base);
     FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
-    fprintf(f, "# %s mean ci95 \"configuration\" on_front n resolved\n"
+    fprintf(f, "# %s mean ci95 \"label\" on_front n resolved class\n"
             "# ci95: half-width of the 95 %% t-interval over seeds (0: one seed, no interval);\n"
-            "# resolved: 1 when its place on or off the Pareto front is beyond seed noise\n",
-            ax->column);
+            "# resolved: 1 when its place on or off the Pareto front is beyond seed noise;\n"
+            "# class: 1 resolved, 0 not resolved, 2 nothing to resolve (the cheapest front\n"
+            "# point: no cheaper front neighbour); label: \"\" where an earlier point at the\n"
+            "# same place carries both names\n", ax->column);
+    char (*lab)[512] = al_calloc((size_t)A->n_groups + 1, sizeof *lab);
+    point_labels(A, ax, lab);
     int n = 0;
     for (int k = 0; k < A->n_groups; k++) {
         const group *g = &A->g[k];
         if (!on_axis(g, ax)) continue;
-        fprintf(f, "%.0f %.9g %.9g \"%s%s\" %d %d %d\n", al_report_cost_of(g->first, ax->cost),
-                g->quality.q.mean, g->quality.q.n > 1 ? g->quality.q.ci95 : 0.0, g->first->group,
-                g->quality.q.n == 1 ? " (n=1)" : "", g->front.on_cost[ax->cost], g->quality.q.n,
-                ax->resolves ? g->front.resolved : 1);
+        int c = point_class(g, ax);
+        cls[c]++;
+        fprintf(f, "%.0f %.9g %.9g \"%s\" %d %d %d %d\n", al_report_cost_of(g->first, ax->cost),
+                g->quality.q.mean, g->quality.q.n > 1 ? g->quality.q.ci95 : 0.0, lab[k],
+                g->front.on_cost[ax->cost], g->quality.q.n,
+                ax->resolves ? g->front.resolved : 1, c);
         n++;
     }
+    free(lab);
     if (al_commit_atomic(f, tmp, path, e)) return -1;
     if (!(f = al_report_open(A, ax->front, path, tmp, e))) return -1;
     fprintf(f, "# the Pareto front of the means, by %s\n", ax->what);
@@ -109,20 +160,32 @@ static int write_tradeoff_data(const al_report_analysis *A, const cost_axis *ax,
     return al_commit_atomic(f, tmp, path, e) ? -1 : n;
 }
 
-/* The points: under a resolving front, resolved ones filled and the
- * others hollow; otherwise all filled. */
-static void gp_points(FILE *f, const cost_axis *ax)
+/* The points, one series per class that has any (a key entry names only
+ * what is drawn): under a resolving front, resolved ones filled, the others
+ * hollow, the cheapest front point a filled square; otherwise all filled. */
+static void gp_points(FILE *f, const cost_axis *ax, const int *cls)
 {
-    if (ax->resolves)
-        fprintf(f, "  plot \"%s.dat\" using 1:($7 == 1 ? $2 : NaN):3 with yerrorbars pt 7 "
-                "ps 1.3 lw 1.5 lc rgb \"#1f5fa8\" title \"resolved from its front neighbours\", "
-                "\\\n"
-                "       \"\" using 1:($7 == 0 ? $2 : NaN):3 with yerrorbars pt 6 ps 1.6 lw 1.5 "
-                "lc rgb \"#1f5fa8\" title \"not resolved: within seed noise of a front point\", "
-                "\\\n", ax->base);
-    else
+    static const struct { int pt; double ps; const char *title; } look[PT_CLASSES] = {
+        [PT_NOT_RESOLVED] = {6, 1.6, "not resolved: within seed noise of a front point"},
+        [PT_RESOLVED] = {7, 1.3, "resolved from its front neighbours"},
+        [PT_NOTHING_TO_RESOLVE] = {5, 1.2, "cheapest on the front (no cheaper point to resolve from)"},
+    };
+    if (!ax->resolves) {
         fprintf(f, "  plot \"%s.dat\" using 1:2:3 with yerrorbars pt 7 ps 1.3 lw 1.5 "
                 "lc rgb \"#1f5fa8\" title \"mean over seeds, 95 %% interval\", \\\n", ax->base);
+        return;
+    }
+    int any = 0;
+    for (int c = 0; c < PT_CLASSES; c++) any |= cls[c] > 0;
+    for (int c = 0, first = 1; c < PT_CLASSES; c++) {
+        if (!cls[c] && (any || c != PT_RESOLVED)) continue;
+        char file[80];   /* "" after the first: the same file */
+        snprintf(file, sizeof file, "%s%s", first ? ax->base : "", first ? ".dat" : "");
+        fprintf(f, "%s\"%s\" using 1:($8 == %d ? $2 : NaN):3 with yerrorbars pt %d ps %.1f "
+                "lw 1.5 lc rgb \"#1f5fa8\" title \"%s\", \\\n", first ? "  plot " : "       ",
+                file, c, look[c].pt, look[c].ps, look[c].title);
+        first = 0;
+    }
 }
 
 /* Returns the points drawn. Without any (an older summary lacks the
@@ -130,7 +193,8 @@ static void gp_points(FILE *f, const cost_axis *ax)
 static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96], name[64];
-    int n = write_tradeoff_data(A, ax, e);
+    int cls[PT_CLASSES] = {0};
+    int n = write_tradeoff_data(A, ax, cls, e);
     if (n < 0 || (n == 0 && ax->cost != AL_COST_HELD)) return n;
     snprintf(name, sizeof name, "%s.gp", ax->base);
     FILE *f = al_report_open(A, name, path, tmp, e);
@@ -139,11 +203,11 @@ static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_e
     al_report_gp_terminal(f, "1000,700");
     fprintf(f, "  set title \"%s: %s against %s (mean over seeds, 95 %% intervals)\"\n"
             "  set xlabel \"%s\"\n"
-            "  set ylabel \"%s\"\n  set logscale x %d\n  set grid\n  set key %s\n"
+            "  set ylabel \"%s%s\"\n  set logscale x %d\n  set grid\n  set key %s\n"
             "  set offsets graph 0.08, graph 0.15, graph 0.08, graph 0.08\n", A->mk.name,
-            A->metric, ax->what, ax->xlabel, A->use_acc ? A->metric : "loss (nats/token)",
+            A->metric, ax->what, ax->xlabel, A->metric, A->use_acc ? "" : " (nats/token)",
             ax->log_base, A->use_acc ? "bottom right" : "top right");
-    gp_points(f, ax);
+    gp_points(f, ax, cls);
     fprintf(f, "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
             "       \"%s\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
             "title \"Pareto front (means)\"\n  unset output\n}\n", ax->front);
@@ -152,10 +216,41 @@ static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_e
 
 /* ------------------------------------------------------------ curves */
 
-int al_report_group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
+/* A configuration's curve (al_report_group_curve) with the lowest and
+ * highest of its seeds at each point: the spread the curves plot draws as
+ * a band. */
+typedef struct curve {
+    int n;
+    double *step, *val, *lo, *hi;   /* n each (NULL when n is 0) */
+} curve;
+
+/* Add one trial's metrics.csv to cv (its step column fixed by the first). */
+static void curve_add(curve *cv, int *cnt, const al_csv *m, int cs, int cv_col)
 {
-    int n = 0, *cnt = NULL;
-    *step = *val = NULL;
+    if (!cv->n) {
+        cv->n = m->n_rows;
+        cv->step = al_calloc((size_t)cv->n + 1, sizeof *cv->step);
+        cv->val = al_calloc((size_t)cv->n + 1, sizeof *cv->val);
+        cv->lo = al_calloc((size_t)cv->n + 1, sizeof *cv->lo);
+        cv->hi = al_calloc((size_t)cv->n + 1, sizeof *cv->hi);
+        for (int r = 0; r < cv->n; r++) {
+            cv->step[r] = atof(m->cells[r][cs]);
+            cv->lo[r] = INFINITY, cv->hi[r] = -INFINITY;
+        }
+    }
+    for (int r = 0; r < cv->n && r < m->n_rows; r++) {
+        if (atof(m->cells[r][cs]) != cv->step[r] || !m->cells[r][cv_col][0]) continue;
+        double v = atof(m->cells[r][cv_col]);
+        cv->val[r] += v;
+        cv->lo[r] = fmin(cv->lo[r], v), cv->hi[r] = fmax(cv->hi[r], v);
+        cnt[r]++;
+    }
+}
+
+static curve group_curve(const al_report_analysis *A, const group *g)
+{
+    curve cv = {0};
+    int *cnt = NULL;
     for (int i = 0; i < A->sm.n; i++) {
         const row *w = &A->sm.rows[i];
         if (strcmp(w->group, g->first->group) != 0 || !w->selected) continue;
@@ -167,24 +262,49 @@ int al_report_group_curve(const al_report_analysis *A, const group *g, double **
             al_csv_free(&m);
             continue;
         }
-        int cs = al_csv_col(&m, "step"), cv = al_csv_col(&m, "val_loss");
-        if (!n && cs >= 0 && cv >= 0) {
-            n = m.n_rows;
-            *step = al_calloc((size_t)n + 1, sizeof **step);
-            *val = al_calloc((size_t)n + 1, sizeof **val);
-            cnt = al_calloc((size_t)n + 1, sizeof *cnt);
-            for (int r = 0; r < n; r++) (*step)[r] = atof(m.cells[r][cs]);
-        }
-        for (int r = 0; cs >= 0 && cv >= 0 && r < n && r < m.n_rows; r++) {
-            if (atof(m.cells[r][cs]) != (*step)[r] || !m.cells[r][cv][0]) continue;
-            (*val)[r] += atof(m.cells[r][cv]);
-            cnt[r]++;
+        int cs = al_csv_col(&m, "step"), cvl = al_csv_col(&m, "val_loss");
+        if (cs >= 0 && cvl >= 0 && (cv.n || m.n_rows)) {
+            if (!cv.n && m.n_rows) cnt = al_calloc((size_t)m.n_rows + 1, sizeof *cnt);
+            curve_add(&cv, cnt, &m, cs, cvl);
         }
         al_csv_free(&m);
     }
-    for (int r = 0; r < n; r++) (*val)[r] = cnt[r] ? (*val)[r] / cnt[r] : NAN;
+    for (int r = 0; r < cv.n; r++) {
+        cv.val[r] = cnt[r] ? cv.val[r] / cnt[r] : NAN;
+        if (!cnt[r]) cv.lo[r] = cv.hi[r] = NAN;
+    }
     free(cnt);
-    return n;
+    return cv;
+}
+
+static void curve_free(curve *cv)
+{
+    free(cv->step), free(cv->val), free(cv->lo), free(cv->hi);
+}
+
+int al_report_group_curve(const al_report_analysis *A, const group *g, double **step, double **val,
+                          double **lo, double **hi)
+{
+    curve cv = group_curve(A, g);
+    *step = cv.step, *val = cv.val;
+    if (lo) *lo = cv.lo;
+    else free(cv.lo);
+    if (hi) *hi = cv.hi;
+    else free(cv.hi);
+    return cv.n;
+}
+
+int al_report_tokens_per_step_differ(const al_report_analysis *A)
+{
+    double first = NAN;
+    int seen = 0;
+    for (int k = 0; k < A->n_groups; k++) {
+        double t = A->g[k].first->tokens_per_step;
+        if (!A->g[k].n_ok) continue;
+        if (seen++ && !(t == first) && !(isnan(t) && isnan(first))) return 1;
+        first = t;
+    }
+    return 0;
 }
 
 /* curves.dat: one block per configuration (gnuplot `index`); returns the
@@ -198,35 +318,60 @@ static int write_curve_data(const al_report_analysis *A, int *which, double *yto
     if (!f) return -1;
     int blocks = 0;
     *ytop = NAN;
-    fputs("# step tokens val_loss, one block per configuration\n", f);
+    fputs("# step tokens val_loss lowest highest: one block per configuration, the mean over\n"
+          "# seeds and the lowest and highest seed at each step\n", f);
     for (int k = 0; k < A->n_groups; k++) {
-        double *step, *val;
-        int n = al_report_group_curve(A, &A->g[k], &step, &val), wrote = 0;
+        curve cv = group_curve(A, &A->g[k]);
+        int wrote = 0;
         double tps = A->g[k].first->tokens_per_step;
-        for (int r = 0; r < n; r++) {
-            if (isnan(val[r])) continue;
+        for (int r = 0; r < cv.n; r++) {
+            if (isnan(cv.val[r])) continue;
             if (!wrote++) fprintf(f, "%s# %s\n", blocks ? "\n\n" : "", A->g[k].first->group);
-            fprintf(f, "%.0f %.9g %.9g\n", step[r], isnan(tps) ? step[r] : step[r] * tps, val[r]);
-            if (r == 1 && n > 2 && !(val[r] <= *ytop)) *ytop = val[r];
+            fprintf(f, "%.0f %.9g %.9g %.9g %.9g\n", cv.step[r],
+                    isnan(tps) ? cv.step[r] : cv.step[r] * tps, cv.val[r], cv.lo[r], cv.hi[r]);
+            if (r == 1 && cv.n > 2 && !(cv.hi[r] <= *ytop)) *ytop = cv.hi[r];
         }
         if (wrote) which[blocks++] = k;
-        free(step), free(val);
+        curve_free(&cv);
     }
     return al_commit_atomic(f, tmp, path, e) ? -1 : blocks;
 }
 
+/* Curve colours, dark enough to read on white and apart from each other
+ * (no yellow): block b takes colour b modulo their number. */
+static const char *const curve_colours[] = {
+    "#1f5fa8", "#c03030", "#2a8a3a", "#7a3fa0", "#d06a00",
+    "#107e86", "#8a5a2b", "#c2378a", "#505050", "#1a1a80",
+};
+#define N_CURVE_COLOURS ((int)(sizeof curve_colours / sizeof *curve_colours))
+
+const char *al_report_curve_colour(int b)
+{
+    return curve_colours[b % N_CURVE_COLOURS];
+}
+
+/* Each configuration: its seeds' spread as a faint band of its colour,
+ * then the mean as a line over it. */
 static void gp_curve_plot(FILE *f, const al_report_analysis *A, const int *which, int n, int xcol)
 {
     fputs("  plot ", f);
     for (int b = 0; b < n; b++)
-        fprintf(f, "%s\"curves.dat\" index %d using %d:3 with linespoints pt 7 ps 0.5 lw 1.5 "
-                "title \"%s\"", b ? ", \\\n       " : "", b, xcol, A->g[which[b]].first->group);
+        fprintf(f, "%s\"curves.dat\" index %d using %d:4:5 with filledcurves "
+                "fs transparent solid 0.18 noborder lc rgb \"%s\" notitle, \\\n"
+                "       \"curves.dat\" index %d using %d:3 with linespoints pt 7 ps 0.5 lw 1.5 "
+                "lc rgb \"%s\" title \"%s\"", b ? ", \\\n       " : "", b, xcol,
+                al_report_curve_colour(b), b, xcol, al_report_curve_colour(b),
+                A->g[which[b]].first->group);
     fputs("\n", f);
 }
 
+/* One panel by optimizer step when every configuration trains the same
+ * tokens per step (a panel by tokens would repeat it with another axis);
+ * two, by step and by tokens, when they differ. */
 static int write_curves(const al_report_analysis *A, al_err *e)
 {
     int *which = al_calloc((size_t)A->n_groups + 1, sizeof *which);
+    int two = al_report_tokens_per_step_differ(A);
     double ytop;
     int n = write_curve_data(A, which, &ytop, e);
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
@@ -236,15 +381,25 @@ static int write_curves(const al_report_analysis *A, al_err *e)
         return -1;
     }
     al_report_gp_header(f, "curves");
-    al_report_gp_terminal(f, "1400,600");
-    fprintf(f, "  set multiplot layout 1,2 title \"%s: validation loss (mean over seeds)\"\n"
-            "  set ylabel \"validation loss (nats/token)\"\n"
-            "  set grid\n  set key top right\n  set xlabel \"optimizer step\"\n", A->mk.name);
+    al_report_gp_terminal(f, two ? "1400,600" : "1000,600");
+    const char *title = "validation loss (mean over seeds; band: lowest to highest seed)";
+    if (two) fprintf(f, "  set multiplot layout 1,2 title \"%s: %s\"\n", A->mk.name, title);
+    else fprintf(f, "  set title \"%s: %s\"\n", A->mk.name, title);
+    fprintf(f, "  set ylabel \"validation loss (nats/token)\"\n"
+            "  set grid\n  set key top right\n  set xlabel \"optimizer step%s\"\n",
+            two ? "" : " (every configuration trains the same tokens per step)");
     if (!isnan(ytop)) fprintf(f, "  set yrange [*:%.4g]\n", ytop * 1.02);
     if (n) gp_curve_plot(f, A, which, n, 1);
-    fputs("  set xlabel \"tokens trained\"\n  set format x \"%.1s%c\"\n", f);
-    if (n) gp_curve_plot(f, A, which, n, 2);
-    fputs("  unset multiplot\n  unset output\n}\n", f);
+    else   /* still a picture, saying why it is empty (a line above its range) */
+        fputs("  set label 1 \"no validation curves (no metrics.csv with val_loss)\" at graph "
+              "0.5, graph 0.5 center\n  set xrange [0:1]\n  set yrange [0:1]\n"
+              "  plot 2 notitle\n", f);
+    if (two) {
+        fputs("  set xlabel \"tokens trained\"\n  set format x \"%.1s%c\"\n", f);
+        if (n) gp_curve_plot(f, A, which, n, 2);
+        fputs("  unset multiplot\n", f);
+    }
+    fputs("  unset output\n}\n", f);
     free(which);
     return al_commit_atomic(f, tmp, path, e);
 }

@@ -21,12 +21,18 @@ int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e);
  * its plot exists (tradeoff_read.*, tradeoff_flops.*; tradeoff.* is
  * written always). */
 int al_report_cost_plotted(const al_report_analysis *A, int cost);
+/* The colour (gnuplot "#rrggbb") of the b-th curve the curves plot draws. */
+const char *al_report_curve_colour(int b);
 /* A configuration's validation curve: the mean over its selected trials'
  * metrics.csv at each evaluation step of the first one (NAN where none has
- * a val_loss); *step and *val are the caller's to free. Returns the number
- * of points (0: no curve, both NULL). */
+ * a val_loss), and when lo and hi are given the lowest and highest seed
+ * there; the arrays are the caller's to free. Returns the number of points
+ * (0: no curve, all NULL). */
 int al_report_group_curve(const al_report_analysis *A, const group *g, double **step,
-                          double **val);
+                          double **val, double **lo, double **hi);
+/* 1 when configurations that finished a trial train different tokens per
+ * step: only then is a curve by tokens not the curve by step again. */
+int al_report_tokens_per_step_differ(const al_report_analysis *A);
 /* DIR/name opened for an atomic write (al_open_atomic). */
 FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
                      al_err *e);

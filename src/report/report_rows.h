@@ -50,6 +50,7 @@ typedef struct row {
     double train_fpt, train_flops, decode_fpt, decode_bytes, intensity;
     double scaling_size, scaling_flops;   /* sweep.scaling's size index and budget (NaN: none) */
     const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */
+    const char *model;   /* the model's hash: equal for the same model ("": older summary) */
     int causal;        /* 1, 0, or -1 when not given */
     int baseline;      /* the summary marks the baseline configuration's trials */
     int selected;      /* stands for its configuration and seed */
@@ -124,6 +125,8 @@ typedef struct group_front {
     int on;                   /* on the front (of the means) */
     int on_cost[AL_REPORT_NCOSTS];   /* on each cost's front (on_cost[AL_COST_HELD] == on) */
     int resolved;             /* its place on or off the front is beyond seed noise */
+    int compared;             /* the comparisons that decide it (0: the cheapest front
+                                 point, resolved from nothing: nothing to resolve) */
     char against[256];        /* else: the front configuration it is not resolved from */
 } group_front;
 
@@ -181,7 +184,8 @@ typedef struct report_marker {
 struct al_report_analysis {
     char dir[DIR_LEN];
     summary sm;
-    group *g;                 /* n_groups, in the table's order (largest cache first) */
+    group *g;                 /* n_groups, largest cache first (the tables show them
+                                 cheapest first: al_report_table_order) */
     int n_groups, n_front, n_ok;
     int use_acc;              /* the metric is accuracy (every configuration has one) */
     int use_test;             /* ... on the test split (else validation: no test split) */

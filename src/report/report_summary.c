@@ -42,18 +42,32 @@ static void strip_seed(char *out, size_t n, const char *trial)
         *u = 0;
 }
 
+/* A boolean column: true/false, or 1/0 as older summaries wrote some;
+ * -1 when empty or absent. */
+static int bool_cell(const al_csv *t, int r, const char *col, const char *path, int *v,
+                     al_err *e)
+{
+    const char *s = al_csv_cell(t, r, col);
+    int rc = al_csv_bool(s, v);
+    if (rc == -1) *v = -1;
+    if (rc == -2)
+        return al_errf(e, "%s:%d: error: column '%s': '%.40s' is not true or false", path,
+                       t->line[r], col, s);
+    return 0;
+}
+
 static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e)
 {
     static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
         "n_layer", "d_ff", "seed", "tokens_per_step", "final_train_loss", "val_loss",
         "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s",
-        "wall_s", "baseline", "steps", "kv_context", "kv_bytes_at_context",
+        "wall_s", "steps", "kv_context", "kv_bytes_at_context",
         "train_flops_per_token", "train_flops", "decode_flops_per_token",
         "decode_bytes_per_token", "arithmetic_intensity", "scaling_size", "scaling_flops",
         NULL};
-    double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
+    double *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
         &w->seed, &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->best_val_loss,
-        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base, &w->steps,
+        &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &w->steps,
         &w->kv_context, &w->kv_at, &w->train_fpt, &w->train_flops, &w->decode_fpt,
         &w->decode_bytes, &w->intensity, &w->scaling_size, &w->scaling_flops};
     for (int i = 0; cols[i]; i++)
@@ -67,14 +81,16 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     w->cpu = al_csv_cell(t, r, "cpu_model");
     w->blas_core = al_csv_cell(t, r, "blas_core");
     w->threads = al_csv_cell(t, r, "threads");
+    w->model = al_csv_cell(t, r, "model");
     if (!w->trial[0]) return al_errf(e, "%s:%d: error: empty 'trial'", path, t->line[r]);
     const char *cfg = al_csv_cell(t, r, "config"), *grp = al_csv_cell(t, r, "group");
-    const char *causal = al_csv_cell(t, r, "causal");
     if (cfg[0]) snprintf(w->config, sizeof w->config, "%s", cfg);
     else strip_seed(w->config, sizeof w->config, w->trial);
     snprintf(w->group, sizeof w->group, "%s", grp[0] ? grp : w->config);
-    w->causal = !causal[0] ? -1 : strcmp(causal, "false") != 0;
-    w->baseline = base == 1;
+    if (bool_cell(t, r, "causal", path, &w->causal, e) ||
+        bool_cell(t, r, "baseline", path, &w->baseline, e))
+        return -1;
+    w->baseline = w->baseline == 1;   /* absent: not marked */
     w->q = NAN;
     return 0;
 }
@@ -90,7 +106,7 @@ static const char *const own_cols[] = {"trial", "config", "group", "tuned", "sel
     "init_val_loss", "cpu_model", "blas_core", "threads", "train_flops_per_token",
     "train_flops", "decode_flops_per_token", "decode_bytes_per_token", "arithmetic_intensity",
     "decode_context", "decode_batch", "decode_tokens_per_s", "scaling_size", "scaling_flops",
-    NULL};
+    "model", NULL};
 
 static void find_settings(summary *s)
 {

@@ -87,7 +87,43 @@ int al_report_any_unmasked(const al_report_analysis *A)
 
 int al_report_table_width(const al_report_analysis *A)
 {
-    return 24 + A->sm.n_set;   /* 20 and the 4 cost columns */
+    return 24 + A->sm.n_set;   /* either table's columns, with room to spare */
+}
+
+/* ------------------------------------------------------------ order */
+
+/* Bytes held at the report context (per token where an older summary
+ * lacks the whole cache); NaN sorts last. */
+static double held(const group *g)
+{
+    return isfinite(g->first->kv_at) ? g->first->kv_at : g->first->kv;
+}
+
+static int cmp_nan_last(double a, double b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);
+    return (a > b) - (a < b);
+}
+
+static int by_cost(const void *pa, const void *pb, void *pA)
+{
+    const al_report_analysis *A = pA;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    const group *ga = &A->g[a], *gb = &A->g[b];
+    int c = cmp_nan_last(held(ga), held(gb));
+    if (!c) {   /* then the better quality first */
+        double qa = ga->quality.q.n ? ga->quality.q.mean : NAN;
+        double qb = gb->quality.q.n ? gb->quality.q.mean : NAN;
+        c = A->use_acc ? cmp_nan_last(-qa, -qb) : cmp_nan_last(qa, qb);
+    }
+    if (!c) c = strcmp(ga->first->group, gb->first->group);
+    return c ? c : (a > b) - (a < b);
+}
+
+void al_report_table_order(const al_report_analysis *A, int *ix)
+{
+    for (int k = 0; k < A->n_groups; k++) ix[k] = k;
+    qsort_r(ix, (size_t)A->n_groups, sizeof *ix, by_cost, (void *)A);
 }
 
 /* The row being filled: next cell under heading head, sorted by v; its
@@ -133,26 +169,31 @@ static void cost_cells(table_row *t, const row *w)
     fmt_big(put(t, "FLOPs/byte", w->intensity), CELL, w->intensity);
 }
 
-/* The columns about the model: variant, settings, causal, size, cache. */
+/* "gqa (n_kv_head 2)", and ", no causal mask" for the ablation: the
+ * variant and the settings its row has, in one cell. */
+static void variant_cell(table_row *t, const al_report_analysis *A, const row *w)
+{
+    char *s = put(t, "variant", NAN);
+    int o = snprintf(s, CELL, "%s", w->variant[0] ? w->variant : "–"), open = 0;
+    for (int k = 0; k < A->sm.n_set && o < CELL; k++) {
+        const char *v = al_report_setting(&A->sm, w, k);
+        if (!v[0]) continue;
+        o += snprintf(s + o, CELL - o, "%s%s %s", open++ ? ", " : " (",
+                      al_report_setting_name(&A->sm, k), v);
+    }
+    if (open && o < CELL) o += snprintf(s + o, CELL - o, ")");
+    if (w->causal == 0 && o < CELL) snprintf(s + o, CELL - o, ", **no causal mask**");
+}
+
+/* The main table's columns about the model: what it is, its size, its
+ * cache per token and at the report context. */
 static void model_cells(table_row *t, const al_report_analysis *A, const group *g)
 {
     const row *w = g->first;
     snprintf(put(t, "configuration", NAN), CELL, "%s%s", w->group,
              g->is_base ? " (baseline)" : "");
-    snprintf(put(t, "variant", NAN), CELL, "%s", w->variant[0] ? w->variant : "–");
-    for (int k = 0; k < A->sm.n_set; k++) {
-        if (!al_report_any_setting(A, k)) continue;
-        const char *v = al_report_setting(&A->sm, w, k);
-        snprintf(put(t, al_report_setting_name(&A->sm, k), setting_value(v)), CELL, "%s",
-                 v[0] ? v : "–");
-    }
-    if (al_report_any_unmasked(A))
-        snprintf(put(t, "causal", w->causal != 0), CELL, "%s", w->causal ? "true" : "**false**");
-    al_report_fmt_setting(put(t, "n_layer", w->n_layer), CELL, w->n_layer);
-    al_report_fmt_setting(put(t, "d_ff", w->d_ff), CELL, w->d_ff);
+    variant_cell(t, A, w);
     al_report_fmt_int(put(t, "params", w->params), CELL, w->params);
-    if (al_report_any_col(A, offsetof(row, params_to)))
-        al_report_fmt_int(put(t, "matched to", w->params_to), CELL, w->params_to);
     al_report_fmt_int(put(t, "KV bytes/token", w->kv), CELL, w->kv);
     if (al_report_any_col(A, offsetof(row, kv_at))) {   /* "139,264 (256)" */
         char a[64], b[64];
@@ -162,7 +203,6 @@ static void model_cells(table_row *t, const al_report_analysis *A, const group *
         if (isnan(w->kv_at)) snprintf(s, CELL, "%s", a);
         else snprintf(s, CELL, "%s (%s)", a, b);
     }
-    if (al_report_any_col(A, offsetof(row, train_flops))) cost_cells(t, w);
 }
 
 /* Recall tasks: "3/4 (median step 200); vs baseline 1:0, p 1" */
@@ -176,8 +216,8 @@ static void solved_cell(table_row *t, const group *g)
                  g->solved.only_this, g->solved.p, g->solved.holm ? ", **differs**" : "");
 }
 
-/* The columns about quality: seeds, the metric, the comparison with the
- * baseline, training's trend and speed, the front. */
+/* The main table's columns about quality: seeds, the metric, the
+ * comparison with the baseline, the front. */
 static void quality_cells(table_row *t, const al_report_analysis *A, const group *g)
 {
     char head[128];
@@ -187,17 +227,12 @@ static void quality_cells(table_row *t, const al_report_analysis *A, const group
     char *s = put(t, head, q->n ? q->mean : NAN);
     if (q->n) al_report_fmt_ci(s, CELL, q);
     else snprintf(s, CELL, "– (%s)", g->n_ok ? "pending" : g->first->status);
-    al_report_fmt_sd(put(t, "sd", q->n > 1 ? q->sd : NAN), CELL, q);
     if (A->use_acc) solved_cell(t, g);
     s = put(t, "Δ vs baseline [95 %]", g->is_base ? NAN : g->vs.delta.mean);
     if (g->is_base) snprintf(s, CELL, "(baseline)");
     else al_report_fmt_delta(s, CELL, &g->vs.delta);
     snprintf(put(t, "resolved (Holm)", g->is_base ? NAN : g->vs.resolved), CELL, "%s",
              g->is_base ? "" : g->vs.resolved ? "**yes**" : "no");
-    al_report_fmt_ci(put(t, "val loss", g->quality.val.mean), CELL, &g->quality.val);
-    al_report_fmt_slope(put(t, "slope/100 steps", g->trend.n ? g->trend.slope : NAN), CELL,
-                        &g->trend);
-    al_report_fmt_int(put(t, "tokens/s", g->quality.tok_s), CELL, g->quality.tok_s);
     snprintf(put(t, "Pareto", g->front.on ? 1 + g->front.resolved : 0), CELL, "%s",
              g->front.on ? (g->front.resolved ? "**yes**" : "yes (not resolved)") : "");
 }
@@ -207,6 +242,35 @@ int al_report_table_row(const al_report_analysis *A, const group *g, al_report_c
     table_row t = {c, 0};
     model_cells(&t, A, g);
     quality_cells(&t, A, g);
+    AL_ASSERT(t.n <= al_report_table_width(A));
+    return t.n;
+}
+
+/* The second table: the settings one by one (to sort by), the model's
+ * shape, the spread, validation, training's trend and speed, the other
+ * costs. */
+int al_report_detail_row(const al_report_analysis *A, const group *g, al_report_cell *c)
+{
+    table_row t = {c, 0};
+    const row *w = g->first;
+    snprintf(put(&t, "configuration", NAN), CELL, "%s", w->group);
+    for (int k = 0; k < A->sm.n_set; k++) {
+        if (!al_report_any_setting(A, k)) continue;
+        const char *v = al_report_setting(&A->sm, w, k);
+        snprintf(put(&t, al_report_setting_name(&A->sm, k), setting_value(v)), CELL, "%s",
+                 v[0] ? v : "–");
+    }
+    al_report_fmt_setting(put(&t, "n_layer", w->n_layer), CELL, w->n_layer);
+    al_report_fmt_setting(put(&t, "d_ff", w->d_ff), CELL, w->d_ff);
+    if (al_report_any_col(A, offsetof(row, params_to)))
+        al_report_fmt_int(put(&t, "matched to", w->params_to), CELL, w->params_to);
+    al_report_fmt_sd(put(&t, "sd", g->quality.q.n > 1 ? g->quality.q.sd : NAN), CELL,
+                     &g->quality.q);
+    al_report_fmt_ci(put(&t, "val loss", g->quality.val.mean), CELL, &g->quality.val);
+    al_report_fmt_slope(put(&t, "slope/100 steps", g->trend.n ? g->trend.slope : NAN), CELL,
+                        &g->trend);
+    al_report_fmt_int(put(&t, "tokens/s", g->quality.tok_s), CELL, g->quality.tok_s);
+    if (al_report_any_col(A, offsetof(row, train_flops))) cost_cells(&t, w);
     AL_ASSERT(t.n <= al_report_table_width(A));
     return t.n;
 }

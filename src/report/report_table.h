@@ -21,12 +21,20 @@ typedef struct al_report_cell {
     double v;                       /* the number it sorts by (NAN: sort by its text) */
 } al_report_cell;
 
-/* The most cells a row of A's table has (size of the array to pass). */
+/* The most cells a row of either table has (size of the array to pass). */
 int al_report_table_width(const al_report_analysis *A);
-/* g's row: which columns apply is decided from A (settings some trial
- * has, causal when a trial is unmasked, ...), so every row of A has the
- * same headings. Fills c[0..n) and returns n. */
+/* g's row of the main table (at most 11 columns: what the model is, its
+ * size and cache, seeds, the metric, the comparison with the baseline, the
+ * front) and of the second (its settings one by one, shape, sd, validation
+ * loss, trend, speed, the other costs). Which columns apply is decided
+ * from A (settings some trial has, ...), so every row of A has the same
+ * headings. Fills c[0..n) and returns n. */
 int al_report_table_row(const al_report_analysis *A, const group *g, al_report_cell *c);
+int al_report_detail_row(const al_report_analysis *A, const group *g, al_report_cell *c);
+/* The tables' order of A's groups into ix (n_groups): cheapest first by
+ * the bytes held at the report context (per token for an older summary),
+ * then by quality, best first. */
+void al_report_table_order(const al_report_analysis *A, int *ix);
 
 /* The formats: "1,234,567" (– for NaN); "1.5175 ± 0.0021" (mean ± 95 %
  * half-width; the mean alone for one seed); a sample sd; a difference

@@ -92,7 +92,8 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * has none. (How many K/V heads mha and mqa have is no setting: the
  * kv_bytes_per_token column says what they cache.) `group`
  * is the configuration (the trial without its seed and select axes),
- * `tuned` the select axes' values, `baseline` 1 for the baseline's trials,
+ * `tuned` the select axes' values, `baseline` true for the baseline's trials
+ * (booleans are true/false in every CSV; summaries before that wrote 1/0),
  * `params_to` the count model.match_params matched (blank: no matching).
  * Then, for stages (blank otherwise): stage,upstream,init_convert,
  * upstream_steps,init_val_loss: the stage's name, the trial whose
@@ -109,7 +110,8 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * the smallest batch timed; blank without eval.decode. Then, under
  * sweep.scaling (blank otherwise): scaling_size, the index of the trial's
  * size in sweep.scaling.sizes (from 0), and scaling_flops, its budget
- * (train.flops). */
+ * (train.flops). Last, model: the model's hash (al_sweep_model_hash),
+ * equal for configurations that are the same model. */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

@@ -262,6 +262,13 @@ int al_sweep_seq_trials(const al_sweep *s, int n);
 /* Hash of a resolved config (threads, checkpoint_every and, with no_seed,
  * the seeds left out) as 16 hex digits into out[17]. */
 void al_sweep_config_hash(const al_config *c, int no_seed, char *out);
+/* Hash of the model alone (its keys as a checkpoint stores them), as 16
+ * hex digits into out[17]: equal for two configurations that are the same
+ * model. mha, mqa and gqa count as gqa with their K/V heads (mha: n_head,
+ * mqa: 1; one implementation, gqa_family.h), and a model.layer_attention
+ * list of one repeated attention as that attention. summary.csv's `model`
+ * column; the report names configurations that share one. */
+void al_sweep_model_hash(const al_model_config *m, char *out);
 
 /* One attention as trial ids name it: the variant, then each setting that
  * differs from its default, abbreviated as in labels ("gqa-kv2", "mha"). */

@@ -3,7 +3,8 @@
  * trial's id from its axes' values, told apart where two would share one,
  * its configuration group, and the baseline configuration marked. Split
  * from sweep_spec.c, whose expansion calls it once the trials exist; and
- * the hash of a trial's configuration its id carries (al_sweep_config_hash).
+ * the hash of a trial's configuration its id carries (al_sweep_config_hash),
+ * and of its model alone (al_sweep_model_hash).
  */
 #include "al_sweep_spec.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "al_config_io.h"
+#include "al_registry.h"
 #include "al_sha256.h"
 #include "sweep_internal.h"
 
@@ -191,5 +193,60 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     /* each plugin's content too, as a resume checks it: a rebuilt plugin
      * makes the trials that load it new ones, never mixed with the old */
     for (int i = 0; i < c.n_plugins; i++) h = hash_file(h, c.plugins[i]);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/* One attention of the gqa family as gqa with its K/V heads G; any other
+ * left as it is. */
+static void canonical_attn(int n_head, char *variant, const al_variant **attn, double *set)
+{
+    const al_variant *gqa = al_variant_find("gqa");
+    int k = gqa ? al_variant_setting_index(gqa, "n_kv_head") : -1;
+    double G;
+    if (k < 0) return;
+    if (strcmp(variant, "mha") == 0) G = n_head;
+    else if (strcmp(variant, "mqa") == 0) G = 1;
+    else if (strcmp(variant, "gqa") == 0) G = set[k];
+    else return;
+    memset(set, 0, AL_MAX_SETTINGS * sizeof *set);
+    set[k] = G;
+    *attn = gqa;
+    memset(variant, 0, AL_NAME_LEN);
+    memcpy(variant, "gqa", 3);
+}
+
+/* A layer_attention list whose items are all the first, as that one
+ * attention (with its own rope_fraction, if it gives one, as the model's). */
+static void collapse_layers(al_model_config *m)
+{
+    const al_attn_config *a = &m->layer_attn[0];
+    for (int i = 1; i < m->n_layer_attn; i++) {
+        const al_attn_config *b = &m->layer_attn[i];
+        if (strcmp(a->variant, b->variant) || memcmp(a->set, b->set, sizeof a->set) ||
+            a->has_rope_fraction != b->has_rope_fraction ||
+            (a->has_rope_fraction && a->rope_fraction != b->rope_fraction))
+            return;
+    }
+    if (a->has_rope_fraction) m->rope_fraction = a->rope_fraction;
+    memcpy(m->variant, a->variant, sizeof m->variant);
+    m->attn = a->attn;
+    memcpy(m->attn_set, a->set, sizeof m->attn_set);
+    m->n_layer_attn = 0;
+    memset(m->layer_attn, 0, sizeof m->layer_attn);
+}
+
+void al_sweep_model_hash(const al_model_config *m0, char *out)
+{
+    al_model_config m = *m0;
+    memset(&m.match, 0, sizeof m.match);   /* how the shape was found, not the shape */
+    canonical_attn(m.n_head, m.variant, &m.attn, m.attn_set);
+    for (int i = 0; i < m.n_layer_attn; i++)
+        canonical_attn(m.n_head, m.layer_attn[i].variant, &m.layer_attn[i].attn,
+                       m.layer_attn[i].set);
+    if (m.n_layer_attn) collapse_layers(&m);
+    char *json = al_config_model_json(&m);
+    uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a */
+    for (const char *p = json; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    free(json);
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }

@@ -460,11 +460,11 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, t->tuned);
     char variant[256];
     al_sweep_stack_label(variant, sizeof variant, m, "/");
-    fprintf(f, ",%s,%d,", t->tuned[0] ? s->select_by : "", t->baseline);
+    fprintf(f, ",%s,%s,", t->tuned[0] ? s->select_by : "", al_csv_bool_text(t->baseline));
     put_text(f, variant);
     fputc(',', f);
     setting_cells(f, c, m);
-    fprintf(f, "%s,%llu,", m->causal ? "true" : "false", (unsigned long long)t->seed);
+    fprintf(f, "%s,%llu,", al_csv_bool_text(m->causal), (unsigned long long)t->seed);
     put_int(f, m->n_layer);
     put_int(f, m->d_ff);
     put_int(f, (long)t->params);
@@ -501,7 +501,9 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     fputc(',', f);   /* sweep.scaling: the size's index and the budget */
     if (t->scaling_size >= 0) fprintf(f, "%d,%.9g", t->scaling_size, t->scaling_flops);
     else fputc(',', f);
-    fputc('\n', f);
+    char model[17];   /* the same model under two names shares it (al_sweep_model_hash) */
+    al_sweep_model_hash(m, model);
+    fprintf(f, ",%s\n", model);
 }
 
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
@@ -520,7 +522,7 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
           "upstream_steps,init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
           "train_flops,decode_flops_per_token,decode_bytes_per_token,arithmetic_intensity,"
-          "decode_context,decode_batch,decode_tokens_per_s,scaling_size,scaling_flops\n", f);
+          "decode_context,decode_batch,decode_tokens_per_s,scaling_size,scaling_flops,model\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);

@@ -82,7 +82,11 @@ static int write_config(const al_config *c, const char *dir, al_err *e)
     snprintf(path, sizeof path, "%s/config.yaml", dir);
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
-    al_config_write_yaml(c, f);
+    al_config *rel = al_malloc(sizeof *rel);   /* its paths from dir: it reads back anywhere */
+    *rel = *c;
+    al_config_paths_relative(rel, dir);
+    al_config_write_yaml(rel, f);
+    free(rel);
     return al_commit_atomic(f, tmp, path, e);
 }
 

@@ -15,7 +15,8 @@ through chromedriver, and fails (exit 1, saying what) unless:
   token without a local window, may leave them in place; with --must-move
   at least one axis must move them), and choosing the first again puts
   them back;
-- unticking a configuration hides its validation curves;
+- unticking a configuration hides its validation curves and their bands
+  (one panel by step at one tokens-per-step, two with by tokens otherwise);
 - with --extra-costs, the axis list offers the extra summary columns.
 Exit 77 (skip) when chromedriver or Chromium cannot be started. The page's
 screenshot goes to OUT_PNG (printed)."""
@@ -204,11 +205,17 @@ def check_curves(d):
         fail("no curve toggles")
     name = boxes[0].get_attribute("data-name")
     sel = '#al-curves path.al-curve[data-name="%s"]' % name.replace('"', '\\"')
+    band = '#al-curves path.al-band[data-name="%s"]' % name.replace('"', '\\"')
+    # one panel (by step) when every configuration trains the same tokens
+    # per step, else two (by step, by tokens); a band of the seeds under each
+    panels = int(d.find_element(By.CSS_SELECTOR, "#al-curves svg").get_attribute("data-panels"))
 
-    def shown():
-        return [c.is_displayed() for c in d.find_elements(By.CSS_SELECTOR, sel)]
-    if len(shown()) != 2 or not all(shown()):
-        fail("%s has not two curves shown (by step, by tokens): %s" % (name, shown()))
+    def shown():   # a band of one seed has no area: its display style, not its size
+        return ([c.is_displayed() for c in d.find_elements(By.CSS_SELECTOR, sel)] +
+                [c.value_of_css_property("display") != "none"
+                 for c in d.find_elements(By.CSS_SELECTOR, band)])
+    if len(shown()) != 2 * panels or not all(shown()):
+        fail("%s has not %d curves and bands shown: %s" % (name, panels, shown()))
     boxes[0].click()
     if any(shown()):
         fail("unticking %s left its curves shown" % name)

@@ -330,14 +330,21 @@
         svg('clipPath', {id: clip}, s));
     D.configs.forEach(function (c, i) {
       if (!c.curve) return;
-      var d = '';
+      var d = '', up = '', down = '', col = COLORS[i % COLORS.length];
       c.curve[key].forEach(function (v, k) {
-        var w = c.curve.val[k];
+        var w = c.curve.val[k], lo = c.curve.lo[k], hi = c.curve.hi[k];
         if (finite(w)) d += (d ? 'L' : 'M') + x(v).toFixed(1) + ',' + y(w).toFixed(1);
+        if (finite(lo) && finite(hi)) {
+          up += (up ? 'L' : 'M') + x(v).toFixed(1) + ',' + y(hi).toFixed(1);
+          down = 'L' + x(v).toFixed(1) + ',' + y(lo).toFixed(1) + down;
+        }
       });
-      var p = svg('path', {'class': 'al-curve', d: d, stroke: COLORS[i % COLORS.length],
+      /* the seeds' spread: from the highest seed forward, the lowest back */
+      var band = svg('path', {'class': 'al-band', d: up ? up + down + 'Z' : '', fill: col,
+                              'clip-path': 'url(#' + clip + ')', 'data-name': c.name}, s);
+      var p = svg('path', {'class': 'al-curve', d: d, stroke: col,
                            'clip-path': 'url(#' + clip + ')', 'data-name': c.name}, s);
-      if (!D.state.shown[i]) p.style.display = 'none';
+      if (!D.state.shown[i]) p.style.display = band.style.display = 'none';
     });
   }
 
@@ -349,11 +356,15 @@
       box.textContent = 'No validation curves (no metrics.csv with val_loss).';
       return;
     }
-    var W = 1100, H = 400;
+    /* by tokens too only when the configurations train different tokens
+       per step: else that panel is the one by step again */
+    var two = D.curve_by_tokens, W = two ? 1100 : 760, H = 400;
     var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
-                        'aria-label': 'validation loss by step and by tokens'}, box);
-    drawPanel(s, 0, W / 2, H, 'step', 'optimizer step', D.curve_ytop);
-    drawPanel(s, W / 2, W / 2, H, 'tokens', 'tokens trained', D.curve_ytop);
+                        'data-panels': two ? 2 : 1,
+                        'aria-label': two ? 'validation loss by step and by tokens'
+                                          : 'validation loss by step'}, box);
+    drawPanel(s, 0, two ? W / 2 : W, H, 'step', 'optimizer step', D.curve_ytop);
+    if (two) drawPanel(s, W / 2, W / 2, H, 'tokens', 'tokens trained', D.curve_ytop);
   }
 
   function curveToggles() {
