@@ -8,6 +8,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "al_registry.h"
@@ -130,6 +131,69 @@ START_TEST(a_bf16_scratch_too_small_past_one_tile_fails_its_scratch_check)
 }
 END_TEST
 
+/* ------------------------------------------------------------ plugins that break the process */
+
+/* The line of `name` in out, whole (static copy). */
+static const char *whole_line(const char *out, const char *name)
+{
+    static char buf[512];
+    const char *l = line_of(out, name), *end = l ? strchr(l, '\n') : NULL;
+    ck_assert_msg(l, "no line for %s in:\n%s", name, out);
+    snprintf(buf, sizeof buf, "%.*s", end ? (int)(end - l) : (int)strlen(l), l);
+    return buf;
+}
+
+/* libfaulty_KIND.so (with `extra` options) breaks the process running
+ * check `name`: exit 1, its line FAIL saying `how` it ended, `sound`
+ * still passing (the other checks ran), and the summary printed naming
+ * it. Under the sanitizers a fault (SIGSEGV, a read past a heap block
+ * before the abort) is their report and exit status 1. */
+static void expect_crash(const char *kind, const char *extra, const char *name, const char *how,
+                         const char *sound)
+{
+    char args[PATH_MAX + 128], *out;
+    snprintf(args, sizeof args, "check-variant --plugin %s/libfaulty_%s.so --variant faulty %s",
+             AL_BROKEN_PLUGIN_DIR, kind, extra);
+    int rc = al_test_attnlab(args, &out);
+    ck_assert_msg(rc == 1, "%s: exit %d:\n%s", kind, rc, out);
+    const char *l = whole_line(out, name);
+    int sanitized = getenv("AL_SANITIZED") && !strcmp(getenv("AL_SANITIZED"), "1");
+    ck_assert_msg(!strncmp(l, "FAIL", 4) && (strstr(l, how) ||
+                  (sanitized && strstr(how, "killed by") && strstr(l, "exited with status"))),
+                  "%s: want FAIL %s ... %s, got: %s\n%s", kind, name, how, l, out);
+    ck_assert_msg(passes(out, sound), "%s: %s failed too:\n%s", kind, sound, out);
+    char summary[64];
+    snprintf(summary, sizeof summary, " %s", name);
+    const char *sum = strstr(out, "checks FAIL:");
+    ck_assert_msg(sum && strstr(sum, summary), "%s: no summary naming %s:\n%s", kind, name, out);
+    free(out);
+}
+
+START_TEST(a_plugin_lying_about_its_row_size_fails_decode_and_the_suite_goes_on)
+{
+    expect_crash("row_size", "", "decode", "killed by SIGABRT", "gradient.wq");
+}
+END_TEST
+
+START_TEST(a_plugin_writing_past_its_scratch_hits_a_guard_page)
+{
+    expect_crash("scratch_overrun", "", "gradient", "killed by SIGSEGV", "causal");
+}
+END_TEST
+
+START_TEST(a_plugin_that_aborts_fails_the_checks_it_aborts_in)
+{
+    expect_crash("abort", "", "decode", "killed by SIGABRT", "gradient.wq");
+    expect_crash("abort", "", "scratch.decode.f32", "killed by SIGABRT", "probs.forward");
+}
+END_TEST
+
+START_TEST(a_plugin_that_never_returns_times_out)
+{
+    expect_crash("hang", "--time-limit 1", "probs", "timed out after 1 s (killed)", "causal");
+}
+END_TEST
+
 START_TEST(no_accepted_shape_gives_the_variants_own_refusal)
 {
     char *out;
@@ -236,6 +300,10 @@ Suite *check_variant_suite(void)
     tcase_add_test(tc, decode_at_the_wrong_position_fails_decode);
     tcase_add_test(tc, probs_at_the_wrong_scale_fail_probs_forward);
     tcase_add_test(tc, a_bf16_scratch_too_small_past_one_tile_fails_its_scratch_check);
+    tcase_add_test(tc, a_plugin_lying_about_its_row_size_fails_decode_and_the_suite_goes_on);
+    tcase_add_test(tc, a_plugin_writing_past_its_scratch_hits_a_guard_page);
+    tcase_add_test(tc, a_plugin_that_aborts_fails_the_checks_it_aborts_in);
+    tcase_add_test(tc, a_plugin_that_never_returns_times_out);
     tcase_add_test(tc, no_accepted_shape_gives_the_variants_own_refusal);
     tcase_add_test(tc, fixed_settings_are_used_and_bad_ones_refused);
     tcase_add_test(tc, a_generated_skeleton_builds_against_the_installed_sdk_and_passes);
