@@ -117,7 +117,7 @@ START_TEST(a_stage_conversion_that_cannot_work_fails_the_dry_run)
                                 "    convert: {to: {variant: mla, d_latent: 8, d_rope: 4}, "
                                 "method: mean}\n");
     ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
-    ck_assert_msg(strstr(out, "exp.yaml:11:14: error: stage 'up': converting trial 'base_mha' "
+    ck_assert_msg(strstr(out, "exp.yaml:11:14: error: stage 'up': converting trial 'base_seed1' "
                               "(mha) to mla by mean cannot work: ") &&
                       strchr(out, '\n') == out + strlen(out) - 1, "%s", out);
     free(out);
@@ -125,7 +125,7 @@ START_TEST(a_stage_conversion_that_cannot_work_fails_the_dry_run)
     snprintf(r, sizeof r, "%s/r2", dir);
     ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 2);   /* nothing trained */
     free(out);
-    snprintf(r, sizeof r, "%s/r2/base_mha", dir);
+    snprintf(r, sizeof r, "%s/r2/base_seed1", dir);
     ck_assert(!exists(r));
     free(path);
     /* svd reaches it: the same file with svd passes the dry run */
@@ -150,7 +150,7 @@ START_TEST(temp_files_of_interrupted_writers_are_removed_on_the_next_run)
     snprintf(r, sizeof r, "%s/r", dir);
     ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
     free(out);
-    snprintf(t, sizeof t, "%s/base", r);
+    snprintf(t, sizeof t, "%s/base_seed1", r);
     ck_assert(exists(t));
     /* pid 99999999 is past any pid_max: its writer is gone; ours is alive */
     snprintf(dead[0], sizeof dead[0], "%s/eval.csv.tmp.99999999", t);

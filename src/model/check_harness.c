@@ -186,22 +186,31 @@ static void fd_at(al_check_loss_fn loss, void *arg, float *x, const size_t *at, 
  * and 5e-3, (4 fd(h/2) - fd(h)) / 3, whose truncation error is O(h^4):
  * a layer that normalises a vector which can come near zero (deltanet's
  * per-head output norm) is curved enough there that 1e-2 alone leaves the
- * linear range, while a wrong gradient stays wrong however small the error
- * of the differences. */
+ * linear range. Where that misses too, the same at steps 10 and 100 times
+ * larger: a parameter whose effect is scaled down (tpa's factors enter as
+ * 1/R of a sum of R products, so at a rank of hundreds a step of 1e-2
+ * moves the loss by less than its f32 rounding) needs a larger step to be
+ * seen at all, and along it the loss is nearly linear, so the larger step
+ * costs no accuracy. The smallest error wins: a wrong gradient stays wrong
+ * at every step, however small the error of the differences. */
 double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
                        int probes, al_rng *r)
 {
     enum { MAX_PROBES = 64 };
+    static const float steps[] = {1e-2f, 1e-1f, 1.0f};
     size_t at[MAX_PROBES];
-    double an[MAX_PROBES] = {0}, fd[MAX_PROBES] = {0}, half[MAX_PROBES] = {0};
+    double an[MAX_PROBES] = {0}, fd[MAX_PROBES] = {0}, half[MAX_PROBES] = {0}, e = INFINITY;
     AL_ASSERT(probes >= 1 && probes <= MAX_PROBES);
     for (int k = 0; k < probes; k++) at[k] = al_rng_below(r, n), an[k] = grad[at[k]];
-    fd_at(loss, arg, x, at, probes, 1e-2f, fd);
-    double e = al_check_rel_err(an, fd, probes);
-    if (e <= 1e-3) return e;
-    fd_at(loss, arg, x, at, probes, 5e-3f, half);
-    for (int k = 0; k < probes; k++) half[k] = (4.0 * half[k] - fd[k]) / 3.0;
-    return fmin(e, al_check_rel_err(an, half, probes));
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && e > 1e-3; i++) {
+        fd_at(loss, arg, x, at, probes, steps[i], fd);
+        e = fmin(e, al_check_rel_err(an, fd, probes));
+        if (e <= 1e-3) break;
+        fd_at(loss, arg, x, at, probes, steps[i] / 2, half);
+        for (int k = 0; k < probes; k++) half[k] = (4.0 * half[k] - fd[k]) / 3.0;
+        e = fmin(e, al_check_rel_err(an, half, probes));
+    }
+    return e;
 }
 
 /* The model's loss on its batch (al_check_model_fd). */
