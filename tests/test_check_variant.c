@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_check_variant.h"
 #include "al_registry.h"
 #include "al_test.h"
 
@@ -194,6 +195,63 @@ START_TEST(a_plugin_that_never_returns_times_out)
 }
 END_TEST
 
+/* ------------------------------------------------------------ large legal settings */
+
+static double layer_loss(void *t) { return al_check_layer_loss(t); }
+
+/* The suite's gradient check (seeds and probes as check_variant.c's) on tpa
+ * at rank 256 and the shape that failed: its factors enter as 1/R of R
+ * products, so a step of 1e-2 moved the loss by less than f32 rounding
+ * (gradient.wb_q 0.023 > 0.01 before). */
+START_TEST(tpa_at_rank_256_passes_the_gradient_check)
+{
+    const al_variant *v = al_variant_find("tpa");
+    ck_assert_ptr_nonnull(v);
+    for (int causal = 0; causal <= 1; causal++) {
+        al_attn_shape s = {24, 2, 8, 8, causal, 10000.0f, 1e-5f, {256, 256, 256}, .rope = {.base = 0}};
+        al_check_layer t;
+        al_check_layer_init(&t, v, &s, 2, 6, 42);
+        al_check_layer_loss(&t);
+        al_check_layer_backward(&t, t.R);
+        al_rng g;
+        al_rng_seed(&g, 1);
+        for (int i = 0; i < t.np; i++) {
+            size_t n = (size_t)t.spec[i].rows * (t.spec[i].cols ? t.spec[i].cols : 1);
+            double err = al_check_fd_err(layer_loss, &t, t.p[i], t.dp[i], n, 32, &g);
+            ck_assert_msg(err <= 1e-2, "%s (%s): %g", t.spec[i].name,
+                          causal ? "masked" : "unmasked", err);
+        }
+        size_t nx = (size_t)2 * 6 * 24;
+        ck_assert_double_le(al_check_fd_err(layer_loss, &t, t.x, t.dx, nx, 32, &g), 1e-2);
+        al_check_layer_free(&t);
+    }
+}
+END_TEST
+
+/* Built-ins at large legal settings (windows and sinks at the settings'
+ * maximum, wide keys, the smallest chunk) pass their whole suite. */
+START_TEST(built_ins_pass_their_suite_at_large_settings)
+{
+    static const char *const sets[] = {
+        "local --set model.attention.window=16384 --set model.attention.sinks=16384",
+        "local --set model.attention.window=3 --set model.attention.sinks=16384",
+        /* chunk 1 adds to the gradients a dozen times: writes_grads was 1.3e-6 > 1e-6 */
+        "linear --set model.attention.d_key=512 --set model.attention.chunk=1",
+        /* wide latents: scores sharp enough that bf16 rounding of the cache
+         * flipped the softmax (decode.bf16 0.057 > 0.02 at 128, 0.021 at 64) */
+        "mla --set model.attention.d_latent=128 --set model.attention.d_rope=32 "
+        "--set model.attention.d_q_latent=128",
+        "gla --set model.attention.d_latent=64 --set model.attention.d_rope=16 "
+        "--set model.attention.n_latent_head=2 --set model.attention.d_q_latent=64",
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "check-variant --variant %s", sets[i]);
+        expect_pass(args);
+    }
+}
+END_TEST
+
 START_TEST(no_accepted_shape_gives_the_variants_own_refusal)
 {
     char *out;
@@ -304,6 +362,8 @@ Suite *check_variant_suite(void)
     tcase_add_test(tc, a_plugin_writing_past_its_scratch_hits_a_guard_page);
     tcase_add_test(tc, a_plugin_that_aborts_fails_the_checks_it_aborts_in);
     tcase_add_test(tc, a_plugin_that_never_returns_times_out);
+    tcase_add_test(tc, tpa_at_rank_256_passes_the_gradient_check);
+    tcase_add_test(tc, built_ins_pass_their_suite_at_large_settings);
     tcase_add_test(tc, no_accepted_shape_gives_the_variants_own_refusal);
     tcase_add_test(tc, fixed_settings_are_used_and_bad_ones_refused);
     tcase_add_test(tc, a_generated_skeleton_builds_against_the_installed_sdk_and_passes);

@@ -22,7 +22,7 @@ typedef struct check_args {
     int in_process;
 } check_args;
 
-enum { DEFAULT_TIME_LIMIT = 300 };
+enum { DEFAULT_TIME_LIMIT = 600 };
 
 static const al_opt check_opts[] = {
     AL_CLI_PLUGIN(check_args, 0),
@@ -32,7 +32,7 @@ static const al_opt check_opts[] = {
      AL_CLI_AT(check_args, o.sets), .count_at = offsetof(check_args, o.n_sets),
      .hi = AL_CLI_MAX_SETS, .help = "fix one of the variant's settings; may repeat"},
     AL_INT("--time-limit", "SECONDS", 1, 86400, check_args, time_limit,
-           "longest one check may run before it is killed and fails (default 300)"),
+           "longest one check may run before it is killed and fails (default 600)"),
     AL_FLAG("--in-process", check_args, in_process,
             "run every check in this process (for a debugger): a crash ends the suite"),
     {0},
