@@ -8,8 +8,10 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "al_check_variant.h"
 #include "al_registry.h"
 #include "al_test.h"
 
@@ -130,6 +132,126 @@ START_TEST(a_bf16_scratch_too_small_past_one_tile_fails_its_scratch_check)
 }
 END_TEST
 
+/* ------------------------------------------------------------ plugins that break the process */
+
+/* The line of `name` in out, whole (static copy). */
+static const char *whole_line(const char *out, const char *name)
+{
+    static char buf[512];
+    const char *l = line_of(out, name), *end = l ? strchr(l, '\n') : NULL;
+    ck_assert_msg(l, "no line for %s in:\n%s", name, out);
+    snprintf(buf, sizeof buf, "%.*s", end ? (int)(end - l) : (int)strlen(l), l);
+    return buf;
+}
+
+/* libfaulty_KIND.so (with `extra` options) breaks the process running
+ * check `name`: exit 1, its line FAIL saying `how` it ended, `sound`
+ * still passing (the other checks ran), and the summary printed naming
+ * it. Under the sanitizers a fault (SIGSEGV, a read past a heap block
+ * before the abort) is their report and exit status 1. */
+static void expect_crash(const char *kind, const char *extra, const char *name, const char *how,
+                         const char *sound)
+{
+    char args[PATH_MAX + 128], *out;
+    snprintf(args, sizeof args, "check-variant --plugin %s/libfaulty_%s.so --variant faulty %s",
+             AL_BROKEN_PLUGIN_DIR, kind, extra);
+    int rc = al_test_attnlab(args, &out);
+    ck_assert_msg(rc == 1, "%s: exit %d:\n%s", kind, rc, out);
+    const char *l = whole_line(out, name);
+    int sanitized = getenv("AL_SANITIZED") && !strcmp(getenv("AL_SANITIZED"), "1");
+    ck_assert_msg(!strncmp(l, "FAIL", 4) && (strstr(l, how) ||
+                  (sanitized && strstr(how, "killed by") && strstr(l, "exited with status"))),
+                  "%s: want FAIL %s ... %s, got: %s\n%s", kind, name, how, l, out);
+    ck_assert_msg(passes(out, sound), "%s: %s failed too:\n%s", kind, sound, out);
+    char summary[64];
+    snprintf(summary, sizeof summary, " %s", name);
+    const char *sum = strstr(out, "checks FAIL:");
+    ck_assert_msg(sum && strstr(sum, summary), "%s: no summary naming %s:\n%s", kind, name, out);
+    free(out);
+}
+
+START_TEST(a_plugin_lying_about_its_row_size_fails_decode_and_the_suite_goes_on)
+{
+    expect_crash("row_size", "", "decode", "killed by SIGABRT", "gradient.wq");
+}
+END_TEST
+
+START_TEST(a_plugin_writing_past_its_scratch_hits_a_guard_page)
+{
+    expect_crash("scratch_overrun", "", "gradient", "killed by SIGSEGV", "causal");
+}
+END_TEST
+
+START_TEST(a_plugin_that_aborts_fails_the_checks_it_aborts_in)
+{
+    expect_crash("abort", "", "decode", "killed by SIGABRT", "gradient.wq");
+    expect_crash("abort", "", "scratch.decode.f32", "killed by SIGABRT", "probs.forward");
+}
+END_TEST
+
+START_TEST(a_plugin_that_never_returns_times_out)
+{
+    expect_crash("hang", "--time-limit 1", "probs", "timed out after 1 s (killed)", "causal");
+}
+END_TEST
+
+/* ------------------------------------------------------------ large legal settings */
+
+static double layer_loss(void *t) { return al_check_layer_loss(t); }
+
+/* The suite's gradient check (seeds and probes as check_variant.c's) on tpa
+ * at rank 256 and the shape that failed: its factors enter as 1/R of R
+ * products, so a step of 1e-2 moved the loss by less than f32 rounding
+ * (gradient.wb_q 0.023 > 0.01 before). */
+START_TEST(tpa_at_rank_256_passes_the_gradient_check)
+{
+    const al_variant *v = al_variant_find("tpa");
+    ck_assert_ptr_nonnull(v);
+    for (int causal = 0; causal <= 1; causal++) {
+        al_attn_shape s = {24, 2, 8, 8, causal, 10000.0f, 1e-5f, {256, 256, 256}, .rope = {.base = 0}};
+        al_check_layer t;
+        al_check_layer_init(&t, v, &s, 2, 6, 42);
+        al_check_layer_loss(&t);
+        al_check_layer_backward(&t, t.R);
+        al_rng g;
+        al_rng_seed(&g, 1);
+        for (int i = 0; i < t.np; i++) {
+            size_t n = (size_t)t.spec[i].rows * (t.spec[i].cols ? t.spec[i].cols : 1);
+            double err = al_check_fd_err(layer_loss, &t, t.p[i], t.dp[i], n, 32, &g);
+            ck_assert_msg(err <= 1e-2, "%s (%s): %g", t.spec[i].name,
+                          causal ? "masked" : "unmasked", err);
+        }
+        size_t nx = (size_t)2 * 6 * 24;
+        ck_assert_double_le(al_check_fd_err(layer_loss, &t, t.x, t.dx, nx, 32, &g), 1e-2);
+        al_check_layer_free(&t);
+    }
+}
+END_TEST
+
+/* Built-ins at large legal settings (windows and sinks at the settings'
+ * maximum, wide keys, the smallest chunk) pass their whole suite. */
+START_TEST(built_ins_pass_their_suite_at_large_settings)
+{
+    static const char *const sets[] = {
+        "local --set model.attention.window=16384 --set model.attention.sinks=16384",
+        "local --set model.attention.window=3 --set model.attention.sinks=16384",
+        /* chunk 1 adds to the gradients a dozen times: writes_grads was 1.3e-6 > 1e-6 */
+        "linear --set model.attention.d_key=512 --set model.attention.chunk=1",
+        /* wide latents: scores sharp enough that bf16 rounding of the cache
+         * flipped the softmax (decode.bf16 0.057 > 0.02 at 128, 0.021 at 64) */
+        "mla --set model.attention.d_latent=128 --set model.attention.d_rope=32 "
+        "--set model.attention.d_q_latent=128",
+        "gla --set model.attention.d_latent=64 --set model.attention.d_rope=16 "
+        "--set model.attention.n_latent_head=2 --set model.attention.d_q_latent=64",
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "check-variant --variant %s", sets[i]);
+        expect_pass(args);
+    }
+}
+END_TEST
+
 START_TEST(no_accepted_shape_gives_the_variants_own_refusal)
 {
     char *out;
@@ -236,6 +358,12 @@ Suite *check_variant_suite(void)
     tcase_add_test(tc, decode_at_the_wrong_position_fails_decode);
     tcase_add_test(tc, probs_at_the_wrong_scale_fail_probs_forward);
     tcase_add_test(tc, a_bf16_scratch_too_small_past_one_tile_fails_its_scratch_check);
+    tcase_add_test(tc, a_plugin_lying_about_its_row_size_fails_decode_and_the_suite_goes_on);
+    tcase_add_test(tc, a_plugin_writing_past_its_scratch_hits_a_guard_page);
+    tcase_add_test(tc, a_plugin_that_aborts_fails_the_checks_it_aborts_in);
+    tcase_add_test(tc, a_plugin_that_never_returns_times_out);
+    tcase_add_test(tc, tpa_at_rank_256_passes_the_gradient_check);
+    tcase_add_test(tc, built_ins_pass_their_suite_at_large_settings);
     tcase_add_test(tc, no_accepted_shape_gives_the_variants_own_refusal);
     tcase_add_test(tc, fixed_settings_are_used_and_bad_ones_refused);
     tcase_add_test(tc, a_generated_skeleton_builds_against_the_installed_sdk_and_passes);

@@ -307,6 +307,78 @@ START_TEST(threads_past_memory_are_named_before_any_starts)
 }
 END_TEST
 
+/* pthread_create failing (tests/plugins/no_threads.c, preloaded: as past
+ * RLIMIT_NPROC, which does not bind root) once AL_TEST_THREADS_ALLOWED
+ * threads started; OpenBLAS kept from starting its own at load (it
+ * reports that failure by raising SIGINT, before main). */
+static void no_threads_env(char *env, size_t n, const char *dir, int allowed)
+{
+    snprintf(env, n, "cd '%s' && OPENBLAS_NUM_THREADS=1 AL_TEST_THREADS_ALLOWED=%d "
+             "LD_PRELOAD='%s' ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+             "verify_asan_link_order=0\"", dir, allowed, AL_NO_THREADS_SHIM);
+}
+
+/* A worker that cannot start is exit 1 with the key or option and the
+ * cause, never an assert (134), a hang or a false "interrupted". */
+START_TEST(a_thread_that_cannot_start_is_an_error_with_its_cause)
+{
+    char env[4300], direnv[4300], cmd[8192], *out;
+    char *dir = tiny_run(direnv, sizeof direnv);
+    no_threads_env(env, sizeof env, dir, 0);
+    snprintf(cmd, sizeof cmd, "%s '%s' train g.yaml --out t2 --set train.threads=2", env,
+             al_test_binary());
+    int rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "train.threads (2): could not start a worker thread: "
+                                         "Resource temporarily unavailable; lower train.threads") &&
+                      !strstr(out, "interrupted") && strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s '%s' generate r/model.safetensors --prompt the --tokens 4 "
+             "--threads 3", env, al_test_binary());
+    rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 1 && strstr(out, "--threads (3): could not start a worker thread: "
+                                         "Resource temporarily unavailable"),
+                  "exit %d: %s", rc, out);
+    free(out);
+    /* one thread needs none started: the same run goes through */
+    snprintf(cmd, sizeof cmd, "%s '%s' train g.yaml --out t1 --set train.threads=1", env,
+             al_test_binary());
+    rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+    free(out);
+    free(dir);
+}
+END_TEST
+
+/* Synthetic data sets (mqar, induction) keep a hash per training example
+ * and a hash and index per held-out one: estimated with the model before
+ * anything is allocated, refused with a count that then trains. */
+START_TEST(a_synthetic_data_set_past_memory_is_refused_with_advice_that_is_accepted)
+{
+    char *dir = al_test_tmpdir(), cmd[8192], *out;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && printf 'data: {source: mqar, vocab_size: 64, num_kv_pairs: 2, "
+             "test_examples: 64}\nmodel: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 16}\n"
+             "train: {steps: 1, batch_size: 2, eval_every: 1, eval_batches: 1, warmup_steps: 1, "
+             "threads: 1, max_memory: 8M}\n' >m.yaml && '%s' train m.yaml --out r1 "
+             "--set data.train_examples=2000000000", dir, al_test_binary());
+    int rc = al_test_run(cmd, &out);
+    long fits = number_after(out, "; 'data.train_examples' ");
+    ck_assert_msg(rc == 2 && strstr(out, "'data.train_examples' (2000000000) and "
+                                         "'data.test_examples' (64): the mqar examples'") &&
+                      strstr(out, "train.max_memory") && fits >= 1 && fits < 2000000000 &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "exit %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' train m.yaml --out r2 --set "
+             "data.train_examples=%ld", dir, al_test_binary(), fits);
+    rc = al_test_run(cmd, &out);
+    ck_assert_msg(rc == 0, "the advised data.train_examples %ld: exit %d: %s", fits, rc, out);
+    free(out);
+    free(dir);
+}
+END_TEST
+
 Suite *limits_suite(void)
 {
     Suite *s = suite_create("limits");
@@ -319,6 +391,8 @@ Suite *limits_suite(void)
     tcase_add_test(tc, cache_bytes_never_wrap);
     tcase_add_test(tc, a_decode_context_past_memory_is_refused_with_advice_that_is_accepted);
     tcase_add_test(tc, threads_past_memory_are_named_before_any_starts);
+    tcase_add_test(tc, a_thread_that_cannot_start_is_an_error_with_its_cause);
+    tcase_add_test(tc, a_synthetic_data_set_past_memory_is_refused_with_advice_that_is_accepted);
     suite_add_tcase(s, tc);
     return s;
 }

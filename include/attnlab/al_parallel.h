@@ -21,8 +21,10 @@
 #include <stddef.h>
 
 /* Compute with n threads (0: every online core). Starts or stops workers
- * and sets OpenBLAS to one thread. Call it when no loop is running. */
-void al_parallel_set_threads(int n);
+ * and sets OpenBLAS to one thread. Call it when no loop is running.
+ * Returns 0, or pthread_create's error when a worker could not start (the
+ * pool then runs on the caller's thread alone). */
+int al_parallel_set_threads(int n);
 int al_parallel_threads(void);
 
 /* Workers stop spinning and sleep until the next loop: for a caller about

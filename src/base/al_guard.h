@@ -21,6 +21,12 @@ int al_lock_dir(const char *dir, const char *what, int *fd, al_err *e);
  * process left. Call with DIR's lock held, when no writer is alive.
  * Returns how many were removed. */
 int al_remove_stale_temps(const char *dir, const char *const *names);
+/* The same for every NAME.tmp.PID under DIR, its subdirectories down to
+ * `depth` levels included (a sweep's trial directories and their eval/),
+ * whose writer PID is no longer alive: an interrupted writer's (a killed
+ * trial's, an interrupted evaluation's), never a live one's. Returns how
+ * many were removed. */
+int al_remove_dead_temps(const char *dir, int depth);
 /* Whether a file name is NAME.tmp.DIGITS for one of names (any NAME when
  * names is NULL). */
 int al_is_stale_temp(const char *file, const char *const *names);

@@ -112,6 +112,10 @@ double al_now(void);   /* monotonic seconds */
 int al_threads_resolve(long requested, long cores, int local_size);
 int al_threads_for(long requested);
 void al_threads_set_local_size(int local_size);   /* by the MPI start-up alone */
+/* al_parallel_set_threads(n) (al_parallel.h), a worker that cannot start
+ * an error naming `what` (the key or option that asked for n threads) and
+ * the cause. 0 or -1. */
+int al_parallel_start(int n, const char *what, al_err *e);
 
 /* ---- Progress: a rewritten status line on a terminal, nothing otherwise. */
 int al_stderr_is_tty(void);

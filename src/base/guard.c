@@ -9,9 +9,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ the lock */
@@ -67,6 +70,32 @@ int al_is_stale_temp(const char *file, const char *const *names)
     for (int i = 0; names[i]; i++)
         if (strlen(names[i]) == (size_t)(t - file) && !strncmp(file, names[i], t - file)) return 1;
     return 0;
+}
+
+/* NAME.tmp.PID whose PID no process has (ESRCH: not one we may not signal). */
+static int writer_gone(const char *name)
+{
+    if (!al_is_stale_temp(name, NULL)) return 0;
+    long pid = strtol(strstr(name, ".tmp.") + 5, NULL, 10);
+    return pid <= 0 || pid > INT_MAX || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+int al_remove_dead_temps(const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d))) {
+        char path[AL_ERR_LEN];
+        struct stat st;
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (lstat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) n += al_remove_dead_temps(path, depth - 1);
+        else if (S_ISREG(st.st_mode) && writer_gone(de->d_name)) n += unlink(path) == 0;
+    }
+    if (d) closedir(d);
+    return n;
 }
 
 int al_remove_stale_temps(const char *dir, const char *const *names)

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "al_util.h"
@@ -174,9 +175,13 @@ static void forget_workers_in_child(void)
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_workers_in_child); }
 
-void al_parallel_set_threads(int n)
+/* A worker that cannot start (no threads or memory left: RLIMIT_NPROC,
+ * ulimit -v for its stack) stops those already started: the pool is back
+ * at one thread and the cause is the caller's to report. */
+int al_parallel_set_threads(int n)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int err = 0;
     if (n <= 0) n = al_threads_for(0);
     if (n < 1) n = 1;
     if (n > MAX_THREADS) n = MAX_THREADS;
@@ -187,10 +192,24 @@ void al_parallel_set_threads(int n)
         stop_workers();
         P.threads = n;
         P.start_gen = P.gen;
-        for (int i = 1; i < n; i++)
-            AL_ASSERT(pthread_create(&P.tid[i], NULL, worker, (void *)(long)i) == 0);
+        for (int i = 1; i < n && !err; i++)
+            if ((err = pthread_create(&P.tid[i], NULL, worker, (void *)(long)i)) != 0) {
+                P.threads = i;   /* the ones that started */
+                stop_workers();
+                P.threads = 1;
+            }
     }
     pthread_mutex_unlock(&P.caller);
+    return err;
+}
+
+int al_parallel_start(int n, const char *what, al_err *e)
+{
+    int err = al_parallel_set_threads(n);
+    if (!err) return 0;
+    return al_errf(e, "%s (%d): could not start a worker thread: %s; lower %s or raise the "
+                   "limit on processes (ulimit -u) or memory (ulimit -v)",
+                   what, n, strerror(err), what);
 }
 
 int al_parallel_threads(void) { return P.threads; }

@@ -208,9 +208,10 @@ int al_cmd_attention(int argc, char **argv)
     att_args a;
     int rc = parse(argc, argv, &a);
     if (rc != AL_CLI_GO) return rc;
-    al_parallel_set_threads((int)a.threads);
     att_run r;
     al_err e;
+    if (al_parallel_start((int)a.threads, "--threads", &e) != 0)
+        return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
     if (prepare(&a, &r, &e)) {
         run_free(&r);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);

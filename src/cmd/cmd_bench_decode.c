@@ -245,7 +245,8 @@ int al_cmd_bench_decode(int argc, char **argv)
         parse_contexts(a.contexts ? a.contexts : "256,1024,4096", ctx, &nctx, &e) != 0)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     if ((rc = al_cli_load_plugins(&a.o))) return rc;   /* --plugin, before any variant is named */
-    al_parallel_set_threads((int)a.threads);
+    if (al_parallel_start((int)a.threads, "--threads", &e) != 0)
+        return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
     /* the roofline's bound, measured in this run on the same threads */
     double bandwidth = al_read_bandwidth((size_t)a.read_mib << 20, 5);

@@ -18,7 +18,11 @@
 typedef struct check_args {
     al_cli_opts o;
     const char *variant;
+    int time_limit;   /* seconds per check; 0: the default */
+    int in_process;
 } check_args;
+
+enum { DEFAULT_TIME_LIMIT = 600 };
 
 static const al_opt check_opts[] = {
     AL_CLI_PLUGIN(check_args, 0),
@@ -27,6 +31,10 @@ static const al_opt check_opts[] = {
     {.name = "--set", .kind = AL_OPT_LIST, .meta = "model.attention.KEY=V",
      AL_CLI_AT(check_args, o.sets), .count_at = offsetof(check_args, o.n_sets),
      .hi = AL_CLI_MAX_SETS, .help = "fix one of the variant's settings; may repeat"},
+    AL_INT("--time-limit", "SECONDS", 1, 86400, check_args, time_limit,
+           "longest one check may run before it is killed and fails (default 600)"),
+    AL_FLAG("--in-process", check_args, in_process,
+            "run every check in this process (for a debugger): a crash ends the suite"),
     {0},
 };
 
@@ -42,8 +50,12 @@ static const al_cli_spec check_spec = {
     "against what the product layer counts (costs.flops). One line per check:\n"
     "  ok|FAIL  NAME  err MEASURED <=|>= BOUND  WORST CASE\n"
     "Settings not fixed by --set keep their defaults; required ones take the\n"
-    "first of 2, 1, 4, 8 the variant accepts. Exit 0: all pass; 1: a check\n"
-    "failed; 2: bad input or no shape accepted (with the variant's message).\n",
+    "first of 2, 1, 4, 8 the variant accepts. Each check runs in a process of\n"
+    "its own on buffers with inaccessible pages around them: a crash, an abort,\n"
+    "an overrun, an exit or a check running past --time-limit is a FAIL line\n"
+    "named after the check saying how it ended, and the other checks still run.\n"
+    "Exit 0: all pass; 1: a check failed; 2: bad input or no shape accepted\n"
+    "(with the variant's message).\n",
 };
 
 /* "model.attention.KEY=V" into fx; 0, or -1 with e naming what is wrong. */
@@ -113,7 +125,8 @@ int al_cmd_check_variant(int argc, char **argv)
     for (int i = 0; i < a.o.n_sets; i++)
         if (parse_set(v, a.o.sets[i], &fx, &e)) return al_cli_fail(AL_EXIT_INPUT, e.msg);
     al_check_report r;
-    if (al_check_variant(v, &fx, &r, &e) != 0) {
+    al_check_run how = {!a.in_process, a.time_limit ? a.time_limit : DEFAULT_TIME_LIMIT};
+    if (al_check_variant_run(v, &fx, &how, &r, &e) != 0) {
         char msg[AL_ERR_LEN + 128];
         snprintf(msg, sizeof msg, "check-variant: %s refuses every shape tried: %s", v->name,
                  e.msg);

@@ -194,7 +194,11 @@ int al_cmd_convert(int argc, char **argv)
     al_err e;
     al_node *to = NULL;
     if (parse_to(a.to, &to, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    al_parallel_set_threads(al_threads_for(a.threads ? a.threads : run.train.threads));
+    if (al_parallel_start(al_threads_for(a.threads ? a.threads : run.train.threads),
+                          a.threads ? "--threads" : "train.threads", &e) != 0) {
+        al_node_free(to);
+        return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
+    }
     al_convert_job j = {a.o.file, to, a.method, (uint64_t)a.seed, &run, a.tokens, a.o.out, 1};
     al_convert_result r;
     rc = al_convert_run(&j, &r, &e);

@@ -196,7 +196,11 @@ int al_cmd_generate(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
     al_cli_set_rope_scaling(&m, &a.rope_scaling);
-    al_parallel_set_threads((int)a.threads);
+    if (al_parallel_start((int)a.threads, "--threads", &e) != 0) {
+        free(file), free(prompts), free(lens);
+        al_model_free(&m);
+        return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
+    }
     rc = a.out ? write_samples(&m, &a.g, a.out, &e) : al_generate(&m, &a.g, stdout, stderr, NULL, &e);
     int status = rc == 0 ? 0 : rc == -2 ? AL_EXIT_RUNTIME : AL_EXIT_INPUT;
     if (rc != 0) {

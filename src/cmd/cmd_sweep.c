@@ -268,6 +268,9 @@ static int run_sweep(al_sweep *s, sweep_args *a)
           (al_mkdirs(a->out, &e) || al_lock_dir(a->out, "sweep", &lock, &e) ||
            al_results_write_marker(a->out, s, a->o.sets, a->o.n_sets, &e));
     if (al_mpi_rank() == 0 && !bad) al_remove_stale_temps(a->out, NULL);   /* a killed runner's */
+    /* ... and those of interrupted writers inside trials (a finished trial's
+     * evaluation included), which no relaunch of the trial clears */
+    if (al_mpi_rank() == 0 && !bad) al_remove_dead_temps(a->out, 2);
     if (!bad && self_exe(exe, sizeof exe, &e)) bad = 1, code = AL_EXIT_RUNTIME;
     if (al_mpi_agree(bad, &e)) {
         if (lock >= 0) close(lock);

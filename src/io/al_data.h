@@ -10,6 +10,7 @@
 #define AL_DATA_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "al_config.h"
 
 /* Training batches come from TRAIN; evaluation during training (and any
@@ -60,6 +61,10 @@ int al_data_check(const al_data_config *c, int seq_len, al_err *e);
 /* Vocabulary of a source without loading it; -1 for an unknown source. */
 int al_data_vocab(const al_data_config *c);
 int al_data_open(al_data *d, const al_data_config *c, int seq_len, al_err *e);
+/* Bytes opening c's data holds in proportion to data.train_examples and
+ * data.test_examples (mqar, induction: the examples' hashes and indices;
+ * 0 for sources that keep none), for the estimate before it opens. */
+void al_data_example_bytes(const al_data_config *c, uint64_t *per_train, uint64_t *per_test);
 void al_data_batch(al_data *d, int split, al_rng *rng, int B, int T, int *in,
                    int *tgt, float *w);
 void al_data_close(al_data *d);

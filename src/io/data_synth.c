@@ -257,6 +257,15 @@ static int pick_held_out(synth *s, long n_train, long n_test, al_err *e)
     return rc;
 }
 
+/* What pick_held_out keeps per example: a hash per training example; per
+ * test example a hash and a stream index, each twice (test, validation). */
+void al_data_example_bytes(const al_data_config *c, uint64_t *per_train, uint64_t *per_test)
+{
+    int synthetic = !strcmp(c->source, "mqar") || !strcmp(c->source, "induction");
+    *per_train = synthetic ? sizeof(uint64_t) : 0;
+    *per_test = synthetic ? 2 * (sizeof(uint64_t) + sizeof(long)) : 0;
+}
+
 /* ------------------------------------------------------------ open */
 
 static int min_pairs(const al_data_config *c)

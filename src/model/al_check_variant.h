@@ -36,6 +36,10 @@
  * failing `decode` line); probs checks when it has probs. decode.bf16/f16
  * are not run (and fail) when that dtype's decode scratch overruns, so a
  * broken plugin cannot corrupt the heap of the process checking it.
+ * Run isolated (al_check_run), a check whose process does not finish is
+ * one FAIL line named after it: gradient, causal, determinism.runs,
+ * writes_grads, probs, scratch.decode.DTYPE, decode, determinism.threads,
+ * decode.batch, cache.bytes or costs.flops.
  */
 #ifndef AL_CHECK_VARIANT_H
 #define AL_CHECK_VARIANT_H
@@ -69,12 +73,28 @@ typedef struct al_check_settings {
     int given[AL_MAX_SETTINGS];
 } al_check_settings;
 
+/* How the checks run. isolate: each check in a child process of its own
+ * (fork), so that a crash, an abort, an overrun into a guard page, an exit
+ * or a hang (time_limit seconds per check) in the variant becomes a FAIL
+ * line named after the check, saying how it ended, and the other checks
+ * still run; a variant whose init, check or params does not return while
+ * the shapes are chosen gives a report of one FAIL line, "init" (and
+ * al_check_variant_run returns 0). Otherwise in this process (the tests'
+ * loop over built-ins). */
+typedef struct al_check_run {
+    int isolate;
+    double time_limit;   /* > 0 when isolate */
+} al_check_run;
+
+/* al_check_variant_run in this process. */
+int al_check_variant(const al_variant *v, const al_check_settings *fixed,
+                     al_check_report *r, al_err *e);
 /* Runs every check on v. Returns 0 (r filled; r->n_fail lines failed) or
  * -1 with e set when no candidate shape passes the variant's check() (e
  * then holds the variant's own refusal at the first shape). fixed may be
  * NULL. Free r with al_check_report_free. */
-int al_check_variant(const al_variant *v, const al_check_settings *fixed,
-                     al_check_report *r, al_err *e);
+int al_check_variant_run(const al_variant *v, const al_check_settings *fixed,
+                         const al_check_run *how, al_check_report *r, al_err *e);
 void al_check_report_free(al_check_report *r);
 /* The line named `name`, or NULL. */
 const al_check_line *al_check_find(const al_check_report *r, const char *name);
@@ -86,7 +106,9 @@ void al_check_format(const al_check_line *l, char *buf, size_t n);
 
 /* One layer of v on its own buffers: random parameters (norm weights near
  * 1, others 0.4 normal) and inputs x and loss weights R (normal), the same
- * for a seed, a guard of NaN-patterned floats after scratch and act. */
+ * for a seed, a guard of NaN-patterned floats after scratch and act, and
+ * every buffer between pages the process may not touch (a write or read
+ * far past one is a SIGSEGV at once, not a corrupted heap). */
 typedef struct al_check_layer {
     const al_variant *v;
     al_attn_shape s;
@@ -111,8 +133,10 @@ void al_check_layer_backward(al_check_layer *t, const float *dout);
 /* Relative error ||a - b|| / max(||a||, ||b||, 1e-12) over n doubles. */
 double al_check_rel_err(const double *a, const double *b, size_t n);
 /* Central differences (step 1e-2, or where that misses, their Richardson
- * extrapolation with 5e-3) of loss(arg) along `probes` (<= 64) random
- * coordinates of x[0..n) against grad there: their relative error. */
+ * extrapolation with 5e-3, then the same at 1e-1 and 1 for a parameter
+ * whose effect is too small for f32 to see at 1e-2) of loss(arg) along
+ * `probes` (<= 64) random coordinates of x[0..n) against grad there: the
+ * smallest relative error. */
 typedef double (*al_check_loss_fn)(void *arg);
 double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
                        int probes, al_rng *r);

@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "al_check_variant.h"
+#include "al_size.h"
 #include "al_decode.h"
 #include "al_registry.h"
 #include "check_internal.h"
@@ -41,6 +44,49 @@ float *al_check_fresh(size_t n)
     return p;
 }
 
+/* Every guarded buffer alive: the mapping under it (a list, as checks
+ * allocate from one thread and hold few buffers at once). */
+typedef struct guarded {
+    float *p;
+    char *base;
+    size_t len;
+    struct guarded *next;
+} guarded;
+static guarded *live;
+
+float *al_check_guarded(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes, data;
+    AL_ASSERT(al_size_mul(n ? n : 1, sizeof(float), &bytes) == 0 &&
+              al_size_add(bytes, 15 + page - 1, &data) == 0 && data < SIZE_MAX / 2);
+    data = data / page * page;   /* the floats and up to 15 bytes of alignment */
+    guarded *g = malloc(sizeof *g);
+    AL_ASSERT(g);
+    g->len = data + 2 * page;
+    g->base = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    AL_ASSERT(g->base != MAP_FAILED);
+    AL_ASSERT(mprotect(g->base, page, PROT_NONE) == 0 &&
+              mprotect(g->base + page + data, page, PROT_NONE) == 0);
+    uintptr_t end = (uintptr_t)(g->base + page + data);
+    g->p = (float *)((end - bytes) & ~(uintptr_t)15);
+    g->next = live;
+    live = g;
+    return g->p;   /* anonymous pages: zeroed */
+}
+
+void al_check_unguard(float *p)
+{
+    for (guarded **at = &live; *at; at = &(*at)->next)
+        if ((*at)->p == p) {
+            guarded *g = *at;
+            *at = g->next;
+            AL_ASSERT(munmap(g->base, g->len) == 0);
+            free(g);
+            return;
+        }
+    AL_ASSERT(p == NULL);
+}
+
 /* ------------------------------------------------------------ one layer */
 
 void al_check_layer_init(al_check_layer *t, const al_variant *v, const al_attn_shape *s, int B,
@@ -58,18 +104,20 @@ void al_check_layer_init(al_check_layer *t, const al_variant *v, const al_attn_s
     al_rng_seed(&r, seed);
     for (int i = 0; i < t->np; i++) {
         size_t n = al_check_numel(&t->spec[i]);
-        t->p[i] = al_check_fresh(n), t->dp[i] = al_check_fresh(n);
+        t->p[i] = al_check_guarded(n), t->dp[i] = al_check_guarded(n);
         for (size_t j = 0; j < n; j++)
             t->p[i][j] = t->spec[i].init == AL_INIT_ONES ? 1.0f + 0.1f * (float)al_rng_normal(&r)
                                                          : 0.4f * (float)al_rng_normal(&r);
     }
     size_t BTD = (size_t)B * T * s->d_model;
-    t->x = al_check_fresh(BTD), t->R = al_check_fresh(BTD), t->dx = al_check_fresh(BTD), t->out = al_check_fresh(BTD);
+    t->x = al_check_guarded(BTD), t->R = al_check_guarded(BTD);
+    t->dx = al_check_guarded(BTD), t->out = al_check_guarded(BTD);
     for (size_t j = 0; j < BTD; j++) t->x[j] = (float)al_rng_normal(&r);
     for (size_t j = 0; j < BTD; j++) t->R[j] = (float)al_rng_normal(&r);
     t->n_act = v->train->act_floats(t->ctx, B, T);
     t->n_scr = v->train->scratch_floats(t->ctx, B, T);
-    t->act = al_check_fresh(t->n_act + AL_CHECK_GUARD), t->scratch = al_check_fresh(t->n_scr + AL_CHECK_GUARD);
+    t->act = al_check_guarded(t->n_act + AL_CHECK_GUARD);
+    t->scratch = al_check_guarded(t->n_scr + AL_CHECK_GUARD);
     al_check_guard_fill(t->act + t->n_act, AL_CHECK_GUARD);
     al_check_guard_fill(t->scratch + t->n_scr, AL_CHECK_GUARD);
 }
@@ -77,8 +125,9 @@ void al_check_layer_init(al_check_layer *t, const al_variant *v, const al_attn_s
 void al_check_layer_free(al_check_layer *t)
 {
     t->v->fini(t->ctx);
-    for (int i = 0; i < t->np; i++) free(t->p[i]), free(t->dp[i]);
-    free(t->x), free(t->R), free(t->dx), free(t->out), free(t->act), free(t->scratch);
+    for (int i = 0; i < t->np; i++) al_check_unguard(t->p[i]), al_check_unguard(t->dp[i]);
+    float *own[] = {t->x, t->R, t->dx, t->out, t->act, t->scratch};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) al_check_unguard(own[i]);
 }
 
 double al_check_layer_loss(al_check_layer *t)
@@ -137,22 +186,31 @@ static void fd_at(al_check_loss_fn loss, void *arg, float *x, const size_t *at, 
  * and 5e-3, (4 fd(h/2) - fd(h)) / 3, whose truncation error is O(h^4):
  * a layer that normalises a vector which can come near zero (deltanet's
  * per-head output norm) is curved enough there that 1e-2 alone leaves the
- * linear range, while a wrong gradient stays wrong however small the error
- * of the differences. */
+ * linear range. Where that misses too, the same at steps 10 and 100 times
+ * larger: a parameter whose effect is scaled down (tpa's factors enter as
+ * 1/R of a sum of R products, so at a rank of hundreds a step of 1e-2
+ * moves the loss by less than its f32 rounding) needs a larger step to be
+ * seen at all, and along it the loss is nearly linear, so the larger step
+ * costs no accuracy. The smallest error wins: a wrong gradient stays wrong
+ * at every step, however small the error of the differences. */
 double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
                        int probes, al_rng *r)
 {
     enum { MAX_PROBES = 64 };
+    static const float steps[] = {1e-2f, 1e-1f, 1.0f};
     size_t at[MAX_PROBES];
-    double an[MAX_PROBES] = {0}, fd[MAX_PROBES] = {0}, half[MAX_PROBES] = {0};
+    double an[MAX_PROBES] = {0}, fd[MAX_PROBES] = {0}, half[MAX_PROBES] = {0}, e = INFINITY;
     AL_ASSERT(probes >= 1 && probes <= MAX_PROBES);
     for (int k = 0; k < probes; k++) at[k] = al_rng_below(r, n), an[k] = grad[at[k]];
-    fd_at(loss, arg, x, at, probes, 1e-2f, fd);
-    double e = al_check_rel_err(an, fd, probes);
-    if (e <= 1e-3) return e;
-    fd_at(loss, arg, x, at, probes, 5e-3f, half);
-    for (int k = 0; k < probes; k++) half[k] = (4.0 * half[k] - fd[k]) / 3.0;
-    return fmin(e, al_check_rel_err(an, half, probes));
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && e > 1e-3; i++) {
+        fd_at(loss, arg, x, at, probes, steps[i], fd);
+        e = fmin(e, al_check_rel_err(an, fd, probes));
+        if (e <= 1e-3) break;
+        fd_at(loss, arg, x, at, probes, steps[i] / 2, half);
+        for (int k = 0; k < probes; k++) half[k] = (4.0 * half[k] - fd[k]) / 3.0;
+        e = fmin(e, al_check_rel_err(an, half, probes));
+    }
+    return e;
 }
 
 /* The model's loss on its batch (al_check_model_fd). */
@@ -215,4 +273,86 @@ double al_check_decode_vs_full(al_model *m, const int *tok, const float *full, i
                                       amax));
     al_decoder_free(&d);
     return worst;
+}
+
+/* ------------------------------------------------------------ probabilities */
+
+/* Rows of P (H, T, T) are distributions, zero above the diagonal under
+ * the mask: the largest departure. */
+double al_check_probs_rows_err(const float *P, int H, int T, int causal)
+{
+    double worst = 0;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double sum = 0;
+            for (int j = 0; j < T; j++) {
+                double p = P[((size_t)h * T + i) * T + j];
+                if (p < 0 || (causal && j > i && p != 0)) worst = fmax(worst, fabs(p));
+                sum += p;
+            }
+            worst = isnan(sum) ? INFINITY : fmax(worst, fabs(sum - 1));
+        }
+    return worst;
+}
+
+/* Solves G m = b (n <= AL_MAX_ATTN_PARAMS... heads) in place by Gaussian
+ * elimination with partial pivoting; G is n x n. */
+static void solve(double *G, double *b, int n)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int i = c + 1; i < n; i++)
+            if (fabs(G[i * n + c]) > fabs(G[piv * n + c])) piv = i;
+        for (int k = 0; k < n; k++) {
+            double t = G[c * n + k];
+            G[c * n + k] = G[piv * n + k], G[piv * n + k] = t;
+        }
+        double t = b[c];
+        b[c] = b[piv], b[piv] = t;
+        if (fabs(G[c * n + c]) < 1e-300) continue;
+        for (int i = c + 1; i < n; i++) {
+            double f = G[i * n + c] / G[c * n + c];
+            for (int k = c; k < n; k++) G[i * n + k] -= f * G[c * n + k];
+            b[i] -= f * b[c];
+        }
+    }
+    for (int c = n - 1; c >= 0; c--) {
+        double acc = b[c];
+        for (int k = c + 1; k < n; k++) acc -= G[c * n + k] * b[k];
+        b[c] = fabs(G[c * n + c]) < 1e-300 ? 0 : acc / G[c * n + c];
+    }
+}
+
+/* With every input row equal, every value row is equal, so the score path
+ * of d out_i / d x_j vanishes (the weights of a row sum to 1 and multiply
+ * one value) and J[i][j] = sum_h P[h][i][j] M_h for fixed matrices M_h
+ * (head h's value and output maps). Fits the M_h to J by least squares
+ * with the P the variant's probs gives; returns the relative residual:
+ * ~1e-6 when P is the forward's, large when it is not. */
+double al_check_probs_fit(const float *P, const double *J, int H, int T, int D)
+{
+    double G[64] = {0}, num = 0, den = 0;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+            for (int h = 0; h < H; h++)
+                for (int g = 0; g < H; g++)
+                    G[h * H + g] += (double)P[((size_t)h * T + i) * T + j] * P[((size_t)g * T + i) * T + j];
+    for (int h = 0; h < H; h++) G[h * H + h] += 1e-12;
+    for (int ab = 0; ab < D * D; ab++) {
+        double m[8] = {0}, Gc[64];
+        memcpy(Gc, G, sizeof Gc);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                for (int h = 0; h < H; h++)
+                    m[h] += P[((size_t)h * T + i) * T + j] * J[((size_t)i * T + j) * D * D + ab];
+        solve(Gc, m, H);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double y = J[((size_t)i * T + j) * D * D + ab], fit = 0;
+                for (int h = 0; h < H; h++) fit += P[((size_t)h * T + i) * T + j] * m[h];
+                num += (y - fit) * (y - fit);
+                den += y * y;
+            }
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-30);
 }

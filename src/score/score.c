@@ -88,7 +88,7 @@ void al_score_fill(al_score_in *s, long w0, int B)
 
 int al_score_prepare(al_score_in *s, long threads, int B, al_err *e)
 {
-    al_parallel_set_threads(al_threads_for(threads));
+    if (al_parallel_start(al_threads_for(threads), "--threads", e) != 0) return -1;
     double need = 4.0 * B * (double)window_floats(&s->m, s->T);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need > have)
@@ -127,7 +127,10 @@ static int open_cache(al_score_in *s, const al_score_opts *o, int B, al_decoder 
     r->dtype = o->kv_dtype >= 0 ? o->kv_dtype : al_kv_dtype_parse(s->m.cfg.kv_dtype);
     if (al_decoder_init_batch(d, &s->m, B, s->T, r->dtype, e) != 0) return -1;
     r->cache_bytes = al_decoder_cache_bytes(d) / (size_t)B;
-    al_parallel_set_threads(al_threads_for(o->threads));
+    if (al_parallel_start(al_threads_for(o->threads), "--threads", e) != 0) {
+        al_decoder_free(d);
+        return -1;
+    }
     s->in = al_malloc((size_t)B * s->T * sizeof(int));
     s->tgt = al_malloc((size_t)B * s->T * sizeof(int));
     return 0;

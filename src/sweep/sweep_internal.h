@@ -44,8 +44,14 @@ typedef struct spec_ctx {
     int n_total;               /* its length */
     int n_groups;              /* zip groups */
     int group_len[AL_SWEEP_MAX_AXES];
+    const al_node *select_node[AL_SWEEP_MAX_AXES];   /* sweep.select.best_of's entries */
+    int (*choices)[AL_SWEEP_MAX_AXES];   /* each kept trial's value index per axis */
     al_err *e;
 } spec_ctx;
+
+/* Every select axis keeps the parameters and the cache of the trials of
+ * one configuration (sweep_select.c); -1 with C->e naming the axis. */
+int al_sweep_check_select(const spec_ctx *C);
 
 /* Where an error about the whole sweep points: its mapping, or for a stage
  * without one (its trials come from the axes the stage adds, e.g. two equal

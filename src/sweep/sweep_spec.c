@@ -384,6 +384,7 @@ static int select_axis(spec_ctx *C, const al_node *x)
     for (int i = 0; i < s->n_select; i++)
         if (s->select_axis[i] == a)
             return al_node_errf(C->e, x, "'sweep.select.best_of' lists '%s' twice", x->value);
+    C->select_node[s->n_select] = x;
     s->select_axis[s->n_select++] = a;
     return 0;
 }
@@ -796,6 +797,7 @@ static int expand_one(spec_ctx *C, int k, int *kept)
         snprintf(t->label, sizeof t->label, "%.130s_seed%llu", t->config,
                  (unsigned long long)seed_v);
     int rc = trial_decode(C, tree, t);
+    if (rc == 0) memcpy(C->choices[*kept], choice, sizeof choice);
     if (rc == 0 && C->trees) C->trees[*kept] = tree;
     else al_node_free(tree);
     if (rc == 0) (*kept)++;
@@ -804,12 +806,13 @@ static int expand_one(spec_ctx *C, int k, int *kept)
 
 /* ------------------------------------------------------------ public */
 
-static int expand(spec_ctx *C)
+static int expand_all(spec_ctx *C)
 {
     al_sweep *s = C->s;
     int total = 0, kept = 0;
     if (count_trials(C, &total)) return -1;
     s->trials = al_calloc((size_t)total, sizeof *s->trials);
+    C->choices = al_calloc((size_t)total, sizeof *C->choices);
     if (C->trees_out) *C->trees_out = C->trees = al_calloc((size_t)total, sizeof *C->trees);
     C->n_total = total;
     for (int k = 0; k < total; k++)
@@ -818,9 +821,17 @@ static int expand(spec_ctx *C)
     if (kept == 0)
         return al_node_errf(C->e, C->exclude ? C->exclude : al_sweep_node(C), "every trial is excluded "
                   "(%d of %d)", s->n_excluded, total);
-    if (al_sweep_finish_names(C) || al_sweep_mark_baseline(C)) return -1;
+    if (al_sweep_check_select(C) || al_sweep_finish_names(C) || al_sweep_mark_baseline(C)) return -1;
     al_sweep_finish_groups(s);
     return 0;
+}
+
+static int expand(spec_ctx *C)
+{
+    int rc = expand_all(C);
+    free(C->choices);
+    C->choices = NULL;
+    return rc;
 }
 
 int al_sweep_expand(al_sweep *s, const al_node *sw, const al_sweep_axis_in *extra, int n_extra,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_convert.h"
 #include "al_sweep_spec.h"
 #include "sweep_internal.h"
 
@@ -312,6 +313,23 @@ static void adopt(stage_ctx *C, int k, const al_sweep_trial *t, const al_sweep_t
     C->trees[s->n_trials++] = tree;
 }
 
+/* A trial that starts from u's checkpoint converted (train.init_convert):
+ * whether the conversion can work, asked when the sweep is read (a dry
+ * run, the run's start) rather than found after u has trained. */
+static int check_conversion(stage_ctx *C, int k, const al_sweep_trial *u, const al_sweep_trial *t)
+{
+    const char *how = t->cfg.train.init_convert;
+    al_err why;
+    if (!how[0] || !strcmp(how, "none") ||
+        al_convert_check(&u->cfg.model, &t->cfg.model, al_convert_method_parse(how), &why) == 0)
+        return 0;
+    const al_node *at = al_node_get(C->st[k].node, "convert");
+    const char *msg = why.msg + (strncmp(why.msg, "convert: ", 9) ? 0 : 9);
+    return al_node_errf(C->e, at ? at : C->st[k].node, "stage '%s': converting trial '%s' (%s) "
+                        "to %s by %s cannot work: %s", C->st[k].name->value, u->label,
+                        u->cfg.model.variant, t->cfg.model.variant, how, msg);
+}
+
 /* Expand one sweep (root owned by the sub-sweep) and adopt its trials. */
 static int expand_into(stage_ctx *C, int k, al_node *root, const al_sweep_axis_in *ax, int n_ax,
                        const al_sweep_trial *u, int name_upstream)
@@ -330,6 +348,11 @@ static int expand_into(stage_ctx *C, int k, al_node *root, const al_sweep_axis_i
                  C->st[k].name->value, u ? ", from trial '" : "", u ? u->label : "",
                  u ? "'" : "");
     }
+    for (int i = 0; rc == 0 && u && i < sub.n_trials; i++)
+        rc = check_conversion(C, k, u, &sub.trials[i]);
+    if (rc != 0 && trees)
+        for (int i = 0; i < sub.n_trials; i++) al_node_free(trees[i]);
+    if (rc != 0) free(trees);
     if (rc == 0) {
         for (int i = 0; i < sub.n_trials; i++)
             adopt(C, k, &sub.trials[i], u, name_upstream, trees[i]);

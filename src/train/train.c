@@ -27,6 +27,7 @@
 #include "al_optim.h"
 #include "al_parallel.h"
 #include "al_sha256.h"
+#include "al_size.h"
 
 /* ------------------------------------------------------------ metrics */
 
@@ -192,6 +193,38 @@ static int too_big(al_err *e, const al_config *c, const char *keys, const char *
                    need == UINT64_MAX ? " (more than 64 bits hold)" : "", a, limit);
 }
 
+/* A synthetic data set's examples beside the model (est bytes) within
+ * avail; else a refusal naming the example counts, with the most training
+ * examples that fit (1/64 of avail kept in hand), or, when not even one
+ * does beside the test examples, the most test examples that fit. */
+static int check_data_memory(const al_config *c, uint64_t est, uint64_t avail,
+                             const char *limit, al_err *e)
+{
+    const al_data_config *d = &c->data;
+    uint64_t pt, pv;
+    al_data_example_bytes(d, &pt, &pv);
+    uint64_t data = al_size_sat_add(al_size_sat_mul(pt, (uint64_t)d->train_examples),
+                                    al_size_sat_mul(pv, (uint64_t)d->test_examples));
+    if (!data || al_size_sat_add(est, data) <= avail) return 0;
+    char n[64], a[64], advice[128];
+    uint64_t room = avail - avail / 64 > est ? avail - avail / 64 - est : 0;
+    uint64_t test = pv * (uint64_t)d->test_examples;
+    if (room > test && (room - test) / pt >= 1)
+        snprintf(advice, sizeof advice, "'data.train_examples' %llu fits",
+                 (unsigned long long)((room - test) / pt));
+    else if (room > pt && (room - pt) / pv >= 1)
+        snprintf(advice, sizeof advice, "'data.train_examples' 1 and 'data.test_examples' %llu "
+                 "fit", (unsigned long long)((room - pt) / pv));
+    else
+        snprintf(advice, sizeof advice, "not one example fits beside the model");
+    fmt_bytes(n, sizeof n, data);
+    fmt_bytes(a, sizeof a, avail);
+    return al_errf(e, "%s: 'data.train_examples' (%d) and 'data.test_examples' (%d): the %s "
+                   "examples' hashes and indices need %s beside the model's %llu bytes, more "
+                   "than the %s of %s; %s", c->file, d->train_examples, d->test_examples,
+                   d->source, n, (unsigned long long)est, a, limit, advice);
+}
+
 static int check_memory_at(const al_config *c, int threads, al_err *e)
 {
     const al_model_config *m = &c->model;
@@ -220,7 +253,8 @@ static int check_memory_at(const al_config *c, int threads, al_err *e)
         return al_errf(e, "%s: %s", c->file, sub);
     }
     snprintf(what, sizeof what, "the model and the activations of %d layer(s)", m->n_layer);
-    return est.total > avail ? too_big(e, c, keys, what, est.total, avail, limit) : 0;
+    if (est.total > avail) return too_big(e, c, keys, what, est.total, avail, limit);
+    return check_data_memory(c, est.total, avail, limit, e);
 }
 
 /* The run at train.threads, else, when one thread would fit, a refusal
@@ -613,7 +647,8 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     al_config sized = c;   /* the vocabulary from the data source, as run_open resolves it */
     int prec, rc = al_train_resolve(&sized, al_data_vocab(&sized.data), e);
     if (rc == 0) rc = al_train_check_memory(&sized, e);
-    if (rc == 0) al_parallel_set_threads(al_threads_for(c.train.threads));
+    if (rc == 0 && al_parallel_start(al_threads_for(c.train.threads), "train.threads", e) != 0)
+        rc = -1, r->runtime_error = 1;   /* the machine's limits, not the input */
     if (rc == 0) rc = al_gemm_precision_parse(c.train.precision, &prec, e);   /* refused early */
     if (rc == 0) rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);

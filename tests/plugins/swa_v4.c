@@ -19,6 +19,16 @@
  *   FAULT_BF16_SCRATCH   the conversion tile is sized as if a bf16 row took
  *                        half the floats: past 128 rows of a bf16/f16 cache
  *                        decode writes past its scratch -> scratch.decode.bf16
+ * Four more break the process that runs them (issue 40 item 5): check-variant
+ * must survive each, print a FAIL line naming the check that ran into it and
+ * how it ended, and still print its summary:
+ *   FAULT_ROW_SIZE       kv_elems says half the row decode and prefill write
+ *                        -> the cache's bounds assert: decode killed by SIGABRT
+ *   FAULT_SCRATCH_OVERRUN scratch_floats counts only dy: backward clears and
+ *                        writes dq, dk, dv past it -> gradient killed by SIGSEGV
+ *   FAULT_ABORT          decode calls abort() -> decode killed by SIGABRT
+ *   FAULT_HANG           probs without the causal mask never returns -> probs
+ *                        timed out
  * With -DFAULTY alone (FAULT_NONE) it is a correct variant named "faulty".
  * Unlike swa, faulty's window defaults to 4096 (the whole context of every
  * check), so decode reads past one cache tile.
@@ -32,6 +42,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <attnlab/attnlab_variant_v4.h>
@@ -84,12 +95,20 @@ static size_t swa_act_floats(const al_attn_shape *s, int B, int T)
 /* Backward scratch: dy, dq, dk, dv (BT, H*dh) | dscores (T, T) */
 static size_t swa_scratch_floats(const al_attn_shape *s, int B, int T)
 {
+#ifdef FAULT_SCRATCH_OVERRUN
+    return (size_t)B * T * s->n_head * s->d_head;
+#else
     return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)T * T;
+#endif
 }
 
 static size_t swa_kv_elems(const al_attn_shape *s)
 {
+#ifdef FAULT_ROW_SIZE
+    return (size_t)s->n_head * s->d_head;
+#else
     return 2 * (size_t)s->n_head * s->d_head;
+#endif
 }
 
 /* ------------------------------------------------------------ attention core */
@@ -189,6 +208,9 @@ static void swa_probs(const al_attn_shape *s, float *P, const float *act, float 
                       int T)
 {
     size_t n = (size_t)T * s->n_head * s->d_head;
+#ifdef FAULT_HANG
+    for (volatile int spin = 1; spin && !s->causal;) {}
+#endif
 #ifdef FAULT_PROBS_SCALE
     int H = s->n_head, dh = s->d_head, Hd = H * dh;
     for (int h = 0; h < H; h++) {   /* recomputed from q, k at scale 1: wrong */
@@ -281,6 +303,9 @@ static void swa_decode(const al_attn_shape *s, float *out, float *scratch, const
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, lo, hi;
     float *q = scratch, *y = q + Hd, *kv = y + Hd, *S = kv + 2 * Hd;
     float *tile = S + (size_t)H * window_rows(s, al_kv_cache_context(cache));
+#ifdef FAULT_ABORT
+    abort();
+#endif
     band(s, pos, pos + 1, &lo, &hi);
     al_linear_row(q, x, p[0], D, Hd);        /* q = x . wq^T */
     al_linear_row(kv, x, p[1], D, Hd);       /* k = x . wk^T */
