@@ -97,7 +97,7 @@ typedef struct tally {
     char task[16], dtype[16], residual[16];
     int length;
     long n, exact, f32_exact, only_f32, only_this;
-    double p, adj;
+    double loss, f32_loss, p, adj;   /* losses summed over the examples */
 } tally;
 
 /* The f32 row of outcome row r: same task, length, depth and example. */
@@ -143,6 +143,7 @@ static int tally_file(const char *path, tally *T, int n)
         ck_assert_int_eq(q, atoi(cell(&t, r, "right")) == atoi(cell(&t, r, "answers")));
         T[k].n++, T[k].exact += q, T[k].f32_exact += b;
         T[k].only_f32 += b && !q, T[k].only_this += q && !b;
+        T[k].loss += num(&t, r, "loss"), T[k].f32_loss += num(&t, f32_twin(&t, r), "loss");
     }
     al_csv_free(&t);
     return n;
@@ -184,6 +185,8 @@ static void summary_equals(const char *path, const char *config, const tally *T,
                                 1e-9);
         ck_assert_int_eq((long)num(&t, r, "only_f32"), x->only_f32);
         ck_assert_int_eq((long)num(&t, r, "only_this"), x->only_this);
+        ck_assert_double_eq_tol(num(&t, r, "loss"), x->loss / x->n, 1e-7);
+        ck_assert_double_eq_tol(num(&t, r, "f32_loss"), x->f32_loss / x->n, 1e-7);
         if (!strcmp(x->dtype, "f32")) {
             ck_assert_str_eq(cell(&t, r, "p_holm"), "");
             continue;

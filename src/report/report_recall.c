@@ -28,6 +28,7 @@ typedef struct rc_row {
     char task[RC_NAME], dtype[RC_NAME], residual[RC_NAME];
     int checkpoints;
     long examples, exact, f32_exact, only_f32, only_this;
+    double loss, f32_loss;            /* answer loss summed over examples */
     double p, p_holm, kjv;            /* kjv: NAN where there is none */
 } rc_row;
 
@@ -95,6 +96,8 @@ static void add_file(rc_set *S, int g, const al_csv *t)
         x->f32_exact += atol(al_csv_cell(t, i, "f32_exact"));
         x->only_f32 += atol(al_csv_cell(t, i, "only_f32"));
         x->only_this += atol(al_csv_cell(t, i, "only_this"));
+        x->loss += strtod(al_csv_cell(t, i, "loss"), NULL) * n;
+        x->f32_loss += strtod(al_csv_cell(t, i, "f32_loss"), NULL) * n;
     }
 }
 
@@ -208,7 +211,8 @@ int al_report_recall_write(const al_report_analysis *A, al_err *e)
         rc = f ? 0 : -1;
         if (f) {
             fputs("config,variant,task,length,kv_dtype,residual,checkpoints,examples,exact_rate,"
-                  "f32_exact_rate,delta,only_f32,only_this,p_mcnemar,p_holm,kjv_loss\n", f);
+                  "f32_exact_rate,delta,only_f32,only_this,p_mcnemar,p_holm,kjv_loss,loss,"
+                  "f32_loss\n", f);
             for (int k = 0; k < S.n; k++) {
                 const rc_row *x = &S.r[k];
                 double a = rate(x->exact, x->examples), b = rate(x->f32_exact, x->examples);
@@ -221,7 +225,7 @@ int al_report_recall_write(const al_report_analysis *A, al_err *e)
                 put_num(f, x->p_holm);
                 fputc(',', f);
                 put_num(f, x->kjv);
-                fputc('\n', f);
+                fprintf(f, ",%.9g,%.9g\n", x->loss / x->examples, x->f32_loss / x->examples);
             }
             rc = al_commit_atomic(f, tmp, path, e);
         }
@@ -239,6 +243,9 @@ static void md_row(FILE *f, const al_report_analysis *A, const rc_row *x)
     else
         fprintf(f, " %+.3f | %ld / %ld | %.3g%s |", a - b, x->only_f32, x->only_this, x->p_holm,
                 x->p_holm < 0.05 ? " **resolved**" : "");
+    double l = x->loss / x->examples, l0 = x->f32_loss / x->examples;
+    if (strcmp(x->dtype, "f32") == 0) fprintf(f, " %.4f |", l);
+    else fprintf(f, " %.4f (%+.4f) |", l, l - l0);
     if (isfinite(x->kjv)) fprintf(f, " %.5f |\n", x->kjv);
     else fputs(" - |\n", f);
 }
@@ -263,14 +270,16 @@ void al_report_recall_md(FILE *f, const al_report_analysis *A)
                 "the examples only f32 answered exactly and those only this cache did, over "
                 "which the exact McNemar test runs, paired by checkpoint and example; its p "
                 "Holm-adjusted over the %d comparisons of this table (**resolved** below "
-                "0.05). *KJV loss*: the loss through that cache at that context from the "
+                "0.05). *Answer loss*: the mean cross-entropy on the answers (nats), and in "
+                "brackets minus f32's on the same examples: it moves before exact match does. "
+                "*KJV loss*: the loss through that cache at that context from the "
                 "table above (text trials, at the default residual): the configuration's "
                 "own, or that of the same attention design (variant, settings and "
                 "parameters) trained on text in this sweep. The numbers: "
                 "`eval_recall.csv`.\n\n"
                 "| configuration | task | length | KV dtype | residual | checkpoints | "
-                "exact match | Δ vs f32 | only f32 / only this | p (Holm) | KJV loss |\n"
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", m);
+                "exact match | Δ vs f32 | only f32 / only this | p (Holm) | answer loss | KJV loss |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", m);
         for (int k = 0; k < S.n; k++) md_row(f, A, &S.r[k]);
     }
     free(S.r);
