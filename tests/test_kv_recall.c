@@ -152,7 +152,7 @@ static int tally_file(const char *path, tally *T, int n)
 /* p and Holm over the non-f32 tallies. */
 static void tally_stats(tally *T, int n)
 {
-    double p[256], adj[256];
+    double p[256] = {0}, adj[256] = {0};
     int m = 0;
     for (int k = 0; k < n; k++)
         if (strcmp(T[k].dtype, "f32")) p[m++] = T[k].p = mcnemar(T[k].only_f32, T[k].only_this);
