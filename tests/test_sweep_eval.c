@@ -350,7 +350,8 @@ static const bad_case bad[] = {
                                          "bf16, f16, int8, int4"},
     {"eval: {kv_dtype: [f32]}\n", "6:8: error: unknown key 'eval.kv_dtype' (known: kv_dtypes, "
                                   "contexts, by_position, buckets, tokens, passkey_lengths, "
-                                  "passkey_depths, passkey_examples, decode)"},
+                                  "passkey_depths, passkey_examples, kv_quant_residuals, "
+                                  "mqar_examples, decode)"},
     {"eval: {contexts: [16, 16]}\n", "6:23: error: 'eval.contexts': 16 is listed twice"},
     {"eval: {contexts: [64], tokens: 32}\n", "6:7: error: 'eval.tokens' (32) must be at least "
                                               "every context (64)"},
@@ -359,7 +360,7 @@ static const bad_case bad[] = {
     {"eval: {passkey_depths: [0, 1]}\n", "6:28: error: 'eval.passkey_depths[1]' must be a "
                                           "number in [0, 1)"},
     {"eval: [f32]\n", "6:7: error: 'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                      "buckets, tokens, passkey_*, decode)"},
+                      "buckets, tokens, passkey_*, kv_quant_residuals, mqar_examples, decode)"},
     {"eval: {decode: {contexts: [64], batchs: 2}}\n",
      "6:33: error: unknown key 'eval.decode.batchs' (known: contexts, batch, tokens, repeats)"},
     {"eval: {decode: {contexts: [64], tokens: 63}}\n",

@@ -43,6 +43,11 @@ double al_stat_p(const al_stat *d);
  * A NAN p-value (too few pairs) stays in the family, never rejected. */
 int al_holm(int m, const double *p, double alpha, int *reject);
 
+/* Holm's adjusted p-values of the same family: adj[i] is the smallest
+ * family-wise level at which al_holm would reject test i (a NAN p counts
+ * as 1). */
+void al_holm_adjust(int m, const double *p, double *adj);
+
 /* Two-sided exact McNemar test of paired binary outcomes: b pairs where
  * only the first succeeded, c where only the second did. Under "no
  * difference" each of the n = b + c discordant pairs goes either way with

@@ -92,6 +92,24 @@ int al_holm(int m, const double *p, double alpha, int *reject)
     return count;
 }
 
+/* Holm's adjusted p-values (Wright 1992): with the p-values sorted, p(1)
+ * <= ... <= p(m), adj(k) = max over j <= k of min(1, (m - j + 1) p(j)).
+ * adj[i] <= alpha when al_holm rejects i at alpha (up to rounding), so a table can
+ * print one number per comparison instead of a verdict at one level. */
+void al_holm_adjust(int m, const double *p, double *adj)
+{
+    ranked *r = malloc((size_t)(m + 1) * sizeof *r);
+    for (int i = 0; i < m; i++) r[i] = (ranked){isnan(p[i]) ? 1.0 : p[i], i};
+    qsort(r, (size_t)m, sizeof *r, by_p);
+    double run = 0;
+    for (int k = 0; k < m; k++) {
+        double a = fmin(1.0, (double)(m - k) * r[k].p);
+        run = a > run ? a : run;
+        adj[r[k].i] = run;
+    }
+    free(r);
+}
+
 double al_mcnemar_p(int b, int c)
 {
     if (b < 0 || c < 0) return NAN;

@@ -152,7 +152,7 @@ const key_spec al_cfg_top_keys[] = {
     NESTED(report, al_cfg_report_keys, "how the sweep's report shows results (not part of a trial's identity)"),
     {.key = "sweep", .type = K_IGNORE, .help = "the sweep (seeds, grid, zip, exclude, select, baseline), read by the sweep runner"},
     {.key = "stages", .type = K_IGNORE, .help = "chained sweeps whose trials start from an earlier stage's checkpoints, read by the sweep runner"},
-    {.key = "eval", .type = K_IGNORE, .help = "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples), read by the sweep runner; not part of a trial's identity"},
+    {.key = "eval", .type = K_IGNORE, .help = "evaluation of each finished trial's checkpoint after training (kv_dtypes, contexts, by_position, buckets, tokens, passkey_lengths, passkey_depths, passkey_examples, kv_quant_residuals, mqar_examples, decode), read by the sweep runner; not part of a trial's identity. kv_quant_residuals: the f32 recent tokens of the int8/int4 caches, each a count or default (the checkpoint's model.kv_quant_residual), e.g. [0, default]; with it, kv_dtypes or mqar_examples (an mqar trial's test examples, default 200), passkey and mqar trials answer through f32 and each cache, exact match paired against f32 (McNemar, Holm; docs/kv-quant-recall.md)"},
     {.key = "plugins", .type = K_PLUGINS, .def = "[]", .help = "shared objects that add attention variants"},
     {0},
 };

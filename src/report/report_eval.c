@@ -20,6 +20,7 @@
  */
 #include "report_eval.h"
 #include "report_plot.h"
+#include "report_recall.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -344,6 +345,7 @@ int al_report_eval_plot(const al_report_analysis *A, int plots, al_err *e)
     ev V;
     collect(A, &V);
     int rc = V.n_points || V.n_curves ? write_csv(A, &V, e) : 0;
+    if (!rc) rc = al_report_recall_write(A, e);
     for (int c = 0; c < V.n_contexts && !rc; c++) {
         int C = V.contexts[c];
         if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
@@ -573,9 +575,10 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
     pk_md(f, A);
     ev V;
     collect(A, &V);
+    int recall = al_report_recall_any(A);
+    if (V.n_points || V.n_curves || recall) fputs("\n## Checkpoints through the cache\n", f);
     if (V.n_points || V.n_curves) {
-        fputs("\n## Checkpoints through the cache\n\n"
-              "Each ok trial's final checkpoint scored after training (the experiment's "
+        fputs("\nEach ok trial's final checkpoint scored after training (the experiment's "
               "`eval`), on the first tokens of its test split (`<trial>/eval/test.txt`), "
               "teacher-forced through the KV cache at each dtype: `attnlab score "
               "<trial>/model.safetensors <trial>/eval/test.txt --seq-len C --through-cache "
@@ -587,5 +590,6 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
               "`eval_by_position_C.dat`.\n", f);
         for (int c = 0; c < V.n_contexts; c++) md_context(f, plots, &V, V.contexts[c]);
     }
+    if (recall) al_report_recall_md(f, A);
     ev_free(&V);
 }

@@ -79,6 +79,86 @@ typedef struct al_passkey_grid {
 int al_score_passkey(al_score_in *s, const al_passkey_grid *g, FILE *print, const char *out,
                      al_err *e);
 
+/* ---- recall through quantized caches (score_recall.c): the same
+ * examples answered through an f32 cache and through each other cache, so
+ * that an int8/int4 cache's cost shows where old tokens matter (passkey,
+ * MQAR), and each example is a pair. */
+#define AL_RECALL_MAX_DTYPES 8
+#define AL_RECALL_MAX_RESIDUALS 8
+#define AL_RECALL_MAX_CACHES (1 + AL_RECALL_MAX_DTYPES * AL_RECALL_MAX_RESIDUALS)
+#define AL_RECALL_RESIDUAL_DEFAULT (-1)   /* the checkpoint's model.kv_quant_residual */
+#define AL_RECALL_RESIDUAL_NONE (-2)      /* f32, bf16, f16: nothing is quantized */
+
+enum al_recall_task { AL_RECALL_PASSKEY = 0, AL_RECALL_MQAR = 1, AL_RECALL_NTASKS = 2 };
+const char *al_recall_task_name(int task);   /* "passkey", "mqar" */
+
+/* One cache the examples go through: a dtype and, for int8 / int4, the
+ * f32 residual asked for (tokens, or AL_RECALL_RESIDUAL_DEFAULT) and the
+ * one it came to (the checkpoint's for the default); for the others
+ * AL_RECALL_RESIDUAL_NONE and -1. */
+typedef struct al_recall_cache {
+    int dtype, residual, tokens;
+} al_recall_cache;
+
+/* One example's answers through one cache, teacher-forced. */
+typedef struct al_recall_outcome {
+    int task, length;    /* enum al_recall_task; the window */
+    double depth;        /* passkey: the statement's depth; mqar: NAN */
+    long example;        /* its index in the test stream */
+    int answers, right;  /* weighted positions, and those whose argmax is the target */
+    double loss;         /* mean cross-entropy over the answers */
+} al_recall_outcome;
+
+/* The caches (caches[0] is f32, the reference every other is paired
+ * with) and the outcomes: per cache the same `per` examples in the same
+ * order, o[c * per + k] example k through cache c. */
+typedef struct al_recall {
+    int n_caches;
+    al_recall_cache caches[AL_RECALL_MAX_CACHES];
+    long per;
+    long n, cap;
+    al_recall_outcome *o;   /* malloc'ed; al_recall_free */
+} al_recall;
+
+/* The caches for dtypes x residuals (residuals: counts >= 0 or
+ * AL_RECALL_RESIDUAL_DEFAULT; none given: the default alone): f32 first
+ * (added when not listed), then each other dtype, an int8 / int4 one once
+ * per residual. The checkpoint's residual is filled in by the runs. */
+void al_recall_init(al_recall *r, const int *dtypes, int n_dtypes, const int *residuals,
+                    int n_residuals);
+void al_recall_free(al_recall *r);
+
+/* Passkey examples of the grid (as al_score_passkey makes them, s's bytes
+ * the filler) through every cache of r; s->T unused. -1 with e set. */
+int al_recall_passkey(al_score_in *s, const al_passkey_grid *g, al_recall *r, al_err *e);
+/* The first `examples` examples of d's test split (a task source:
+ * mqar), each of the model's seq_len tokens, through every cache of r. */
+struct al_data;
+int al_recall_mqar(al_model *m, struct al_data *d, long examples, al_recall *r, al_err *e);
+
+/* Per (task, length, cache): the examples, those answered exactly (every
+ * answer right), the mean answer loss, and against f32 on the same
+ * examples: only_f32 (f32 exact, this not), only_this (the reverse), the
+ * exact McNemar p of those two counts (al_mcnemar_p) and its Holm-adjusted
+ * p over every non-f32 cell of the set (al_holm_adjust). */
+typedef struct al_recall_cell {
+    int task, length, cache;
+    long examples, exact, f32_exact, only_f32, only_this;
+    double loss, f32_loss, p, p_holm;   /* p, p_holm NAN for the f32 cells */
+} al_recall_cell;
+/* The cells of r (malloc'ed into *cells; the caller frees); returns their number. */
+int al_recall_summarize(const al_recall *r, al_recall_cell **cells);
+
+/* DIR/recall.csv (every outcome) and DIR/recall_summary.csv (every cell),
+ * both atomic; the header lines are AL_RECALL_HEADER and
+ * AL_RECALL_SUMMARY_HEADER. -1 with e set. */
+#define AL_RECALL_HEADER \
+    "task,length,depth,example,kv_dtype,kv_quant_residual,residual,answers,right,exact,loss\n"
+#define AL_RECALL_SUMMARY_HEADER \
+    "task,length,kv_dtype,kv_quant_residual,residual,examples,exact,f32_exact,exact_rate," \
+    "f32_exact_rate,delta,only_f32,only_this,p_mcnemar,p_holm,loss,f32_loss\n"
+int al_recall_write(const char *dir, const al_recall *r, al_err *e);
+
 /* `score --by-position` (score_pos.c): pos_sum (T) the loss summed over
  * `windows` windows at each position; writes DIR/by_position.csv
  * (bucket_start,bucket_end,loss,tokens: N buckets [floor(iT/N),

@@ -153,15 +153,21 @@ typedef struct al_sweep_trial {
  *     passkey_lengths: [256, 512, 1024]    # passkey trials (data.source passkey): the
  *     passkey_depths: [0, 0.5]             # grid of score --passkey (defaults as its),
  *     passkey_examples: 20                 # on the test split of their filler
+ *     kv_quant_residuals: [0, default]     # recall: int8 / int4 caches at each f32 residual
+ *     mqar_examples: 200                   # recall: mqar trials' test examples
  *
  * A passkey trial gets the passkey grid only: its loss on plain text says
- * nothing of the task it learned.
+ * nothing of the task it learned. With kv_dtypes, kv_quant_residuals or
+ * mqar_examples given, passkey and mqar trials also answer their examples
+ * through each cache (<trial>/eval/recall.csv, recall_summary.csv; docs/
+ * kv-quant-recall.md).
  */
 #define AL_EVAL_MAX_DTYPES 8
 #define AL_EVAL_MAX_CONTEXTS 8
 #define AL_EVAL_DEFAULT_TOKENS 16384
 #define AL_EVAL_DECODE_TOKENS 32         /* eval.decode.tokens default: steps timed */
 #define AL_EVAL_DECODE_REPEATS 5         /* eval.decode.repeats default: the median's runs */
+#define AL_EVAL_MQAR_EXAMPLES 200        /* eval.mqar_examples default (at most data.test_examples) */
 
 typedef struct al_sweep_eval {
     int on;                              /* the file has `eval` */
@@ -173,6 +179,12 @@ typedef struct al_sweep_eval {
     int n_pk_depths;
     double pk_depths[AL_EVAL_MAX_CONTEXTS];
     long pk_examples;                    /* 0: score --passkey's default */
+    /* recall through the caches (score_recall.c, docs/kv-quant-recall.md):
+     * passkey and mqar trials' examples through f32 and each of kv_dtypes,
+     * int8 / int4 at each of kv_quant_residuals */
+    int recall;                          /* kv_dtypes, kv_quant_residuals or mqar_examples given */
+    int n_residuals, residuals[AL_EVAL_MAX_DTYPES];   /* tokens, or -1: "default" */
+    long mqar_examples;                  /* 0: AL_EVAL_MQAR_EXAMPLES */
     int score;                           /* score the test split (any key but decode) */
     struct {                             /* eval.decode: measured decode speed */
         int on;

@@ -15,6 +15,10 @@
 #include "al_kvcache.h"
 #include "al_score.h"
 
+_Static_assert(AL_RECALL_MAX_RESIDUALS <= AL_EVAL_MAX_DTYPES &&
+               AL_EVAL_MAX_DTYPES <= AL_RECALL_MAX_DTYPES,
+               "eval's kv_dtypes and kv_quant_residuals must fit al_recall_init's");
+
 static int int_of(const al_node *x, const char *key, long lo, long hi, long *out, al_err *e)
 {
     char *end;
@@ -92,6 +96,34 @@ static int pk_depths_of(const al_node *x, al_sweep_eval *v, al_err *e)
         if (!end || *end || !(f >= 0 && f < 1))
             return al_node_errf(e, d, "'eval.passkey_depths[%d]' must be a number in [0, 1)", i);
         v->pk_depths[v->n_pk_depths++] = f;
+    }
+    return 0;
+}
+
+/* kv_quant_residuals: the f32 residual windows the int8 / int4 caches are
+ * tried at, each a token count or `default` (the checkpoint's
+ * model.kv_quant_residual). */
+static int residuals_of(const al_node *x, al_sweep_eval *v, al_err *e)
+{
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_RECALL_MAX_RESIDUALS)
+        return al_node_errf(e, x, "'eval.kv_quant_residuals' must be a list of 1 to %d token "
+                            "counts or 'default'", AL_RECALL_MAX_RESIDUALS);
+    for (int i = 0; i < x->n; i++) {
+        const al_node *d = x->items[i];
+        long c = AL_RECALL_RESIDUAL_DEFAULT;
+        if (d->kind != AL_NODE_SCALAR || d->quoted || strcmp(d->value, "default") != 0) {
+            char *end = NULL;
+            errno = 0;
+            c = d->kind == AL_NODE_SCALAR && !d->quoted ? strtol(d->value, &end, 10) : -1;
+            if (!end || end == d->value || *end || errno || c < 0 || c > 1L << 24)
+                return al_node_errf(e, d, "'eval.kv_quant_residuals[%d]' must be a token count "
+                                    "in [0, %ld] or 'default'", i, 1L << 24);
+        }
+        for (int j = 0; j < v->n_residuals; j++)
+            if (v->residuals[j] == c)
+                return al_node_errf(e, d, "'eval.kv_quant_residuals': %.40s is listed twice",
+                                    d->value);
+        v->residuals[v->n_residuals++] = (int)c;
     }
     return 0;
 }
@@ -178,7 +210,8 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
 {
     static const char *const known[] = {"kv_dtypes", "contexts", "by_position", "buckets",
                                         "tokens", "passkey_lengths", "passkey_depths",
-                                        "passkey_examples", "decode", NULL};
+                                        "passkey_examples", "kv_quant_residuals",
+                                        "mqar_examples", "decode", NULL};
     long n = 0;
     for (int i = 0; i < m->n; i++) {
         const char *k = m->keys[i];
@@ -188,7 +221,8 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
         if (!ok)   /* at the key, as the config decoder says it */
             return al_errf(e, "%s:%d:%d: error: unknown key 'eval.%.60s' (known: kv_dtypes, "
                            "contexts, by_position, buckets, tokens, passkey_lengths, "
-                           "passkey_depths, passkey_examples, decode)", x->file,
+                           "passkey_depths, passkey_examples, kv_quant_residuals, "
+                           "mqar_examples, decode)", x->file,
                            m->key_line[i], m->key_col[i], k);
         v->score |= strcmp(k, "decode") != 0;
         int rc = strcmp(k, "decode") == 0     ? decode_of(x, v, e)
@@ -196,27 +230,40 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
                : strcmp(k, "contexts") == 0   ? contexts_of(x, v, e)
                : strcmp(k, "passkey_lengths") == 0 ? pk_lengths_of(x, v, e)
                : strcmp(k, "passkey_depths") == 0 ? pk_depths_of(x, v, e)
+               : strcmp(k, "kv_quant_residuals") == 0 ? residuals_of(x, v, e)
                : strcmp(k, "by_position") == 0 ? bool_of(x, k, &v->by_position, e)
-               : int_of(x, k, 1, strcmp(k, "buckets") == 0 ? 1L << 20 : 1L << 30, &n, e);
+               : int_of(x, k, 1, strcmp(k, "buckets") == 0         ? 1L << 20
+                                 : strcmp(k, "mqar_examples") == 0 ? 1L << 24
+                                                                   : 1L << 30, &n, e);
         if (rc) return -1;
         if (strcmp(k, "buckets") == 0) v->buckets = (int)n;
         if (strcmp(k, "tokens") == 0) v->tokens = n;
         if (strcmp(k, "passkey_examples") == 0) v->pk_examples = n;
+        if (strcmp(k, "mqar_examples") == 0) v->mqar_examples = n;
+        v->recall |= strcmp(k, "kv_dtypes") == 0 || strcmp(k, "kv_quant_residuals") == 0 ||
+                     strcmp(k, "mqar_examples") == 0;
     }
     return 0;
 }
 
 /* Every trial must read text with a test split, and `tokens` must hold a
  * window of every context (the trial's seq_len where contexts is absent);
- * or be a passkey trial (scored on the passkey grid instead). */
+ * or be a passkey trial (scored on the passkey grid instead), or an mqar
+ * one (its test examples through the caches, which needs recall on). */
 static int check_trials(const al_sweep *s, const al_node *m, al_err *e)
 {
     const al_sweep_eval *v = &s->eval;
     for (int i = 0; i < s->n_trials; i++) {
         const al_config *c = &s->trials[i].cfg;
         if (strcmp(c->data.source, "passkey") == 0) continue;
+        if (strcmp(c->data.source, "mqar") == 0 && !v->recall)
+            return al_node_errf(e, m, "'eval' answers mqar trials' examples through the caches "
+                                "of 'eval.kv_dtypes': trial %s reads data.source mqar and eval "
+                                "gives none of kv_dtypes, kv_quant_residuals, mqar_examples",
+                                s->trials[i].label);
+        if (strcmp(c->data.source, "mqar") == 0) continue;
         if (strcmp(c->data.source, "text") != 0 && strcmp(c->data.source, "kjv") != 0)
-            return al_node_errf(e, m, "'eval' scores text or passkey: trial %s reads "
+            return al_node_errf(e, m, "'eval' scores text, passkey or mqar: trial %s reads "
                                 "data.source %s",
                                 s->trials[i].label, c->data.source);
         if (c->data.test_fraction <= 0)
@@ -243,7 +290,8 @@ int al_sweep_eval_load(al_sweep *s, al_err *e)
     if (!m || al_node_is_null(m)) return 0;
     if (m->kind != AL_NODE_MAP)
         return al_node_errf(e, m, "'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                            "buckets, tokens, passkey_*, decode)");
+                            "buckets, tokens, passkey_*, kv_quant_residuals, mqar_examples, "
+                            "decode)");
     v->on = 1;
     v->tokens = AL_EVAL_DEFAULT_TOKENS;
     if (parse_keys(m, v, e)) return -1;

@@ -20,6 +20,14 @@
  *                             with by_position, its filler's by_position files
  *                             too (loss against position past the trained
  *                             length: experiments/long_context.yaml)
+ *   <trial>/eval/recall.csv   a passkey or mqar trial's examples (the passkey
+ *                             grid, or the first eval.mqar_examples of its
+ *                             test split) answered through f32 and each other
+ *                             cache (int8 / int4 at each kv_quant_residuals),
+ *                             one row per example and cache, with
+ *                             recall_summary.csv beside it: per (length,
+ *                             cache) the exact-match rate and McNemar against
+ *                             f32, Holm-adjusted (score_recall.c)
  *   <trial>/eval/decode.csv   with eval.decode: decode tokens/s of the
  *                             checkpoint at each (context, batch), the median
  *                             of `repeats` timed runs (al_decode_speed, as
@@ -158,6 +166,16 @@ static int by_position(const al_sweep_eval *v, const char *tdir, const char *ckp
     return rc;
 }
 
+/* eval's passkey grid, on the test stream of the trial's data.seed. */
+static al_passkey_grid grid_of(const al_sweep_eval *v, const al_sweep_trial *t)
+{
+    al_passkey_grid g = {.n_lengths = v->n_pk_lengths, .n_depths = v->n_pk_depths,
+                         .examples = v->pk_examples, .seed = (long)t->cfg.data.seed};
+    memcpy(g.lengths, v->pk_lengths, sizeof v->pk_lengths);
+    memcpy(g.depths, v->pk_depths, sizeof v->pk_depths);
+    return g;
+}
+
 /* A passkey trial: the grid on the test split of its filler. */
 static int passkey_trial(const al_sweep_eval *v, const al_sweep_trial *t, const char *tdir,
                          const char *ckpt, const char *text, long threads, int *done, al_err *e)
@@ -166,14 +184,57 @@ static int passkey_trial(const al_sweep_eval *v, const al_sweep_trial *t, const 
     snprintf(dir, sizeof dir, "%s/eval", tdir);
     snprintf(csv, sizeof csv, "%s/passkey.csv", dir);
     if (access(csv, F_OK) == 0) return 0;
-    al_passkey_grid g = {.n_lengths = v->n_pk_lengths, .n_depths = v->n_pk_depths,
-                         .examples = v->pk_examples, .seed = (long)t->cfg.data.seed};
-    memcpy(g.lengths, v->pk_lengths, sizeof v->pk_lengths);
-    memcpy(g.depths, v->pk_depths, sizeof v->pk_depths);
+    al_passkey_grid g = grid_of(v, t);
     al_score_in s;
     al_parallel_set_threads(al_threads_for(threads));
     int rc = al_score_open(ckpt, text, 0, &s, e) || al_score_passkey(&s, &g, NULL, dir, e);
     al_score_close(&s);
+    *done += rc == 0;
+    return rc ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ recall */
+
+/* An mqar trial's first eval.mqar_examples test examples through r's caches. */
+static int recall_mqar(const al_sweep_eval *v, const al_sweep_trial *t, const char *ckpt,
+                       al_recall *r, al_err *e)
+{
+    al_model m;
+    al_data d;
+    long step;
+    memset(&d, 0, sizeof d);
+    if (al_checkpoint_load_run(ckpt, &m, &step, e) != 0) return -1;
+    int rc = al_data_open(&d, &t->cfg.data, t->cfg.model.seq_len, e);
+    if (!rc) rc = al_recall_mqar(&m, &d, v->mqar_examples ? v->mqar_examples
+                                                          : AL_EVAL_MQAR_EXAMPLES, r, e);
+    al_data_close(&d);
+    al_model_free(&m);
+    return rc;
+}
+
+/* A passkey or mqar trial's examples through f32 and each cache eval asks
+ * for, unless <trial>/eval/recall_summary.csv (written last) is there. */
+static int recall_trial(const al_sweep_eval *v, const al_sweep_trial *t, const char *tdir,
+                        const char *ckpt, const char *text, long threads, int *done, al_err *e)
+{
+    char dir[TDIR_LEN + 8], csv[TDIR_LEN + 40];
+    snprintf(dir, sizeof dir, "%s/eval", tdir);
+    snprintf(csv, sizeof csv, "%s/recall_summary.csv", dir);
+    if (access(csv, F_OK) == 0) return 0;
+    al_recall r;
+    al_recall_init(&r, v->dtypes, v->n_dtypes, v->residuals, v->n_residuals);
+    al_parallel_set_threads(al_threads_for(threads));
+    int rc;
+    if (strcmp(t->cfg.data.source, "mqar") == 0) {
+        rc = recall_mqar(v, t, ckpt, &r, e);
+    } else {
+        al_passkey_grid g = grid_of(v, t);
+        al_score_in s;
+        rc = al_score_open(ckpt, text, 0, &s, e) || al_recall_passkey(&s, &g, &r, e);
+        al_score_close(&s);
+    }
+    if (!rc) rc = al_recall_write(dir, &r, e);
+    al_recall_free(&r);
     *done += rc == 0;
     return rc ? -1 : 0;
 }
@@ -252,8 +313,9 @@ static int decode_trial(const al_sweep_eval *v, const char *tdir, const char *ck
 }
 
 /* Every (context, dtype) of trial t not yet in its eval.csv, then its
- * by_position files (a passkey trial: its passkey grid, then those); then
- * its decode speed with eval.decode. */
+ * by_position files (a passkey trial: its passkey grid and with recall its
+ * examples through the caches, then those; an mqar trial: its examples
+ * through the caches alone); then its decode speed with eval.decode. */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
                       long threads, int *done, al_err *e)
 {
@@ -261,10 +323,16 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
     char ckpt[TDIR_LEN + 32], text[TDIR_LEN + 32];
     snprintf(ckpt, sizeof ckpt, "%s/%s", tdir, AL_CHECKPOINT_FILE);
     if (!v->score) return v->decode.on ? decode_trial(v, tdir, ckpt, threads, done, e) : 0;
+    int pk = strcmp(t->cfg.data.source, "passkey") == 0;
+    if (strcmp(t->cfg.data.source, "mqar") == 0) {   /* no text: its examples alone */
+        int rc = recall_trial(v, t, tdir, ckpt, NULL, threads, done, e);
+        if (!rc && v->decode.on) rc = decode_trial(v, tdir, ckpt, threads, done, e);
+        return rc ? -1 : 0;
+    }
     eval_file *F = al_malloc(sizeof *F);
     int rc = read_rows(tdir, F, e) || write_text(t, tdir, v->tokens, text, sizeof text, e);
-    int pk = strcmp(t->cfg.data.source, "passkey") == 0;
     if (!rc && pk) rc = passkey_trial(v, t, tdir, ckpt, text, threads, done, e);
+    if (!rc && pk && v->recall) rc = recall_trial(v, t, tdir, ckpt, text, threads, done, e);
     for (int c = 0; !rc && (!pk || v->by_position) && c < (v->n_contexts ? v->n_contexts : 1);
          c++) {
         int T = v->n_contexts ? v->contexts[c] : t->cfg.model.seq_len;
