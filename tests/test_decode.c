@@ -435,7 +435,7 @@ static void check_mla_absorbed(int dq, int dtype)
 {
     const al_variant *v = al_variant_find("mla");
     ck_assert_ptr_nonnull(v);
-    al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}};
+    al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}, 0};
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     void *ctx = al_test_ctx(v, &s);
     int np = v->train->params(ctx, spec), n = 20, D = 16;

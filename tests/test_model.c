@@ -126,7 +126,7 @@ START_TEST(backward_writes_every_gradient_whatever_the_buffers_held)
     adder_train.backward = adder_backward;
     adder.train = &adder_train;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    al_attn_shape s = {ADDER_D, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}};
+    al_attn_shape s = {ADDER_D, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}, 0};
     char err[8];
     void *ctx = al_variant_init(&adder, &s, err, sizeof err);
     ck_assert_int_eq(adder.train->params(ctx, spec), 4);

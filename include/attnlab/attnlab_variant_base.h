@@ -36,6 +36,12 @@ typedef struct al_attn_shape {
     float rope_base;      /* 10000 by default */
     float norm_eps;       /* RMSNorm epsilon, for variants with norms */
     double set[AL_MAX_SETTINGS]; /* settings, in the order of the variant's settings */
+    /* Appended after set (a plugin built before it reads the same prefix):
+     * the training kernel of attention, enum al_attn_kernel (al_flash.h),
+     * resolved from train.attention_kernel; 0, fused, in a shape built in
+     * code. A variant hands it to al_attn_kernel_* and sizes its saved
+     * activations by al_attn_kernel_saved_floats. */
+    int attn_kernel;
 } al_attn_shape;
 
 /* How a parameter tensor is initialised. */

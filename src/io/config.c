@@ -680,7 +680,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
          check_one_of(c, root, "train.init_convert", c->train.init_convert,
                       al_cfg_init_converts, e)) ||
         (c->train.precision[0] &&   /* "" (a config built in code) is f32 */
-         check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)))
+         check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)) ||
+        (c->train.attention_kernel[0] &&   /* "" (a config built in code) is auto */
+         check_one_of(c, root, "train.attention_kernel", c->train.attention_kernel,
+                       al_cfg_attn_kernels, e)))
         return -1;
     return check_variant(c, root, e);
 }
@@ -714,6 +717,9 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     al_cfg_find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;
+    /* the kernel every layer trains with (an unknown name: validation's) */
+    int kernel = al_config_attn_kernel(c->train.attention_kernel, m->seq_len);
+    m->attn_kernel = kernel < 0 ? 0 : kernel;
     return 0;
 }
 

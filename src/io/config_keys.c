@@ -35,6 +35,7 @@ const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", "
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
 const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 const char *const al_cfg_precisions[] = {"f32", "bf16", NULL};
+const char *const al_cfg_attn_kernels[] = {"auto", "fused", "dense", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
@@ -114,6 +115,7 @@ static const key_spec train_keys[] = {
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     QUIET_ONE_OF(T, precision, al_cfg_precisions, "f32", "matrix products: f32, or bf16 (bf16 operands, f32 accumulation and results, through oneDNN; weights, AdamW state, norms, softmax, RoPE and the loss stay f32; needs a CPU with avx512_bf16 or AMX); score and generate use a checkpoint's"),
+    QUIET_ONE_OF(T, attention_kernel, al_cfg_attn_kernels, "auto", "attention in training: fused (tiled, online softmax, saves each query row's log-sum-exp: memory O(T)), dense (saves the T x T probabilities: fewer FLOPs, memory O(T^2)), or auto (dense below seq_len 512, fused from there; docs/long-context.md); the same function up to rounding, so not part of a trial's identity"),
     {0},
 };
 #undef T

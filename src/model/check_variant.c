@@ -167,7 +167,7 @@ typedef al_check_layer lt;
 static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
                     uint64_t seed)
 {
-    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}};
+    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}, 0};
     memcpy(s.set, sh->set, sizeof s.set);
     al_check_layer_init(t, v, &s, B, T, seed);
 }
