@@ -560,9 +560,12 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
         return al_node_errf(e, root, "the top level must be a mapping, got %s",
                             al_node_kind_name(root->kind));
     if (decode_map(root, al_cfg_top_keys, c, "", e) || resolve(c, root, e) ||
-        al_config_validate(c, root, e))
+        al_config_validate(c, root, e) || al_cfg_resolve_model(c, root, e))
         return -1;
-    return al_cfg_resolve_model(c, root, e);
+    /* the kernel every layer trains with (validated: a known name) */
+    int kernel = al_config_attn_kernel(c->train.attention_kernel, c->model.seq_len);
+    c->model.attn_kernel = kernel < 0 ? 0 : kernel;
+    return 0;
 }
 
 /* ------------------------------------------------------------ validation */
@@ -717,9 +720,6 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     al_cfg_find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;
-    /* the kernel every layer trains with (an unknown name: validation's) */
-    int kernel = al_config_attn_kernel(c->train.attention_kernel, m->seq_len);
-    m->attn_kernel = kernel < 0 ? 0 : kernel;
     return 0;
 }
 
