@@ -130,7 +130,7 @@ void al_config_attn_shape(const al_config *c, al_attn_shape *s);
  * "dense" are themselves, "auto" (and "") is dense below
  * AL_ATTN_FUSED_MIN_T tokens, where it is faster, and fused from there
  * (docs/long-context.md has the measurement). -1 for another name. */
-#define AL_ATTN_FUSED_MIN_T 512
+#define AL_ATTN_FUSED_MIN_T 8192
 int al_config_attn_kernel(const char *name, int seq_len);
 
 /* ---- per-layer attention (model.layer_attention) */
