@@ -11,9 +11,11 @@ layer but the first of each group of S attend over that layer's K/V, with
 no K/V projections of its own.
 
 Command line:
-  attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B]
+  attnlab_torch.py score CHECKPOINT FILE [--seq-len T] [--batch B] [--rope-scaling K:F]
       mean next-token cross-entropy over FILE's bytes, windows as in
       `attnlab score`; the last line is `loss=<nats per byte> tokens=<count>`.
+      Each layer's RoPE follows model.rope_scaling and rope_fraction (class
+      Rope); --rope-scaling overrides the scaling as attnlab score's does.
   attnlab_torch.py grads CHECKPOINT FILE GRADS [--tol 1e-4]
       recompute the loss and every gradient that `attnlab grads` wrote to
       GRADS (same windows) with autograd in float64 and compare them: one
@@ -95,16 +97,58 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope(x, base):
-    """Rotate-half RoPE over the last dim of x (..., T, d), positions 0..T-1:
-    element i pairs with i + d/2, angle pos * base^(-2i/d)."""
-    T, d = x.shape[-2], x.shape[-1]
-    half = d // 2
-    inv = base ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+class Rope:
+    """A layer's RoPE (docs/rope.md): rotate-half over the first
+    n = 2 * floor(fraction * d / 2) elements of the last dim (element i
+    pairs with i + n/2, GPT-NeoX's partial rotary), the rest passed through;
+    frequencies theta_i = base^(-2i/n) changed by model.rope_scaling:
+    linear theta_i / F; ntk base * F^(n/(n-2)); yarn (YaRN, Peng et al.
+    2023, eq. 17-19) (1 - g) theta_i / F + g theta_i with the ramp g of
+    r = T0 theta_i / (2 pi) between alpha 1 and beta 32, and the rotated
+    elements times sqrt(1/t) = 0.1 ln F + 1. The layer's fraction is its
+    layer_attention item's "rope_fraction", else the model's."""
+
+    def __init__(self, cfg, a):
+        self.base = cfg["rope_base"]
+        self.fraction = float(a.get("rope_fraction", cfg.get("rope_fraction", 1.0)))
+        sc = cfg.get("rope_scaling") or {}
+        self.kind = sc.get("kind", "none")
+        self.factor = float(sc.get("factor", 1.0))
+        self.T0 = int(sc.get("original_seq_len", 0)) or cfg["seq_len"]
+
+    def rotated(self, d):
+        if self.fraction >= 1:
+            return d - d % 2
+        return 2 * int(math.floor(self.fraction * d / 2 + 1e-9)) if self.fraction > 0 else 0
+
+    def inv_freq(self, n):
+        i = torch.arange(n // 2, dtype=torch.float64)
+        base, F_ = self.base, self.factor
+        if self.kind == "ntk" and n > 2:
+            base = base * F_ ** (n / (n - 2))
+        theta = base ** (-2.0 * i / n)
+        if self.kind == "linear":
+            return theta / F_
+        if self.kind == "yarn":
+            r = self.T0 * theta / (2 * math.pi)
+            g = ((r - 1.0) / (32.0 - 1.0)).clamp(0.0, 1.0)
+            return (1 - g) * theta / F_ + g * theta
+        return theta
+
+    def mscale(self):
+        return 0.1 * math.log(self.factor) + 1.0 if self.kind == "yarn" and self.factor > 1 else 1.0
+
+    def __call__(self, x):
+        """x (..., T, d) at positions 0..T-1."""
+        T, n = x.shape[-2], self.rotated(x.shape[-1])
+        if n == 0:
+            return x
+        half = n // 2
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * self.inv_freq(n)[None, :]
+        cos = (ang.cos() * self.mscale()).to(x.dtype)
+        sin = (ang.sin() * self.mscale()).to(x.dtype)
+        x1, x2, rest = x[..., :half], x[..., half:n], x[..., n:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
 
 def attend(q, k, v, scale, causal, visible=None):
@@ -145,11 +189,11 @@ class GQA(nn.Module):
     Cross-layer K/V sharing ("kv_share", CLA): a consumer layer has no wk,
     wv; its forward gets the (k, v) its group's first layer made (kv_out)."""
 
-    def __init__(self, cfg, groups, consumer=False):
+    def __init__(self, cfg, a, groups, consumer=False):
         super().__init__()
         D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
         self.H, self.G, self.dh = H, groups, dh
-        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.rope, self.causal = Rope(cfg, a), cfg["causal"]
         self.wq, self.wo = linear(D, H * dh), linear(H * dh, D)
         if not consumer:
             self.wk, self.wv = linear(D, groups * dh), linear(D, groups * dh)
@@ -158,7 +202,7 @@ class GQA(nn.Module):
         """RoPE'd keys and values, (B, G, T, dh) each."""
         B, T, _ = x.shape
         G, dh = self.G, self.dh
-        k = rope(self.wk(x).view(B, T, G, dh).transpose(1, 2), self.base)
+        k = self.rope(self.wk(x).view(B, T, G, dh).transpose(1, 2))
         return k, self.wv(x).view(B, T, G, dh).transpose(1, 2)
 
     def visible(self, T):
@@ -168,7 +212,7 @@ class GQA(nn.Module):
         B, T, _ = x.shape
         H, G, dh = self.H, self.G, self.dh
         self.kv_out = kv = self.kv(x) if kv is None else kv
-        q = rope(self.wq(x).view(B, T, H, dh).transpose(1, 2), self.base)
+        q = self.rope(self.wq(x).view(B, T, H, dh).transpose(1, 2))
         k = kv[0].repeat_interleave(H // G, dim=1)
         v = kv[1].repeat_interleave(H // G, dim=1)
         y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal, self.visible(T))
@@ -180,7 +224,7 @@ class Local(GQA):
     `window` positions plus the first `sinks` positions (StreamingLLM)."""
 
     def __init__(self, cfg, a, consumer=False):
-        super().__init__(cfg, int(a.get("n_kv_head", 0)) or cfg["n_head"], consumer)
+        super().__init__(cfg, a, int(a.get("n_kv_head", 0)) or cfg["n_head"], consumer)
         self.window, self.sinks = int(a["window"]), int(a.get("sinks", 0))
 
     def visible(self, T):
@@ -199,7 +243,7 @@ class MLA(nn.Module):
         D, H, dh, eps = cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["norm_eps"]
         dc, dr, dq = a["d_latent"], a["d_rope"], a.get("d_q_latent", 0)
         self.H, self.dh, self.dr, self.dq = H, dh, dr, dq
-        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.rope, self.causal = Rope(cfg, a), cfg["causal"]
         if dq:
             self.wdq, self.q_norm, self.wuq = linear(D, dq), RMSNorm(dq, eps), linear(dq, H * dh)
         else:
@@ -217,9 +261,9 @@ class MLA(nn.Module):
         else:
             q, qr = self.wq(x), self.wqr(x)
         q = q.view(B, T, H, dh).transpose(1, 2)
-        qr = rope(qr.view(B, T, H, dr).transpose(1, 2), self.base)
+        qr = self.rope(qr.view(B, T, H, dr).transpose(1, 2))
         c = self.kv_norm(self.wdkv(x))
-        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, dr)
+        kr = self.rope(self.wkr(x).unsqueeze(1))          # (B, 1, T, dr)
         kc = self.wuk(c).view(B, T, H, dh).transpose(1, 2)
         v = self.wuv(c).view(B, T, H, dh).transpose(1, 2)
         qf = torch.cat([q, qr], dim=-1)
@@ -239,7 +283,7 @@ class GTA(nn.Module):
         super().__init__()
         D, H, dh, G = cfg["d_model"], cfg["n_head"], cfg["d_head"], a["n_kv_head"]
         self.H, self.G, self.dh, self.r = H, G, dh, dh // 2
-        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.rope, self.causal = Rope(cfg, a), cfg["causal"]
         self.wq, self.wkv = linear(D, H * dh), linear(D, G * dh)
         self.wkr, self.wo = linear(D, dh // 2), linear(H * dh, D)
 
@@ -247,9 +291,9 @@ class GTA(nn.Module):
         B, T, _ = x.shape
         H, G, dh, r = self.H, self.G, self.dh, self.r
         q = self.wq(x).view(B, T, H, dh).transpose(1, 2)
-        q = torch.cat([q[..., :r], rope(q[..., r:], self.base)], dim=-1)
+        q = torch.cat([q[..., :r], self.rope(q[..., r:])], dim=-1)
         s = self.wkv(x).view(B, T, G, dh).transpose(1, 2)      # (B, G, T, dh)
-        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, r)
+        kr = self.rope(self.wkr(x).unsqueeze(1))          # (B, 1, T, r)
         k = torch.cat([s[..., :r], kr.expand(B, G, T, r)], dim=-1)
         k, v = k.repeat_interleave(H // G, dim=1), s.repeat_interleave(H // G, dim=1)
         y, self.probs = attend(q, k, v, 1.0 / math.sqrt(dh), self.causal)
@@ -270,7 +314,7 @@ class TPA(nn.Module):
         super().__init__()
         D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
         self.H, self.dh = H, dh
-        self.base, self.causal = cfg["rope_base"], cfg["causal"]
+        self.rope, self.causal = Rope(cfg, a), cfg["causal"]
         self.R = {n[-1]: int(a.get(n, d)) for n, d in self.RANKS.items()}
         for w in "qkv":
             setattr(self, "wa_" + w, linear(D, H * self.R[w]))
@@ -284,7 +328,7 @@ class TPA(nn.Module):
         A = getattr(self, "wa_" + w)(x).view(B, T, self.H, R)
         Bf = getattr(self, "wb_" + w)(x).view(B, T, R, self.dh).transpose(1, 2)
         if w != "v":
-            Bf = rope(Bf, self.base)                     # (B, R, T, dh)
+            Bf = self.rope(Bf)                     # (B, R, T, dh)
         return torch.einsum("bthr,brtd->bhtd", A, Bf) / R
 
     def forward(self, x):
@@ -309,7 +353,7 @@ class GLA(nn.Module):
         dc, dr, hc = a["d_latent"], a["d_rope"], a["n_latent_head"]
         dq = a.get("d_q_latent", 0)
         self.H, self.dh, self.dr, self.dq, self.dc, self.hc = H, dh, dr, dq, dc, hc
-        self.base, self.causal, self.eps = cfg["rope_base"], cfg["causal"], eps
+        self.rope, self.causal, self.eps = Rope(cfg, a), cfg["causal"], eps
         if dq:
             self.wdq, self.q_norm, self.wuq = linear(D, dq), RMSNorm(dq, eps), linear(dq, H * dh)
         else:
@@ -328,29 +372,152 @@ class GLA(nn.Module):
         else:
             q, qr = self.wq(x), self.wqr(x)
         q = q.view(B, T, H, dh).transpose(1, 2)
-        qr = rope(qr.view(B, T, H, dr).transpose(1, 2), self.base)
+        qr = self.rope(qr.view(B, T, H, dr).transpose(1, 2))
         c0 = self.wdkv(x).view(B, T, hc, dc)
         c = c0 * torch.rsqrt(c0.pow(2).mean(-1, keepdim=True) + self.eps)
         c = c * self.kv_norm.weight.view(hc, dc)
         ch = c.repeat_interleave(H // hc, dim=2)                   # (B, T, H, dc)
         kc = torch.einsum("bthc,hdc->bhtd", ch, self.wuk.weight.view(H, dh, dc))
         v = torch.einsum("bthc,hdc->bhtd", ch, self.wuv.weight.view(H, dh, dc))
-        kr = rope(self.wkr(x).unsqueeze(1), self.base)          # (B, 1, T, dr)
+        kr = self.rope(self.wkr(x).unsqueeze(1))          # (B, 1, T, dr)
         qf = torch.cat([q, qr], dim=-1)
         kf = torch.cat([kc, kr.expand(B, H, T, dr)], dim=-1)
         y, self.probs = attend(qf, kf, v, 1.0 / math.sqrt(dh + dr), self.causal)
         return self.wo(y.transpose(1, 2).reshape(B, T, H * dh))
 
 
+class Linear(nn.Module):
+    """linear (docs/state-layers.md): gated linear attention, a state layer,
+    written as its recurrence, token by token. Per head h:
+    q = wq_h x / sqrt(d_key), k = wk_h x, v = wv_h x,
+    a = exp(-softplus(w_decay_h . x + b_decay_h)),
+    S_t = a_t S_{t-1} + v_t k_t^T (S: d_head x d_key), o_t = S_t q_t,
+    out = wo [o of every head]. probs: the equivalent attention matrix,
+    q_i . k_j times the product of a over j < t <= i (j <= i), weights that
+    are not probabilities."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh = cfg["d_model"], cfg["n_head"], cfg["d_head"]
+        dk = int(a.get("d_key", 0)) or dh
+        self.H, self.dk, self.dh = H, dk, dh
+        self.wq, self.wk, self.wv = linear(D, H * dk), linear(D, H * dk), linear(D, H * dh)
+        self.w_decay, self.wo = linear(D, H), linear(H * dh, D)
+        self.b_decay = nn.Module()   # the checkpoint's "b_decay.weight", one per head
+        self.b_decay.weight = nn.Parameter(torch.zeros(H))
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dk, dh = self.H, self.dk, self.dh
+        q = self.wq(x).view(B, T, H, dk) / math.sqrt(dk)
+        k, v = self.wk(x).view(B, T, H, dk), self.wv(x).view(B, T, H, dh)
+        loga = -F.softplus(self.w_decay(x) + self.b_decay.weight)       # (B, T, H)
+        S, ys = x.new_zeros(B, H, dh, dk), []
+        for t in range(T):
+            S = loga[:, t].exp()[:, :, None, None] * S + v[:, t, :, :, None] * k[:, t, :, None, :]
+            ys.append(torch.einsum("bhrk,bhk->bhr", S, q[:, t]))
+        y = torch.stack(ys, dim=1)                                     # (B, T, H, dh)
+        L = loga.cumsum(dim=1).transpose(1, 2)                         # (B, H, T)
+        below = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        decay = torch.where(below, L[..., :, None] - L[..., None, :], -math.inf).exp()
+        self.probs = torch.einsum("bihk,bjhk->bhij", q, k) * decay
+        return self.wo(y.reshape(B, T, H * dh))
+
+
+class Tensor(nn.Module):
+    """One tensor the checkpoint names NAME.weight that is no linear map: a
+    convolution's filters, a bias."""
+
+    def __init__(self, *shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(*shape))
+
+
+class DeltaNet(nn.Module):
+    """Gated DeltaNet (Yang, Kautz, Hatamizadeh 2024, arXiv 2412.06464), in
+    its recurrent form, token by token (attnlab trains the chunkwise form;
+    this is the definition it must equal). Per head, dk = d_key (0: d_head):
+    q, k, v = silu(conv(wq x)), silu(conv(wk x)), silu(conv(wv x)), the conv
+    causal and depthwise of width `conv` (0: none), its filters stored as
+    their difference from the identity (conv_q[c, conv-1] + 1 weighs the
+    current input); q, k L2-normalised (eps 1e-6 under the root);
+    beta = sigmoid(wbeta x), a = exp(-softplus(wdecay x + decay_bias));
+    S = a S (I - beta k k^T) + beta v k^T, o = S q;
+    y = rmsnorm_head(o) * o_norm * silu(wgate x); out = wo y."""
+
+    def __init__(self, cfg, a):
+        super().__init__()
+        D, H, dh, eps = cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["norm_eps"]
+        dk, W = int(a.get("d_key", 0)) or dh, int(a.get("conv", 4))
+        self.H, self.dk, self.dh, self.W = H, dk, dh, W
+        self.wq, self.wk, self.wv = linear(D, H * dk), linear(D, H * dk), linear(D, H * dh)
+        if W:
+            self.conv_q, self.conv_k = Tensor(H * dk, W), Tensor(H * dk, W)
+            self.conv_v = Tensor(H * dh, W)
+        self.wbeta, self.wdecay, self.decay_bias = linear(D, H), linear(D, H), Tensor(H)
+        self.wgate, self.o_norm, self.wo = linear(D, H * dh), RMSNorm(dh, eps), linear(H * dh, D)
+
+    def conv(self, x, filt):
+        """x (B, T, C): out[t] = x[t] + sum_j filt[:, j] x[t - (W-1) + j]."""
+        if not self.W:
+            return x
+        W, C = self.W, x.shape[-1]
+        w = filt.weight.clone()
+        w[:, W - 1] += 1
+        y = F.conv1d(F.pad(x.transpose(1, 2), (W - 1, 0)), w.unsqueeze(1), groups=C)
+        return y.transpose(1, 2)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, dk, dh = self.H, self.dk, self.dh
+        convs = (self.conv_q, self.conv_k, self.conv_v) if self.W else (None,) * 3
+        q, k, v = (F.silu(self.conv(w(x), c)) for w, c in zip((self.wq, self.wk, self.wv), convs))
+        q, k, v = q.view(B, T, H, dk), k.view(B, T, H, dk), v.view(B, T, H, dh)
+        q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)
+        k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+        beta = torch.sigmoid(self.wbeta(x))                                  # (B, T, H)
+        a = torch.exp(-F.softplus(self.wdecay(x) + self.decay_bias.weight))
+        S = x.new_zeros(B, H, dh, dk)
+        outs = []
+        for t in range(T):
+            kt, bt, at = k[:, t], beta[:, t, :, None, None], a[:, t, :, None, None]
+            Sk = S @ kt.unsqueeze(-1)                                        # (B, H, dh, 1)
+            S = at * (S - bt * Sk @ kt.unsqueeze(-2)) + bt * v[:, t].unsqueeze(-1) @ kt.unsqueeze(-2)
+            outs.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))             # (B, H, dh)
+        o = torch.stack(outs, dim=1)                                         # (B, T, H, dh)
+        y = self.o_norm(o) * F.silu(self.wgate(x).view(B, T, H, dh))
+        self.saved = (q.detach(), k.detach(), beta.detach(), a.detach())
+        return self.wo(y.reshape(B, T, H * dh))
+
+    @property
+    def probs(self):
+        """The last forward's equivalent attention matrix (B, H, T, T): the
+        weight M[i, j] that output o_i gives value v_j, o_i = sum_j M[i, j] v_j,
+        found by running the same recurrence on one-hot values e_j."""
+        q, k, beta, a = self.saved
+        B, T, H, dk = q.shape
+        S = q.new_zeros(B, H, T, dk)
+        rows = []
+        for t in range(T):
+            kt, bt, at = k[:, t], beta[:, t, :, None, None], a[:, t, :, None, None]
+            e = q.new_zeros(B, H, T, 1)
+            e[:, :, t] = 1
+            S = at * (S - bt * (S @ kt.unsqueeze(-1)) @ kt.unsqueeze(-2)) + bt * e @ kt.unsqueeze(-2)
+            rows.append((S @ q[:, t].unsqueeze(-1)).squeeze(-1))
+        return torch.stack(rows, dim=2)
+
+
 VARIANTS = {
-    "mha": lambda cfg, a, consumer=False: GQA(cfg, cfg["n_head"], consumer),
-    "mqa": lambda cfg, a, consumer=False: GQA(cfg, 1, consumer),
-    "gqa": lambda cfg, a, consumer=False: GQA(cfg, a["n_kv_head"], consumer),
+    "mha": lambda cfg, a, consumer=False: GQA(cfg, a, cfg["n_head"], consumer),
+    "mqa": lambda cfg, a, consumer=False: GQA(cfg, a, 1, consumer),
+    "gqa": lambda cfg, a, consumer=False: GQA(cfg, a, a["n_kv_head"], consumer),
     "mla": MLA,
     "gta": GTA,
     "tpa": TPA,
     "gla": GLA,
     "local": Local,
+    "linear": Linear,
+    "deltanet": DeltaNet,
 }
 
 
@@ -437,12 +604,18 @@ class AttnlabModel(nn.Module):
         return [b.attn.probs for b in self.blocks]
 
 
-def load_model(path, dtype=torch.float64):
-    """The model in an attnlab checkpoint, and the file's metadata."""
+def load_model(path, dtype=torch.float64, rope_scaling=""):
+    """The model in an attnlab checkpoint, and the file's metadata;
+    rope_scaling "KIND:FACTOR" replaces the checkpoint's model.rope_scaling
+    from its seq_len, as `attnlab score --rope-scaling`."""
     tensors, meta = read_safetensors(path)
     if "attnlab.config" not in meta:
         raise ValueError(f"{path}: no attnlab.config in __metadata__")
     cfg = json.loads(meta["attnlab.config"])
+    if rope_scaling:
+        kind, _, factor = rope_scaling.partition(":")
+        cfg["rope_scaling"] = {"kind": kind, "factor": float(factor),
+                               "original_seq_len": cfg["seq_len"]}
     model = AttnlabModel(cfg).to(dtype)
     model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=True)
     return model, meta
@@ -465,7 +638,7 @@ def windows(path, T, vocab):
 
 
 def cmd_score(args):
-    model, _ = load_model(args.checkpoint)
+    model, _ = load_model(args.checkpoint, rope_scaling=args.rope_scaling)
     T = args.seq_len or model.cfg["seq_len"]
     x, y = windows(args.file, T, model.cfg["vocab_size"])
     total = 0.0
@@ -556,6 +729,7 @@ def parser():
     s.add_argument("file")
     s.add_argument("--seq-len", type=int, default=0)
     s.add_argument("--batch", type=int, default=16)
+    s.add_argument("--rope-scaling", default="", metavar="KIND:FACTOR")
     s.set_defaults(run=cmd_score)
     g = sub.add_parser("grads", help="compare `attnlab grads` output with autograd")
     g.add_argument("checkpoint")

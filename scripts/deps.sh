@@ -36,6 +36,10 @@ AL_MPI_PACKAGES=(openmpi-bin libopenmpi-dev)
 # no system configuration; on a systemd host the packages' own services may
 # start). The test skips with a message where they are missing.
 AL_SLURM_PACKAGES=(slurm-wlm munge)
+# Optional, tests: a real browser for the report page's test
+# (tests/browser/): headless Chromium driven through chromedriver by
+# Python's selenium. The test skips with a message where they are missing.
+AL_BROWSER_PACKAGES=(chromium chromium-driver python3-selenium)
 # Fuzzing only (scripts/fuzz): clang and its libFuzzer runtime. The test
 # suites replay the fuzz corpora with the ordinary compiler; finding new
 # inputs needs libFuzzer, which only clang has.

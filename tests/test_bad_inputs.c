@@ -200,7 +200,13 @@ static const bad_row rows[] = {
      "printf x >>libswa.so",
      "train --resume sp", "^sp/train_state\\.safetensors: cannot resume: plugin '/.*/libswa\\.so' changed since the run started", 0},
     {"checkpoint: resume with another config", NULL, "train good.yaml --resume part --set train.lr=0.5",
-     "^part/train_state\\.safetensors: cannot resume: 'train\\.lr' is .* in the saved run but 0\\.5 now", 0},
+     "^part/train_state\\.safetensors: cannot resume: 1 key differs from the saved run: 'train\\.lr' "
+     "saved .*, now 0\\.5$", 0},
+    {"checkpoint: resume with another precision and lr", NULL,
+     "train good.yaml --resume part --set train.lr=0.5 --set train.precision=bf16",
+     "^part/train_state\\.safetensors: cannot resume: 2 keys differ from the saved run: "
+     "'train\\.lr' saved 0\\.001, now 0\\.5; 'train\\.precision' saved f32 \\(the default\\), "
+     "now bf16$", 0},
     {"checkpoint: resume of a finished run", NULL, "train --resume run",
      "^run: nothing to resume: the run has done all 8 steps", 0},
 
@@ -362,14 +368,14 @@ static const bad_row rows[] = {
     {"number: a byte count past 2^64", NULL,
      "train good.yaml --out out --set train.max_memory=99999999999T",
      "^--set:1:18: error: 'train\\.max_memory' must be a byte count", 0},
-    {"number: d_model past what an MLP width can be", NULL,
+    {"number: d_model past what a checkpoint can hold", NULL,
      "kv good.yaml --set model.d_model=2147483646 --set model.d_head=2",
-     "'model\\.mlp_ratio' \\(4\\) times 'model\\.d_model' \\(2147483646\\) must give an MLP width "
-     "in \\[1, 2147483647\\], got 8589934584$", 0},
+     "^--set:1:15: error: 'model\\.d_model' \\(2147483646\\) must be at most 16384$", 0},
 
     /* ---- sizes whose memory cannot exist (issue 26) */
-    {"memory: n_layer of 10^8", NULL, "train good.yaml --out out --set model.n_layer=100000000",
-     "^good\\.yaml: 'model\\.n_layer' \\(100000000\\) x 'model\\.d_model' \\(16\\): 310400004112 "
+    {"memory: n_layer and d_model at their largest", NULL,
+     "train good.yaml --out out --set model.n_layer=16384 --set model.d_model=16384",
+     "^good\\.yaml: 'model\\.n_layer' \\(16384\\) x 'model\\.d_model' \\(16384\\): 52777099214848 "
      "parameters \\(weights, gradients, AdamW moments\\) need [0-9]+ bytes \\([0-9.]+ TiB\\), more "
      "than the [0-9]+ bytes .* of the machine's memory$", 0},
     {"memory: batch_size 2147483647", NULL,
@@ -389,15 +395,31 @@ static const bad_row rows[] = {
      "train good.yaml --out out --set train.max_memory=1k",
      "^good\\.yaml: 'model\\.n_layer' \\(1\\) x 'model\\.d_model' \\(16\\): 7216 parameters", 0},
     {"memory: a KV cache at --context past 64 bits", NULL,
-     "kv good.yaml --set model.n_layer=1000000000 --set model.d_model=4096 --set model.n_head=32 "
+     "kv good.yaml --set model.n_layer=16384 --set model.n_head=8192 --set model.d_head=8192 "
      "--context 1073741824",
      "^attnlab: kv: --context 1073741824: [0-9]+ KV-cache bytes per token times 1073741824 tokens "
      "overflow 18446744073709551615$", 0},
-    {"memory: parameters past what can be addressed", NULL,
+    {"number: n_layer past what a checkpoint can hold", NULL,
      "kv good.yaml --set model.n_layer=2147483647 --set model.d_model=32768 --set model.n_head=256",
-     "^attnlab: model: 'model\\.n_layer' \\(2147483647\\) blocks of 'model\\.d_model' \\(32768\\) "
-     "with an MLP of 131072 have more than [0-9]+ parameters \\(the limit: 16 bytes each must be "
-     "addressable\\)$", 0},
+     "^--set:1:15: error: 'model\\.n_layer' \\(2147483647\\) must be at most 16384$", 0},
+
+    /* ---- sizes computed from settings, in checked arithmetic (issue 40) */
+    {"size: a tensor past 2^31 elements names the keys (kv)", NULL,
+     "kv good.yaml --set model.n_head=16384 --set model.d_head=16384",
+     "^attnlab: model\\.attention: variant 'mha': 'model\\.d_model' \\(16\\), 'model\\.n_head' "
+     "\\(16384\\) and 'model\\.d_head' \\(16384\\) with the attention's settings make tensor "
+     "'wq' \\[268435456, 16\\], more than 2147483647 elements$", 0},
+    {"size: a tensor past 2^31 elements names the keys (train)", NULL,
+     "train good.yaml --out out --set model.n_head=16384 --set model.d_head=16384",
+     "^good\\.yaml: model\\.attention: variant 'mha': 'model\\.d_model' \\(16\\), "
+     "'model\\.n_head' \\(16384\\) and 'model\\.d_head' \\(16384\\) with", 0},
+    {"size: a window past what a checkpoint holds", NULL,
+     "train good.yaml --out out --set 'model.attention={variant: local, window: 100, sinks: 2147483647}'",
+     "^--set:1:[0-9]+: error: 'model\\.attention\\.sinks' \\(2147483647\\) must be in "
+     "\\[-16384, 16384\\]$", 0},
+    {"size: a quantization group past what a checkpoint holds", NULL,
+     "kv good.yaml --set model.kv_quant_group=2147483647 --set model.kv_dtype=int4",
+     "^--set:1:[0-9]+: error: 'model\\.kv_quant_group' \\(2147483647\\) must be at most 16777216$", 0},
 
     /* ---- plugins that lie (issue 26) */
     {"plugin: an entry point that is data", NULL,
@@ -614,7 +636,7 @@ END_TEST
 START_TEST(catalogue_covers_every_kind_of_input)
 {
     static const char *const kinds[] = {"yaml:", "cli:", "checkpoint:", "data:", "plugin:",
-                                        "results:", "rundir:", "file:", "number:", "memory:",
+                                        "results:", "rundir:", "file:", "number:", "memory:", "size:",
                                         NULL};
     int n = (int)(sizeof rows / sizeof rows[0]);
     ck_assert_int_ge(n, 100);

@@ -76,6 +76,13 @@ static void check_shape(const shape *s, al_rng *r, double *worst)
     al_sgemm_pool(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta, Cb, s->N);
     set_precision("f32");
     al_sgemm_pool(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta, Cf, s->N);
+    if (!al_bf16_worth(s->M, s->N, s->K)) {
+        /* below the size where bf16 pays, the product is f32's, bit for bit */
+        ck_assert_msg(!memcmp(Cb, Cf, nc * 4), "%dx%dx%d: a small product was not f32's",
+                      s->M, s->N, s->K);
+        free(A), free(B), free(C0), free(Cb), free(Cf);
+        return;
+    }
     int differ = 0;
     for (int i = 0; i < s->M; i++)
         for (int j = 0; j < s->N; j++) {
@@ -104,6 +111,7 @@ START_TEST(bf16_products_should_be_within_bf16_bound_of_f32)
     al_rng r;
     al_rng_seed(&r, 25);
     double worst = 0;
+    int small = 0;
     for (int threads = 1; threads <= 2; threads++) {
         al_parallel_set_threads(threads);
         for (int n = 0; n < 12; n++) {
@@ -113,11 +121,14 @@ START_TEST(bf16_products_should_be_within_bf16_bound_of_f32)
                        1 + (int)(al_rng_uniform(&r) * 400), n % 3 ? 1.0f : 0.125f,
                        n % 2 ? 1.0f : 0.0f};
             check_shape(&s, &r, &worst);
+            small += !al_bf16_worth(s.M, s.N, s.K);
         }
         /* one past the split threshold, so the pool's splits run too */
         shape big = {CblasNoTrans, CblasTrans, 301, 203, 97, 1.0f, 0.0f};
         check_shape(&big, &r, &worst);
     }
+    /* both sides of al_bf16_worth were drawn */
+    ck_assert_msg(small > 0 && small < 24, "%d of 24 shapes below the bf16 size", small);
     fprintf(stderr, "test_bf16: worst |bf16 - f32| / sum|a b| = %.2e (bound %.2e)\n", worst,
             2 * 0x1p-8 + 0x1p-16);
 }

@@ -53,7 +53,10 @@ START_TEST(every_built_in_variant_passes)
         snprintf(args, sizeof args, "check-variant --variant %s", al_variant_at(i)->name);
         expect_pass(args);
         ck_assert_int_eq(al_test_attnlab(args, &out), 0);
-        for (size_t k = 0; k < sizeof decoding / sizeof decoding[0]; k++)
+        /* probs.* assume a softmax: not run on weights (pictures.weights) */
+        size_t n = sizeof decoding / sizeof decoding[0] -
+                   2 * (al_variant_at(i)->pictures && al_variant_at(i)->pictures->weights);
+        for (size_t k = 0; k < n; k++)
             ck_assert_msg(passes(out, decoding[k]), "%s: %s", al_variant_at(i)->name, decoding[k]);
         free(out);
     }

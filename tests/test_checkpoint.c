@@ -324,9 +324,9 @@ START_TEST(checkpoint_config_is_read_by_the_key_rows)
                           "%s absent did not read as its default %s", k->key, k->def);
             al_model_free(&back);
         }
-        if (k->ckpt_hi <= 0) continue;
-        if (k->type == K_INT) snprintf(val, sizeof val, "%ld", (long)k->ckpt_hi + 1);
-        else snprintf(val, sizeof val, "%.17g", k->ckpt_hi * 2);
+        if (k->max <= 0) continue;
+        if (k->type == K_INT) snprintf(val, sizeof val, "%ld", (long)k->max + 1);
+        else snprintf(val, sizeof val, "%.17g", k->max * 2);
         write_mutated(path, &m, &(mut){.key = k->key, .value = val});
         snprintf(want, sizeof want, "'%s' must be", k->key);
         ck_assert_msg(al_checkpoint_load(path, &back, NULL, &e) != 0 && strstr(e.msg, want),
@@ -600,11 +600,17 @@ START_TEST(resume_refuses_a_different_config_or_inconsistent_files)
     al_train_result r;
     train_ok(&c, dir, 0, 8, &r, AL_TRAIN_STOPPED);
     d = c, d.train.steps = 30;
-    expect_resume_error(&d, dir, "'train.steps' is 24 in the saved run but 30 now");
+    expect_resume_error(&d, dir, "cannot resume: 1 key differs from the saved run: 'train.steps' saved 24, now 30");
     d = c, d.train.lr = 2e-2;
-    expect_resume_error(&d, dir, "'train.lr' is 0.01 in the saved run but 0.02 now");
+    expect_resume_error(&d, dir, "'train.lr' saved 0.01, now 0.02");
     d = c, d.model.attn_set[0] = 2;
-    expect_resume_error(&d, dir, "'model.attention.n_kv_head' is 1 in the saved run but 2 now");
+    expect_resume_error(&d, dir, "'model.attention.n_kv_head' saved 1, now 2");
+    /* every key that differs, precision too (written only when not f32) */
+    d = c, d.train.lr = 2e-2, d.train.steps = 30;
+    snprintf(d.train.precision, sizeof d.train.precision, "bf16");
+    expect_resume_error(&d, dir, "cannot resume: 3 keys differ from the saved run: 'train.steps' "
+                        "saved 24, now 30; 'train.lr' saved 0.01, now 0.02; 'train.precision' "
+                        "saved f32 (the default), now bf16");
     d = c, d.train.threads = 2;
     expect_resume_error(&d, dir, "'train.threads'");
     /* killed between the state and model.safetensors: the model file is

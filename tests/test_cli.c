@@ -58,7 +58,19 @@ START_TEST(kv_reports_params_and_cache_bytes)
     snprintf(want, sizeof want, "parameters: %zu\n", params_by_hand(4, 128, 4, 4, 32));
     ck_assert_msg(strstr(out, want), "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "f32=4096"));
+    ck_assert_msg(!strstr(out, "is a sweep"), "%s", out);
     free(out);
+    /* a sweep file: the base's figures, and the note that they are only its */
+    char *sw = al_test_write(dir, "s.yaml",
+                             "data: {path: /nonexistent}\n"
+                             "model: {n_layer: 4, d_model: 128, n_head: 4, d_head: 32}\n"
+                             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n");
+    snprintf(args, sizeof args, "kv %s", sw);
+    ck_assert_int_eq(al_test_attnlab(args, &out), 0);
+    ck_assert_msg(strstr(out, "is a sweep: these are its base configuration's figures") &&
+                  strstr(out, "--dry-run` lists every trial's cache") && strstr(out, "f32=4096"),
+                  "%s", out);
+    free(out), free(sw);
     free(cfg);
     free(dir);
 }
@@ -322,9 +334,11 @@ START_TEST(help_is_generated_from_the_table)
     for (const al_opt *o = toy_opts; o->kind != AL_OPT_END; o++) {
         char line[256], first[128];
         snprintf(first, sizeof first, "%.*s", (int)strcspn(o->help, "\n"), o->help);
-        if (o->flags & AL_OPT_IGNORED) {
+        if (o->flags & AL_OPT_IGNORED) {   /* not offered at all */
             ck_assert_msg(!strstr(text, first), "%s listed: %s", o->name, text);
-            snprintf(line, sizeof line, "accepted and ignored: %s\n", o->name);
+            snprintf(line, sizeof line, " %s", o->name);
+            ck_assert_msg(!strstr(text, line), "%s listed: %s", o->name, text);
+            continue;
         } else if (o->kind == AL_OPT_ARG || o->kind == AL_OPT_FLAG) {
             snprintf(line, sizeof line, "\n  %-19s %s\n", o->name, first);
         } else {
@@ -345,31 +359,31 @@ END_TEST
  * rely on): --help lists each, and an unknown option is exit 2, one line. */
 START_TEST(every_subcommand_lists_its_options_and_refuses_unknown_ones)
 {
-    static const struct { const char *cmd, *opts[16]; } c[] = {
+    static const struct { const char *cmd, *opts[16], *unused[5]; } c[] = {
         {"train", {"CONFIG.yaml", "--set", "--plugin", "--out", "--stop-after", "--init-from",
-                   "--resume", "--context"}},
-        {"kv", {"CONFIG.yaml", "--set", "--plugin", "--context", "--out"}},
-        {"keys", {"--plugin"}},
-        {"variants", {"--plugin"}},
+                   "--resume"}, {"--context"}},
+        {"kv", {"CONFIG.yaml", "--set", "--plugin", "--context"}, {"--out"}},
+        {"keys", {"--plugin"}, {NULL}},
+        {"variants", {"--plugin"}, {NULL}},
         {"score", {"CHECKPOINT", "FILE", "--seq-len", "--batch", "--threads", "--json",
-                   "--plugin"}},
+                   "--plugin"}, {NULL}},
         {"grads", {"CHECKPOINT", "FILE", "--out", "--seq-len", "--batch", "--threads",
-                   "--plugin"}},
+                   "--plugin"}, {NULL}},
         {"convert", {"CHECKPOINT", "--to", "--out", "--method", "--seed", "--config", "--data",
-                     "--sample-tokens", "--threads", "--set", "--plugin", "--context"}},
+                     "--sample-tokens", "--threads", "--set", "--plugin"}, {"--context"}},
         {"generate", {"CHECKPOINT", "--prompt", "--prompt-file", "--prompts-file", "--batch",
                       "--out", "--tokens", "--temperature", "--top-k", "--seed", "--context",
-                      "--kv-dtype", "--threads", "--stats", "--plugin"}},
+                      "--kv-dtype", "--threads", "--stats", "--plugin"}, {NULL}},
         {"attention", {"CHECKPOINT", "--prompt", "--file", "--offset", "--len", "--out",
                        "--layers", "--heads", "--log-scale", "--alphabet", "--threads",
-                       "--plugin"}},
+                       "--plugin"}, {NULL}},
         {"bench-decode", {"CONFIG.yaml", "--set", "--variants", "--contexts", "--tokens",
                           "--kv-dtype", "--batch", "--threads", "--out", "--plugin",
-                          "--context"}},
+                          "--repeats"}, {"--context"}},
         {"sweep", {"FILE", "--jobs", "--threads-per-job", "--out", "--dry-run", "--set",
-                   "--plugin", "--executor", "--slurm-arg", "--no-wait", "--context"}},
-        {"trial", {"FILE", "--index", "--out", "--threads", "--set", "--plugin", "--context"}},
-        {"report", {"DIR", "--set", "--plugin", "--out", "--context"}},
+                   "--plugin", "--executor", "--slurm-arg", "--no-wait"}, {"--context"}},
+        {"trial", {"FILE", "--index", "--out", "--threads", "--set", "--plugin"}, {"--context"}},
+        {"report", {"DIR"}, {"--set", "--plugin", "--out", "--context"}},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         char args[128], want[128], *out;
@@ -379,10 +393,21 @@ START_TEST(every_subcommand_lists_its_options_and_refuses_unknown_ones)
         ck_assert_msg(!strncmp(out, want, strlen(want)), "%s", out);
         for (int k = 0; c[i].opts[k]; k++) {
             snprintf(want, sizeof want, c[i].opts[k][0] == '-' ? " %s " : "  %s ", c[i].opts[k]);
-            char nl[128];   /* or last on the "accepted and ignored" line */
-            snprintf(nl, sizeof nl, " %s\n", c[i].opts[k]);
-            ck_assert_msg(strstr(out, want) || strstr(out, nl), "%s: no %s in:\n%s", c[i].cmd,
-                          c[i].opts[k], out);
+            ck_assert_msg(strstr(out, want), "%s: no %s in:\n%s", c[i].cmd, c[i].opts[k], out);
+        }
+        /* an option the command has no use for is neither offered nor
+         * silently taken: one line naming it and the command, exit 2 */
+        for (int k = 0; c[i].unused[k]; k++) {
+            snprintf(want, sizeof want, " %s ", c[i].unused[k]);
+            ck_assert_msg(!strstr(out, want), "%s offers %s:\n%s", c[i].cmd, c[i].unused[k],
+                          out);
+            char *o2;
+            snprintf(args, sizeof args, "%s %s 1", c[i].cmd, c[i].unused[k]);
+            ck_assert_int_eq(al_test_attnlab(args, &o2), 2);
+            snprintf(want, sizeof want, "attnlab: %s: %s does not apply to %s (see 'attnlab %s "
+                     "--help')\n", c[i].cmd, c[i].unused[k], c[i].cmd, c[i].cmd);
+            ck_assert_str_eq(o2, want);
+            free(o2);
         }
         free(out);
         snprintf(args, sizeof args, "%s --no-such-option", c[i].cmd);

@@ -104,6 +104,9 @@ START_TEST(score_equals_an_independent_window_by_window_computation)
     double loss = parse_score(out, &tokens), ref = reference_score(&f, 8, &ref_tokens);
     ck_assert_int_eq(tokens, 992);
     ck_assert_int_eq(tokens, ref_tokens);
+    /* the 7 bytes past the last window are said, not dropped silently */
+    ck_assert_msg(strstr(out, " left_out=7\n") &&
+                  strstr(out, "score: the last 7 byte(s) of "), "%s", out);
     ck_assert_msg(fabs(loss - ref) < 1e-5 * ref, "score %.7f, reference %.7f", loss, ref);
     ck_assert_msg(fabs(ref - log(256.0)) > 0.05, "an untrained-looking model tests little");
     free(out);
@@ -137,6 +140,7 @@ START_TEST(score_json_carries_the_same_figures)
     ck_assert_msg(j != NULL, "%s: %s", je.text, out);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "tokens")), tokens);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "windows")), 62);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "left_out")), 499 - 62 * 8);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "seq_len")), 8);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "step")), 42);
     ck_assert_str_eq(json_string_value(json_object_get(j, "variant")), "mla");

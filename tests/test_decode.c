@@ -213,9 +213,15 @@ static void check_sensitivity(const al_variant *v, int opt)
     ck_assert_int_eq(al_decoder_prefill(&d, tok, 5, &e), 0);
     float row[512];
     ck_assert_uint_le(al_kv_cache_elems(d.cache[0]), 512);
-    int r4 = row_of(&m.cfg, 4), r1 = r4 == 1 ? 0 : 1;
-    al_kv_row_get(d.cache[0], r1, row);
-    al_kv_row_put(d.cache[0], r4, row);   /* position 4 now holds another's row */
+    if (v->decode->storage == AL_KV_STATE) {   /* a state: one row, perturbed */
+        al_kv_row_get(d.cache[0], 0, row);
+        for (size_t i = 0; i < al_kv_cache_elems(d.cache[0]); i++) row[i] = 2 * row[i] + 1;
+        al_kv_row_put(d.cache[0], 0, row);
+    } else {
+        int r4 = row_of(&m.cfg, 4), r1 = r4 == 1 ? 0 : 1;
+        al_kv_row_get(d.cache[0], r1, row);
+        al_kv_row_put(d.cache[0], r4, row);   /* position 4 now holds another's row */
+    }
     double diff = max_abs_diff(al_decoder_step(&d, tok[5]), full + 5 * VOCAB, VOCAB, NULL);
     ck_assert_msg(diff > 1e-3, "%s opt=%d: a corrupted cache went unnoticed (%g)", v->name,
                   opt, diff);
@@ -292,16 +298,18 @@ static void check_bytes(const al_variant *v, int opt)
     make_model(&m, v, opt, 29);
     size_t hand = elems_by_hand(&m.cfg);
     if (!hand) hand = v->decode->kv_elems(m.layers[0].ctx);   /* a plugin: at least the allocator is checked */
+    int state = v->decode->storage == AL_KV_STATE;   /* one f32 row at any context */
     for (int dt = 0; dt < AL_KV_NDTYPES; dt++) {
-        size_t live0 = al_kv_bytes_live(), want = hand * m.cfg.n_layer * al_kv_dtype_size(dt);
+        size_t live0 = al_kv_bytes_live();
+        size_t want = hand * m.cfg.n_layer * al_kv_dtype_size(state ? AL_KV_F32 : dt);
         al_decoder d;
         al_err e;
-        size_t rows = rows_by_hand(&m.cfg, 37);
+        size_t rows = state ? 1 : rows_by_hand(&m.cfg, 37);
         ck_assert_int_eq(al_decoder_init(&d, &m, 37, dt, &e), 0);
         ck_assert_uint_eq(al_kv_bytes_live() - live0, rows * want);
         ck_assert_uint_eq(al_decoder_cache_bytes(&d), rows * want);
         ck_assert_uint_eq(al_model_kv_bytes_at(&m.cfg, dt, 37), rows * want);
-        ck_assert_uint_eq(al_kv_bytes_per_token(&m.cfg, dt), want);
+        ck_assert_uint_eq(al_kv_bytes_per_token(&m.cfg, dt), state ? 0 : want);
         al_decoder_free(&d);
         ck_assert_uint_eq(al_kv_bytes_live(), live0);
     }
@@ -435,7 +443,7 @@ static void check_mla_absorbed(int dq, int dtype)
 {
     const al_variant *v = al_variant_find("mla");
     ck_assert_ptr_nonnull(v);
-    al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}, 0};
+    al_attn_shape s = {16, 4, 4, SEQ, 1, 10000.0f, 1e-5f, {8, 4, dq}, .rope = {.base = 0}};
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
     void *ctx = al_test_ctx(v, &s);
     int np = v->train->params(ctx, spec), n = 20, D = 16;

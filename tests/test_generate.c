@@ -6,8 +6,10 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "al_csv.h"
 #include "al_decode.h"
 #include "al_optim.h"
 #include "al_registry.h"
@@ -199,8 +201,8 @@ START_TEST(bench_decode_writes_a_table_and_csv)
                               "model: {n_layer: 2, d_model: 32, n_head: 4, d_head: 8}\n");
     char args[4400], *out, path[4200];
     snprintf(args, sizeof args, "bench-decode %s --contexts 16,40 --tokens 4 --kv-dtype bf16 "
-             "--variants 'mqa; gqa n_kv_head=2; mla d_latent=8 d_rope=4' --out %s/b/d.csv",
-             cfg, dir);
+             "--variants 'mqa; gqa n_kv_head=2; mla d_latent=8 d_rope=4' --out %s/b/d.csv "
+             "--read-mib 8", cfg, dir);
     ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     ck_assert_msg(strstr(out, "tokens_per_s"), "%s", out);
     free(out);
@@ -215,21 +217,37 @@ START_TEST(bench_decode_writes_a_table_and_csv)
      * (29856 parameters); gqa wk, wv 16*32 (30880); mla wq, wo 32*32, wqr
      * 16*32, wdkv 8*32, kv_norm 8, wkr 4*32, wuk, wuv 32*8 (31664). */
     static const char *const want[] = {
-        "\"mqa\",16,bf16,4,", ",64,1024,119424,1,1\n", "\"mqa\",40,bf16,4,", ",64,2560,119424,1,1\n",
-        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048,123520,1,1\n", "\"gqa n_kv_head=2\",40,",
-        ",128,5120,123520,1,1\n", "\"mla d_latent=8 d_rope=4\",16,", ",48,768,126656,1,1\n",
-        "\"mla d_latent=8 d_rope=4\",40,", ",48,1920,126656,1,1\n",
+        "\"mqa\",16,bf16,4,", ",64,1024,119424,1,1,", "\"mqa\",40,bf16,4,", ",64,2560,119424,1,1,",
+        "\"gqa n_kv_head=2\",16,bf16,4,", ",128,2048,123520,1,1,", "\"gqa n_kv_head=2\",40,",
+        ",128,5120,123520,1,1,", "\"mla d_latent=8 d_rope=4\",16,", ",48,768,126656,1,1,",
+        "\"mla d_latent=8 d_rope=4\",40,", ",48,1920,126656,1,1,",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(csv, want[i]), "'%s' not in\n%s", want[i], csv);
     free(csv);
+    /* the bound: a step at context C reads C cached rows and every weight
+     * once (batch 1); bound = bandwidth / those bytes; the fraction is the
+     * measured speed over it */
+    al_csv t;
+    ck_assert_msg(al_csv_read(path, &t, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(t.n_rows, 6);
+    for (int r = 0; r < t.n_rows; r++) {
+        double C = atof(al_csv_cell(&t, r, "context")), kv = atof(al_csv_cell(&t, r, "kv_bytes_per_token"));
+        double w = atof(al_csv_cell(&t, r, "weight_bytes")), read = atof(al_csv_cell(&t, r, "decode_bytes_per_token"));
+        double bw = atof(al_csv_cell(&t, r, "read_bandwidth")), bound = atof(al_csv_cell(&t, r, "bound_tokens_per_s"));
+        double tps = atof(al_csv_cell(&t, r, "tokens_per_s")), frac = atof(al_csv_cell(&t, r, "bound_fraction"));
+        ck_assert_msg(read == C * kv + w, "row %d: read %.0f, want %.0f", r, read, C * kv + w);
+        ck_assert_msg(bw > 1e8 && fabs(bound - bw / read) <= 0.05 + 1e-9 * bound, "row %d: %g %g", r, bound, bw / read);
+        ck_assert_msg(fabs(frac - tps / bound) <= 1e-4 + 1e-3 * frac, "row %d: %g vs %g", r, frac, tps / bound);
+    }
+    al_csv_free(&t);
     /* a batch: each sequence holds its own cache, the row reports one */
     snprintf(args, sizeof args, "bench-decode %s --contexts 40 --tokens 4 --kv-dtype bf16 "
-             "--variants mqa --batch 3 --threads 2 --out %s/b/d.csv", cfg, dir);
+             "--variants mqa --batch 3 --threads 2 --out %s/b/d.csv --read-mib 8", cfg, dir);
     ck_assert_int_eq(al_test_attnlab(args, &out), 0);
     free(out);
     ck_assert_int_eq(al_read_file(path, &csv, &n, &e), 0);
-    ck_assert_msg(strstr(csv, ",64,2560,119424,3,2\n"), "%s", csv);
+    ck_assert_msg(strstr(csv, ",64,2560,119424,3,2,"), "%s", csv);
     free(csv);
     snprintf(args, sizeof args, "bench-decode %s --contexts 16,x", cfg);
     ck_assert_int_eq(al_test_attnlab(args, &out), 2);

@@ -41,7 +41,7 @@ static const al_variant *gla(void)
 /* settings in gla's order: d_latent, d_rope, n_latent_head, d_q_latent */
 static al_attn_shape shape(int dc, int dr, int hc, int dq)
 {
-    return (al_attn_shape){D, H, DH, SEQ, 1, 10000.0f, 1e-5f, {dc, dr, hc, dq}, 0};
+    return (al_attn_shape){D, H, DH, SEQ, 1, 10000.0f, 1e-5f, {dc, dr, hc, dq}, .rope = {.base = 0}};
 }
 
 /* ------------------------------------------------------------ absorbed decode */

@@ -38,7 +38,7 @@ static void layer_init(layer *l, uint64_t seed)
 {
     l->v = al_variant_find("gta");
     ck_assert_ptr_nonnull(l->v);
-    l->s = (al_attn_shape){D, H, DH, 64, 1, (float)BASE, 1e-5f, {G}, 0};
+    l->s = (al_attn_shape){D, H, DH, 64, 1, (float)BASE, 1e-5f, {G}, .rope = {.base = 0}};
     char err[256];
     ck_assert_int_eq(al_variant_check(l->v, &l->s, err, sizeof err), 0);
     l->np = l->v->train->params(lc(l), l->spec);
@@ -131,7 +131,7 @@ START_TEST(gta_settings_are_refused_with_the_key_named)
 {
     const al_variant *v = al_variant_find("gta");
     ck_assert_ptr_nonnull(v);
-    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {3}, 0};
+    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {3}, .rope = {.base = 0}};
     char err[256];
     ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8)");
@@ -152,7 +152,7 @@ END_TEST
 
 START_TEST(gta_tensors_and_cache_row_follow_the_paper)
 {
-    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}, 0};
+    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}, .rope = {.base = 0}};
     const al_variant *v = al_variant_find("gta");
     al_param_spec sp[AL_MAX_ATTN_PARAMS];
     ck_assert_int_eq(v->train->params(al_test_ctx_of(v, &s), sp), 4);

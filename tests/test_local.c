@@ -38,7 +38,7 @@ static void layer_init(layer *l, int window, int G, int sinks, int causal)
 {
     const al_variant *v = al_variant_find("local");
     ck_assert_ptr_nonnull(v);
-    al_attn_shape s = {D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}, 0};
+    al_attn_shape s = {D, H, DH, NT, causal, 10000.0f, 1e-5f, {window, G, sinks}, .rope = {.base = 0}};
     char err[256];
     ck_assert_msg(al_variant_check(v, &s, err, sizeof err) == 0, "%s", err);
     al_check_layer_init(l, v, &s, NB, NT, 7);
@@ -171,7 +171,7 @@ END_TEST
 START_TEST(local_check_refuses_bad_settings_naming_them)
 {
     const al_variant *v = al_variant_find("local");
-    al_attn_shape s = {D, 8, DH, NT, 1, 10000.0f, 1e-5f, {0, 0, 0}, 0};
+    al_attn_shape s = {D, 8, DH, NT, 1, 10000.0f, 1e-5f, {0, 0, 0}, .rope = {.base = 0}};
     char err[256];
     ck_assert_int_ne(al_variant_check(v, &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'window' (0) must be at least 1");
@@ -344,7 +344,7 @@ START_TEST(version_3_tables_register_without_kv_rows_and_keep_a_row_per_token)
     const al_variant *got = al_variant_find("local_v3");
     ck_assert_ptr_nonnull(got);
     ck_assert_ptr_nonnull(got->decode->decode_batch);   /* a version-3 member, kept */
-    al_attn_shape s = {D, H, DH, NT, 1, 10000.0f, 1e-5f, {5, 0, 3}, 0};
+    al_attn_shape s = {D, H, DH, NT, 1, 10000.0f, 1e-5f, {5, 0, 3}, .rope = {.base = 0}};
     ck_assert_int_eq(al_attn_kv_rows(got, al_test_ctx_of(got, &s), 40), 40);
     const al_variant *local = al_variant_find("local"), *mha = al_variant_find("mha");
     ck_assert_int_eq(al_attn_kv_rows(local, al_test_ctx_of(local, &s), 40), 8);

@@ -126,7 +126,7 @@ START_TEST(backward_writes_every_gradient_whatever_the_buffers_held)
     adder_train.backward = adder_backward;
     adder.train = &adder_train;
     al_param_spec spec[AL_MAX_ATTN_PARAMS];
-    al_attn_shape s = {ADDER_D, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}, 0};
+    al_attn_shape s = {ADDER_D, 4, 4, 6, 1, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     char err[8];
     void *ctx = al_variant_init(&adder, &s, err, sizeof err);
     ck_assert_int_eq(adder.train->params(ctx, spec), 4);
@@ -198,10 +198,13 @@ START_TEST(causal_model_ignores_future_tokens)
 }
 END_TEST
 
+/* (A state layer, AL_KV_STATE, is causal by construction: the ablation
+ * leaves it causal, docs/state-layers.md.) */
 START_TEST(non_causal_model_sees_future_tokens)
 {
     for (int i = 0; i < al_variant_count(); i++)
-        ck_assert_double_gt(max_change_before(al_variant_at(i), 0, 3), 1e-4);
+        if (al_variant_at(i)->decode->storage != AL_KV_STATE)
+            ck_assert_double_gt(max_change_before(al_variant_at(i), 0, 3), 1e-4);
 }
 END_TEST
 

@@ -91,7 +91,7 @@ typedef struct swa_run {
 static void swa_run_init(swa_run *r, const al_variant *v, int window, int causal)
 {
     memset(r, 0, sizeof *r);
-    r->s = (al_attn_shape){16, 4, 4, 7, causal, 10000.0f, 1e-5f, {window}, 0};
+    r->s = (al_attn_shape){16, 4, 4, 7, causal, 10000.0f, 1e-5f, {window}, .rope = {.base = 0}};
     r->B = 2;
     r->T = 7;
     r->v = v;

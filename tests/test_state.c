@@ -135,7 +135,7 @@ END_TEST
 START_TEST(a_state_is_one_row_of_its_floats_at_any_context)
 {
     const al_variant *v = register_runsum();
-    al_attn_shape s = {16, 2, 8, 8, 1, 10000.0f, 1e-5f, {0}, 0};
+    al_attn_shape s = {16, 2, 8, 8, 1, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     const void *ctx = al_test_ctx_of(v, &s);
     for (int n = 1; n <= 1000; n *= 10) ck_assert_int_eq(v->decode->kv_rows(ctx, n), 1);
     ck_assert_uint_ge(v->decode->kv_key_elems(ctx), 16);

@@ -578,11 +578,17 @@ START_TEST(sweep_resume_skips_finished_trials)
     ck_assert_msg(strstr(s1, "\nmqa_seed1,mqa,mqa,,,0,mqa,,,,true,1,") &&
                   strstr(s1, "\nmla-latent8-rope4_seed1,mla-latent8-rope4,mla-latent8-rope4,,,0,"
                              "mla,8,4,0,true,1,"), "%s", s1);
-    /* where each trial ran: the CPU model, OpenBLAS core and threads, last */
+    /* where each trial ran: the CPU model, OpenBLAS core and threads, then
+     * the cost columns (docs/costs.md), then the sweep.scaling columns,
+     * blank without it */
     char cpu[128], where[300];
     al_cpu_model(cpu, sizeof cpu);
-    snprintf(where, sizeof where, ",%s,%s,1\n", cpu, al_blas_core());
-    ck_assert_msg(strstr(s1, ",init_val_loss,cpu_model,blas_core,threads\n") &&
+    snprintf(where, sizeof where, ",%s,%s,1,", cpu, al_blas_core());
+    ck_assert_msg(strstr(s1, ",init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
+                             "train_flops,decode_flops_per_token,decode_bytes_per_token,"
+                             "arithmetic_intensity,decode_context,decode_batch,"
+                             "decode_tokens_per_s,scaling_size,scaling_flops\n") &&
+                  strstr(s1, ",,\n") &&
                   strstr(strstr(s1, "\nmqa_seed1,"), where), "%s", s1);
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r);
     struct stat st1, st2;

@@ -9,8 +9,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "al_csv.h"
 #include "al_sweep_spec.h"
@@ -277,6 +279,68 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
 }
 END_TEST
 
+/* eval.decode alone: each checkpoint's decode timed at every (context,
+ * batch) into <trial>/eval/decode.csv, with the cache bytes of one
+ * sequence as the formula gives them (K and V rows, f32); nothing scored;
+ * summary.csv carries the report context's batch-1 figure and report.md
+ * the table; a second run times nothing again. */
+START_TEST(eval_decode_times_each_checkpoint_at_every_context_and_batch)
+{
+    char *dir = al_test_tmpdir(), *out, r[4200], path[4400];
+    char *exp = write_exp(dir, "eval: {decode: {contexts: [16, 40], batch: [1, 3], tokens: 8,\n"
+                               "                repeats: 3}}\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_msg(strstr(out, "eval: 8 result(s) computed over 2 ok trial(s)"), "%s", out);
+    free(out);
+    const char *trials[] = {"mha_seed1", "mqa_seed1"};
+    const int row_bytes[] = {2 * 16 * 4, 2 * 8 * 4};   /* K and V: 2 heads of 8, or 1 */
+    for (int k = 0; k < 2; k++) {
+        al_csv t;
+        snprintf(path, sizeof path, "%s/%s/eval/decode.csv", r, trials[k]);
+        read_csv(path, &t);
+        ck_assert_int_eq(t.n_rows, 4);
+        for (int i = 0; i < 4; i++) {
+            int C = atoi(al_csv_cell(&t, i, "context"));
+            ck_assert_msg(num(&t, i, "cache_bytes") == (double)C * row_bytes[k], "%s: %s at %d",
+                          trials[k], al_csv_cell(&t, i, "cache_bytes"), C);
+            double lo = num(&t, i, "tokens_per_s_min"), mid = num(&t, i, "tokens_per_s"),
+                   hi = num(&t, i, "tokens_per_s_max");
+            ck_assert_msg(lo > 0 && lo <= mid && mid <= hi, "%g %g %g", lo, mid, hi);
+            ck_assert_str_eq(al_csv_cell(&t, i, "repeats"), "3");
+        }
+        ck_assert_int_ge(find_row(&t, "context", "40", "batch", "3"), 0);
+        /* the summary: context 16 (the report context, seq_len) at batch 1 */
+        al_csv sm;
+        snprintf(path, sizeof path, "%s/summary.csv", r);
+        read_csv(path, &sm);
+        int sr = find_row(&sm, "trial", trials[k], "status", "ok");
+        ck_assert_str_eq(al_csv_cell(&sm, sr, "decode_context"), "16");
+        ck_assert_str_eq(al_csv_cell(&sm, sr, "decode_batch"), "1");
+        ck_assert_str_eq(al_csv_cell(&sm, sr, "decode_tokens_per_s"),
+                         al_csv_cell(&t, find_row(&t, "context", "16", "batch", "1"),
+                                     "tokens_per_s"));
+        al_csv_free(&sm), al_csv_free(&t);
+        snprintf(path, sizeof path, "%s/%s/eval.csv", r, trials[k]);
+        ck_assert_msg(access(path, F_OK) != 0, "decode alone scored %s", trials[k]);
+    }
+    char *md = NULL;
+    size_t n;
+    al_err e;
+    snprintf(path, sizeof path, "%s/report.md", r);
+    ck_assert(al_read_file(path, &md, &n, &e) == 0);
+    ck_assert_msg(strstr(md, "## Measured decode speed") && strstr(md, "\n| mqa | 40 | 3 | "),
+                  "%s", md);
+    free(md);
+    snprintf(path, sizeof path, "%s/mha_seed1/eval/decode.csv", r);
+    long before = mtime_ns(path);
+    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_msg(!strstr(out, "eval:"), "timed again: %s", out);
+    ck_assert_int_eq(mtime_ns(path), before);
+    free(out), free(exp), free(dir);
+}
+END_TEST
+
 typedef struct bad_case {
     const char *tail, *want;
 } bad_case;
@@ -286,7 +350,7 @@ static const bad_case bad[] = {
                                          "bf16, f16, int8, int4"},
     {"eval: {kv_dtype: [f32]}\n", "6:8: error: unknown key 'eval.kv_dtype' (known: kv_dtypes, "
                                   "contexts, by_position, buckets, tokens, passkey_lengths, "
-                                  "passkey_depths, passkey_examples)"},
+                                  "passkey_depths, passkey_examples, decode)"},
     {"eval: {contexts: [16, 16]}\n", "6:23: error: 'eval.contexts': 16 is listed twice"},
     {"eval: {contexts: [64], tokens: 32}\n", "6:7: error: 'eval.tokens' (32) must be at least "
                                               "every context (64)"},
@@ -295,7 +359,16 @@ static const bad_case bad[] = {
     {"eval: {passkey_depths: [0, 1]}\n", "6:28: error: 'eval.passkey_depths[1]' must be a "
                                           "number in [0, 1)"},
     {"eval: [f32]\n", "6:7: error: 'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                      "buckets, tokens, passkey_*)"},
+                      "buckets, tokens, passkey_*, decode)"},
+    {"eval: {decode: {contexts: [64], batchs: 2}}\n",
+     "6:33: error: unknown key 'eval.decode.batchs' (known: contexts, batch, tokens, repeats)"},
+    {"eval: {decode: {contexts: [64], tokens: 63}}\n",
+     "6:16: error: 'eval.decode.contexts' (64) must exceed 'eval.decode.tokens' (63) + 1: the "
+     "timed steps decode after the filled cache"},
+    {"eval: {decode: {batch: 2}}\n", "6:16: error: 'eval.decode' needs 'contexts' (the context "
+                                     "lengths to time decode at)"},
+    {"eval: {decode: {contexts: [64], batch: [1, 0]}}\n",
+     "6:44: error: 'eval.decode.batch' must be an integer in [1, 4096], got '0'"},
 };
 
 START_TEST(bad_eval_keys_name_file_line_and_column)
@@ -318,6 +391,7 @@ Suite *sweep_eval_suite(void)
     tcase_add_test(tc, eval_added_to_a_finished_sweep_scores_its_checkpoints_as_score_does);
     tcase_add_test(tc, an_evaluation_cut_short_resumes_with_the_missing_rows);
     tcase_add_test(tc, passkey_trials_are_evaluated_on_the_passkey_grid);
+    tcase_add_test(tc, eval_decode_times_each_checkpoint_at_every_context_and_batch);
     tcase_add_loop_test(tc, bad_eval_keys_name_file_line_and_column, 0,
                         (int)(sizeof bad / sizeof bad[0]));
     suite_add_tcase(s, tc);

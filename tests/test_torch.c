@@ -7,9 +7,11 @@
  * every optional setting a variant has (mla with d_q_latent); and
  * `attnlab attention`'s probabilities equal the script's to 1e-5 for the
  * same variants (weights scaled up so the maps are far from uniform) and
- * for mha without the causal mask; the same for two model.layer_attention
- * stacks, [gqa n_kv_head 2, mha] and [mla, mqa] (the script reads each
- * layer's attention from the checkpoint). Skipped, with
+ * for mha without the causal mask; the same for four model.layer_attention
+ * stacks, [gqa n_kv_head 2, mha], [mla, mqa] and the hybrids [linear, linear,
+ * linear, mha] and [deltanet, deltanet, deltanet, mha] (the script reads each
+ * layer's attention from the checkpoint; a state layer's maps are its
+ * equivalent attention matrix). Skipped, with
  * a message, where torch is absent (AL_TORCH_PYTHON names another interpreter).
  *
  * torch takes seconds to import, so one unchecked fixture prepares every
@@ -34,7 +36,8 @@
 typedef struct pcase {
     char name[64];
     const al_variant *v;
-    const char *stack[2];   /* a two-item model.layer_attention, or NULL */
+    const char *stack[4];   /* a model.layer_attention of n_stack items, or NULL */
+    int n_stack;            /* 2, or 4 for a 4-layer stack (n_layer = n_stack) */
     char trained[4200], init[4200], grads[4200], peaked[4200], maps[4200];
     double score;       /* attnlab score of the trained checkpoint */
     long tokens;
@@ -69,8 +72,9 @@ static al_model_config case_config(const pcase *c)
 {
     al_model_config mc;
     if (c->stack[0]) {
-        const al_variant *vs[2] = {al_variant_find(c->stack[0]), al_variant_find(c->stack[1])};
-        al_test_stack_config(&mc, vs, 2, 2, 16, 4, 4, 8, 256);
+        const al_variant *vs[4];
+        for (int i = 0; i < c->n_stack; i++) vs[i] = al_variant_find(c->stack[i]);
+        al_test_stack_config(&mc, vs, c->n_stack, c->n_stack, 16, 4, 4, 8, 256);
         return mc;
     }
     al_test_tiny_config(&mc, c->v, 2, 16, 4, 4, 8, 256);
@@ -103,13 +107,21 @@ static void list_cases(void)
             P.n++;
         }
     }
-    static const char *const stacks[][2] = {{"gqa", "mha"}, {"mla", "mqa"}};
-    for (int s = 0; s < 2; s++) {   /* alternating stacks: every layer its own variant */
+    /* alternating stacks: every layer its own variant; and a hybrid of
+     * three state layers per attention layer (docs/state-layers.md) */
+    static const char *const stacks[][4] = {{"gqa", "mha"}, {"mla", "mqa"},
+                                            {"linear", "linear", "linear", "mha"},
+                                            {"deltanet", "deltanet", "deltanet", "mha"}};
+    for (int s = 0; s < 4; s++) {
         ck_assert_msg(P.n < MAX_CASES, "more PyTorch cases than MAX_CASES (%d)", MAX_CASES);
         pcase *c = &P.c[P.n++];
         memset(c, 0, sizeof *c);
-        snprintf(c->name, sizeof c->name, "stack %s/%s", stacks[s][0], stacks[s][1]);
-        c->stack[0] = stacks[s][0], c->stack[1] = stacks[s][1];
+        c->n_stack = stacks[s][2] ? 4 : 2;
+        int len = snprintf(c->name, sizeof c->name, "stack %s", stacks[s][0]);
+        for (int i = 0; i < c->n_stack; i++) {
+            c->stack[i] = stacks[s][i];
+            if (i) len += snprintf(c->name + len, sizeof c->name - len, "/%s", stacks[s][i]);
+        }
         c->v = al_variant_find(stacks[s][0]);
     }
 }
@@ -369,10 +381,13 @@ START_TEST(torch_attention_maps_equal_attnlab_attention_for_every_builtin_varian
     for (int k = 0; k <= P.n; k++) {
         const pcase *c = &P.c[k];
         char *s = section("attention %s %s%s", c->peaked, c->maps, "");
-        ck_assert_msg(strstr(s, "attention ok heads=8 rows="), "%s:\n%s", c->name, s);
-        /* 8 tokens, 2 layers x 4 heads: 36 rows a head masked, 64 unmasked */
-        ck_assert_msg(strstr(s, k < P.n ? " rows=288 T=8 " : " rows=512 T=8 "), "%s:\n%s",
-                      c->name, s);
+        /* 8 tokens, 4 heads a layer (2 layers, 4 in a 4-item stack): 36 rows
+         * a head masked, 64 unmasked */
+        int heads = 4 * (c->n_stack == 4 ? 4 : 2);
+        char want[64];
+        snprintf(want, sizeof want, "attention ok heads=%d rows=%d T=8 ", heads,
+                 heads * (k < P.n ? 36 : 64));
+        ck_assert_msg(strstr(s, want), "%s: want '%s' in:\n%s", c->name, want, s);
         free(s);
     }
 }
@@ -396,7 +411,7 @@ START_TEST(torch_agrees_on_alternating_layer_attention_stacks)
         ck_assert_msg(l && sscanf(l, "loss=%lf tokens=%ld", &loss, &tokens) == 2, "%s: %s",
                       c->name, s);
         char want[128];
-        snprintf(want, sizeof want, "variant=%s/%s ", c->stack[0], c->stack[1]);
+        snprintf(want, sizeof want, "variant=%s ", c->name + strlen("stack "));
         ck_assert_msg(strstr(s, want), "%s: the script did not build the stack: %s", c->name, s);
         ck_assert_msg(fabs(loss - c->score) <= 1e-4, "%s: torch %.6f, attnlab %.6f", c->name,
                       loss, c->score);
@@ -408,7 +423,7 @@ START_TEST(torch_agrees_on_alternating_layer_attention_stacks)
         ck_assert_msg(strstr(s, "attention ok"), "%s:\n%s", c->name, s);
         free(s);
     }
-    ck_assert_int_eq(stacks, 2);
+    ck_assert_int_eq(stacks, 4);
 }
 END_TEST
 

@@ -37,7 +37,7 @@ typedef struct layer {
 static void layer_init(layer *L, int D, int H, int dh, int rq, int rk, int rv, double std,
                        uint64_t seed)
 {
-    L->s = (al_attn_shape){D, H, dh, 8, 1, 10000.0f, 1e-5f, {rq, rk, rv}, 0};
+    L->s = (al_attn_shape){D, H, dh, 8, 1, 10000.0f, 1e-5f, {rq, rk, rv}, .rope = {.base = 0}};
     L->np = tpa()->train->params(al_test_ctx_of(tpa(), &L->s), L->spec);
     al_rng r;
     al_rng_seed(&r, seed);
@@ -269,7 +269,7 @@ END_TEST
 
 START_TEST(cache_holds_the_k_and_v_factors)
 {
-    al_attn_shape s = {256, 8, 32, 64, 1, 10000.0f, 1e-5f, {6, 2, 2}, 0};
+    al_attn_shape s = {256, 8, 32, 64, 1, 10000.0f, 1e-5f, {6, 2, 2}, .rope = {.base = 0}};
     /* 160, MHA: 512 */
     ck_assert_uint_eq(tpa()->decode->kv_elems(al_test_ctx_of(tpa(), &s)), (2 + 2) * (8 + 32));
     s.set[1] = 1, s.set[2] = 3;
@@ -309,7 +309,7 @@ START_TEST(settings_are_refused_with_the_key_named)
 {
     char err[256];
     for (int i = 0; i < 3; i++) {
-        al_attn_shape s = {16, 4, 4, 8, 1, 10000.0f, 1e-5f, {6, 2, 2}, 0};
+        al_attn_shape s = {16, 4, 4, 8, 1, 10000.0f, 1e-5f, {6, 2, 2}, .rope = {.base = 0}};
         s.set[i] = i - 1;   /* -1, 0, 1: the last is fine */
         int rc = al_variant_check(tpa(), &s, err, sizeof err);
         if (i == 2) {

@@ -58,7 +58,7 @@ START_TEST(every_variant_passes_the_conformance_suite)
         const al_variant *v = al_variant_at(i);
         al_check_report r = run_suite(v);
         al_param_spec spec[AL_MAX_ATTN_PARAMS];
-        al_attn_shape s = {16, 4, 4, 8, 1, 10000.0f, 1e-5f, {2, 2, 2, 2, 2, 2, 2, 2}, 0};
+        al_attn_shape s = {16, 4, 4, 8, 1, 10000.0f, 1e-5f, {2, 2, 2, 2, 2, 2, 2, 2}, .rope = {.base = 0}};
         for (int k = 0; k < al_variant_n_settings(v); k++)
             if (!v->settings[k].required) s.set[k] = v->settings[k].def;
         void *ctx = al_test_ctx(v, &s);
@@ -180,7 +180,7 @@ START_TEST(registry_accepts_version_2_tables_with_new_members_null)
     const al_variant *got = al_variant_find("old_v2");
     ck_assert_ptr_nonnull(got);
     ck_assert_int_eq(got->api_version, AL_VARIANT_API_VERSION);
-    al_attn_shape s = {16, 2, 8, 8, 1, 10000.0f, 1e-5f, {0}, 0};
+    al_attn_shape s = {16, 2, 8, 8, 1, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     void *ctx = al_test_ctx(got, &s);
     ck_assert_uint_eq(got->decode->kv_elems(ctx), 17);
     ck_assert_int_eq(got->decode->kv_rows(ctx, 9), 9);              /* the default */
@@ -199,7 +199,7 @@ END_TEST
 
 START_TEST(gqa_family_cache_sizes_follow_kv_heads)
 {
-    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}, 0};
+    al_attn_shape s = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {2}, .rope = {.base = 0}};
     static const struct { const char *name; size_t want; } kv[] = {
         {"mha", 2 * 8 * 32}, {"mqa", 2 * 1 * 32}, {"gqa", 2 * 2 * 32}};
     for (int i = 0; i < 3; i++) {
@@ -212,7 +212,7 @@ START_TEST(gqa_family_cache_sizes_follow_kv_heads)
     s.set[0] = 3;
     ck_assert_int_ne(al_variant_check(al_variant_find("gqa"), &s, err, sizeof err), 0);
     ck_assert_str_eq(err, "'n_kv_head' (3) must divide 'n_head' (8)");
-    al_attn_shape m = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {32, 16, 0}, 0};
+    al_attn_shape m = {128, 8, 32, 64, 1, 10000.0f, 1e-5f, {32, 16, 0}, .rope = {.base = 0}};
     const al_variant *mla = al_variant_find("mla");
     void *ctx = al_test_ctx(mla, &m);
     ck_assert_uint_eq(mla->decode->kv_elems(ctx), 32 + 16);

@@ -282,7 +282,7 @@ static void queries_forward(const al_attn_shape *s, const dims *d, const gla_p *
         al_linear_forward(qn, x, w->wq, d->BT, d->D, d->H * d->dh);
     }
     al_linear_forward(qr, qin, w->wqr, d->BT, nin, d->H * d->dr);
-    al_rope_forward(qr, B, T, d->H, d->dr, d->H * d->dr, 0, s->rope_base);
+    al_rope_layer_forward(qr, B, T, d->H, d->dr, d->dr, d->H * d->dr, 0, s);
     pack_heads(a->qf, qn, d, 0, d->dh);
     pack_heads(a->qf, qr, d, d->dh, d->dr);
 }
@@ -320,7 +320,7 @@ static void gla_forward(const void *ctx, float *out, float *act, float *scratch,
     queries_forward(s, &d, &w, &a, scratch, x, B, T);
     latents_forward(s, &d, &w, &a, x);
     al_linear_forward(a.kr, x, w.wkr, d.BT, d.D, d.dr);          /* k_r = rope(wkr . x) */
-    al_rope_forward(a.kr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
+    al_rope_layer_forward(a.kr, B, T, 1, d.dr, d.dr, d.dr, 0, s);
     float *kc = scratch;                                         /* k_c,h = wuk_h . c_g(h) */
     expand_heads(&d, kc, a.c, w.wuk);
     pack_heads(a.kf, kc, &d, 0, d.dh);
@@ -364,7 +364,7 @@ static void queries_backward(const al_attn_shape *s, const dims *d, const gla_p 
     int Hd = d->H * d->dh, Hr = d->H * d->dr;
     unpack_heads(g->dcont, g->dqf, d, 0, d->dh);
     unpack_heads(g->drope, g->dqf, d, d->dh, d->dr);
-    al_rope_backward(g->drope, B, T, d->H, d->dr, Hr, 0, s->rope_base);
+    al_rope_layer_backward(g->drope, B, T, d->H, d->dr, d->dr, Hr, 0, s);
     if (!d->dq) {
         al_linear_backward_beta(dx, dw->wq, g->dcont, x, w->wq, d->BT, d->D, Hd, 0.0f, 0.0f);
         al_linear_backward_beta(dx, dw->wqr, g->drope, x, w->wqr, d->BT, d->D, Hr, 1.0f, 0.0f);
@@ -433,7 +433,7 @@ static void gla_backward(const void *ctx, float *dx, float *const *dp, float *sc
     latents_backward(&d, &w, &dw, &a, &g, dx, x);
     /* k_r = rope(wkr . x), shared by all heads: its gradient sums theirs */
     copy_heads(g.dkr, g.dkf, &d, 0, d.dr, 3);
-    al_rope_backward(g.dkr, B, T, 1, d.dr, d.dr, 0, s->rope_base);
+    al_rope_layer_backward(g.dkr, B, T, 1, d.dr, d.dr, d.dr, 0, s);
     al_linear_backward_beta(dx, dw.wkr, g.dkr, x, w.wkr, d.BT, d.D, d.dr, 1.0f, 0.0f);
 }
 
@@ -527,11 +527,11 @@ static void step_forward(const al_attn_shape *s, const dims *d, const gla_p *w, 
         al_linear_row(st->qn, x, w->wq, d->D, Hd);
     }
     al_linear_row(st->qr, qin, w->wqr, nin, Hr);
-    al_rope_forward(st->qr, 1, 1, d->H, d->dr, Hr, pos, s->rope_base);
+    al_rope_layer_forward(st->qr, 1, 1, d->H, d->dr, d->dr, Hr, pos, s);
     al_linear_row(st->c0, x, w->wdkv, d->D, d->L);         /* c_g = rmsnorm_g(wdkv_g . x) */
     norm_latents(s, d, w, st->row, d->L + d->dr, st->c0, 1);
     al_linear_row(st->row + d->L, x, w->wkr, d->D, d->dr); /* k_r = rope(wkr . x) */
-    al_rope_forward(st->row + d->L, 1, 1, 1, d->dr, d->dr, pos, s->rope_base);
+    al_rope_layer_forward(st->row + d->L, 1, 1, 1, d->dr, d->dr, d->dr, pos, s);
     al_kv_row_put(cache, pos, st->row);
 }
 
@@ -641,8 +641,8 @@ static void batch_forward(const al_attn_shape *s, const dims *d, const gla_p *w,
     norm_latents(s, d, w, m->c, d->L, m->c0, B);
     al_linear_forward_few(m->kr, m->tmp, x, w->wkr, B, d->D, d->dr);   /* k_r = rope(wkr . x) */
     for (int b = 0; b < B; b++) {
-        al_rope_forward(m->qr + (size_t)b * Hr, 1, 1, d->H, d->dr, Hr, pos[b], s->rope_base);
-        al_rope_forward(m->kr + (size_t)b * d->dr, 1, 1, 1, d->dr, d->dr, pos[b], s->rope_base);
+        al_rope_layer_forward(m->qr + (size_t)b * Hr, 1, 1, d->H, d->dr, d->dr, Hr, pos[b], s);
+        al_rope_layer_forward(m->kr + (size_t)b * d->dr, 1, 1, 1, d->dr, d->dr, d->dr, pos[b], s);
         al_kv_put(caches[b], pos[b], 0, d->L, m->c + (size_t)b * d->L);
         al_kv_put(caches[b], pos[b], d->L, d->dr, m->kr + (size_t)b * d->dr);
     }
@@ -678,6 +678,55 @@ static void gla_decode_batch(const void *ctx, float *out, float *scratch, const 
 
 /* ------------------------------------------------------------ tables */
 
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections every path runs: the queries (with
+ * query compression: wdq, then wuq and wqr from the query latent), the
+ * latents wdkv, the RoPE key wkr and wo. */
+static double proj_flops(const dims *d)
+{
+    double D = d->D, Hd = (double)d->H * d->dh, Hr = (double)d->H * d->dr;
+    double q = d->dq ? 2 * D * d->dq + 2.0 * d->dq * (Hd + Hr) : 2 * D * (Hd + Hr);
+    return q + 2 * D * d->L + 2 * D * d->dr + 2 * Hd * D;
+}
+
+/* Training expands K and V from the latents (2*Hd*dc each per token) and
+ * attends over d_head + d_rope wide keys; backward doubles every product
+ * (dx and dw, dc and dup). */
+static double gla_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    double expand = 2 * 2.0 * d.H * d.dh * d.dc;
+    double attn = al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 1);
+    (void)consumer;   /* gla cannot share */
+    return 3 * (proj_flops(&d) + expand) + attn / T;
+}
+
+static double gla_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + 2 * 2.0 * d.H * d.dh * d.dc +
+           al_attn_flops(T, d.H, d.dqk, d.dh, s->causal, 0) / T;
+}
+
+/* Absorbed decode: wuk_h^T q_h and wuv_h o_h per head (2*dh*dc each),
+ * and every head over whole rows [c_0 .. c_{hc-1} | k_r] as keys and the
+ * latents as values (the other latent heads' zeros are multiplied too). */
+static double gla_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    double absorb = 2 * 2.0 * d.H * d.dh * d.dc;
+    (void)consumer;
+    return proj_flops(&d) + absorb + 2.0 * context * d.H * ((double)d.L + d.dr + d.L);
+}
+
+const al_variant_costs al_gla_costs = {gla_train_cost, gla_prefill_cost, gla_decode_cost,
+                                      NULL};
+
 const al_variant_train al_gla_train = {gla_params, gla_act_floats, gla_scratch_floats,
                                            gla_forward, gla_backward, AL_VARIANT_WRITES_GRADS};
 const al_variant_decode al_gla_decode_table = {
@@ -689,7 +738,7 @@ const al_variant_decode al_gla_decode_table = {
     .batch_scratch_floats = gla_decode_batch_scratch_floats,
     .decode_batch = gla_decode_batch,
 };
-const al_variant_pictures al_gla_pictures = {gla_probs, 0};
+const al_variant_pictures al_gla_pictures = {.probs = gla_probs, .shared = 0};
 
 const al_variant al_variant_gla = {
     .api_version = AL_VARIANT_API_VERSION,
@@ -702,4 +751,5 @@ const al_variant al_variant_gla = {
     .train = &al_gla_train,
     .decode = &al_gla_decode_table,
     .pictures = &al_gla_pictures,
+    .costs = &al_gla_costs,
 };

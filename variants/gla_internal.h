@@ -19,5 +19,6 @@ void *al_gla_new(const al_attn_shape *s, int dc, int dr, int hc, int dq, char *e
 extern const al_variant_train al_gla_train;
 extern const al_variant_decode al_gla_decode_table;
 extern const al_variant_pictures al_gla_pictures;
+extern const al_variant_costs al_gla_costs;
 
 #endif

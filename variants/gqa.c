@@ -127,8 +127,8 @@ static void gqa_forward(const void *ctx, float *out, float *act, float *scratch,
     al_linear_forward(a.q, x, p[0], BT, D, H * dh);   /* q = x . wq^T */
     al_linear_forward(a.k, x, p[1], BT, D, G * dh);   /* k = x . wk^T */
     al_linear_forward(a.v, x, p[2], BT, D, G * dh);   /* v = x . wv^T */
-    al_rope_forward(a.q, B, T, H, dh, H * dh, 0, c->s.rope_base);
-    al_rope_forward(a.k, B, T, G, dh, G * dh, 0, c->s.rope_base);
+    al_rope_layer_forward(a.q, B, T, H, dh, dh, H * dh, 0, &c->s);
+    al_rope_layer_forward(a.k, B, T, G, dh, dh, G * dh, 0, &c->s);
     attend(c, a.y, a.stat, a.q, a.k, a.v, B, T);
     al_linear_forward(out, a.y, p[3], BT, H * dh, D); /* out = y . wo^T */
 }
@@ -151,8 +151,8 @@ static void backward_kv(const al_gqa_ctx *c, float *dx, float *const *dp, const 
     if (dkv)
         for (size_t i = 0; i < 2 * nG; i++) dk[i] += dkv[i];   /* dk, dv adjoin */
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
-    al_rope_backward(dq, B, T, H, dh, H * dh, 0, c->s.rope_base);
-    al_rope_backward(dk, B, T, G, dh, G * dh, 0, c->s.rope_base);
+    al_rope_layer_backward(dq, B, T, H, dh, dh, H * dh, 0, &c->s);
+    al_rope_layer_backward(dk, B, T, G, dh, dh, G * dh, 0, &c->s);
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
     al_linear_backward_beta(dx, dp[1], dk, x, p[1], BT, D, G * dh, 1.0f, 0.0f);
     al_linear_backward_beta(dx, dp[2], dv, x, p[2], BT, D, G * dh, 1.0f, 0.0f);
@@ -214,8 +214,8 @@ void al_gqa_decode(const void *ctx, float *out, float *scratch, const float *x,
     al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
     al_linear_row(kv, x, p[1], D, Gd);        /* k = x . wk^T */
     al_linear_row(kv + Gd, x, p[2], D, Gd);   /* v = x . wv^T */
-    al_rope_forward(q, 1, 1, H, dh, H * dh, pos, c->s.rope_base);
-    al_rope_forward(kv, 1, 1, G, dh, Gd, pos, c->s.rope_base);
+    al_rope_layer_forward(q, 1, 1, H, dh, dh, H * dh, pos, &c->s);
+    al_rope_layer_forward(kv, 1, 1, G, dh, dh, Gd, pos, &c->s);
     al_kv_row_put(cache, row_of(c, pos), kv);
     al_kv_attend(y, S, tile, q, cache, rows_filled(c, pos), H, G, dh, dh, 0, Gd,
                  1.0f / sqrtf((float)dh));
@@ -246,8 +246,8 @@ void al_gqa_decode_batch(const void *ctx, float *out, float *scratch, const floa
     al_linear_forward_few(k, tmp, x, p[1], B, D, Gd);   /* k = x . wk^T */
     al_linear_forward_few(v, tmp, x, p[2], B, D, Gd);   /* v = x . wv^T */
     for (int b = 0; b < B; b++) {   /* each token at its own position */
-        al_rope_forward(q + (size_t)b * Hd, 1, 1, H, dh, Hd, pos[b], c->s.rope_base);
-        al_rope_forward(k + (size_t)b * Gd, 1, 1, G, dh, Gd, pos[b], c->s.rope_base);
+        al_rope_layer_forward(q + (size_t)b * Hd, 1, 1, H, dh, dh, Hd, pos[b], &c->s);
+        al_rope_layer_forward(k + (size_t)b * Gd, 1, 1, G, dh, dh, Gd, pos[b], &c->s);
         al_kv_put(caches[b], row_of(c, pos[b]), 0, Gd, k + (size_t)b * Gd);
         al_kv_put(caches[b], row_of(c, pos[b]), Gd, Gd, v + (size_t)b * Gd);
     }
@@ -296,7 +296,7 @@ static void share_forward(const void *ctx, float *out, float *act, float *scratc
     int D = c->s.d_model, H = c->s.n_head, dh = c->s.d_head, BT = B * T;
     gqa_acts a = carve_share(c, act, B, T), from = carve(c, (float *)src, B, T);
     al_linear_forward(a.q, x, p[0], BT, D, H * dh);   /* q = x . wq^T */
-    al_rope_forward(a.q, B, T, H, dh, H * dh, 0, c->s.rope_base);
+    al_rope_layer_forward(a.q, B, T, H, dh, dh, H * dh, 0, &c->s);
     attend(c, a.y, a.stat, a.q, from.k, from.v, B, T);   /* the producer's k, v */
     al_linear_forward(out, a.y, p[1], BT, H * dh, D); /* out = y . wo^T */
 }
@@ -320,7 +320,7 @@ static void share_backward(const void *ctx, float *dx, float *const *dp, float *
     al_linear_backward_beta(dy, dp[1], dout, a.y, p[1], BT, H * dh, D, 0.0f, 0.0f);
     attend_back(c, dq, dk, dv, dy, a.y, a.stat, a.q, from.k, from.v, B, T);
     for (size_t i = 0; i < 2 * nG; i++) dkv[i] += dk[i];   /* dk, dv adjoin */
-    al_rope_backward(dq, B, T, H, dh, H * dh, 0, c->s.rope_base);
+    al_rope_layer_backward(dq, B, T, H, dh, dh, H * dh, 0, &c->s);
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
 }
 
@@ -333,7 +333,7 @@ static void share_decode(const void *ctx, float *out, float *scratch, const floa
     float *q = scratch, *y = q + H * dh, *S = y + H * dh + 2 * Gd;   /* decode's layout */
     float *tile = S + AL_KV_ATTEND_S(H);
     al_linear_row(q, x, p[0], D, H * dh);     /* q = x . wq^T */
-    al_rope_forward(q, 1, 1, H, dh, H * dh, pos, c->s.rope_base);
+    al_rope_layer_forward(q, 1, 1, H, dh, dh, H * dh, pos, &c->s);
     al_kv_attend(y, S, tile, q, cache, rows_filled(c, pos), H, c->G, dh, dh, 0, Gd,
                  1.0f / sqrtf((float)dh));
     al_linear_row(out, y, p[1], H * dh, D);   /* out = y . wo^T */
@@ -356,6 +356,46 @@ static void gqa_probs(const void *ctx, float *P, const float *act, const float *
     (void)p;
 }
 
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections forward: q, k, v and wo (a consumer:
+ * q and wo). Backward runs two products of the same size per projection
+ * (dx and dw), so a training step costs three times these. */
+static double proj_flops(const al_gqa_ctx *c, int consumer)
+{
+    double D = c->s.d_model, Hd = (double)c->s.n_head * c->s.d_head;
+    double Gd = consumer ? 0 : (double)c->G * c->s.d_head;
+    return 2 * D * (Hd + 2 * Gd) + 2 * Hd * D;
+}
+
+/* Training and prefill attend through al_attn_* (local's band costs the
+ * full block: al_kernels.h). */
+static double gqa_train_cost(const void *ctx, int T, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    int H = c->s.n_head, dh = c->s.d_head;
+    double attn = al_attn_flops(T, H, dh, dh, c->s.causal, 0) +
+                  al_attn_flops(T, H, dh, dh, c->s.causal, 1);
+    return 3 * proj_flops(c, consumer) + attn / T;
+}
+
+static double gqa_prefill_cost(const void *ctx, int T, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    int H = c->s.n_head, dh = c->s.d_head;
+    return proj_flops(c, consumer) + al_attn_flops(T, H, dh, dh, c->s.causal, 0) / T;
+}
+
+/* One token: the projections as matrix-vector products, then each head
+ * over the rows filled (local: its ring), 2*dh for the score and 2*dh for
+ * the value per row. */
+static double gqa_decode_cost(const void *ctx, int context, int consumer)
+{
+    const al_gqa_ctx *c = ctx;
+    double n = rows_filled(c, context - 1);
+    return proj_flops(c, consumer) + 2 * n * c->s.n_head * (2.0 * c->s.d_head);
+}
+
 /* ------------------------------------------------------------ tables */
 
 const al_variant_train al_gqa_train = {gqa_params, gqa_act_floats, gqa_scratch_floats,
@@ -363,7 +403,9 @@ const al_variant_train al_gqa_train = {gqa_params, gqa_act_floats, gqa_scratch_f
 const al_variant_decode al_gqa_decode_table = {AL_GQA_DECODE_MEMBERS};
 const al_variant_share al_gqa_share = {share_params, share_act_floats, share_forward,
                                        share_backward, share_decode};
-const al_variant_pictures al_gqa_pictures = {gqa_probs, 1};
+const al_variant_pictures al_gqa_pictures = {.probs = gqa_probs, .shared = 1};
+const al_variant_costs al_gqa_costs = {gqa_train_cost, gqa_prefill_cost, gqa_decode_cost,
+                                      NULL};
 
 /* ------------------------------------------------------------ gqa variant */
 

@@ -50,6 +50,7 @@ extern const al_variant_train al_gqa_train;
 extern const al_variant_decode al_gqa_decode_table;
 extern const al_variant_share al_gqa_share;
 extern const al_variant_pictures al_gqa_pictures;
+extern const al_variant_costs al_gqa_costs;
 
 /* The decode members but kv_rows (local's decode sets its ring's). */
 #define AL_GQA_DECODE_MEMBERS \
@@ -60,6 +61,7 @@ extern const al_variant_pictures al_gqa_pictures;
 
 /* The members of a family table after its settings (init is its own). */
 #define AL_GQA_FAMILY_TABLE \
-    .fini = free, .train = &al_gqa_train, .share = &al_gqa_share, .pictures = &al_gqa_pictures
+    .fini = free, .train = &al_gqa_train, .share = &al_gqa_share, .pictures = &al_gqa_pictures, \
+    .costs = &al_gqa_costs
 
 #endif

@@ -137,15 +137,12 @@ static size_t gta_scratch_floats(const void *ctx, int B, int T)
 static size_t gta_kv_elems(const void *ctx) { return get_dims(ctx, 1, 1).row; }
 
 /* RoPE (sign > 0) or its inverse on the last half of every query head of
- * q (B, T, H*dh): one call per head, the halves being dh apart. */
-static void rope_query_halves(float *q, const dims *d, int B, int T, int pos0, float base,
-                              int sign)
+ * q (B, T, H*dh): one strided call, the halves being dh apart. */
+static void rope_query_halves(float *q, const dims *d, int B, int T, int pos0,
+                              const al_attn_shape *s, int sign)
 {
-    for (int h = 0; h < d->H; h++) {
-        float *x = q + (size_t)h * d->dh + d->r;
-        if (sign > 0) al_rope_forward(x, B, T, 1, d->r, d->H * d->dh, pos0, base);
-        else al_rope_backward(x, B, T, 1, d->r, d->H * d->dh, pos0, base);
-    }
+    if (sign > 0) al_rope_layer_forward(q + d->r, B, T, d->H, d->r, d->dh, d->H * d->dh, pos0, s);
+    else al_rope_layer_backward(q + d->r, B, T, d->H, d->r, d->dh, d->H * d->dh, pos0, s);
 }
 
 /* kf[i, g] = [st[i, g, :r] | kr[i]] for every token i and group g. */
@@ -170,8 +167,8 @@ static void gta_forward(const void *ctx, float *out, float *act, float *scratch,
     al_linear_forward(a.q, x, p[0], d.BT, d.D, Hd);    /* q = x . wq^T */
     al_linear_forward(a.st, x, p[1], d.BT, d.D, Gd);   /* s = x . wkv^T */
     al_linear_forward(a.kr, x, p[2], d.BT, d.D, d.r);  /* k_r = rope(x . wkr^T) */
-    rope_query_halves(a.q, &d, B, T, 0, s->rope_base, 1);
-    al_rope_forward(a.kr, B, T, 1, d.r, d.r, 0, s->rope_base);
+    rope_query_halves(a.q, &d, B, T, 0, s, 1);
+    al_rope_layer_forward(a.kr, B, T, 1, d.r, d.r, d.r, 0, s);
     assemble_keys(a.kf, a.st, a.kr, &d);
     al_attn_forward(a.y, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh, gta_scale(&d),
                     s->causal);
@@ -212,8 +209,8 @@ static void gta_backward(const void *ctx, float *dx, float *const *dp, float *sc
     al_attn_backward(dq, dkf, dst, dy, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh,
                      gta_scale(&d), s->causal);
     split_key_grads(dst, dkr, dkf, &d);
-    rope_query_halves(dq, &d, B, T, 0, s->rope_base, -1);
-    al_rope_backward(dkr, B, T, 1, d.r, d.r, 0, s->rope_base);
+    rope_query_halves(dq, &d, B, T, 0, s, -1);
+    al_rope_layer_backward(dkr, B, T, 1, d.r, d.r, d.r, 0, s);
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], d.BT, d.D, Hd, 0.0f, 0.0f);
     al_linear_backward_beta(dx, dp[1], dst, x, p[1], d.BT, d.D, Gd, 1.0f, 0.0f);
     al_linear_backward_beta(dx, dp[2], dkr, x, p[2], d.BT, d.D, d.r, 1.0f, 0.0f);
@@ -312,8 +309,8 @@ static void gta_decode(const void *ctx, float *out, float *scratch, const float 
     al_linear_row(q, x, p[0], d.D, Hd);          /* q = x . wq^T */
     al_linear_row(row, x, p[1], d.D, Gd);        /* s = x . wkv^T */
     al_linear_row(row + Gd, x, p[2], d.D, d.r);  /* k_r = rope(x . wkr^T) */
-    rope_query_halves(q, &d, 1, 1, pos, s->rope_base, 1);
-    al_rope_forward(row + Gd, 1, 1, 1, d.r, d.r, pos, s->rope_base);
+    rope_query_halves(q, &d, 1, 1, pos, s, 1);
+    al_rope_layer_forward(row + Gd, 1, 1, 1, d.r, d.r, d.r, pos, s);
     al_kv_row_put(cache, pos, row);
     attend(y, buf, q, cache, pos + 1, &d);
     al_linear_row(out, y, p[3], Hd, d.D);        /* out = y . wo^T */
@@ -368,8 +365,8 @@ static void gta_decode_batch(const void *ctx, float *out, float *scratch, const 
     al_linear_forward_few(st, tmp, x, p[1], B, d.D, Gd);    /* s = x . wkv^T */
     al_linear_forward_few(kr, tmp, x, p[2], B, d.D, d.r);   /* k_r = rope(x . wkr^T) */
     for (int b = 0; b < B; b++) {   /* each token at its own position */
-        rope_query_halves(q + (size_t)b * Hd, &d, 1, 1, pos[b], s->rope_base, 1);
-        al_rope_forward(kr + (size_t)b * d.r, 1, 1, 1, d.r, d.r, pos[b], s->rope_base);
+        rope_query_halves(q + (size_t)b * Hd, &d, 1, 1, pos[b], s, 1);
+        al_rope_layer_forward(kr + (size_t)b * d.r, 1, 1, 1, d.r, d.r, d.r, pos[b], s);
         al_kv_put(caches[b], pos[b], 0, Gd, st + (size_t)b * Gd);
         al_kv_put(caches[b], pos[b], Gd, d.r, kr + (size_t)b * d.r);
     }
@@ -377,6 +374,46 @@ static void gta_decode_batch(const void *ctx, float *out, float *scratch, const 
     al_parallel_for(B, 1, attend_seqs, &j);
     al_linear_forward_few(out, tmp, y, p[3], B, Hd, d.D);   /* out = y . wo^T */
 }
+
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the projections: wq, the tied states wkv, the RoPE
+ * key wkr, and wo; backward doubles each (dx and dw). */
+static double proj_flops(const dims *d)
+{
+    double Hd = (double)d->H * d->dh;
+    return 2.0 * d->D * (Hd + (double)d->G * d->dh + d->r) + 2 * Hd * d->D;
+}
+
+static double gta_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    double attn = al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 1);
+    (void)consumer;   /* gta cannot share */
+    return 3 * proj_flops(&d) + attn / T;
+}
+
+static double gta_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) / T;
+}
+
+/* Per cached row and head: the key's two halves (r each) and the value
+ * (dh), 2 FLOPs per element. */
+static double gta_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * context * d.H * (2.0 * d.r + d.dh);
+}
+
+static const al_variant_costs gta_costs = {gta_train_cost, gta_prefill_cost, gta_decode_cost,
+                                           NULL};
 
 static const al_variant_train gta_train = {gta_params, gta_act_floats, gta_scratch_floats,
                                            gta_forward, gta_backward, AL_VARIANT_WRITES_GRADS};
@@ -389,7 +426,7 @@ static const al_variant_decode gta_decode_table = {
     .batch_scratch_floats = gta_decode_batch_scratch_floats,
     .decode_batch = gta_decode_batch,
 };
-static const al_variant_pictures gta_pictures = {gta_probs, 0};
+static const al_variant_pictures gta_pictures = {.probs = gta_probs, .shared = 0};
 
 const al_variant al_variant_gta = {
     .api_version = AL_VARIANT_API_VERSION,
@@ -402,4 +439,5 @@ const al_variant al_variant_gta = {
     .train = &gta_train,
     .decode = &gta_decode_table,
     .pictures = &gta_pictures,
+    .costs = &gta_costs,
 };

@@ -53,4 +53,5 @@ const al_variant al_variant_mla = {
     .train = &al_gla_train,
     .decode = &al_gla_decode_table,
     .pictures = &al_gla_pictures,
+    .costs = &al_gla_costs,
 };

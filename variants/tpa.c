@@ -178,6 +178,7 @@ static void uncontract_rows(void *ctx, long lo, long hi, int tid)
 static void contract(float *out, const float *A, const float *B, const dims *d, int R, long n)
 {
     contract_job j = {out, NULL, NULL, A, B, NULL, d->H, d->dh, R};
+    al_flops_add(2.0 * n * d->H * d->dh * R);   /* (H, R) . (R, dh) per token, by hand */
     al_parallel_for(n, 16, contract_rows, &j);
 }
 
@@ -185,6 +186,7 @@ static void uncontract(float *dA, float *dB, const float *dout, const float *A, 
                        const dims *d, int R, long n)
 {
     contract_job j = {NULL, dA, dB, A, B, dout, d->H, d->dh, R};
+    al_flops_add(2 * 2.0 * n * d->H * d->dh * R);   /* dA and dB, by hand */
     al_parallel_for(n, 16, uncontract_rows, &j);
 }
 
@@ -251,8 +253,8 @@ static void factors_forward(const al_attn_shape *s, const dims *d, float *const 
     al_linear_forward(a->av, x, p[P_AV], d->BT, d->D, d->H * d->rv);
     al_linear_forward(a->bv, x, p[P_BV], d->BT, d->D, d->rv * d->dh);
     /* each feature factor is rotated as one head of width dh */
-    al_rope_forward(a->bq, B, T, d->rq, d->dh, d->rq * d->dh, 0, s->rope_base);
-    al_rope_forward(a->bk, B, T, d->rk, d->dh, d->rk * d->dh, 0, s->rope_base);
+    al_rope_layer_forward(a->bq, B, T, d->rq, d->dh, d->dh, d->rq * d->dh, 0, s);
+    al_rope_layer_forward(a->bk, B, T, d->rk, d->dh, d->dh, d->rk * d->dh, 0, s);
 }
 
 static void tpa_forward(const void *ctx, float *out, float *act, float *scratch,
@@ -280,7 +282,7 @@ static void factor_backward(const al_attn_shape *s, const dims *d, float *dx, fl
                             const float *wb, int R, int rope, float beta_x, int B, int T)
 {
     uncontract(dA, dB, dhead, A, Bf, d, R, d->BT);
-    if (rope) al_rope_backward(dB, B, T, R, d->dh, R * d->dh, 0, s->rope_base);
+    if (rope) al_rope_layer_backward(dB, B, T, R, d->dh, d->dh, R * d->dh, 0, s);
     al_linear_backward_beta(dx, dwa, dA, x, wa, d->BT, d->D, d->H * R, beta_x, 0.0f);
     al_linear_backward_beta(dx, dwb, dB, x, wb, d->BT, d->D, R * d->dh, 1.0f, 0.0f);
 }
@@ -455,11 +457,11 @@ static void step_forward(const al_attn_shape *s, const dims *d, float *const *p,
     row_layout L = layout(d);
     al_linear_row(st->aq, x, p[P_AQ], d->D, d->H * d->rq);
     al_linear_row(st->bq, x, p[P_BQ], d->D, d->rq * d->dh);
-    al_rope_forward(st->bq, 1, 1, d->rq, d->dh, d->rq * d->dh, pos, s->rope_base);
+    al_rope_layer_forward(st->bq, 1, 1, d->rq, d->dh, d->dh, d->rq * d->dh, pos, s);
     contract(st->q, st->aq, st->bq, d, d->rq, 1);
     al_linear_row(st->row + L.ak, x, p[P_AK], d->D, d->H * d->rk);
     al_linear_row(st->row + L.bk, x, p[P_BK], d->D, d->rk * d->dh);
-    al_rope_forward(st->row + L.bk, 1, 1, d->rk, d->dh, d->rk * d->dh, pos, s->rope_base);
+    al_rope_layer_forward(st->row + L.bk, 1, 1, d->rk, d->dh, d->dh, d->rk * d->dh, pos, s);
     al_linear_row(st->row + L.av, x, p[P_AV], d->D, d->H * d->rv);
     al_linear_row(st->row + L.bv, x, p[P_BV], d->D, d->rv * d->dh);
     al_kv_row_put(cache, pos, st->row);
@@ -531,8 +533,8 @@ static void batch_forward(const al_attn_shape *s, const dims *d, float *const *p
     al_linear_forward_few(m->av, m->tmp, x, p[P_AV], B, d->D, nav);
     al_linear_forward_few(m->bv, m->tmp, x, p[P_BV], B, d->D, nbv);
     for (int b = 0; b < B; b++) {   /* each token at its own position */
-        al_rope_forward(m->bq + (size_t)b * nbq, 1, 1, d->rq, d->dh, nbq, pos[b], s->rope_base);
-        al_rope_forward(m->bk + (size_t)b * nbk, 1, 1, d->rk, d->dh, nbk, pos[b], s->rope_base);
+        al_rope_layer_forward(m->bq + (size_t)b * nbq, 1, 1, d->rq, d->dh, d->dh, nbq, pos[b], s);
+        al_rope_layer_forward(m->bk + (size_t)b * nbk, 1, 1, d->rk, d->dh, d->dh, nbk, pos[b], s);
         al_kv_put(caches[b], pos[b], L.ak, nak, m->ak + (size_t)b * nak);
         al_kv_put(caches[b], pos[b], L.bk, nbk, m->bk + (size_t)b * nbk);
         al_kv_put(caches[b], pos[b], L.av, nav, m->av + (size_t)b * nav);
@@ -572,6 +574,54 @@ static void tpa_decode_batch(const void *ctx, float *out, float *scratch, const 
 
 static const al_variant_train tpa_train = {tpa_params, tpa_act_floats, tpa_scratch_floats,
                                            tpa_forward, tpa_backward, AL_VARIANT_WRITES_GRADS};
+/* ------------------------------------------------------------ costs */
+
+/* FLOPs per token of the factor projections (R (H + dh) outputs each for
+ * Q, K, V) and wo. */
+static double proj_flops(const dims *d)
+{
+    double R = (double)d->rq + d->rk + d->rv;
+    return 2.0 * d->D * R * (d->H + d->dh) + 2.0 * d->H * d->dh * d->D;
+}
+
+/* Training materialises q, k, v from the factors (2*H*dh*R each per
+ * token, contract()), and backward undoes it (dA and dB, twice that), then
+ * attends as mha does. */
+static double tpa_train_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    double contract_f = 2.0 * d.H * d.dh * ((double)d.rq + d.rk + d.rv);
+    double attn = al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) +
+                  al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 1);
+    (void)consumer;   /* tpa cannot share */
+    return 3 * (proj_flops(&d) + contract_f) + attn / T;
+}
+
+static double tpa_prefill_cost(const void *ctx, int T, int consumer)
+{
+    dims d = get_dims(ctx, 1, T);
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * d.H * d.dh * ((double)d.rq + d.rk + d.rv) +
+           al_attn_flops(T, d.H, d.dh, d.dh, s->causal, 0) / T;
+}
+
+/* Decode forms only the query; per cached row and head the factored
+ * attention multiplies q by each of R_K key features and R_V value
+ * features by the weights (2*dh each). The per-rank weighting of scores
+ * by the head factors is elementwise and not counted. */
+static double tpa_decode_cost(const void *ctx, int context, int consumer)
+{
+    dims d = get_dims(ctx, 1, 1);
+    (void)consumer;
+    return proj_flops(&d) + 2.0 * d.H * d.dh * d.rq +
+           2.0 * context * d.H * d.dh * ((double)d.rk + d.rv);
+}
+
+static const al_variant_costs tpa_costs = {tpa_train_cost, tpa_prefill_cost, tpa_decode_cost,
+                                           NULL};
+
 static const al_variant_decode tpa_decode_table = {
     .storage = AL_KV_ROWS,
     .kv_elems = tpa_kv_elems,
@@ -581,7 +631,7 @@ static const al_variant_decode tpa_decode_table = {
     .batch_scratch_floats = tpa_decode_batch_scratch_floats,
     .decode_batch = tpa_decode_batch,
 };
-static const al_variant_pictures tpa_pictures = {tpa_probs, 0};
+static const al_variant_pictures tpa_pictures = {.probs = tpa_probs, .shared = 0};
 
 const al_variant al_variant_tpa = {
     .api_version = AL_VARIANT_API_VERSION,
@@ -594,4 +644,5 @@ const al_variant al_variant_tpa = {
     .train = &tpa_train,
     .decode = &tpa_decode_table,
     .pictures = &tpa_pictures,
+    .costs = &tpa_costs,
 };

@@ -20,6 +20,7 @@
 #define AL_KERNELS_H
 
 #include <stddef.h>
+#include "attnlab_variant_base.h"
 
 /* Put before a hot loop's function: it is compiled for AVX-512, AVX2 and
  * baseline x86-64 and picked at load time (GCC function multiversioning),
@@ -121,6 +122,36 @@ void al_rope_forward_strided(float *x, int B, int T, int nh, int dim, int head_s
 void al_rope_backward_strided(float *dx, int B, int T, int nh, int dim, int head_stride,
                               int row_stride, int pos0, float base);
 
+/* The layer's RoPE (al_rope: scaling and fraction) on a RoPE part of width
+ * dim in each of nh heads head_stride apart. Rotates the first
+ * al_rope_dims(r, dim) elements of each part, rotate-half within them
+ * (pair i with i + n/2 at frequency theta_i = base^(-2i/n), n the rotated
+ * width, as GPT-NeoX's partial rotary), the frequencies changed by the
+ * scaling kind; the rest of the part is left alone. YaRN also multiplies
+ * the rotated elements by its sqrt(1/t) = 0.1 ln(F) + 1, so q.k over
+ * rotated parts carries the paper's temperature 1/t. Every variant calls
+ * these for every RoPE part, so the scaling lives in one place. */
+void al_rope_apply_forward(float *x, int B, int T, int nh, int dim, int head_stride,
+                           int row_stride, int pos0, const al_rope *r);
+/* The transpose: d(rotated) into d(unrotated), in place. */
+void al_rope_apply_backward(float *dx, int B, int T, int nh, int dim, int head_stride,
+                            int row_stride, int pos0, const al_rope *r);
+/* Rotated elements of a part of width dim: 2 * floor(fraction * dim / 2). */
+int al_rope_dims(const al_rope *r, int dim);
+/* The angle frequency of pair i of n rotated elements, and YaRN's
+ * sqrt(1/t) (1 for the other kinds), as the kernels use them. */
+double al_rope_freq(const al_rope *r, int n, int i);
+double al_rope_mscale(const al_rope *r);
+/* The shape's RoPE, or plain RoPE at s->rope_base when it was left zeroed
+ * (a shape built by hand, a plugin's test). */
+al_rope al_rope_of(const al_attn_shape *s);
+/* al_rope_apply_* with the layer's RoPE, al_rope_of(s): what a variant
+ * calls on each of its RoPE parts. */
+void al_rope_layer_forward(float *x, int B, int T, int nh, int dim, int head_stride,
+                           int row_stride, int pos0, const al_attn_shape *s);
+void al_rope_layer_backward(float *dx, int B, int T, int nh, int dim, int head_stride,
+                            int row_stride, int pos0, const al_attn_shape *s);
+
 /* ---------------------------------------------------------------------------
  * Scaled dot-product attention over grouped heads: the core every variant
  * shares. Query head h reads K/V group h / (H / G).
@@ -189,6 +220,25 @@ void al_attn_backward_band(float *dq, float *dk, float *dv, const float *dout,
                            int causal, int window, int sinks);
 void al_attn_probs_band(float *P, const float *stat, const float *q, const float *k, int T,
                         int H, int G, int dqk, float scale, int causal, int window, int sinks);
+
+/* FLOPs al_attn_forward (backward 0) or al_attn_backward (backward 1)
+ * and their _band forms execute for one sequence of T tokens: every
+ * product 2*m*n*k. Under the causal mask a block of 64 query rows [i0, i1)
+ * multiplies against keys [0, i1): the key blocks past it are skipped, the
+ * masked triangle inside it is not. A band costs what the full block does.
+ * Forward: scores and P.v, 2*pairs*(dqk + dv) per head; backward
+ * recomputes the scores, then dP, dq, dk and dv: 2*pairs*(3*dqk + 2*dv). */
+double al_attn_flops(int T, int H, int dqk, int dv, int causal, int backward);
+
+/* ---------------------------------------------------------------------------
+ * Counting products (`attnlab cost --measure`, docs/costs.md). While the
+ * core counts, every product of the product layer (al_gemm_*, al_linear_*,
+ * the attention kernels, al_gemv_*, al_kv_attend*) adds its 2*m*n*k. A
+ * variant that multiplies matrices in loops of its own adds their FLOPs
+ * here (outside any pool loop, once per call), so that its cost model can
+ * be checked against what it runs. Does nothing while not counting.
+ * ------------------------------------------------------------------------- */
+void al_flops_add(double flops);
 
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);

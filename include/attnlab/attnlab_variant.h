@@ -44,7 +44,8 @@
 /* 5: one context per layer (init / fini), members grouped in sub-tables,
  *    sharing by one forward and one backward that take an optional source
  *    of K/V, decode storage that may be a state rewritten in place, and
- *    the costs sub-table. Versions 2 to 4: attnlab_variant_v4.h. */
+ *    the costs sub-table (its members settled by issue 36, before any
+ *    table filled it). Versions 2 to 4: attnlab_variant_v4.h. */
 #define AL_VARIANT_API_VERSION 5
 #define AL_VARIANT_API_MIN 2   /* the oldest version still accepted (adapted) */
 
@@ -198,23 +199,47 @@ typedef struct al_variant_pictures {
     /* 1 when probs takes a src (a consumer's pictures); 0: `attnlab
      * attention` refuses a shared model. */
     int shared;
+    /* 1 when probs writes weights, not probabilities: a state layer's
+     * equivalent attention matrix (linear: the decayed q.k products), row
+     * i the weights that output i gives values 0..i, signed, rows not
+     * summing to 1, still 0 above the diagonal. check-variant then skips
+     * the checks that assume a softmax (probs.rows, probs.forward), and
+     * `attnlab attention` draws them on a signed scale and leaves the
+     * head statistics blank (docs/state-layers.md). */
+    int weights;
 } al_variant_pictures;
 
 /* ------------------------------------------------------------ costs */
 
-/* What one layer costs per token (issue 36). Declared for the cost model to
- * come: every built-in variant leaves it NULL and the core does not call it
- * yet. Each member is optional. */
+/* What one layer costs per token (docs/costs.md): the FLOPs of the matrix
+ * products it runs, each product of an (m, k) by a (k, n) matrix counted as
+ * 2*m*n*k, attention's context-dependent products as the kernels execute
+ * them (al_attn_flops, al_kernels.h: the causal kernels skip the key blocks
+ * past a query block, not the masked half inside one). Elementwise work
+ * (norms, softmax, RoPE) is not counted. `consumer` is 1 for a
+ * model.kv_share consumer (share->forward / backward / decode), 0
+ * otherwise. The counting mode of the product layer (`attnlab cost
+ * --measure`) checks the built-in variants' answers to the FLOP.
+ *
+ * Each member is optional. Without a FLOP member the core counts the
+ * layer's products itself by running it once in counting mode, and marks
+ * the figure estimated when it sees none (a plugin with products of its
+ * own). Bytes read are the core's to count (the cache's storage format is
+ * its own): cache rows read at their storage dtype plus every parameter
+ * of the layer. */
 typedef struct al_variant_costs {
-    /* Forward plus backward FLOPs per token at a trained length of seq_len. */
-    double (*train_flops_per_token)(const void *ctx, int seq_len);
-    /* FLOPs per token of a prefill of `context` tokens. */
-    double (*prefill_flops_per_token)(const void *ctx, int context);
-    /* FLOPs of one decode step at a context of `context` tokens. */
-    double (*decode_flops_per_token)(const void *ctx, int context);
-    /* Bytes one decode step reads at `context` tokens from a cache stored
-     * as kv_dtype (al_kvcache.h), weights included. */
-    double (*decode_bytes_per_token)(const void *ctx, int context, int kv_dtype);
+    /* Forward plus backward FLOPs per token of a (B, seq_len) batch. */
+    double (*train_flops_per_token)(const void *ctx, int seq_len, int consumer);
+    /* FLOPs per token of forward on one sequence of T tokens and of
+     * decode->prefill after it (a prefill's batched pass). */
+    double (*prefill_flops_per_token)(const void *ctx, int T, int consumer);
+    /* FLOPs of one decode step of the token at position context - 1 (it
+     * attends over context tokens). */
+    double (*decode_flops_per_token)(const void *ctx, int context, int consumer);
+    /* Cache rows one decode step at `context` reads (a sparse design reads
+     * a few of those it holds). Default (settled at registration): every
+     * row held, decode->kv_rows. */
+    int (*decode_rows_read)(const void *ctx, int context);
 } al_variant_costs;
 
 /* ------------------------------------------------------------ the table */
@@ -239,7 +264,7 @@ struct al_variant {
     const al_variant_decode *decode;      /* NULL: no cache, cannot decode */
     const al_variant_share *share;        /* NULL: cannot be in a kv_share group */
     const al_variant_pictures *pictures;  /* NULL: cannot show its attention */
-    const al_variant_costs *costs;        /* NULL: not yet used by the core */
+    const al_variant_costs *costs;        /* NULL: the core counts (see above) */
 };
 
 /* A plugin defines the entry point with this prototype (so the compiler

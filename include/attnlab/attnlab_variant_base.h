@@ -9,6 +9,7 @@
 #ifndef ATTNLAB_VARIANT_BASE_H
 #define ATTNLAB_VARIANT_BASE_H
 
+#include <math.h>
 #include <stddef.h>
 
 #define AL_MAX_SETTINGS 8      /* settings one variant may declare */
@@ -26,6 +27,25 @@ typedef struct al_setting {
     const char *help;     /* one line, shown by `attnlab variants` */
 } al_setting;
 
+/* How a layer turns positions into RoPE angles (model.rope_scaling,
+ * model.rope_fraction; docs/rope.md). The kernels read it
+ * (al_rope_apply_forward, al_kernels.h): a variant hands it on, never
+ * interprets it, so every variant scales its RoPE parts the same way. */
+enum al_rope_kind {
+    AL_ROPE_NONE = 0,     /* plain RoPE */
+    AL_ROPE_LINEAR = 1,   /* position interpolation: angles / factor */
+    AL_ROPE_NTK = 2,      /* base * factor^(d/(d-2)), d the rotated width */
+    AL_ROPE_YARN = 3      /* YaRN: per-pair ramp and attention temperature */
+};
+
+typedef struct al_rope {
+    float base;           /* = rope_base */
+    float fraction;       /* share of each RoPE part that rotates: 1 all, 0 none (NoPE) */
+    int kind;             /* enum al_rope_kind */
+    float factor;         /* scaling factor F (> 0; unused for AL_ROPE_NONE) */
+    int original_seq_len; /* T0, YaRN's trained length L */
+} al_rope;
+
 /* Everything a variant may read about the model it lives in. */
 typedef struct al_attn_shape {
     int d_model;          /* D */
@@ -36,7 +56,11 @@ typedef struct al_attn_shape {
     float rope_base;      /* 10000 by default */
     float norm_eps;       /* RMSNorm epsilon, for variants with norms */
     double set[AL_MAX_SETTINGS]; /* settings, in the order of the variant's settings */
-    /* Appended after set (a plugin built before it reads the same prefix):
+    /* Appended (after every member a plugin built earlier reads): the
+     * layer's RoPE, rope.base == rope_base. A shape built by hand that
+     * leaves it zeroed is plain full RoPE at rope_base (al_rope_of). */
+    al_rope rope;
+    /* Appended after rope (a plugin built before it reads the same prefix):
      * the training kernel of attention, enum al_attn_kernel (al_flash.h),
      * resolved from train.attention_kernel; 0, fused, in a shape built in
      * code. A variant hands it to al_attn_kernel_* and sizes its saved
@@ -49,8 +73,20 @@ enum al_init {
     AL_INIT_NORMAL = 0,   /* normal(0, 0.02) */
     AL_INIT_RESID = 1,    /* normal(0, 0.02 / sqrt(2 * n_layer)): output projections */
     AL_INIT_ONES = 2,     /* norm weights */
-    AL_INIT_ZEROS = 3
+    AL_INIT_ZEROS = 3,
+    /* A state layer's per-head decay bias b (1-D, one per head): element j
+     * of n is log(expm1(1 / tau_j)), tau_j = 4 * 64^(j / (n - 1)) tokens,
+     * so that a = exp(-softplus(b)) = exp(-1 / tau_j) spans the decays
+     * 0.78 .. 0.996 across heads (RetNet's multi-scale decays). */
+    AL_INIT_DECAY = 4
 };
+
+/* The value AL_INIT_DECAY gives element j of n. */
+static inline double al_init_decay_value(int j, int n)
+{
+    double tau = 4.0 * pow(64.0, n > 1 ? (double)j / (n - 1) : 0.5);
+    return log(expm1(1.0 / tau));
+}
 
 /* One parameter tensor. Named without the layer prefix and without the
  * ".weight" suffix: "wq" becomes "blocks.{i}.attn.wq.weight". A 1-D tensor

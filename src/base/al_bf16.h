@@ -83,6 +83,18 @@ void al_bf16_note(const al_bf16_rates *r, char *out, size_t n);
  * without oneDNN): what a bf16 run's bits depend on besides the CPU. */
 const char *al_bf16_isa(void);
 
+/* Under train.precision bf16, a product runs in bf16 only when
+ * al_bf16_worth(M, N, K): N >= AL_BF16_MIN_N and M*N*K >= AL_BF16_MIN_MNK;
+ * smaller ones run in f32. Below these sizes oneDNN's bf16 matmul lost to
+ * OpenBLAS's f32 (AMD EPYC Zen 5, Cooperlake kernels, 1 thread, best of 3
+ * interleaved): 32x32x16 at 0.48x, 256x8x8 at 0.48x, N = 8 with K 64-256
+ * at 0.83-0.85x; at N >= 16 and 64K multiply-adds bf16 won (1.4-2.6x),
+ * K = 8 included (256x256x8: 1.66x). The narrow heads of the default model
+ * (8 wide) thus keep their P.V and dQ products in f32. */
+#define AL_BF16_MIN_N 16
+#define AL_BF16_MIN_MNK 65536L
+int al_bf16_worth(int M, int N, int K);
+
 /* C (M, N) = alpha op(A) op(B) + beta C with bf16 operands on the calling
  * thread; M, N, K > 0 and leading dimensions as for cblas_sgemm. */
 void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,

@@ -76,6 +76,14 @@ int al_scaling_gap(const al_scaling_grid *d, const al_scaling_grid *base, int sk
                    const double *at, int n_at, int n_boot, uint64_t rng_seed,
                    al_interval *gap);
 
+/* How the gap changes from compute c0 to c1 (> 0 both): gap(c1) -
+ * gap(c0) from the fits on every budget, with its paired interval (the
+ * same resampled seeds for both designs and both computes), so that a
+ * verdict on the trend reads one interval rather than two overlapping
+ * ones. Returns 0 or -1 as above. */
+int al_scaling_gap_change(const al_scaling_grid *d, const al_scaling_grid *base, double c0,
+                          double c1, int n_boot, uint64_t rng_seed, al_interval *change);
+
 /* The held-out check: fit on every budget but the largest, predict the
  * largest with its interval, compare with the measured frontier there. */
 typedef struct al_heldout {

@@ -33,6 +33,15 @@ enum al_gemm_split { AL_SPLIT_ROWS, AL_SPLIT_COLS, AL_SPLIT_GRID, AL_SPLIT_BLAS,
 /* A product this small runs whole: splitting would cost more than it saves. */
 #define AL_GEMM_PAR_FLOPS (1L << 21)
 
+/* The product layer's counting mode (docs/costs.md): between begin and
+ * end every product adds 2*m*n*k (al_flops_add, al_kernels.h). end
+ * returns the FLOPs counted and stops counting. Not nested; the counter
+ * is process-wide (the pool's threads add to it atomically). */
+void al_flops_count_begin(void);
+double al_flops_count_end(void);
+/* The count so far (while counting). */
+double al_flops_counted(void);
+
 /* "rows", "cols", "grid", "blas" */
 const char *al_split_name(int split);
 

@@ -215,9 +215,11 @@ int al_scaling_fit_design(const al_scaling_grid *g, int skip, const double *at, 
     return 0;
 }
 
-int al_scaling_gap(const al_scaling_grid *d, const al_scaling_grid *base, int skip,
-                   const double *at, int n_at, int n_boot, uint64_t rng_seed,
-                   al_interval *gap)
+/* The gaps at at[0..n_at), each less the gap at `from` when from > 0
+ * (the change of the gap from there), with paired intervals. */
+static int gap_intervals(const al_scaling_grid *d, const al_scaling_grid *base, int skip,
+                         const double *at, int n_at, double from, int n_boot,
+                         uint64_t rng_seed, al_interval *gap)
 {
     al_pow_fit fd, fb;
     if (d->n_seed != base->n_seed || d->n_seed > 1024 || n_at > AL_SCALING_MAX_AT) return -1;
@@ -232,12 +234,29 @@ int al_scaling_gap(const al_scaling_grid *d, const al_scaling_grid *base, int sk
         draw(&rng, d->n_seed, idx);   /* the same seeds for both: paired */
         if (fit_frontier(d, idx, skip, &bd) != 0 || fit_frontier(base, idx, skip, &bb) != 0)
             continue;
+        double g0 = from > 0 ? al_pow_eval(&bd, from) - al_pow_eval(&bb, from) : 0;
         for (int k = 0; k < n_at; k++)
-            acc_add(&a[k], al_pow_eval(&bd, at[k]) - al_pow_eval(&bb, at[k]));
+            acc_add(&a[k], al_pow_eval(&bd, at[k]) - al_pow_eval(&bb, at[k]) - g0);
     }
+    double g0 = from > 0 ? al_pow_eval(&fd, from) - al_pow_eval(&fb, from) : 0;
     for (int k = 0; k < n_at; k++)
-        gap[k] = acc_interval(&a[k], al_pow_eval(&fd, at[k]) - al_pow_eval(&fb, at[k]), d->n_seed);
+        gap[k] = acc_interval(&a[k], al_pow_eval(&fd, at[k]) - al_pow_eval(&fb, at[k]) - g0,
+                              d->n_seed);
     return 0;
+}
+
+int al_scaling_gap(const al_scaling_grid *d, const al_scaling_grid *base, int skip,
+                   const double *at, int n_at, int n_boot, uint64_t rng_seed,
+                   al_interval *gap)
+{
+    return gap_intervals(d, base, skip, at, n_at, 0, n_boot, rng_seed, gap);
+}
+
+int al_scaling_gap_change(const al_scaling_grid *d, const al_scaling_grid *base, double c0,
+                          double c1, int n_boot, uint64_t rng_seed, al_interval *change)
+{
+    AL_ASSERT(c0 > 0);
+    return gap_intervals(d, base, -1, &c1, 1, c0, n_boot, rng_seed, change);
 }
 
 /* The interval is the one of predicted - measured under the same

@@ -67,11 +67,58 @@ void al_gemm_leave(int was)
     if (was >= 0) atomic_store(&precision, was);
 }
 
+/* ------------------------------------------------------------ counting */
+
+/* Products are whole numbers of FLOPs: an integer counter adds them
+ * exactly in any order, so a threaded run counts what a serial one does. */
+static atomic_int counting;
+static atomic_llong counted;
+
+void al_flops_count_begin(void)
+{
+    atomic_store(&counted, 0);
+    atomic_store(&counting, 1);
+}
+
+double al_flops_count_end(void)
+{
+    atomic_store(&counting, 0);
+    return (double)atomic_load(&counted);
+}
+
+double al_flops_counted(void) { return (double)atomic_load(&counted); }
+
+void al_flops_add(double flops)
+{
+    if (atomic_load_explicit(&counting, memory_order_relaxed))
+        atomic_fetch_add(&counted, (long long)flops);
+}
+
+/* One product's 2*M*N*K, counted where it enters the product layer (the
+ * splits and a plan's probes below are not counted again). */
+static void count_product(int M, int N, int K)
+{
+    if (M > 0 && N > 0 && K > 0) al_flops_add(2.0 * M * N * K);
+}
+
 /* ------------------------------------------------------------ one thread */
 
-void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                   int ldc)
+int al_bf16_worth(int M, int N, int K)
+{
+    return N >= AL_BF16_MIN_N && (long long)M * N * K >= AL_BF16_MIN_MNK;
+}
+
+static int use_bf16(int M, int N, int K)
+{
+    return atomic_load(&precision) == AL_PRECISION_BF16 && al_bf16_worth(M, N, K);
+}
+
+/* One product on the calling thread, in bf16 or f32 as decided for the
+ * whole product (a split's blocks follow the whole product's decision, so
+ * a product is never half bf16). Not counted: its callers count. */
+static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     AL_ASSERT(ldc >= N);
@@ -87,10 +134,18 @@ void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
      * returns with C unwritten: assert instead. */
     AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
     AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
-    if (atomic_load(&precision) == AL_PRECISION_BF16)
+    if (bf16)
         al_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc)
+{
+    count_product(M, N, K);
+    here(use_bf16(M, N, K), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ splits */
@@ -99,6 +154,7 @@ typedef struct gemm_job {
     CBLAS_TRANSPOSE ta, tb;
     int M, N, K, lda, ldb, ldc;
     int rows, cols;   /* the grid: rows x cols blocks of C */
+    int bf16;         /* decided once for the whole product */
     float alpha, beta;
     const float *A, *B;
     float *C;
@@ -110,8 +166,8 @@ static void gemm_block(const gemm_job *g, long r0, long r1, long c0, long c1)
 {
     const float *A = g->ta == CblasNoTrans ? g->A + r0 * g->lda : g->A + r0;
     const float *B = g->tb == CblasNoTrans ? g->B + c0 : g->B + c0 * g->ldb;
-    al_sgemm_here(g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
-                  g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
+    here(g->bf16, g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
+         g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
 }
 
 /* Blocks [lo, hi) of the grid, row-major over (rows, cols). */
@@ -159,8 +215,8 @@ static void run_blas(const gemm_job *g, int t)
 {
     al_parallel_rest();   /* idle workers would share the cores with OpenBLAS's */
     openblas_set_num_threads(t);
-    al_sgemm_here(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
-                  g->beta, g->C, g->ldc);
+    here(g->bf16, g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb,
+         g->beta, g->C, g->ldc);
     openblas_set_num_threads(1);
 }
 
@@ -178,6 +234,10 @@ static int run_split(gemm_job g, int split)
     al_parallel_for(blocks, 1, gemm_blocks, &g);
     return 0;
 }
+
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc);
 
 /* ------------------------------------------------------------ plans */
 
@@ -248,7 +308,8 @@ static void probe_init(probe *p, const plan_key *k, float alpha, float beta)
     p->c0 = random_floats(&r, p->nc);
     p->ref = al_malloc(p->nc * sizeof(float));
     p->g = (gemm_job){(CBLAS_TRANSPOSE)k->ta, (CBLAS_TRANSPOSE)k->tb, k->M, k->N, k->K, ca, cb,
-                      k->N, 1, 1, alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
+                      k->N, 1, 1, k->precision == AL_PRECISION_BF16 && al_bf16_worth(k->M, k->N, k->K),
+                      alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
 }
 
 static void probe_free(probe *p)
@@ -390,24 +451,33 @@ void al_sgemm_pool(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, 
                    int ldc)
 {
     al_gemm_plan p;
+    count_product(M, N, K);
     if (al_gemm_plan_get(ta, tb, M, N, K, alpha, beta, &p) != 0) {
-        al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        here(use_bf16(M, N, K), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     int f = atomic_load(&forced);
-    al_sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_split(f >= 0 ? f : p.split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                        float *C, int ldc)
+{
+    AL_ASSERT(split >= 0 && split < AL_NSPLITS);
+    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C};
+    if (M <= 0 || N <= 0) return;
+    if (run_split(g, split) == 0) return;
+    if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
+    here(g.bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
                     float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                     float *C, int ldc)
 {
-    AL_ASSERT(split >= 0 && split < AL_NSPLITS);
-    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, alpha, beta, A, B, C};
-    if (M <= 0 || N <= 0) return;
-    if (run_split(g, split) == 0) return;
-    if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
-    al_sgemm_here(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    count_product(M, N, K);
+    sgemm_split(split, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ------------------------------------------------------------ the machine */

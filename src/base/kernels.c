@@ -269,33 +269,79 @@ void al_gelu_backward_set(float *dx, const float *dout, const float *x, size_t n
 typedef struct rope_job {
     float *x;
     int B, T, nh, dim, head_stride, row_stride, pos0;
-    float base;
+    const al_rope *r;
     double sign;
 } rope_job;
 
 /* Rotates pair (i, i + dim/2) of every head by sign * angle(t, i) for the
- * tokens t in [lo, hi). The angle depends only on (t, i), so cos and sin
- * are computed once per token, in double, for up to ROPE_I pairs at a time
- * and applied across the batch and the heads with an inner loop over
- * contiguous i that vectorises: no table to keep. */
+ * tokens t in [lo, hi), scaled by mscale. The angle depends only on (t, i),
+ * so cos and sin are computed once per token, in double, for up to ROPE_I
+ * pairs at a time and applied across the batch and the heads with an inner
+ * loop over contiguous i that vectorises: no table to keep. */
 #define ROPE_I 64
 
-/* base^(-2i/dim) for i < dim/2: kept per thread for the last (dim, base)
- * asked for, since decode rotates one token at a time and a pow per pair
- * per call cost more than the rotation. NULL for dim/2 > ROPE_FREQS. */
+/* The frequencies of pairs i < dim/2: kept per thread for the last (dim,
+ * rope) asked for, since decode rotates one token at a time and a pow per
+ * pair per call cost more than the rotation. NULL for dim/2 > ROPE_FREQS. */
 #define ROPE_FREQS 512
 
-static const double *rope_freqs(int dim, float base)
+int al_rope_dims(const al_rope *r, int dim)
+{
+    if (r->fraction >= 1.0f) return dim - dim % 2;
+    if (!(r->fraction > 0.0f)) return 0;
+    return 2 * (int)floor((double)r->fraction * dim / 2.0 + 1e-9);
+}
+
+/* YaRN's ramp (paper eq. 18-19): r = T0 / wavelength; gamma = 0 below
+ * alpha = 1 (interpolate), 1 above beta = 32 (extrapolate), linear in r
+ * between. */
+static double yarn_gamma(double theta, int T0)
+{
+    const double alpha = 1.0, beta = 32.0;
+    double r = T0 * theta / (2.0 * M_PI);
+    if (r < alpha) return 0.0;
+    if (r > beta) return 1.0;
+    return (r - alpha) / (beta - alpha);
+}
+
+double al_rope_freq(const al_rope *r, int n, int i)
+{
+    double base = r->base, F = r->factor;
+    if (r->kind == AL_ROPE_NTK && n > 2) base *= pow(F, (double)n / (n - 2));
+    double theta = pow(base, -2.0 * i / n);
+    switch (r->kind) {
+    case AL_ROPE_LINEAR: return theta / F;
+    case AL_ROPE_YARN: {
+        double g = yarn_gamma(theta, r->original_seq_len);
+        return (1.0 - g) * theta / F + g * theta;
+    }
+    default: return theta;
+    }
+}
+
+double al_rope_mscale(const al_rope *r)
+{
+    return r->kind == AL_ROPE_YARN && r->factor > 1.0f ? 0.1 * log(r->factor) + 1.0 : 1.0;
+}
+
+al_rope al_rope_of(const al_attn_shape *s)
+{
+    if (s->rope.base > 0) return s->rope;
+    return (al_rope){.base = s->rope_base, .fraction = 1.0f, .kind = AL_ROPE_NONE,
+                     .factor = 1.0f, .original_seq_len = s->seq_len};
+}
+
+static const double *rope_freqs(int dim, const al_rope *r)
 {
     static _Thread_local struct {
         int dim;
-        float base;
+        al_rope r;
         double f[ROPE_FREQS];
     } c;
     if (dim / 2 > ROPE_FREQS) return NULL;
-    if (c.dim != dim || c.base != base) {
-        for (int i = 0; i < dim / 2; i++) c.f[i] = pow(base, -2.0 * i / dim);
-        c.dim = dim, c.base = base;
+    if (c.dim != dim || memcmp(&c.r, r, sizeof *r) != 0) {
+        for (int i = 0; i < dim / 2; i++) c.f[i] = al_rope_freq(r, dim, i);
+        c.dim = dim, c.r = *r;
     }
     return c.f;
 }
@@ -304,15 +350,15 @@ AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
 {
     const rope_job *j = ctx;
     int half = j->dim / 2;
-    double c[ROPE_I], s[ROPE_I];
-    const double *freq = rope_freqs(j->dim, j->base);
+    double c[ROPE_I], s[ROPE_I], m = al_rope_mscale(j->r);
+    const double *freq = rope_freqs(j->dim, j->r);
     for (long t = lo; t < hi; t++)
         for (int i0 = 0; i0 < half; i0 += ROPE_I) {
             int ni = imin(ROPE_I, half - i0);
             for (int i = 0; i < ni; i++) {
-                double f = freq ? freq[i0 + i] : pow(j->base, -2.0 * (i0 + i) / j->dim);
+                double f = freq ? freq[i0 + i] : al_rope_freq(j->r, j->dim, i0 + i);
                 sincos((double)(j->pos0 + t) * f, &s[i], &c[i]);
-                s[i] *= j->sign;
+                s[i] *= j->sign * m, c[i] *= m;
             }
             for (int b = 0; b < j->B; b++) {
                 float *row = j->x + ((size_t)b * j->T + t) * j->row_stride;
@@ -329,38 +375,75 @@ AL_CLONES static void rope_rows(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+/* x' = m R(angle) x; its transpose (sign -1) is m R(-angle). */
 static void rope_rotate(float *x, int B, int T, int nh, int dim, int head_stride,
-                        int row_stride, int pos0, float base, double sign)
+                        int row_stride, int pos0, const al_rope *r, double sign)
 {
     AL_ASSERT(dim % 2 == 0 && head_stride >= dim);
-    rope_job j = {x, B, T, nh, dim, head_stride, row_stride, pos0, base, sign};
+    if (dim == 0) return;   /* NoPE */
+    rope_job j = {x, B, T, nh, dim, head_stride, row_stride, pos0, r, sign};
     long per_t = (long)B * nh * dim;
     al_parallel_for(T, per_t >= 4096 ? 1 : 4096 / (per_t + 1) + 1, rope_rows, &j);
+}
+
+static al_rope plain(float base)
+{
+    return (al_rope){.base = base, .fraction = 1.0f, .kind = AL_ROPE_NONE, .factor = 1.0f};
 }
 
 void al_rope_forward(float *x, int B, int T, int nh, int dim, int row_stride,
                      int pos0, float base)
 {
-    rope_rotate(x, B, T, nh, dim, dim, row_stride, pos0, base, 1.0);
+    al_rope r = plain(base);
+    rope_rotate(x, B, T, nh, dim, dim, row_stride, pos0, &r, 1.0);
 }
 
 void al_rope_backward(float *dx, int B, int T, int nh, int dim, int row_stride,
                       int pos0, float base)
 {
     /* forward: x' = R(angle) x, so dx = R^T dx' = R(-angle) dx' */
-    rope_rotate(dx, B, T, nh, dim, dim, row_stride, pos0, base, -1.0);
+    al_rope r = plain(base);
+    rope_rotate(dx, B, T, nh, dim, dim, row_stride, pos0, &r, -1.0);
 }
 
 void al_rope_forward_strided(float *x, int B, int T, int nh, int dim, int head_stride,
                              int row_stride, int pos0, float base)
 {
-    rope_rotate(x, B, T, nh, dim, head_stride, row_stride, pos0, base, 1.0);
+    al_rope r = plain(base);
+    rope_rotate(x, B, T, nh, dim, head_stride, row_stride, pos0, &r, 1.0);
 }
 
 void al_rope_backward_strided(float *dx, int B, int T, int nh, int dim, int head_stride,
                               int row_stride, int pos0, float base)
 {
-    rope_rotate(dx, B, T, nh, dim, head_stride, row_stride, pos0, base, -1.0);
+    al_rope r = plain(base);
+    rope_rotate(dx, B, T, nh, dim, head_stride, row_stride, pos0, &r, -1.0);
+}
+
+void al_rope_apply_forward(float *x, int B, int T, int nh, int dim, int head_stride,
+                           int row_stride, int pos0, const al_rope *r)
+{
+    rope_rotate(x, B, T, nh, al_rope_dims(r, dim), head_stride, row_stride, pos0, r, 1.0);
+}
+
+void al_rope_apply_backward(float *dx, int B, int T, int nh, int dim, int head_stride,
+                            int row_stride, int pos0, const al_rope *r)
+{
+    rope_rotate(dx, B, T, nh, al_rope_dims(r, dim), head_stride, row_stride, pos0, r, -1.0);
+}
+
+void al_rope_layer_forward(float *x, int B, int T, int nh, int dim, int head_stride,
+                           int row_stride, int pos0, const al_attn_shape *s)
+{
+    al_rope r = al_rope_of(s);
+    al_rope_apply_forward(x, B, T, nh, dim, head_stride, row_stride, pos0, &r);
+}
+
+void al_rope_layer_backward(float *dx, int B, int T, int nh, int dim, int head_stride,
+                            int row_stride, int pos0, const al_attn_shape *s)
+{
+    al_rope r = al_rope_of(s);
+    al_rope_apply_backward(dx, B, T, nh, dim, head_stride, row_stride, pos0, &r);
 }
 
 /* ------------------------------------------------------- cross-entropy */

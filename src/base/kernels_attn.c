@@ -89,6 +89,23 @@ static head_ptrs head_at(const sdpa_dims *d, int b, int h)
 static int block_keys(const sdpa_dims *d, int i1) { return d->causal ? i1 : d->T; }
 static int row_keys(const sdpa_dims *d, int i) { return d->causal ? i + 1 : d->T; }
 
+/* (query, key) pairs one head's blocks multiply: rows times block_keys. */
+static double block_pairs(int T, int causal)
+{
+    double pairs = 0;
+    for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
+        int i1 = imin(i0 + SDPA_BLOCK, T);
+        pairs += (double)(i1 - i0) * (causal ? i1 : T);
+    }
+    return pairs;
+}
+
+double al_attn_flops(int T, int H, int dqk, int dv, int causal, int backward)
+{
+    double per_pair = backward ? 3.0 * dqk + 2.0 * dv : (double)dqk + dv;
+    return 2.0 * H * block_pairs(T, causal) * per_pair;
+}
+
 /* S (rows, nk) = scale * q[i0:i1] . k[0:nk]^T, for one head. */
 static void scores(float *S, const sdpa_dims *d, const float *q, const float *k,
                    int i0, int i1, int nk)

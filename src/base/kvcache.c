@@ -13,6 +13,7 @@
 #include "al_gemm.h"
 #include "al_kernels.h"
 #include "al_kvquant.h"
+#include "al_size.h"
 #include "al_parallel.h"
 #include "al_util.h"
 
@@ -138,7 +139,7 @@ al_kv_cache *al_kv_cache_new(size_t elems, int context, int dtype)
     c->elems = elems;
     c->context = context;
     c->dtype = dtype;
-    c->bytes = (size_t)context * elems * dtype_sizes[dtype];
+    AL_ASSERT(al_size_mul3((size_t)context, elems, dtype_sizes[dtype], &c->bytes) == 0);
     c->data = al_calloc(c->bytes, 1);
     live_bytes += c->bytes;
     return c;
@@ -148,7 +149,9 @@ size_t al_kv_cache_bytes_for(size_t elems, size_t key_elems, int context, int dt
                              int residual)
 {
     AL_ASSERT(dtype >= 0 && dtype < AL_KV_NALL);
-    if (!dtype_bits[dtype]) return (size_t)context * elems * dtype_sizes[dtype];
+    size_t bytes;
+    if (!dtype_bits[dtype])   /* SIZE_MAX: more than can exist, refused by the callers */
+        return al_size_mul3((size_t)context, elems, dtype_sizes[dtype], &bytes) ? SIZE_MAX : bytes;
     return al_kvq_bytes(elems, key_elems, context, dtype_bits[dtype], group, residual);
 }
 
@@ -256,12 +259,14 @@ const float *al_kv_rows(const al_kv_cache *c, int t0, int n, float *tmp)
 void al_gemv_n(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
                float beta)
 {
+    if (M > 0 && N > 0) al_flops_add(2.0 * M * N);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
 }
 
 void al_gemv_t(float *y, const float *A, int lda, const float *x, int M, int N, float alpha,
                float beta)
 {
+    if (M > 0 && N > 0) al_flops_add(2.0 * M * N);
     cblas_sgemv(CblasRowMajor, CblasTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
 }
 

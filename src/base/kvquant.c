@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_size.h"
 #include "al_util.h"
 
 struct al_kvq {
@@ -33,6 +34,7 @@ struct al_kvq {
 typedef struct kvq_shape {
     int qrows, ring;
     size_t rowbytes, vgroups, floats;
+    int over;               /* a size does not fit in size_t */
 } kvq_shape;
 
 /* Sizes of every part. Group g = [g*group, (g+1)*group) is quantized when
@@ -43,13 +45,16 @@ static kvq_shape shape_of(size_t elems, size_t kel, int context, int bits, int g
     AL_ASSERT(elems > 0 && kel <= elems && context > 0 && (bits == 8 || bits == 4) &&
               group >= 1 && residual >= 0);
     kvq_shape s;
-    int span = context - 1 - residual;
-    s.qrows = span > 0 ? span / group * group : 0;
-    s.ring = residual + group < context ? residual + group : context;
-    s.rowbytes = (elems * (size_t)bits + 7) / 8;
-    s.vgroups = (elems - kel + (size_t)group - 1) / (size_t)group;
-    s.floats = 2 * ((size_t)(s.qrows / group) * kel + (size_t)s.qrows * s.vgroups) +
-               (size_t)s.ring * elems;
+    long span = (long)context - 1 - residual, ring = (long)residual + group;   /* no int wrap */
+    s.qrows = span > 0 ? (int)(span / group * group) : 0;
+    s.ring = ring < context ? (int)ring : context;
+    s.vgroups = (elems - kel) / (size_t)group + ((elems - kel) % (size_t)group != 0);
+    size_t keys, vals, f32;
+    s.over = al_size_mad(elems, (size_t)bits, 7, &s.rowbytes) ||
+             al_size_mul((size_t)(s.qrows / group), kel, &keys) ||
+             al_size_mad((size_t)s.qrows, s.vgroups, keys, &vals) ||
+             al_size_mul((size_t)s.ring, elems, &f32) || al_size_mad(2, vals, f32, &s.floats);
+    s.rowbytes /= 8;
     return s;
 }
 
@@ -57,13 +62,18 @@ size_t al_kvq_bytes(size_t elems, size_t key_elems, int context, int bits, int g
                     int residual)
 {
     kvq_shape s = shape_of(elems, key_elems, context, bits, group, residual);
-    return s.floats * sizeof(float) + (size_t)s.qrows * s.rowbytes;
+    size_t codes, bytes;
+    if (s.over || al_size_mul((size_t)s.qrows, s.rowbytes, &codes) ||
+        al_size_mad(s.floats, sizeof(float), codes, &bytes))
+        return SIZE_MAX;   /* more than can exist: the callers' estimates refuse it */
+    return bytes;
 }
 
 al_kvq *al_kvq_new(size_t elems, size_t key_elems, int context, int bits, int group,
                    int residual)
 {
     kvq_shape s = shape_of(elems, key_elems, context, bits, group, residual);
+    AL_ASSERT(!s.over);   /* the callers sized it by al_kvq_bytes first */
     al_kvq *q = al_calloc(1, sizeof *q);
     *q = (al_kvq){elems, key_elems, context, bits, group, residual, s.qrows, s.ring,
                   s.rowbytes, s.vgroups, 0, NULL, NULL, NULL, NULL, NULL, NULL};

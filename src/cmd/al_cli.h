@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "al_config.h"
+#include "al_model.h"
 
 /* ------------------------------------------------------------ option tables */
 
@@ -50,7 +51,7 @@ typedef enum al_opt_kind {
 enum {
     AL_OPT_REQUIRED = 1,   /* an argument or option the command cannot go without */
     AL_OPT_EQUALS = 2,     /* also accepted as --name=VALUE */
-    AL_OPT_IGNORED = 4,    /* accepted (and stored) but the command does not use it */
+    AL_OPT_IGNORED = 4,    /* the command has no use for it: refused, naming the command */
 };
 
 typedef struct al_opt {
@@ -110,8 +111,8 @@ typedef struct al_cli_opts {
 
 /* The options of al_cli_opts as every command that takes them declares
  * them, for an options struct T holding an al_cli_opts named o; flags_ is
- * 0 or AL_OPT_IGNORED (accepted, as ever, by a command that has no use
- * for it). */
+ * 0 or AL_OPT_IGNORED (refused by a command that has no use for it, with a
+ * line saying so rather than "unknown option"). */
 #define AL_CLI_SET(T, flags_)                                                        \
     {.name = "--set", .kind = AL_OPT_LIST, .meta = "KEY.PATH=VALUE", AL_CLI_AT(T, o.sets), \
      .count_at = offsetof(T, o.n_sets), .hi = AL_CLI_MAX_SETS, .flags = flags_,          \
@@ -147,6 +148,13 @@ int al_cli_missing(const al_cli_spec *s, const char *what);
 int al_cli_parse_long(const char *s, long lo, long hi, long *out);
 /* AL_OPT_FUNC parsers: a KV-cache dtype (int: f32, bf16, f16, int8 or int4). */
 int al_cli_parse_kv_dtype(const char *v, void *field);
+/* --rope-scaling KIND:FACTOR (KIND none, linear, ntk or yarn; FACTOR > 0)
+ * into an al_rope_scaling; the want text for AL_FUNC. */
+int al_cli_parse_rope_scaling(const char *v, void *field);
+#define AL_CLI_ROPE_WANT "KIND:FACTOR, KIND linear, ntk, yarn or none and FACTOR > 0 (e.g. yarn:4)"
+/* A given --rope-scaling (kind non-empty) onto a loaded checkpoint's model,
+ * with original_seq_len the checkpoint's seq_len; else nothing. */
+void al_cli_set_rope_scaling(al_model *m, const al_rope_scaling *sc);
 
 /* Loads the --plugin files, then o->file with o->sets and the plugins it
  * lists (al_plugin_config_load); the --plugin files are recorded in
@@ -159,6 +167,7 @@ int al_cli_load_plugins(const al_cli_opts *o);
 
 int al_cmd_train(int argc, char **argv);
 int al_cmd_kv(int argc, char **argv);
+int al_cmd_cost(int argc, char **argv);
 int al_cmd_keys(int argc, char **argv);
 int al_cmd_variants(int argc, char **argv);
 int al_cmd_score(int argc, char **argv);

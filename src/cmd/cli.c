@@ -38,6 +38,31 @@ int al_cli_parse_kv_dtype(const char *v, void *field)
     return 0;
 }
 
+int al_cli_parse_rope_scaling(const char *v, void *field)
+{
+    al_rope_scaling *sc = field;
+    const char *colon = strchr(v, ':');
+    char kind[8], *end;
+    size_t n = colon ? (size_t)(colon - v) : 0;
+    if (!colon || n == 0 || n >= sizeof kind) return -1;
+    memcpy(kind, v, n);
+    kind[n] = 0;
+    double f = strtod(colon + 1, &end);
+    if (al_rope_kind_of(kind) < 0 || end == colon + 1 || *end || !(f > 0 && f <= 1e6)) return -1;
+    memset(sc, 0, sizeof *sc);
+    memcpy(sc->kind, kind, n + 1);
+    sc->factor = f;
+    return 0;
+}
+
+void al_cli_set_rope_scaling(al_model *m, const al_rope_scaling *sc)
+{
+    if (!sc->kind[0]) return;   /* not given: the checkpoint's */
+    al_rope_scaling x = *sc;
+    x.original_seq_len = m->cfg.seq_len;
+    al_model_set_rope_scaling(m, &x);
+}
+
 static void *field_of(void *opts, size_t at) { return (char *)opts + at; }
 
 static int takes_value(const al_opt *o)
@@ -175,6 +200,9 @@ int al_cli_parse_args(const al_cli_spec *s, int argc, char **argv, void *opts, a
         }
         const al_opt *o = find(s, a, &v);
         if (!o) return unknown(s, a, e);
+        if (o->flags & AL_OPT_IGNORED)   /* taken and dropped would be a silent no-op */
+            return al_errf(e, "%s: %s does not apply to %s (see 'attnlab %s --help')", s->name,
+                           o->name, s->name, s->name);
         seen[o - s->opts] = 1;
         if (o->kind == AL_OPT_FLAG) {
             *(int *)field_of(opts, o->at) = 1;
@@ -241,12 +269,11 @@ static void usage_line(const al_cli_spec *s, FILE *f)
 void al_cli_help(const al_cli_spec *s, FILE *f)
 {
     char left[128];
-    int n_args = 0, n_ignored = 0;
+    int n_args = 0;
     usage_line(s, f);
     if (s->about) fprintf(f, "\n%s", s->about);
     for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++) {
         n_args += o->kind == AL_OPT_ARG;
-        n_ignored += (o->flags & AL_OPT_IGNORED) != 0;
     }
     if (n_args) fprintf(f, "\narguments:\n");
     for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++)
@@ -258,11 +285,6 @@ void al_cli_help(const al_cli_spec *s, FILE *f)
         help_line(f, left, o->help);
     }
     help_line(f, "-h, --help", "print this help and exit");
-    if (!n_ignored) return;
-    fprintf(f, "accepted and ignored:");
-    for (const al_opt *o = s->opts; o->kind != AL_OPT_END; o++)
-        if (o->flags & AL_OPT_IGNORED) fprintf(f, " %s", o->name);
-    fputc('\n', f);
 }
 
 /* ------------------------------------------------------------ config */

@@ -3,11 +3,10 @@
  * at several context lengths and a batch of B sequences, with the cache
  * bytes it holds.
  *
- * For a context C every sequence's caches are filled with C - N random
- * rows (the speed of a step does not depend on what the rows hold), then
- * N steps are decoded and timed: each step feeds one token to each of the
- * B sequences and attends over C - N .. C - 1 cached tokens; tokens/s
- * counts all B.
+ * The timing is al_decode_speed's (src/score/score_decode.c), which a
+ * sweep's eval.decode uses too: caches filled with random rows to C - N - 1,
+ * N steps of B sequences timed, tokens/s counting all B; the median of
+ * --repeats runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +17,14 @@
 #include "al_data.h"
 #include "al_decode.h"
 #include "al_gemm.h"
+#include "al_cost.h"
+#include "al_score.h"
 #include "al_train.h"
 
 typedef struct bench_args {
     al_cli_opts o;
     const char *variants, *contexts;
-    long tokens, threads, batch;
+    long tokens, threads, batch, repeats, read_mib;
     int dtype;   /* -1: CONFIG's model.kv_dtype */
 } bench_args;
 
@@ -38,6 +39,11 @@ static const al_opt bench_opts[] = {
            "context lengths, ','-separated (default 256,1024,4096)"),
     AL_LONG("--tokens", "N", 1, 1L << 20, bench_args, tokens,
             "decode steps timed per cell (default 32)"),
+    AL_LONG("--repeats", "N", 1, AL_DECODE_MAX_REPEATS, bench_args, repeats,
+            "timed runs per cell; the median is printed (default 1)"),
+    AL_LONG("--read-mib", "N", 1, 1L << 20, bench_args, read_mib,
+            "MiB streamed to measure the read bandwidth, the bound of\n"
+            "every cell (default 512: far past the CPU's caches)"),
     AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", bench_args, dtype,
             "f32, bf16, f16, int8 or int4 (default: CONFIG's model.kv_dtype)"),
     AL_LONG("--batch", "B", 1, 4096, bench_args, batch,
@@ -57,7 +63,10 @@ static const al_cli_spec bench_spec = {
     "bench-decode", bench_opts,
     "Decode tokens/s of each variant on CONFIG's model shape, at each context\n"
     "length, with the measured cache bytes and the parameter bytes a step reads\n"
-    "beside it. Prints a table and writes CSV (default results/bench_decode.csv).\n"
+    "beside it, and its bound: the machine's read bandwidth, measured in the same\n"
+    "run, over decode_bytes_per_token (`attnlab cost`), and the fraction of it\n"
+    "reached (above 1 where the bytes a step reads stay in the CPU's caches).\n"
+    "Prints a table and writes CSV (default results/bench_decode.csv).\n"
     "Variants of plugins (--plugin, and CONFIG's plugins:) may be measured too.\n",
 };
 
@@ -70,6 +79,8 @@ typedef struct bench_cell {
     double tokens_per_s;
     size_t cache_bytes, bytes_per_token;
     size_t weight_bytes;   /* parameters a step reads: all, the tied embedding as the head */
+    double read_bytes;     /* decode_bytes_per_token (al_cost.h): cache rows read + weights / B */
+    double bound;          /* the read bandwidth's bound: bandwidth / read_bytes tokens/s */
 } bench_cell;
 
 /* "gqa n_kv_head=2" -> "model.attention={variant: gqa, n_kv_head: 2}" */
@@ -107,39 +118,34 @@ static int parse_contexts(const char *s, int *ctx, int *n, al_err *e)
     return *n ? 0 : al_errf(e, "bench-decode: --contexts is empty");
 }
 
-/* Time `tokens` steps of `batch` sequences with every cache filled up to
- * context - tokens. */
-static void bench_one(al_model *m, int context, int dtype, int tokens, int batch,
-                      bench_cell *cell)
+/* One cell: al_decode_speed's median of `repeats` timed runs. */
+static int bench_one(al_model *m, int context, int dtype, int tokens, int batch, int repeats,
+                     double bandwidth, bench_cell *cell, al_err *e)
 {
-    al_decoder d;
-    al_err e;
-    AL_ASSERT(al_decoder_init_batch(&d, m, batch, context, dtype, &e) == 0);
-    int V = m->cfg.vocab_size, *in = al_malloc((size_t)batch * sizeof(int));
-    al_decoder_fill_random(&d, context - tokens - 1, 7);
-    for (int b = 0; b < batch; b++) in[b] = (b * 13 + 1) % V;
-    al_decoder_step_batch(&d, in);   /* warm-up */
-    double t0 = al_now();
-    for (int i = 0; i < tokens; i++) {
-        for (int b = 0; b < batch; b++) in[b] = (i * 31 + b * 7 + 7) % V;
-        al_decoder_step_batch(&d, in);
-    }
-    double dt = al_now() - t0;
-    free(in);
+    al_decode_speed_opts o = {context, dtype, tokens, batch, repeats};
+    al_decode_speed_result r;
+    al_cost_opts co = {context, batch, dtype};
+    al_model_cost *mc = al_malloc(sizeof *mc);
+    int rc = al_cost_of_model(&m->cfg, &co, mc, e);
+    cell->read_bytes = mc->decode_bytes_per_token;
+    free(mc);
+    if (rc != 0 || al_decode_speed(m, &o, &r, e) != 0) return -1;
+    cell->bound = cell->read_bytes > 0 ? bandwidth / cell->read_bytes : 0;
     cell->context = context;
     cell->dtype = dtype;
     cell->tokens = tokens;
     cell->batch = batch;
-    cell->tokens_per_s = dt > 0 ? (double)tokens * batch / dt : 0;
-    cell->cache_bytes = al_decoder_cache_bytes(&d) / (size_t)batch;   /* one sequence's */
-    cell->bytes_per_token = al_decoder_row_bytes(&d);   /* a bounded cache: not bytes / context */
+    cell->tokens_per_s = r.tokens_per_s;
+    cell->cache_bytes = r.cache_bytes;
+    cell->bytes_per_token = r.row_bytes;   /* a bounded cache: not bytes / context */
     cell->weight_bytes = m->n_params * sizeof(float);
-    al_decoder_free(&d);
+    return 0;
 }
 
 /* One variant: load CONFIG with its attention, build the model, run the contexts. */
 static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx, int nctx,
-                         int tokens, int batch, int dtype, bench_cell *cells, al_err *e)
+                         int tokens, int batch, int repeats, int dtype, double bandwidth,
+                         bench_cell *cells, al_err *e)
 {
     const char *sets[AL_CLI_MAX_SETS + 1];
     char set[512];
@@ -161,7 +167,7 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
             break;
         }
         al_progress_line("bench-decode: %s at context %d, batch %d", spec, ctx[i], batch);
-        bench_one(&m, ctx[i], dt, tokens, batch, &cells[i]);
+        rc = bench_one(&m, ctx[i], dt, tokens, batch, repeats, bandwidth, &cells[i], e);
         snprintf(cells[i].variant, sizeof cells[i].variant, "%s", spec);
     }
     al_progress_end();
@@ -169,36 +175,43 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
     return rc;
 }
 
-static int write_csv(const char *path, const bench_cell *cells, int n, al_err *e)
+static int write_csv(const char *path, const bench_cell *cells, int n, double bandwidth,
+                     al_err *e)
 {
     char tmp[AL_PATH_LEN + 64];
     FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
     if (!f) return -1;
     fprintf(f, "variant,context,kv_dtype,tokens,tokens_per_s,kv_bytes_per_token,cache_bytes,"
-               "weight_bytes,batch,threads\n");
+               "weight_bytes,batch,threads,decode_bytes_per_token,read_bandwidth,"
+               "bound_tokens_per_s,bound_fraction\n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu,%zu,%d,%d\n", cells[i].variant,
-                cells[i].context, al_kv_dtype_name(cells[i].dtype), cells[i].tokens,
-                cells[i].tokens_per_s, cells[i].bytes_per_token, cells[i].cache_bytes,
-                cells[i].weight_bytes, cells[i].batch, al_parallel_threads());
+        fprintf(f, "\"%s\",%d,%s,%d,%.1f,%zu,%zu,%zu,%d,%d,%.0f,%.0f,%.1f,%.4f\n",
+                cells[i].variant, cells[i].context, al_kv_dtype_name(cells[i].dtype),
+                cells[i].tokens, cells[i].tokens_per_s, cells[i].bytes_per_token,
+                cells[i].cache_bytes, cells[i].weight_bytes, cells[i].batch,
+                al_parallel_threads(), cells[i].read_bytes, bandwidth, cells[i].bound,
+                cells[i].bound > 0 ? cells[i].tokens_per_s / cells[i].bound : 0);
     return al_commit_atomic(f, tmp, path, e);
 }
 
-static void print_table(const bench_cell *cells, int n)
+static void print_table(const bench_cell *cells, int n, double bandwidth)
 {
     char cpu[128];
     al_cpu_model(cpu, sizeof cpu);   /* beside every figure: what it was measured on */
-    printf("cpu=%s openblas_core=%s threads=%d\n", cpu, al_blas_core(), al_parallel_threads());
+    printf("cpu=%s openblas_core=%s threads=%d read_bandwidth_gbs=%.2f\n", cpu, al_blas_core(),
+           al_parallel_threads(), bandwidth / 1e9);
     int w = 28;   /* a variant with its settings may be longer */
     for (int i = 0; i < n; i++)
         if ((int)strlen(cells[i].variant) > w) w = (int)strlen(cells[i].variant);
-    printf("%-*s %8s %5s %6s %13s %19s %12s %12s\n", w, "variant", "context", "batch", "dtype",
-           "tokens_per_s", "kv_bytes_per_token", "cache_bytes", "weight_bytes");
+    printf("%-*s %8s %5s %6s %13s %19s %12s %12s %14s %10s %8s\n", w, "variant", "context",
+           "batch", "dtype", "tokens_per_s", "kv_bytes_per_token", "cache_bytes", "weight_bytes",
+           "bytes_read/tok", "bound_tok/s", "of_bound");
     for (int i = 0; i < n; i++)
-        printf("%-*s %8d %5d %6s %13.1f %19zu %12zu %12zu\n", w, cells[i].variant,
-               cells[i].context, cells[i].batch, al_kv_dtype_name(cells[i].dtype),
-               cells[i].tokens_per_s, cells[i].bytes_per_token, cells[i].cache_bytes,
-               cells[i].weight_bytes);
+        printf("%-*s %8d %5d %6s %13.1f %19zu %12zu %12zu %14.0f %10.0f %8.2f\n", w,
+               cells[i].variant, cells[i].context, cells[i].batch,
+               al_kv_dtype_name(cells[i].dtype), cells[i].tokens_per_s, cells[i].bytes_per_token,
+               cells[i].cache_bytes, cells[i].weight_bytes, cells[i].read_bytes, cells[i].bound,
+               cells[i].bound > 0 ? cells[i].tokens_per_s / cells[i].bound : 0);
 }
 
 /* Splits the --variants list in place; returns the count or -1. */
@@ -218,7 +231,8 @@ static int split_variants(char *list, char **out, al_err *e)
 
 int al_cmd_bench_decode(int argc, char **argv)
 {
-    bench_args a = {.tokens = 32, .threads = 1, .batch = 1, .dtype = -1};
+    bench_args a = {.tokens = 32, .threads = 1, .batch = 1, .repeats = 1, .read_mib = 512,
+                    .dtype = -1};
     int rc = al_cli_parse(&bench_spec, argc, argv, &a);
     if (rc != AL_CLI_GO) return rc;
     rc = 0;
@@ -233,18 +247,20 @@ int al_cmd_bench_decode(int argc, char **argv)
     if ((rc = al_cli_load_plugins(&a.o))) return rc;   /* --plugin, before any variant is named */
     al_parallel_set_threads((int)a.threads);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
+    /* the roofline's bound, measured in this run on the same threads */
+    double bandwidth = al_read_bandwidth((size_t)a.read_mib << 20, 5);
     for (int v = 0; v < nvar && rc == 0; v++)
-        if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch, a.dtype,
-                          cells + v * nctx, &e))
+        if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch,
+                          (int)a.repeats, a.dtype, bandwidth, cells + v * nctx, &e))
             rc = AL_EXIT_INPUT;
     const char *out = a.o.out ? a.o.out : "results/bench_decode.csv";
     if (rc == 0) {
-        print_table(cells, nvar * nctx);
+        print_table(cells, nvar * nctx, bandwidth);
         char dir[AL_PATH_LEN];
         snprintf(dir, sizeof dir, "%s", out);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
-        if ((slash && al_mkdirs(dir, &e) != 0) || write_csv(out, cells, nvar * nctx, &e) != 0)
+        if ((slash && al_mkdirs(dir, &e) != 0) || write_csv(out, cells, nvar * nctx, bandwidth, &e) != 0)
             rc = AL_EXIT_RUNTIME;
     }
     if (rc) fprintf(stderr, "attnlab: %s\n", e.msg);

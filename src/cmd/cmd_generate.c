@@ -17,6 +17,7 @@ typedef struct gen_args {
     const char *ckpt, *prompt, *prompt_file, *prompts_file, *out;
     al_generate_opts g;
     long threads;
+    al_rope_scaling rope_scaling;   /* --rope-scaling; kind "" when not given */
 } gen_args;
 
 static int parse_temperature(const char *s, void *field)
@@ -67,6 +68,12 @@ static const al_opt generate_opts[] = {
             "cache length in tokens, prompt included (default: the\n"
             "trained seq_len). Beyond seq_len RoPE extrapolates to\n"
             "positions never trained on: allowed, quality may drop."),
+    AL_FUNC("--rope-scaling", "KIND:F", al_cli_parse_rope_scaling, AL_CLI_ROPE_WANT, gen_args,
+            rope_scaling,
+            "RoPE position scaling instead of the checkpoint's\n"
+            "model.rope_scaling: linear, ntk or yarn by factor F\n"
+            "(none: plain RoPE), from the checkpoint's seq_len\n"
+            "(docs/rope.md)"),
     AL_FUNC("--kv-dtype", "D", al_cli_parse_kv_dtype, "f32, bf16, f16, int8 or int4", gen_args, g.dtype,
             "cache storage f32, bf16, f16, int8 or int4 (default: model.kv_dtype)"),
     AL_LONG("--threads", "N", 1, 1024, gen_args, threads,
@@ -188,6 +195,7 @@ int al_cmd_generate(int argc, char **argv)
         free(file), free(prompts), free(lens);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    al_cli_set_rope_scaling(&m, &a.rope_scaling);
     al_parallel_set_threads((int)a.threads);
     rc = a.out ? write_samples(&m, &a.g, a.out, &e) : al_generate(&m, &a.g, stdout, stderr, NULL, &e);
     int status = rc == 0 ? 0 : rc == -2 ? AL_EXIT_RUNTIME : AL_EXIT_INPUT;

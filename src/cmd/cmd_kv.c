@@ -10,6 +10,8 @@
 #include "al_model.h"
 #include "al_sweep_spec.h"
 #include "al_train.h"
+#include "al_yaml.h"
+#include "al_size.h"
 
 typedef struct kv_args {
     al_cli_opts o;
@@ -34,9 +36,11 @@ static const al_cli_spec kv_spec = {
     "then the whole cache at a context of N tokens (--context, default the\n"
     "trained seq_len), per layer (its rows: a bounded layer such as `local`\n"
     "holds fewer rows than tokens; a model.kv_share consumer 0 bytes, kv_from naming\n"
-    "the layer whose cache it reads) and summed. A model.layer_attention stack\n"
-    "also gets a line per layer (its attention and its share per token) before\n"
-    "the sums. int8 and int4 caches (KIVI-style) are counted with their scales,\n"
+    "the layer whose cache it reads; a state layer such as `linear` one row, its\n"
+    "state, f32 at every dtype and context, marked storage=state) and summed. A\n"
+    "model.layer_attention stack also gets a line per layer (its attention and\n"
+    "its share per token, or a state layer's state bytes) before the sums. int8\n"
+    "and int4 caches (KIVI-style) are counted with their scales,\n"
     "zero-points and the f32 window of recent tokens, which does not grow with\n"
     "the context: their per-token figure is the bytes at the trained seq_len over\n"
     "seq_len. `attnlab generate --stats` measures the same figures from the\n"
@@ -56,6 +60,12 @@ static void print_layers(const al_model_config *m)
         char label[128];
         al_sweep_attn_label(label, sizeof label, &a);
         size_t el = al_model_layer_kv_elems(m, l);
+        al_kv_layout o = al_model_layer_kv_layout(m, l, 1);
+        if (o.state && !al_config_kv_consumer(m, l)) {   /* a state layer adds nothing per token */
+            printf("layer %d: %s state_elements=%zu state_bytes=%zu (f32, the same at every "
+                   "context)\n", l, label, o.elems, o.elems * sizeof(float));
+            continue;
+        }
         printf("layer %d: %s kv_elements_per_token=%zu kv_bytes_per_token: f32=%zu bf16=%zu "
                "f16=%zu\n", l, label, el, el * al_kv_dtype_size(AL_KV_F32),
                el * al_kv_dtype_size(AL_KV_BF16), el * al_kv_dtype_size(AL_KV_F16));
@@ -80,6 +90,8 @@ static void print_kv_at(const al_model_config *m, int context)
                al_model_layer_kv_bytes(m, l, AL_KV_F16, context));
         if (al_config_kv_consumer(m, l))   /* model.kv_share: whose cache it reads */
             printf(" kv_from=%d", al_config_kv_src(m, l));
+        else if (al_model_layer_kv_layout(m, l, context).state)   /* held whole, f32 */
+            printf(" storage=state");
         putchar('\n');
     }
     if (m->n_layer > KV_LINES)
@@ -121,6 +133,20 @@ static void print_kv(const al_config *c, size_t params, size_t kv, long context)
     print_kv_at(m, (int)(context ? context : m->seq_len));
 }
 
+/* A sweep file's `model:` is only its base: say so, and where every
+ * trial's cache is. */
+static void note_sweep(const char *file)
+{
+    al_node *root = NULL;
+    al_err e;
+    if (!file || al_yaml_load(file, &root, &e) != 0) return;
+    if (root && root->kind == AL_NODE_MAP && al_node_get(root, "sweep"))
+        fprintf(stderr, "kv: %s is a sweep: these are its base configuration's figures, not "
+                "each trial's (`attnlab sweep %s --dry-run` lists every trial's cache)\n",
+                file, file);
+    al_node_free(root);
+}
+
 int al_cmd_kv(int argc, char **argv)
 {
     kv_args a = {0};
@@ -133,11 +159,13 @@ int al_cmd_kv(int argc, char **argv)
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     size_t params, kv;   /* counted in checked arithmetic, nothing allocated */
     if (al_model_counts(&c.model, &params, &kv, &e) != 0) return al_cli_fail(AL_EXIT_INPUT, e.msg);
-    if (a.o.context && kv * sizeof(float) > SIZE_MAX / (size_t)a.o.context) {
+    size_t at_context;
+    if (a.o.context && al_size_mul3(kv, sizeof(float), (size_t)a.o.context, &at_context)) {
         snprintf(e.msg, sizeof e.msg, "kv: --context %ld: %zu KV-cache bytes per token times %ld "
                  "tokens overflow %zu", a.o.context, kv * sizeof(float), a.o.context, SIZE_MAX);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    note_sweep(a.o.file);
     print_kv(&c, params, kv, a.o.context);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * cmd_report.c - `attnlab report`: report.md and plots from a sweep's
+ * cmd_report.c - `attnlab report`: report.md, index.html and plots from a sweep's
  * results directory (the work is al_report_write in report/).
  */
 #include <stdio.h>
@@ -26,7 +26,9 @@ static const al_cli_spec report_spec = {
     "Write DIR/report.md from DIR/summary.csv (a sweep's results): the\n"
     "configurations aggregated over seeds (mean ± sd), the Pareto front of\n"
     "quality against KV-cache bytes per token, and gnuplot plots tradeoff.png\n"
-    "and curves.png (with .svg and the .gp scripts beside them).\n"
+    "and curves.png (with .svg and the .gp scripts beside them); and\n"
+    "DIR/index.html, one self-contained page of the same report with its\n"
+    "tables sortable and its plots interactive (docs/report-page.md).\n"
     "Set AL_GNUPLOT to use another gnuplot binary.\n",
 };
 
@@ -46,7 +48,7 @@ int al_cmd_report(int argc, char **argv)
     al_err e;
     rc = al_report_write(a.o.file, &rs, &e);
     if (rc) return al_cli_fail(rc == -1 ? AL_EXIT_INPUT : AL_EXIT_RUNTIME, e.msg);
-    printf("report: %s/report.md: %d trials (%d ok), %d configurations, %d on the Pareto "
+    printf("report: %s/report.md, index.html: %d trials (%d ok), %d configurations, %d on the Pareto "
            "front; plots: %s\n", a.o.file, rs.n_trials, rs.n_ok, rs.n_configs, rs.n_front,
            plots_text(rs.plots));
     return 0;

@@ -24,6 +24,7 @@ typedef struct score_args {
     int kv_dtype;    /* -1: model.kv_dtype */
     int passkey;
     al_passkey_grid grid;
+    al_rope_scaling rope_scaling;   /* --rope-scaling; kind "" when not given */
 } score_args;
 
 /* "256,512,1024" into grid->lengths. */
@@ -91,6 +92,12 @@ static const al_opt score_opts[] = {
             "--passkey examples per cell (default 20)"),
     AL_LONG("--seed", "S", 1, 1L << 62, score_args, grid.seed,
             "--passkey: the examples of data.seed S's test stream (default 1)"),
+    AL_FUNC("--rope-scaling", "KIND:F", al_cli_parse_rope_scaling, AL_CLI_ROPE_WANT, score_args,
+            rope_scaling,
+            "RoPE position scaling instead of the checkpoint's\n"
+            "model.rope_scaling: linear, ntk or yarn by factor F\n"
+            "(none: plain RoPE), from the checkpoint's seq_len\n"
+            "(docs/rope.md)"),
     AL_CLI_PLUGIN(score_args, 0),
     {0},
 };
@@ -101,7 +108,7 @@ static const al_cli_spec score_spec = {
     "over the bytes of FILE. Windows start at 0, T, 2T, ...; window j feeds bytes\n"
     "[jT, jT+T) and predicts [jT+1, jT+T+1); a window that does not fit whole is\n"
     "dropped. T defaults to the checkpoint's seq_len and may exceed it (RoPE\n"
-    "extrapolates). The last line is\n"
+    "extrapolates, or scales with --rope-scaling). The last line is\n"
     "  loss=<nats per byte> tokens=<count>\n"
     "--through-cache scores the same windows through the KV cache, each window\n"
     "from an empty cache (at f32 equal to the plain score up to rounding).\n"
@@ -144,6 +151,13 @@ static int check_args(const score_args *o, const al_score_in *s, al_err *e)
     return 0;
 }
 
+/* Bytes after the last whole window: no window of T tokens holds them as
+ * targets, so they are not scored. */
+static long left_out(const al_score_in *s)
+{
+    return (long)s->n - 1 - s->windows * s->T;
+}
+
 static void print_json(const score_args *o, const al_score_in *s, double loss,
                        const al_score_result *r)
 {
@@ -159,6 +173,7 @@ static void print_json(const score_args *o, const al_score_in *s, double loss,
         json_object_set_new(j, "kv_dtype", json_string(al_kv_dtype_name(r->dtype)));
         json_object_set_new(j, "kv_cache_bytes", json_integer((json_int_t)r->cache_bytes));
     }
+    if (j) json_object_set_new(j, "left_out", json_integer((json_int_t)left_out(s)));
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     AL_ASSERT(text != NULL);
     printf("%s\n", text);
@@ -182,6 +197,7 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    al_cli_set_rope_scaling(&s.m, &o.rope_scaling);
     if (o.passkey) {
         rc = al_score_passkey(&s, &o.grid, stdout, o.out, &e);
         al_score_close(&s);
@@ -203,6 +219,12 @@ int al_cmd_score(int argc, char **argv)
         al_score_close(&s);
         return al_cli_fail(AL_EXIT_INPUT, e.msg);
     }
+    /* before the result, so that the result stays the last line; --json
+     * carries it as "left_out" */
+    if (left_out(&s) > 0 && !o.json)
+        fprintf(stderr, "score: the last %ld byte(s) of %s make no whole window of %d tokens "
+                "and are not scored (a smaller --seq-len scores more of them)\n",
+                left_out(&s), o.file, s.T);
     if (o.json) {
         print_json(&o, &s, loss, &r);
     } else {
@@ -214,8 +236,10 @@ int al_cmd_score(int argc, char **argv)
             printf(" through_cache=1 kv_dtype=%s kv_cache_bytes=%zu", al_kv_dtype_name(r.dtype),
                    r.cache_bytes);
         printf("\n");
-        printf("loss=%.6f tokens=%ld%s\n", loss, s.windows * s.T,
+        printf("loss=%.6f tokens=%ld%s", loss, s.windows * s.T,
                s.m.cfg.causal ? "" : " causal=false");
+        if (left_out(&s) > 0) printf(" left_out=%ld", left_out(&s));
+        printf("\n");
     }
     al_score_close(&s);
     return 0;

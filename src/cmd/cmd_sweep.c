@@ -285,6 +285,9 @@ static int run_sweep(al_sweep *s, sweep_args *a)
     if (rc) fprintf(stderr, "attnlab: sweep: %s\n", e.msg);
     al_sweep_eval_stats es = {0};
     int erc = st.interrupted ? 0 : al_sweep_evaluate(s, a->out, a->jobs * a->threads, &es);
+    /* summary.csv carries eval.decode's speed: written again once it is there */
+    if (es.computed && s->eval.decode.on && al_results_write_summary(a->out, s, &e) != 0)
+        fprintf(stderr, "attnlab: sweep: %s\n", e.msg), erc = -1;
     if (rrc < 0 || es.computed) rrc = report_after(a->out, NULL);
     close(lock);
     printf("sweep %s: %d ok, %d diverged, %d failed, %d kept from before; %.1f s%s\n",

@@ -21,6 +21,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", al_cmd_train, "train one model from a config file"},
     {"kv", al_cmd_kv, "parameter count and KV-cache bytes per token"},
+    {"cost", al_cmd_cost, "FLOPs and bytes per token: training, prefill, decode (counted with --measure)"},
     {"keys", al_cmd_keys, "every experiment-file key with its default and meaning"},
     {"variants", al_cmd_variants, "list the attention variants (built-in and from --plugin)"},
     {"check-variant", al_cmd_check_variant, "run the conformance suite on one variant (built-in or --plugin)"},

@@ -59,6 +59,11 @@ int al_checkpoint_load_into(const char *path, al_model *m, al_err *e);
 /* The "attnlab.config" text of a model (malloc'ed JSON; its d_ff is the
  * model's). */
 char *al_checkpoint_config_json(const al_model *m);
+/* The model config c (resolved: d_ff built) written as a checkpoint writes
+ * it and read back as every checkpoint reader reads it, into out: what a
+ * model too large to build here would load as (the test of one set of
+ * limits, tests/test_limits.c). 0, or -1 with the reader's message. */
+int al_checkpoint_config_roundtrip(const al_model_config *c, al_model_config *out, al_err *e);
 
 /* ---- Resuming a training run.
  * DIR/train_state.safetensors holds everything a resume needs: the

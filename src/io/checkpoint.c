@@ -17,16 +17,12 @@
 #include "al_bf16.h"
 #include "al_config_io.h"
 #include "config_keys.h"
+#include "checkpoint_diff.h"
 #include "al_kvcache.h"
 #include "al_registry.h"
 #include "al_safetensors.h"
 #include "al_sha256.h"
 
-/* The size a variant setting may declare (the model's own keys carry
- * theirs in their rows, config_keys.c): it keeps every product the model
- * and the variants form in int range, so a corrupt config is an error
- * rather than an overflow or a huge allocation. */
-#define MAX_DIM (1 << 14)
 /* Refuse to allocate a model this much larger than the file's data. */
 #define MAX_UNBACKED_FLOATS (1u << 22)
 
@@ -57,210 +53,6 @@ char *al_checkpoint_config_json(const al_model *m)
     al_model_config c = m->cfg;
     c.d_ff = m->d_ff;
     return al_config_model_json(&c);
-}
-
-static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int cfg_err(al_err *e, const char *path, const char *fmt, ...)
-{
-    char msg[600], clean[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return al_errf(e, "%s: attnlab.config: %s", path, al_st_printable(clean, sizeof clean, msg));
-}
-
-static int unknown_variant(al_err *e, const char *path, const char *name, const char *origin)
-{
-    char known[512] = "", clean[128], corig[600];
-    for (int i = 0; i < al_variant_count(); i++) {
-        size_t l = strlen(known);
-        snprintf(known + l, sizeof known - l, "%s%s", i ? ", " : "", al_variant_at(i)->name);
-    }
-    al_st_printable(clean, sizeof clean, name);
-    if (origin && strcmp(origin, "built-in") != 0)
-        return al_errf(e, "%s: attention variant '%s' is not registered; it came from a "
-                       "plugin: pass --plugin %s", path, clean,
-                       al_st_printable(corig, sizeof corig, origin));
-    return al_errf(e, "%s: attention variant '%s' is not registered (known: %s); it may come "
-                   "from a plugin: pass --plugin PATH", path, clean, known);
-}
-
-static int get_setting(const char *path, const al_setting *s, json_t *v, double *out, al_err *e)
-{
-    if (s->kind == AL_SET_INT) {
-        if (!json_is_integer(v) || llabs(json_integer_value(v)) > MAX_DIM)
-            return cfg_err(e, path, "'attention.%s' must be an integer in [-%d, %d]", s->name,
-                           MAX_DIM, MAX_DIM);
-        *out = (double)json_integer_value(v);
-    } else {
-        if (!json_is_number(v) || !isfinite(json_number_value(v)))
-            return cfg_err(e, path, "'attention.%s' must be a finite number", s->name);
-        *out = json_number_value(v);
-    }
-    return 0;
-}
-
-static int decode_attention(const char *path, json_t *a, const char *origin,
-                            al_model_config *c, al_err *e)
-{
-    json_t *vn = json_object_get(a, "variant");
-    if (!json_is_object(a) || !json_is_string(vn))
-        return cfg_err(e, path, "'attention' must be an object with a 'variant' name");
-    const al_variant *ops = al_variant_find(json_string_value(vn));
-    if (!ops) return unknown_variant(e, path, json_string_value(vn), origin);
-    int given[AL_MAX_SETTINGS] = {0};
-    const char *k;
-    json_t *v;
-    json_object_foreach(a, k, v) {
-        if (strcmp(k, "variant") == 0) continue;
-        int j = al_variant_setting_index(ops, k);
-        if (j < 0) return cfg_err(e, path, "unknown setting '%.60s' for variant '%s'", k, ops->name);
-        if (get_setting(path, &ops->settings[j], v, &c->attn_set[j], e)) return -1;
-        given[j] = 1;
-    }
-    for (int j = 0; j < al_variant_n_settings(ops); j++) {
-        if (given[j]) continue;
-        if (ops->settings[j].required)
-            return cfg_err(e, path, "'attention.%s' is required for variant '%s'",
-                           ops->settings[j].name, ops->name);
-        c->attn_set[j] = ops->settings[j].def;
-    }
-    c->attn = ops;
-    snprintf(c->variant, sizeof c->variant, "%s", ops->name);
-    return 0;
-}
-
-/* "layer_attention": [attention, ...], each item as "attention" is; the
- * first mirrored into the model's one-attention fields (al_config.h). */
-static int decode_layer_attention(const char *path, json_t *a, const char *origin,
-                                  al_model_config *c, al_err *e)
-{
-    int n = json_is_array(a) ? (int)json_array_size(a) : 0;
-    if (n < 1 || n > AL_MAX_LAYER_ATTN)
-        return cfg_err(e, path, "'layer_attention' must be a list of 1 to %d attentions",
-                       AL_MAX_LAYER_ATTN);
-    al_model_config tmp = *c;
-    for (int k = 0; k < n; k++) {
-        memset(tmp.attn_set, 0, sizeof tmp.attn_set);   /* no setting of the item before */
-        if (decode_attention(path, json_array_get(a, k), origin, &tmp, e)) return -1;
-        al_attn_config *x = &c->layer_attn[k];
-        memset(x, 0, sizeof *x);
-        snprintf(x->variant, sizeof x->variant, "%s", tmp.variant);
-        x->attn = tmp.attn;
-        memcpy(x->set, tmp.attn_set, sizeof x->set);
-    }
-    snprintf(c->variant, sizeof c->variant, "%s", c->layer_attn[0].variant);
-    c->attn = c->layer_attn[0].attn;
-    memcpy(c->attn_set, c->layer_attn[0].set, sizeof c->attn_set);
-    c->n_layer_attn = n;
-    return 0;
-}
-
-/* Every key must be one the writer writes (the model table's). */
-static int known_keys(const char *path, json_t *o, al_err *e)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        if (!al_config_model_json_has(k)) return cfg_err(e, path, "unknown key '%.60s'", k);
-    }
-    return 0;
-}
-
-/* "\"f32\", \"bf16\" or \"int4\"": the values a string key allows. */
-static void one_of_text(char *out, size_t n, const char *const *vals)
-{
-    size_t len = 0;
-    out[0] = 0;
-    for (int i = 0; vals[i] && len < n; i++)
-        len += (size_t)snprintf(out + len, n - len, "%s\"%s\"",
-                                i == 0 ? "" : vals[i + 1] ? ", " : " or ", vals[i]);
-}
-
-/* One scalar of the model mapping, by its row: type, the range a
- * checkpoint may declare, and the allowed values. */
-static int decode_scalar(const char *path, const key_spec *k, json_t *v, al_model_config *c,
-                         al_err *e)
-{
-    char *field = (char *)c + k->offset, vals[160];
-    if (k->type == K_INT) {
-        if (!json_is_integer(v) || json_integer_value(v) < k->ckpt_lo ||
-            json_integer_value(v) > (json_int_t)k->ckpt_hi)
-            return cfg_err(e, path, "'%s' must be an integer in [%ld, %ld]", k->key,
-                           k->ckpt_lo, (long)k->ckpt_hi);
-        int x = (int)json_integer_value(v);
-        memcpy(field, &x, sizeof x);
-    } else if (k->type == K_DOUBLE) {
-        double x = json_is_number(v) ? json_number_value(v) : NAN;
-        if (!(x > 0 && x <= k->ckpt_hi))
-            return cfg_err(e, path, "'%s' must be a number in (0, %g]", k->key, k->ckpt_hi);
-        memcpy(field, &x, sizeof x);
-    } else if (k->type == K_BOOL) {
-        if (!json_is_boolean(v)) return cfg_err(e, path, "'%s' must be true or false", k->key);
-        int x = json_is_true(v);
-        memcpy(field, &x, sizeof x);
-    } else {
-        char why[256];
-        AL_ASSERT(k->type == K_STRING && k->sub);
-        if (!json_is_string(v) ||
-            al_cfg_put_scalar(k, json_string_value(v), 1, c, why, sizeof why)) {
-            one_of_text(vals, sizeof vals, k->sub);
-            return cfg_err(e, path, "'%s' must be %s", k->key, vals);
-        }
-    }
-    return 0;
-}
-
-/* The model mapping's scalars, from the key table: each present one
- * checked by its row; an absent one is an error, unless the row says
- * checkpoints may lack it (older than the key, or written only when not
- * the default), when the config's defaults (the same rows') stand. d_ff
- * goes to *d_ff: the built model's, set after validation. */
-static int decode_fields(const char *path, json_t *o, al_model_config *c, int *d_ff, al_err *e)
-{
-    if (known_keys(path, o, e)) return -1;
-    for (const key_spec *k = al_cfg_model_keys; k->key; k++) {
-        if (k->type > K_STRING) continue;   /* attention, layer_attention: below */
-        json_t *v = json_object_get(o, k->key);
-        if (!v && k->ckpt != CK_ALWAYS) continue;
-        if (!v) return cfg_err(e, path, "'%s' is missing", k->key);
-        if (decode_scalar(path, k, v, c, e)) return -1;
-    }
-    *d_ff = c->d_ff;   /* validated as a config file's would be: before matching */
-    c->d_ff = 0;
-    return 0;
-}
-
-/* Rebuild the model config from the "attnlab.config" text and check it as
- * a config file would be checked. */
-static int config_from_json(const char *path, const char *text, const char *origin,
-                            al_model_config *out, al_err *e)
-{
-    json_error_t je;
-    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!o || !json_is_object(o)) {
-        json_decref(o);
-        return cfg_err(e, path, "not a JSON object (%s)", o ? "wrong type" : je.text);
-    }
-    al_config full;
-    al_config_defaults(&full);
-    snprintf(full.file, sizeof full.file, "%s", path);
-    al_model_config *c = &full.model;
-    int d_ff = 0, rc = decode_fields(path, o, c, &d_ff, e);
-    json_t *list = json_object_get(o, "layer_attention");
-    if (rc == 0 && list && json_object_get(o, "attention"))
-        rc = cfg_err(e, path, "both 'attention' and 'layer_attention' are given");
-    else if (rc == 0 && list)
-        rc = decode_layer_attention(path, list, origin, c, e);
-    else if (rc == 0)   /* one attention for every layer (every checkpoint before the list) */
-        rc = decode_attention(path, json_object_get(o, "attention"), origin, c, e);
-    json_decref(o);
-    if (rc == 0) rc = al_config_validate(&full, NULL, e);
-    c->d_ff = d_ff;   /* free: a parameter-matched model widens its MLP */
-    if (rc == 0) *out = *c;
-    return rc;
 }
 
 /* ------------------------------------------------------------ saving */
@@ -328,7 +120,7 @@ static int read_meta(const al_st_file *f, al_model_config *c, long *step, long *
     if (meta_long(f, "attnlab.step", 0, 1L << 62, step, e) ||
         meta_long(f, "attnlab.interface_version", 1, 1L << 30, ver, e))
         return -1;
-    return config_from_json(f->path, cfg, al_st_meta(f, "attnlab.variant_origin"), c, e);
+    return al_ckpt_config_from_json(f->path, cfg, al_st_meta(f, "attnlab.variant_origin"), c, e);
 }
 
 static void fmt_shape(char *out, size_t n, int ndim, const int64_t *shape)
@@ -578,79 +370,14 @@ int al_checkpoint_save_run(const char *dir, const al_config *c, const al_model *
     return al_checkpoint_save(path, m, s->step, e);
 }
 
-/* The resolved-config YAML (two-space indents, "key: value", "key:" opening a
- * mapping, "- item" in a list) as "path=value" lines, without the keys a
- * resume may change. Returns the line count; lines are malloc'ed. */
-static int flatten_yaml(const char *yaml, char ***out)
-{
-    static const char *const may_change[] = {"train.checkpoint_every", "train.max_memory", NULL};
-    char stack[8][128], line[4400];
-    int n = 0, cap = 64, item[9] = {0};   /* "- " items seen at each level */
-    char **lines = al_malloc(cap * sizeof *lines);
-    for (const char *p = yaml; *p;) {
-        size_t len = strcspn(p, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        p += len + (p[len] == '\n');
-        len = strlen(line);
-        int ind = (int)strspn(line, " "), lev = ind / 2 < 8 ? ind / 2 : 7;
-        char *key = line + ind, *colon = key[0] == '-' ? NULL : strstr(key, ": "), path[1200] = "";
-        int opens = !colon && len > 0 && line[len - 1] == ':';
-        if (opens) line[len - 1] = 0;
-        if (colon) *colon = 0;
-        for (int i = 0; i < lev; i++)
-            snprintf(path + strlen(path), sizeof path - strlen(path), "%s.", stack[i]);
-        if (key[0] == '-' && path[0])   /* item i of a list: "plugins[1]" */
-            snprintf(path + strlen(path) - 1, sizeof path - strlen(path) + 1, "[%d]",
-                     item[lev]++);
-        else
-            snprintf(path + strlen(path), sizeof path - strlen(path), "%s", key);
-        if (opens) snprintf(stack[lev], sizeof stack[lev], "%s", key), item[lev + 1] = 0;
-        if (opens || !key[0]) continue;
-        int skip = 0;
-        for (int i = 0; may_change[i]; i++) skip |= strcmp(path, may_change[i]) == 0;
-        if (skip) continue;
-        if (n == cap) lines = realloc(lines, (cap *= 2) * sizeof *lines);
-        AL_ASSERT(lines != NULL);
-        size_t need = strlen(path) + 4400;
-        lines[n] = al_malloc(need);
-        snprintf(lines[n++], need, "%s=%s", path,
-                 colon ? colon + 2 : key[0] == '-' && key[1] ? key + 2 : "");
-    }
-    *out = lines;
-    return n;
-}
-
-static void free_lines(char **l, int n)
-{
-    for (int i = 0; i < n; i++) free(l[i]);
-    free(l);
-}
-
-/* The saved config against the current one: the first key that differs. */
+/* The saved config against the current one (checkpoint_diff.c). */
 static int check_same_config(const al_st_file *f, const al_config *c, al_err *e)
 {
     const char *saved = al_st_meta(f, "attnlab.config_yaml");
     if (!saved) return al_errf(e, "%s: no 'attnlab.config_yaml' in __metadata__", f->path);
-    char *now = config_yaml(c), **a, **b;
-    int na = flatten_yaml(saved, &a), nb = flatten_yaml(now, &b), rc = 0;
+    char *now = config_yaml(c);
+    int rc = al_checkpoint_config_diff(f->path, saved, now, e);
     free(now);
-    for (int i = 0; i < na; i++)   /* the saved text may be corrupt: keep errors one line */
-        for (unsigned char *q = (unsigned char *)a[i]; *q; q++)
-            if (*q < 0x20 || *q > 0x7e) *q = '?';
-    for (int i = 0; i < na || i < nb; i++) {
-        const char *x = i < na ? a[i] : "(nothing)=", *y = i < nb ? b[i] : "(nothing)=";
-        if (strcmp(x, y) == 0) continue;
-        size_t kx = strcspn(x, "="), ky = strcspn(y, "=");
-        if (kx == ky && strncmp(x, y, kx) == 0)
-            rc = al_errf(e, "%s: cannot resume: '%.*s' is %.200s in the saved run but %.200s "
-                         "now", f->path, (int)kx, x, x + kx + 1, y + ky + 1);
-        else
-            rc = al_errf(e, "%s: cannot resume: the saved run's config has '%.*s' where the "
-                         "current one has '%.*s'", f->path, (int)kx, x, (int)ky, y);
-        break;
-    }
-    free_lines(a, na);
-    free_lines(b, nb);
     return rc;
 }
 
@@ -896,4 +623,12 @@ int al_checkpoint_resume(const char *dir, const al_config *c, const al_run_input
     }
     o->step = adam_step;
     return 0;
+}
+
+int al_checkpoint_config_roundtrip(const al_model_config *c, al_model_config *out, al_err *e)
+{
+    char *json = al_config_model_json(c);
+    int rc = al_ckpt_config_from_json("(config)", json, stack_origin(c), out, e);
+    free(json);
+    return rc;
 }

@@ -231,7 +231,7 @@ static const char *wanted(int type)
 
 static int decode_map(const al_node *m, const key_spec *t, void *base,
                       const char *path, al_err *e);
-static int decode_attention(const al_node *m, al_model_config *mc,
+static int decode_attention(const al_node *m, al_model_config *mc, al_attn_config *item,
                             const char *path, al_err *e);
 static int decode_match(const al_node *v, al_model_config *mc, const char *path, al_err *e);
 static int decode_layer_attention(const al_node *v, al_model_config *mc, const char *path,
@@ -290,7 +290,7 @@ static int decode_value(const key_spec *k, const al_node *v, void *base,
     case K_PLUGINS:
         return decode_plugins(v, base, path, e);
     case K_ATTN:
-        return decode_attention(v, base, path, e);
+        return decode_attention(v, base, NULL, path, e);
     case K_LATTN:
         return decode_layer_attention(v, base, path, e);
     case K_MATCH:
@@ -398,11 +398,27 @@ static int decode_setting(const al_setting *s, const al_node *v, double *out,
                             al_node_kind_name(v->kind));
     if (put_scalar(&k, v->value, v->quoted, &u, why, sizeof why))
         return al_node_errf(e, v, "'%s' %s", path, why);
+    if (k.type == K_INT && (u.i > AL_CFG_SETTING_MAX || u.i < -AL_CFG_SETTING_MAX))
+        return al_node_errf(e, v, "'%s' (%d) must be in [-%d, %d]", path, u.i,
+                            AL_CFG_SETTING_MAX, AL_CFG_SETTING_MAX);
     *out = k.type == K_INT ? (double)u.i : u.d;
     return 0;
 }
 
-static int decode_attention(const al_node *m, al_model_config *mc,
+/* A layer_attention item's own rope_fraction, a number in [0, 1]. */
+static int decode_item_rope(const al_node *v, al_attn_config *item, const char *path, al_err *e)
+{
+    static const al_setting rf = {"rope_fraction", AL_SET_FLOAT, 1.0, 0, NULL};
+    if (decode_setting(&rf, v, &item->rope_fraction, path, e)) return -1;
+    if (!al_cfg_rule_ok(R_UNIT, item->rope_fraction))
+        return al_node_errf(e, v, "'%s' (%s) %s", path, v->value, al_cfg_rule_text(R_UNIT));
+    item->has_rope_fraction = 1;
+    return 0;
+}
+
+/* model.attention (item NULL), or a model.layer_attention item, which may
+ * also give its own rope_fraction (into *item). */
+static int decode_attention(const al_node *m, al_model_config *mc, al_attn_config *item,
                             const char *path, al_err *e)
 {
     if (m->kind != AL_NODE_MAP)
@@ -414,10 +430,14 @@ static int decode_attention(const al_node *m, al_model_config *mc,
     double set[AL_MAX_SETTINGS] = {0};
     for (int i = 0; i < m->n; i++) {
         if (strcmp(m->keys[i], "variant") == 0) continue;
-        int j = al_variant_setting_index(ops, m->keys[i]);
-        if (j < 0) return unknown_setting(e, m, i, ops, path);
         char sub[256];
         al_cfg_join(sub, sizeof sub, path, m->keys[i]);
+        if (item && strcmp(m->keys[i], "rope_fraction") == 0) {
+            if (decode_item_rope(m->items[i], item, sub, e)) return -1;
+            continue;
+        }
+        int j = al_variant_setting_index(ops, m->keys[i]);
+        if (j < 0) return unknown_setting(e, m, i, ops, path);
         if (decode_setting(&ops->settings[j], m->items[i], &set[j], sub, e)) return -1;
         given[j] = 1;
     }
@@ -454,9 +474,9 @@ static int decode_layer_attention(const al_node *v, al_model_config *mc, const c
         char sub[256];
         snprintf(sub, sizeof sub, "%.200s[%d]", path, i);
         memset(&tmp, 0, sizeof tmp);
-        if (decode_attention(v->items[i], &tmp, sub, e)) return -1;
         al_attn_config *a = &mc->layer_attn[i];
         memset(a, 0, sizeof *a);
+        if (decode_attention(v->items[i], &tmp, a, sub, e)) return -1;
         memcpy(a->variant, tmp.variant, sizeof a->variant);
         a->attn = tmp.attn;
         memcpy(a->set, tmp.attn_set, sizeof a->set);
@@ -521,7 +541,7 @@ static int decode_match(const al_node *v, al_model_config *mc, const char *path,
                             "{variant: mha}", sub);
     al_model_config tmp;
     memset(&tmp, 0, sizeof tmp);
-    if (decode_attention(to, &tmp, sub, e)) return -1;
+    if (decode_attention(to, &tmp, NULL, sub, e)) return -1;
     mt->attn = tmp.attn;
     al_cfg_set_str(mt->variant, sizeof mt->variant, tmp.variant);
     memcpy(mt->attn_set, tmp.attn_set, sizeof mt->attn_set);
@@ -550,6 +570,7 @@ void al_config_defaults(al_config *c)
 }
 
 static int resolve(al_config *c, const al_node *root, al_err *e);
+static int check_rules(const al_config *c, const al_node *root, al_err *e);
 
 int al_config_decode(const al_node *root, al_config *c, al_err *e)
 {
@@ -559,7 +580,9 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
     if (root->kind != AL_NODE_MAP)
         return al_node_errf(e, root, "the top level must be a mapping, got %s",
                             al_node_kind_name(root->kind));
-    if (decode_map(root, al_cfg_top_keys, c, "", e) || resolve(c, root, e) ||
+    /* each number within its row before anything is derived from it */
+    if (decode_map(root, al_cfg_top_keys, c, "", e) || check_rules(c, root, e) ||
+        resolve(c, root, e) ||
         al_config_validate(c, root, e) || al_cfg_resolve_model(c, root, e))
         return -1;
     /* the kernel every layer trains with (validated: a known name) */
@@ -585,10 +608,14 @@ static int check_table_rules(const al_config *c, const al_node *root, const key_
         }
         if (t->rule == R_ANY || (t->type != K_INT && t->type != K_DOUBLE)) continue;
         double v = t->type == K_INT ? *(const int *)p : *(const double *)p;
-        al_cfg_fmt_double(num, sizeof num, v);
+        if (t->type == K_INT) snprintf(num, sizeof num, "%d", *(const int *)p);
+        else al_cfg_fmt_double(num, sizeof num, v);
         if (!al_cfg_rule_ok(t->rule, v))
             return al_cfg_verr(e, c, root, sub, "'%s' (%s) %s", sub, num,
                                al_cfg_rule_text(t->rule));
+        if (t->max > 0 && v > t->max)   /* what every checkpoint reader accepts */
+            return al_cfg_verr(e, c, root, sub, "'%s' (%s) must be at most %.15g", sub, num,
+                               t->max);
     }
     return 0;
 }
@@ -669,7 +696,8 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
     if (dh % 2 != 0)   /* at d_model when d_head was derived from it */
         return al_cfg_verr(e, c, root, given || !root ? "model.d_head" : "model.d_model",
                            "'model.d_head' (%d) must be even for RoPE", dh);
-    if (c->train.warmup_steps > c->train.steps)
+    /* under train.flops the steps are derived later (al_train_resolve) */
+    if (c->train.flops == 0 && c->train.warmup_steps > c->train.steps)
         return al_cfg_verr(e, c, root, "train.warmup_steps", "'train.warmup_steps' (%d) must "
                            "be at most 'train.steps' (%d)", c->train.warmup_steps,
                            c->train.steps);
@@ -688,6 +716,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
          check_one_of(c, root, "train.attention_kernel", c->train.attention_kernel,
                        al_cfg_attn_kernels, e)))
         return -1;
+    const al_rope_scaling *sc = &m->rope_scaling;
+    if (al_rope_kind_of(sc->kind) > AL_ROPE_NONE && sc->factor == 1.0)   /* a scaling that does nothing */
+        return al_cfg_verr(e, c, root, "model.rope_scaling.factor", "'model.rope_scaling.factor' "
+                           "must be given (and not 1) with kind %s", sc->kind);
     return check_variant(c, root, e);
 }
 
@@ -717,6 +749,13 @@ static int resolve(al_config *c, const al_node *root, al_err *e)
     al_cfg_find_path(root, "data.source", &given);
     if (!given)
         al_cfg_set_str(c->data.source, sizeof c->data.source, c->data.path[0] ? "text" : "kjv");
+    int given_steps;
+    al_cfg_find_path(root, "train.flops", &given);
+    al_cfg_find_path(root, "train.steps", &given_steps);
+    if (given && given_steps && c->train.flops > 0)
+        return al_cfg_verr(e, c, root, "train.flops", "'train.flops' and 'train.steps' are both "
+                           "given: use one (train.flops derives the steps from the model's "
+                           "train_flops_per_token)");
     al_cfg_find_path(root, "train.warmup_steps", &given);
     if (!given && c->train.warmup_steps > c->train.steps && c->train.steps > 0)
         c->train.warmup_steps = c->train.steps;

@@ -5,6 +5,7 @@
  */
 #include "config_keys.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 /* ------------------------------------------------------------ key tables */
 
 /* A row; optional attributes follow as designated initialisers (.rule,
- * .ckpt, .ckpt_lo, .ckpt_hi, .unset_zero), so everything about a key is
+ * .max, .derived_zero, .ckpt, .unset_zero), so everything about a key is
  * on its one line. */
 #define FIELD(S, f, T, d, h, ...) \
     {.key = #f, .type = T, .offset = offsetof(S, f), .size = sizeof(((S *)0)->f), .def = d, \
@@ -26,7 +27,7 @@
     {.key = #f, .type = K_MAP, .offset = offsetof(al_config, f), \
      .size = sizeof(((al_config *)0)->f), .sub = table, .help = h}
 
-/* What a checkpoint may declare (key_spec.ckpt_lo, ckpt_hi). */
+/* The largest values (key_spec.max): what training and checkpoints accept. */
 #define CK_DIM (1 << 14)
 #define CK_LONG_DIM (1 << 24)
 #define CK_MLP_RATIO 64.0
@@ -44,7 +45,7 @@ static const key_spec data_keys[] = {
     FIELD(D, path, K_STRING, "", "text file for source 'text'"),
     FIELD(D, val_fraction, K_DOUBLE, "0.1", "fraction of the text held out for validation, in (0, 1)", .rule = R_OPEN01),
     FIELD(D, test_fraction, K_DOUBLE, "0.05", "fraction of the text held out as the test split (after validation), in [0, 1): scored once at the end of a run", .rule = R_HALF01),
-    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192", .rule = R_POS),
+    FIELD(D, vocab_size, K_INT, "512", "vocabulary of the synthetic tasks (mqar, induction); Zoology used 8192", .rule = R_POS, .max = CK_LONG_DIM),
     FIELD(D, seq_len, K_INT, "0", "length of a synthetic example (0 = model.seq_len)", .rule = R_NONNEG),
     FIELD(D, num_kv_pairs, K_INT, "8", "mqar: key-value pairs per example; induction: length of the repeated segment", .rule = R_POS),
     FIELD(D, min_kv_pairs, K_INT, "0", "training examples draw their pairs (segment length) uniformly from [min_kv_pairs, num_kv_pairs], a mixture of easier tasks; the test set always uses num_kv_pairs (0 = num_kv_pairs)", .rule = R_NONNEG),
@@ -57,23 +58,36 @@ static const key_spec data_keys[] = {
 };
 #undef D
 
+/* model.rope_scaling (docs/rope.md); quiet, so that a config without it
+ * writes, and hashes, as before. */
+#define S al_rope_scaling
+static const key_spec rope_scaling_keys[] = {
+    QUIET_ONE_OF(S, kind, al_rope_kinds, "none", "none, linear (position interpolation: angles / factor), ntk (base * factor^(d/(d-2)), d the rotated width) or yarn (YaRN's per-pair ramp, alpha 1, beta 32, and attention temperature sqrt(1/t) = 0.1 ln(factor) + 1)", .ckpt = CK_SINCE),
+    QUIET_FIELD(S, factor, K_DOUBLE, "1.0", "scaling factor F (e.g. 4: a model trained at T0 read at 4 T0)", .rule = R_POS, .ckpt = CK_SINCE, .max = 1e6),
+    QUIET_FIELD(S, original_seq_len, K_INT, "0", "T0, the length trained on before scaling (yarn's ramp; 0 = model.seq_len)", .rule = R_NONNEG, .ckpt = CK_SINCE, .max = CK_LONG_DIM),
+    {0},
+};
+#undef S
+
 #define M al_model_config
 const key_spec al_cfg_model_keys[] = {
-    FIELD(M, n_layer, K_INT, "4", "transformer blocks", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
-    FIELD(M, d_model, K_INT, "128", "residual stream width", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
-    FIELD(M, n_head, K_INT, "4", "query heads", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
-    FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_DIM),
-    FIELD(M, seq_len, K_INT, "64", "context length trained on", .rule = R_POS, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
-    FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model", .rule = R_POS, .ckpt_hi = CK_MLP_RATIO),
-    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_DIM * CK_MLP_RATIO),
-    FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)", .rule = R_NONNEG, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
-    FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon", .rule = R_POS, .ckpt_hi = 1.0),
-    FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency", .rule = R_POS, .ckpt_hi = 1e30),
+    FIELD(M, n_layer, K_INT, "4", "transformer blocks", .rule = R_POS, .max = CK_DIM),
+    FIELD(M, d_model, K_INT, "128", "residual stream width", .rule = R_POS, .max = CK_DIM),
+    FIELD(M, n_head, K_INT, "4", "query heads", .rule = R_POS, .max = CK_DIM),
+    FIELD(M, d_head, K_INT, "0", "width of one head, even for RoPE (0 = d_model / n_head)", .rule = R_NONNEG, .derived_zero = 1, .max = CK_DIM),
+    FIELD(M, seq_len, K_INT, "64", "context length trained on", .rule = R_POS, .max = CK_LONG_DIM),
+    FIELD(M, mlp_ratio, K_DOUBLE, "4.0", "MLP hidden width over d_model", .rule = R_POS, .max = CK_MLP_RATIO),
+    FIELD(M, d_ff, K_INT, "0", "MLP hidden width (0 = mlp_ratio * d_model); under match_params the width before matching", .rule = R_NONNEG, .derived_zero = 1, .max = CK_DIM * CK_MLP_RATIO),
+    FIELD(M, vocab_size, K_INT, "0", "vocabulary (0 = from the data source)", .rule = R_NONNEG, .derived_zero = 1, .max = CK_LONG_DIM),
+    FIELD(M, norm_eps, K_DOUBLE, "1e-5", "RMSNorm epsilon", .rule = R_POS, .max = 1.0),
+    FIELD(M, rope_base, K_DOUBLE, "10000", "RoPE base frequency", .rule = R_POS, .max = 1e30),
+    QUIET_FIELD(M, rope_fraction, K_DOUBLE, "1.0", "share of each head's RoPE part that rotates (its first 2*floor(fraction*d/2) dims, rotate-half among them); 1 = all, 0 = NoPE; a model.layer_attention item may give its own (NoPE every fourth layer)", .rule = R_UNIT, .ckpt = CK_NON_DEFAULT, .max = 1.0),
+    {.key = "rope_scaling", .type = K_MAP, .offset = offsetof(M, rope_scaling), .size = sizeof(al_rope_scaling), .sub = rope_scaling_keys, .def = "-", .quiet = 1, .ckpt = CK_NON_DEFAULT, .help = "RoPE position scaling: {kind: linear | ntk | yarn, factor: F, original_seq_len: T0}; score and generate take --rope-scaling KIND:FACTOR"},
     FIELD(M, causal, K_BOOL, "true", "causal mask (false: the non-causal ablation)"),
     ONE_OF(M, kv_dtype, al_cfg_kv_dtypes, "f32", "KV-cache storage when decoding: f32, bf16, f16, int8 or int4 (KIVI-style, see kv_quant_group)", .ckpt = CK_SINCE),
-    QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point", .rule = R_POS, .ckpt = CK_SINCE, .ckpt_lo = 1, .ckpt_hi = CK_LONG_DIM),
-    QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32", .rule = R_NONNEG, .ckpt = CK_SINCE, .ckpt_lo = 0, .ckpt_hi = CK_LONG_DIM),
-    QUIET_FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off", .rule = R_POS, .ckpt = CK_NON_DEFAULT, .ckpt_lo = 1, .ckpt_hi = CK_DIM, .unset_zero = 1),
+    QUIET_FIELD(M, kv_quant_group, K_INT, "32", "int8/int4 caches: tokens per key group (keys are quantized per channel) and channels per value group (values per token), each group with an f32 scale and zero-point", .rule = R_POS, .ckpt = CK_SINCE, .max = CK_LONG_DIM),
+    QUIET_FIELD(M, kv_quant_residual, K_INT, "32", "int8/int4 caches: the most recent tokens kept at f32", .rule = R_NONNEG, .ckpt = CK_SINCE, .max = CK_LONG_DIM),
+    QUIET_FIELD(M, kv_share, K_INT, "1", "cross-layer K/V sharing (CLA): layers in consecutive groups of kv_share attend over the K/V of their group's first layer, which alone projects and caches it (the last group may be shorter); the GQA family and local, a group of one variant and settings; 1 = off", .rule = R_POS, .ckpt = CK_NON_DEFAULT, .max = CK_DIM, .unset_zero = 1),
     {.key = "attention", .type = K_ATTN, .help = "attention variant and its settings"},
     {.key = "layer_attention", .type = K_LATTN, .def = "-", .help = "per-layer attention: a list of mappings like model.attention, repeated cyclically over n_layer ([{variant: gqa, n_kv_head: 2}, {variant: mha}] alternates); not together with model.attention"},
     {.key = "match_params", .type = K_MATCH, .def = "off", .help = "match the parameter count of the same model with another attention (and no kv_share): {to: {variant: mha}, by: d_ff} (or by: n_layer)"},
@@ -94,9 +108,13 @@ const key_spec al_cfg_match_keys[] = {
     {0},
 };
 
+/* train.steps follows from train.flops when that is given (al_train.h). */
+static int steps_from_flops(const void *base) { return ((const al_train_config *)base)->flops > 0; }
+
 #define T al_train_config
 static const key_spec train_keys[] = {
-    FIELD(T, steps, K_INT, "2000", "optimizer steps", .rule = R_POS),
+    FIELD(T, steps, K_INT, "2000", "optimizer steps (not with train.flops, which derives them)", .rule = R_POS, .derived = steps_from_flops),
+    QUIET_FIELD(T, flops, K_DOUBLE, "0", "total training FLOPs (docs/costs.md): the run trains floor(flops / (train_flops_per_token * batch_size * seq_len)) steps, so that every attention of a sweep gets the same compute; warmup_steps and eval_every stay in steps, the cosine decay spans the derived steps; not with train.steps (0 = off: train.steps counts)", .rule = R_NONNEG),
     FIELD(T, batch_size, K_INT, "12", "sequences per step", .rule = R_POS),
     FIELD(T, lr, K_DOUBLE, "1e-3", "peak learning rate", .rule = R_POS),
     FIELD(T, min_lr, K_DOUBLE, "1e-4", "learning rate at the end of the cosine decay", .rule = R_NONNEG),
@@ -109,7 +127,7 @@ static const key_spec train_keys[] = {
     FIELD(T, eval_batches, K_INT, "20", "batches per evaluation", .rule = R_POS),
     FIELD(T, seed, K_U64, "1", "seed of the initialisation and the training batches"),
     FIELD(T, eval_seed, K_U64, "1337", "seed of the evaluation batches"),
-    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG),
+    FIELD(T, threads, K_INT, "0", "worker threads (0 = all cores)", .rule = R_NONNEG, .max = 256),
     FIELD(T, checkpoint_every, K_INT, "0", "steps between checkpoints (0 = only at the end)", .rule = R_NONNEG),
     FIELD(T, max_memory, K_BYTES, "0", "bytes a run may use (e.g. 512M, 8G, or plain digits; k, M, G, T are powers of 1024); a model or batch whose estimate is larger is refused before anything is allocated (0 = the machine's memory, or ulimit -v when lower)"),
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)"),
@@ -157,14 +175,27 @@ int al_cfg_rule_ok(int r, double v)
     case R_NONNEG: return v >= 0;
     case R_OPEN01: return v > 0 && v < 1;
     case R_HALF01: return v >= 0 && v < 1;
+    case R_UNIT: return v >= 0 && v <= 1;
     }
     return 1;
+}
+
+void al_cfg_int_range(const key_spec *k, int built, long *lo, long *hi)
+{
+    *lo = k->rule == R_POS || (built && k->derived_zero) ? 1 : k->rule == R_NONNEG ? 0 : INT_MIN;
+    *hi = k->max > 0 ? (long)k->max : INT_MAX;
+}
+
+int al_cfg_in_range(const key_spec *k, double v)
+{
+    return al_cfg_rule_ok(k->rule, v) && (k->max <= 0 || v <= k->max);
 }
 
 const char *al_cfg_rule_text(int r)
 {
     static const char *const text[] = {"", "must be positive", "must be >= 0",
-                                       "must be in (0, 1)", "must be in [0, 1)"};
+                                       "must be in (0, 1)", "must be in [0, 1)",
+                                       "must be in [0, 1]"};
     return text[r];
 }
 

@@ -39,6 +39,7 @@ enum key_rule {
     R_NONNEG,   /* >= 0 */
     R_OPEN01,   /* in (0, 1) */
     R_HALF01,   /* in [0, 1) */
+    R_UNIT,     /* in [0, 1] */
 };
 
 /* How a model key stands in a checkpoint's config JSON (attnlab.config). */
@@ -61,16 +62,35 @@ typedef struct key_spec {
     int quiet;           /* 1: written only when it differs from def. A key added after
                             runs and sweeps existed is quiet, so that their written
                             configs, trial ids and resume checks stay as they were */
-    int rule;            /* enum key_rule: checked by al_config_validate and checkpoints */
+    int rule;            /* enum key_rule: the lower bound, checked by al_config_validate and
+                            checkpoints alike */
     int ckpt;            /* enum key_ckpt (model keys) */
-    /* The range a checkpoint may declare (model keys; ckpt_hi 0: none). It
-     * keeps every product the model and the variants form in int range, so
-     * a corrupt file is an error, not an overflow or a huge allocation.
-     * Integers: [ckpt_lo, ckpt_hi]; numbers: (0, ckpt_hi]. */
-    long ckpt_lo;
-    double ckpt_hi;
+    /* The largest value accepted anywhere: a config file, --set, a sweep
+     * value, and every checkpoint reader (0: the type's own). One bound for
+     * all, so that a run never trains a model its own checkpoint loader
+     * refuses; for the model's keys it keeps every product the model and
+     * the variants form in range, so a corrupt file is an error, not an
+     * overflow or a huge allocation. */
+    double max;
+    int derived_zero;    /* 1: 0 means "derived" (d_head, d_ff, vocab_size); a checkpoint holds
+                            the derived value, so there the least is 1 */
     int unset_zero;      /* 1: a config built in code may leave it 0, meaning def */
+    /* Optional: 1 when the key's value, at base (its table's struct), is
+     * derived from another key and must not be written (train.steps under
+     * train.flops), so that a written config reads back as given. */
+    int (*derived)(const void *base);
 } key_spec;
+
+/* The largest |value| of a variant's integer setting (model.attention.*),
+ * in a config file and a checkpoint alike: it keeps the products the
+ * variants form from their settings in int range. */
+#define AL_CFG_SETTING_MAX (1 << 14)
+
+/* The range of an integer row: [lo, hi], as a config file (built = 0) or
+ * a checkpoint, which holds derived values (built = 1), may give it. */
+void al_cfg_int_range(const key_spec *k, int built, long *lo, long *hi);
+/* 1 when v is within k's row (its rule and its max). */
+int al_cfg_in_range(const key_spec *k, double v);
 
 /* The row of key in table t, or NULL. */
 const key_spec *al_cfg_key(const key_spec *t, const char *key);
@@ -112,6 +132,12 @@ int al_cfg_verr(al_err *e, const al_config *c, const al_node *root, const char *
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The shortest %g that reads back to v ("1.0e-05", not "1e-05"). */
 void al_cfg_fmt_double(char *out, size_t n, double v);
+
+/* checkpoint_config.c: a checkpoint's "attnlab.config" JSON (from the file
+ * at path; origin: the plugin its variant came from, or NULL) into *out,
+ * validated as a config file. */
+int al_ckpt_config_from_json(const char *path, const char *text, const char *origin,
+                             al_model_config *out, al_err *e);
 
 /* config_match.c: d_ff from mlp_ratio, then model.match_params (after
  * validation: the shapes are sound). */

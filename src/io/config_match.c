@@ -17,7 +17,8 @@
 /* ---- the MLP width and parameter matching (after validation: the shapes
  * are sound, so every parameter count below exists) */
 
-#define AL_MATCH_MAX_D_FF (1 << 24)
+/* d_ff's row: the largest MLP width a checkpoint holds */
+#define AL_MATCH_MAX_D_FF ((int)al_cfg_key(al_cfg_model_keys, "d_ff")->max)
 #define AL_MATCH_MAX_N_LAYER 4096
 
 /* Parameters of m with n_layer L, d_ff F and attention (ops, set) on every

@@ -106,6 +106,11 @@ static void write_layer_attention(FILE *f, const al_model_config *m, int indent)
             else al_cfg_fmt_double(buf, sizeof buf, a->set[j]);
             fprintf(f, ", %s: %s", a->attn->settings[j].name, buf);
         }
+        if (a->has_rope_fraction) {
+            char buf[64];
+            al_cfg_fmt_double(buf, sizeof buf, a->rope_fraction);
+            fprintf(f, ", rope_fraction: %s", buf);
+        }
         fputs("}\n", f);
     }
 }
@@ -146,11 +151,28 @@ static void fill_unset(al_model_config *c)
             al_assert_fail(why, __FILE__, __LINE__);   /* a bad default in a table */
     if (!c->kv_quant_group)
         c->kv_quant_group = AL_KV_QUANT_GROUP, c->kv_quant_residual = AL_KV_QUANT_RESIDUAL;
+    if (!c->rope_scaling.kind[0]) {   /* "" (built in code): no scaling, as al_config_layer_rope reads it */
+        al_cfg_set_str(c->rope_scaling.kind, sizeof c->rope_scaling.kind, "none");
+        if (c->rope_scaling.factor == 0) c->rope_scaling.factor = 1.0;
+    }
+}
+
+static int quiet_default(const key_spec *t, const void *base);
+
+/* A quiet mapping (model.rope_scaling) whose every key holds its default:
+ * not written, so configs without it read, write and hash as before. */
+static int quiet_map_default(const key_spec *t, const void *base)
+{
+    if (t->type != K_MAP || !t->quiet) return 0;
+    for (const key_spec *k = t->sub; k->key; k++)
+        if (!quiet_default(k, (const char *)base + t->offset)) return 0;
+    return 1;
 }
 
 /* 1 when k's field at base holds its row's default. */
 static int at_default(const key_spec *k, const void *base)
 {
+    if (k->type == K_MAP) return quiet_map_default(k, base);
     char tmp[sizeof(al_model_config)], why[256];
     AL_ASSERT(k->offset + k->size <= sizeof tmp && k->type <= K_STRING);
     memset(tmp, 0, sizeof tmp);
@@ -204,7 +226,9 @@ static int quiet_default(const key_spec *t, const void *base)
 static void write_table(FILE *f, const key_spec *t, const void *base, int indent)
 {
     for (; t->key; t++) {
-        if (t->type == K_IGNORE || unset_bytes(t, base) || quiet_default(t, base)) continue;
+        if (t->type == K_IGNORE || unset_bytes(t, base) || quiet_default(t, base) ||
+            (t->derived && t->derived(base)) || quiet_map_default(t, base))
+            continue;
         if (t->type == K_MATCH) {
             write_match(f, &((const al_model_config *)base)->match, indent);
         } else if (t->type == K_ATTN) {
@@ -327,6 +351,14 @@ static json_t *variant_json(const char *variant, const al_variant *ops, const do
     return a;
 }
 
+/* A layer_attention item: its variant, and its own rope_fraction if any. */
+static json_t *item_json(const al_attn_config *a)
+{
+    json_t *o = variant_json(a->variant, a->attn, a->set);
+    if (a->has_rope_fraction) json_object_set_new(o, "rope_fraction", real_json(a->rope_fraction));
+    return o;
+}
+
 /* As write_match: false when off, else what the match gave. */
 static json_t *match_json(const al_match_config *mt)
 {
@@ -375,9 +407,7 @@ static json_t *table_json(const key_spec *t, const void *base, int built)
             const al_model_config *m = base;
             v = json_array();
             for (int k = 0; k < m->n_layer_attn; k++)
-                json_array_append_new(v, variant_json(m->layer_attn[k].variant,
-                                                      m->layer_attn[k].attn,
-                                                      m->layer_attn[k].set));
+                json_array_append_new(v, item_json(&m->layer_attn[k]));
         } else if (t->type == K_MATCH) {
             v = match_json(&((const al_model_config *)base)->match);
         } else if (t->type == K_ATTN) {

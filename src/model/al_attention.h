@@ -44,6 +44,11 @@ int al_attention_forward(al_model *m, const int *tokens, int T, al_err *e);
 /* P (H, T, T) of layer l from the last al_attention_forward (same T). */
 void al_attention_layer(const al_model *m, int layer, int T, float *P);
 
+/* 1 when layer l's pictures are weights, not probabilities
+ * (pictures.weights: a state layer's equivalent attention matrix, signed,
+ * rows not summing to 1): its head statistics are NaN. */
+int al_attention_layer_weights(const al_model *m, int layer);
+
 typedef struct al_head_stats {
     double entropy, distance, first, prev, induction;
 } al_head_stats;

@@ -110,8 +110,9 @@ void al_check_layer_backward(al_check_layer *t, const float *dout);
 
 /* Relative error ||a - b|| / max(||a||, ||b||, 1e-12) over n doubles. */
 double al_check_rel_err(const double *a, const double *b, size_t n);
-/* Central differences (step 1e-2) of loss(arg) along `probes` (<= 64)
- * random coordinates of x[0..n) against grad there: their relative error. */
+/* Central differences (step 1e-2, or where that misses, their Richardson
+ * extrapolation with 5e-3) of loss(arg) along `probes` (<= 64) random
+ * coordinates of x[0..n) against grad there: their relative error. */
 typedef double (*al_check_loss_fn)(void *arg);
 double al_check_fd_err(al_check_loss_fn loss, void *arg, float *x, const float *grad, size_t n,
                        int probes, al_rng *r);

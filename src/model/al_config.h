@@ -27,7 +27,19 @@ typedef struct al_attn_config {
     char variant[AL_NAME_LEN];
     const al_variant *attn;          /* resolved from the registry */
     double set[AL_MAX_SETTINGS];         /* in the order of attn->settings */
+    /* a layer_attention item's own rope_fraction (has_rope_fraction 1);
+     * else (0, every config built in code) the model's */
+    int has_rope_fraction;
+    double rope_fraction;
 } al_attn_config;
+
+/* model.rope_scaling (docs/rope.md): kind "none" (or "", a config built in
+ * code) is plain RoPE. original_seq_len 0: model.seq_len. */
+typedef struct al_rope_scaling {
+    char kind[8];                        /* none | linear | ntk | yarn */
+    double factor;
+    int original_seq_len;
+} al_rope_scaling;
 
 typedef struct al_data_config {
     char source[AL_NAME_LEN];   /* text | kjv | mqar | induction */
@@ -62,6 +74,11 @@ typedef struct al_model_config {
                                             after matching, the matched width */
     al_match_config match;               /* n_layer and d_ff above are the matched ones */
     double norm_eps, rope_base;
+    /* model.rope_fraction: the share of each RoPE part that rotates, for
+     * the layers whose item gives none. A config built in code must set
+     * it (1: plain RoPE; 0 is NoPE), as it sets rope_base. */
+    double rope_fraction;
+    al_rope_scaling rope_scaling;
     int causal;
     /* The attention of every layer (model.attention); with a
      * model.layer_attention list, its first item's. */
@@ -90,6 +107,8 @@ typedef struct al_model_config {
 
 typedef struct al_train_config {
     int steps, batch_size;
+    double flops;                        /* train.flops: total training FLOPs; > 0 derives
+                                            steps (al_train_resolve), 0 = off */
     double lr, min_lr;
     int warmup_steps;
     double weight_decay, beta1, beta2, grad_clip;
@@ -142,6 +161,13 @@ al_attn_config al_config_attn_item(const al_model_config *m, int k);
 al_attn_config al_config_layer_attn(const al_model_config *m, int layer);
 /* The shape layer l's variant sees (its own settings). */
 void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s);
+/* Layer l's RoPE (its item's rope_fraction, else the model's; the model's
+ * scaling), as the variants see it in al_attn_shape.rope. */
+al_rope al_config_layer_rope(const al_model_config *m, int layer);
+/* The kinds of model.rope_scaling.kind, in enum al_rope_kind order. */
+extern const char *const al_rope_kinds[];
+/* enum al_rope_kind of a kind name ("" is none), or -1. */
+int al_rope_kind_of(const char *name);
 /* 1 when the layers do not all have one variant with the same settings. */
 int al_config_mixed_attn(const al_model_config *m);
 /* model.kv_share: the layer whose K/V layer l attends over (the first of

@@ -70,7 +70,7 @@ size_t al_decoder_cache_bytes(const al_decoder *d);
 /* Bytes of one token's rows summed over layers, measured from sequence
  * 0's caches (their bytes over their rows): a bounded cache (kv_rows)
  * holds fewer rows than its context, so this is not cache bytes over
- * the context. */
+ * the context. A state (AL_KV_STATE) adds nothing per token. */
 size_t al_decoder_row_bytes(const al_decoder *d);
 
 /* Run tokens[0..n) through one forward pass of the model (B = 1, which may

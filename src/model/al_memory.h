@@ -35,6 +35,8 @@ uint64_t al_batch_bytes_lower(const al_model_config *c, int B, int T);
  * thread on its first call, and waits forever when it cannot: address
  * space that `ulimit -v` must leave it. */
 #define AL_BLAS_BUFFER_BYTES (128ull << 20)
+/* A worker thread's stack (glibc's default) and its malloc arena's first share. */
+#define AL_THREAD_STACK_BYTES (16ull << 20)
 
 /* Bytes this process may still allocate: max_memory when non-zero, else
  * the machine's physical memory; lowered to what `ulimit -v` leaves beside

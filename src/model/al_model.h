@@ -87,6 +87,10 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e);
  * context made again with model.causal = causal (the variant's init reads
  * its shape once). */
 void al_model_set_causal(al_model *m, int causal);
+/* --rope-scaling on a built model (score, generate): model.rope_scaling
+ * set to sc and every layer's shape and context made again, as
+ * al_model_set_causal; sc's kind is a name of al_rope_kinds. */
+void al_model_set_rope_scaling(al_model *m, const al_rope_scaling *sc);
 void al_model_init_weights(al_model *m, uint64_t seed);
 /* Allocate activations for batches up to (B, T). Idempotent for the same
  * or a smaller shape. */

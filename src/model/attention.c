@@ -152,6 +152,22 @@ static void add_induction(const al_model *m, int L, float *P, double w, al_head_
     }
 }
 
+int al_attention_layer_weights(const al_model *m, int layer)
+{
+    return m->layers[layer].attn->pictures->weights;
+}
+
+/* A layer whose pictures are weights, not probabilities, has no entropy,
+ * distance or scores: NaN. */
+static void blank_weight_layers(const al_model *m, al_head_stats *out)
+{
+    int H = m->cfg.n_head;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        if (al_attention_layer_weights(m, l))
+            for (int h = 0; h < H; h++)
+                out[l * H + h] = (al_head_stats){NAN, NAN, NAN, NAN, NAN};
+}
+
 int al_head_stats_model(al_model *m, const int *tokens, int n_seq, int T, const char *alphabet,
                         al_head_stats *out, al_err *e)
 {
@@ -173,6 +189,7 @@ int al_head_stats_model(al_model *m, const int *tokens, int n_seq, int T, const 
         if (!(rc = al_attention_forward(m, seq, 2 * L, e)))
             add_induction(m, L, P, 1.0 / AL_INDUCTION_SEQS, out);
     }
+    if (!rc) blank_weight_layers(m, out);
     free(seq);
     free(P);
     free(alpha);

@@ -94,7 +94,8 @@ static int write_tokens(const al_model *m, const al_attnmap *a, al_err *e)
 static void write_layer_data(const al_model *m, const al_attnmap *a, int l, const float *P,
                              FILE *csv, FILE *dat)
 {
-    int T = a->T, causal = m->cfg.causal;
+    int T = a->T, causal = m->cfg.causal, weights = al_attention_layer_weights(m, l);
+    if (weights) causal = 1;   /* a state layer is causal whatever model.causal says */
     for (int k = 0; k < a->n_heads; k++) {
         const float *Ph = P + (size_t)a->heads[k] * T * T;
         fprintf(dat, "%s# layer %d head %d\n", k ? "\n\n" : "", l, a->heads[k]);
@@ -103,7 +104,7 @@ static void write_layer_data(const al_model *m, const al_attnmap *a, int l, cons
                 float p = Ph[(size_t)i * T + j];
                 int masked = causal && j > i;
                 if (!masked) fprintf(csv, "%d,%d,%d,%d,%.9g\n", l, a->heads[k], i, j, p);
-                if (masked) fputs(j ? " -1" : "-1", dat);
+                if (masked) fputs(j ? (weights ? " NaN" : " -1") : (weights ? "NaN" : "-1"), dat);
                 else fprintf(dat, j ? " %.6g" : "%.6g", a->log_scale && p < 1e-30f ? 1e-30 : p);
             }
             fputc('\n', dat);
@@ -155,12 +156,22 @@ static void gp_head_title(FILE *f, const al_model *m, const al_attnmap *a, int l
         for (int i = 0; i + 1 < a->T; i++) s += Ph[(size_t)i * a->T + i + 1];
         k += snprintf(t + k, sizeof t - k, ": next %.2f", a->T > 1 ? s / (a->T - 1) : 0.0);
     }
-    if (a->stats) {
+    if (a->stats && !al_attention_layer_weights(m, l)) {   /* weights have no scores */
         const al_head_stats *s = &a->stats[l * m->cfg.n_head + h];
         snprintf(t + k, sizeof t - k, "%s prev %.2f, induction %.2f, entropy %.2f",
                  m->cfg.causal ? ":" : ",", s->prev, s->induction, s->entropy);
     }
     fprintf(f, "  set title \"%s\"\n", t);
+}
+
+/* The largest |weight| of the selected heads (a symmetric colour range). */
+static double abs_max(const al_attnmap *a, const float *P)
+{
+    double m = 1e-30;
+    for (int k = 0; k < a->n_heads; k++)
+        for (size_t i = 0; i < (size_t)a->T * a->T; i++)
+            m = fmax(m, fabs(P[(size_t)a->heads[k] * a->T * a->T + i]));
+    return m;
 }
 
 static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, const float *P,
@@ -182,11 +193,19 @@ static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, const 
             "    set output out_svg\n  }\n", W, Hpx, W, Hpx);
     char title[512];
     gp_escape(title, sizeof title, a->title);
+    int weights = al_attention_layer_weights(m, l);
     fprintf(f, "  set multiplot layout %d,%d title \"%s: layer %d (%s colour scale)\"\n",
-            (a->n_heads + cols - 1) / cols, cols, title, l, a->log_scale ? "log" : "linear");
-    fputs("  set palette defined (0 \"#ffffff\", 0.3 \"#9ecae1\", 1 \"#08306b\")\n", f);
-    if (a->log_scale) fputs("  set logscale cb\n  set cbrange [1e-4:1]\n", f);
-    else fputs("  set cbrange [0:1]\n", f);
+            (a->n_heads + cols - 1) / cols, cols, title, l,
+            weights ? "signed weights, not probabilities: a symmetric"
+                    : a->log_scale ? "log" : "linear");
+    if (weights)   /* a state layer's decayed q.k: red positive, blue negative */
+        fprintf(f, "  set palette defined (-1 \"#2166ac\", 0 \"#ffffff\", 1 \"#b2182b\")\n"
+                "  set cbrange [%.6g:%.6g]\n", -abs_max(a, P), abs_max(a, P));
+    else {
+        fputs("  set palette defined (0 \"#ffffff\", 0.3 \"#9ecae1\", 1 \"#08306b\")\n", f);
+        if (a->log_scale) fputs("  set logscale cb\n  set cbrange [1e-4:1]\n", f);
+        else fputs("  set cbrange [0:1]\n", f);
+    }
     fprintf(f, "  set size ratio -1\n  set xrange [-0.5:%d.5]\n  set yrange [%d.5:-0.5]\n"
             "  set xlabel \"key\"\n  set ylabel \"query\"\n"
             "  set object 1 rectangle from graph 0,0 to graph 1,1 behind "
@@ -197,8 +216,12 @@ static void write_layer_gp(const al_model *m, const al_attnmap *a, int l, const 
                 "lc rgb \"#60c03030\"\n", T - 1, T - 1);
     for (int k = 0; k < a->n_heads; k++) {
         gp_head_title(f, m, a, l, a->heads[k], P + (size_t)a->heads[k] * T * T);
-        fprintf(f, "  plot \"layer%d.dat\" index %d matrix using 1:2:($3 < 0 ? NaN : $3) "
-                "with image notitle\n", l, k);
+        if (weights)   /* masked entries are NaN in the data: drawn grey */
+            fprintf(f, "  plot \"layer%d.dat\" index %d matrix using 1:2:3 with image "
+                    "notitle\n", l, k);
+        else
+            fprintf(f, "  plot \"layer%d.dat\" index %d matrix using 1:2:($3 < 0 ? NaN : $3) "
+                    "with image notitle\n", l, k);
     }
     fputs("  unset multiplot\n  unset output\n}\n", f);
 }

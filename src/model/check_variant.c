@@ -13,6 +13,7 @@
 
 #include "al_attention.h"
 #include "al_check_variant.h"
+#include "al_cost.h"
 #include "al_decode.h"
 #include "al_kvcache.h"
 #include "al_model.h"
@@ -101,6 +102,7 @@ static void shape_config(al_model_config *c, const al_variant *v, const cv_shape
     c->mlp_ratio = 2.0;
     c->norm_eps = 1e-5;
     c->rope_base = 10000;
+    c->rope_fraction = 1.0;
     c->causal = causal;
     c->attn = v;
     snprintf(c->variant, sizeof c->variant, "%s", v->name);
@@ -167,7 +169,7 @@ typedef al_check_layer lt;
 static void lt_init(lt *t, const al_variant *v, const cv_shape *sh, int causal, int B, int T,
                     uint64_t seed)
 {
-    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}, 0};
+    al_attn_shape s = {sh->D, sh->H, sh->dh, SEQ, causal, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
     memcpy(s.set, sh->set, sizeof s.set);
     al_check_layer_init(t, v, &s, B, T, seed);
 }
@@ -699,6 +701,36 @@ static void check_bytes(model_run *mr, al_model *m)
     record(mr->r, "cache.bytes", worst, 0, 0, where);
 }
 
+/* A variant's cost members (docs/costs.md) against the FLOPs the product
+ * layer counts when the model trains, prefills and decodes: exactly,
+ * within seq_len and past two cache tiles. Without members the core
+ * counts, so there is nothing to check. */
+static void check_costs(model_run *mr, al_model *m)
+{
+    const al_variant_costs *k = mr->v->costs;
+    if (!k || !k->train_flops_per_token || !k->prefill_flops_per_token ||
+        !k->decode_flops_per_token)
+        return;
+    static const int contexts[] = {SEQ - 3, LONG};
+    double worst = 0;
+    for (int i = 0; i < 2; i++) {
+        al_cost_opts o = {contexts[i], 1, AL_KV_F32};
+        al_model_cost f;
+        al_cost_counted c;
+        al_err e;
+        if (al_cost_of_model(&m->cfg, &o, &f, &e) || al_cost_measure(m, &o, &c, &e)) {
+            worst = INFINITY;
+            continue;
+        }
+        worst = fmax(worst, fabs(c.train_flops_per_token - f.train_flops_per_token));
+        worst = fmax(worst, fabs(c.prefill_flops_per_token - f.prefill_flops_per_token) * o.context);
+        worst = fmax(worst, fabs(c.decode_flops_per_token - f.decode_flops_per_token));
+    }
+    char where[192];
+    where_of(mr, "FLOPs counted - costs members, contexts 5 and 515", where, sizeof where);
+    record(mr->r, "costs.flops", worst, 0.5, 0, where);
+}
+
 /* ------------------------------------------------------------ the suite */
 
 
@@ -723,6 +755,7 @@ static void model_checks(al_check_report *r, const al_variant *v, const cv_shape
     check_threads(&mr, &m);
     check_batch(&mr, &m);
     check_bytes(&mr, &m);
+    check_costs(&mr, &m);
     al_model_free(&m);
 }
 
@@ -733,7 +766,7 @@ static void layer_checks(al_check_report *r, const al_variant *v, const cv_shape
     check_causal(r, v, sh);
     check_deterministic(r, v, sh);
     check_grad_semantics(r, v, sh);
-    if (v->pictures && sh->H <= 8) {
+    if (v->pictures && !v->pictures->weights && sh->H <= 8) {
         check_probs(r, v, sh, 1);
         check_probs(r, v, sh, 0);
     }
@@ -760,7 +793,7 @@ int al_check_variant(const al_variant *v, const al_check_settings *fixed,
             cv_shape o = sh[0];
             o.set[k] = 4;
             check_grads_at(r, v, &o, 1, tag);
-            if (v->pictures && o.H <= 8) check_probs(r, v, &o, 1);
+            if (v->pictures && !v->pictures->weights && o.H <= 8) check_probs(r, v, &o, 1);
         }
     if (al_variant_decodes(v)) {   /* the registry refused a decode trio not whole */
         model_checks(r, v, &sh[0], -1);

@@ -27,6 +27,35 @@ static void model_shape(const al_model_config *m, al_attn_shape *s)
     s->norm_eps = (float)m->norm_eps;
     memcpy(s->set, m->attn_set, sizeof s->set);
     s->attn_kernel = m->attn_kernel;
+    s->rope = al_config_layer_rope(m, 0);
+}
+
+/* ------------------------------------------------------------ RoPE */
+
+const char *const al_rope_kinds[] = {"none", "linear", "ntk", "yarn", NULL};
+_Static_assert(AL_ROPE_YARN == 3, "al_rope_kinds follows enum al_rope_kind");
+
+int al_rope_kind_of(const char *name)
+{
+    if (!name[0]) return AL_ROPE_NONE;
+    for (int i = 0; al_rope_kinds[i]; i++)
+        if (strcmp(name, al_rope_kinds[i]) == 0) return i;
+    return -1;
+}
+
+al_rope al_config_layer_rope(const al_model_config *m, int layer)
+{
+    const al_rope_scaling *sc = &m->rope_scaling;
+    al_attn_config a = al_config_layer_attn(m, layer);
+    int kind = al_rope_kind_of(sc->kind);
+    AL_ASSERT(kind >= 0);
+    return (al_rope){
+        .base = (float)m->rope_base,
+        .fraction = (float)(a.has_rope_fraction ? a.rope_fraction : m->rope_fraction),
+        .kind = kind,
+        .factor = kind == AL_ROPE_NONE ? 1.0f : (float)sc->factor,
+        .original_seq_len = sc->original_seq_len > 0 ? sc->original_seq_len : m->seq_len,
+    };
 }
 
 void al_config_attn_shape(const al_config *c, al_attn_shape *s)
@@ -72,6 +101,7 @@ void al_config_layer_shape(const al_model_config *m, int layer, al_attn_shape *s
     model_shape(m, s);
     al_attn_config a = al_config_layer_attn(m, layer);
     memcpy(s->set, a.set, sizeof s->set);
+    s->rope = al_config_layer_rope(m, layer);
 }
 
 static int same_attn(const al_attn_config *a, const al_attn_config *b)
@@ -82,7 +112,7 @@ static int same_attn(const al_attn_config *a, const al_attn_config *b)
         while (a->attn->settings[n].name) n++;
     for (int j = 0; j < n; j++)
         if (a->set[j] != b->set[j]) return 0;
-    return 1;
+    return a->has_rope_fraction == b->has_rope_fraction && a->rope_fraction == b->rope_fraction;
 }
 
 int al_config_mixed_attn(const al_model_config *m)

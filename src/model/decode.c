@@ -10,7 +10,10 @@
  */
 #include "al_decode.h"
 #include "al_bf16.h"
+#include "al_memory.h"
+#include "al_parallel.h"
 #include "al_registry.h"
+#include "al_size.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -73,12 +76,60 @@ static size_t scratch_floats(const al_model *m, int batch, int context)
     return n;
 }
 
+/* Bytes al_decoder_init_batch allocates for (batch, context): every
+ * layer's cache of each sequence and the step buffers, in checked
+ * arithmetic; UINT64_MAX when they do not fit in 64 bits. */
+static uint64_t decoder_bytes(const al_model *m, int batch, int context, int dtype)
+{
+    const al_model_config *c = &m->cfg;
+    size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, B = batch, wide, caches = 0, n;
+    wide = D > F ? D : F;
+    wide = wide > V ? wide : V;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (m->layers[l].kv_src != l) continue;
+        al_kv_layout o = al_model_layer_kv_layout(c, l, context);
+        size_t one = al_kv_cache_bytes_for(o.elems, o.key_elems, o.rows,
+                                           al_model_layer_kv_dtype(&o, dtype), o.group, o.residual);
+        if (al_size_mad(one, B, caches, &caches)) return UINT64_MAX;
+    }
+    if (al_size_mad(B, 3 * D + 2 * F + V + (B > 1 ? wide : 0), scratch_floats(m, batch, context),
+                    &n) || al_size_mad(n, sizeof(float), caches, &n))
+        return UINT64_MAX;
+    return n;
+}
+
+/* Refuse before allocating what the process cannot have, naming the
+ * largest context that fits (by the same count, so the advice is accepted). */
+static int check_memory(const al_model *m, int batch, int context, int dtype, al_err *e)
+{
+    char what[160];
+    uint64_t have = al_memory_available(0, al_parallel_threads(), what, sizeof what);
+    uint64_t need = decoder_bytes(m, batch, context, dtype);
+    if (need <= have) return 0;
+    /* the advice keeps 1/64 in hand: the next run's own use differs by a few pages */
+    uint64_t room = have - have / 64;
+    int lo = 0, hi = context;   /* decoder_bytes(lo) fits (or lo = 0), decoder_bytes(hi) does not */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (decoder_bytes(m, batch, mid, dtype) <= room) lo = mid;
+        else hi = mid;
+    }
+    if (lo < 1)
+        return al_errf(e, "a context of %d tokens for %d sequence(s) needs %llu bytes, more than "
+                       "the %llu bytes of %s, and no context fits: lower the batch", context,
+                       batch, (unsigned long long)need, (unsigned long long)have, what);
+    return al_errf(e, "a context of %d tokens for %d sequence(s) needs %llu bytes, more than the "
+                   "%llu bytes of %s; a context of at most %d fits", context, batch,
+                   (unsigned long long)need, (unsigned long long)have, what, lo);
+}
+
 int al_decoder_init_batch(al_decoder *d, al_model *m, int batch, int context, int dtype,
                           al_err *e)
 {
     memset(d, 0, sizeof *d);
     if (check_decodable(m, context, dtype, e) != 0) return -1;
     if (batch < 1) return al_errf(e, "batch (%d) must be at least 1", batch);
+    if (check_memory(m, batch, context, dtype, e) != 0) return -1;
     const al_model_config *c = &m->cfg;
     size_t D = c->d_model, F = m->d_ff, V = c->vocab_size, B = batch;
     size_t scratch = scratch_floats(m, batch, context);
@@ -144,6 +195,7 @@ size_t al_decoder_row_bytes(const al_decoder *d)
     for (int l = 0; l < d->m->cfg.n_layer; l++) {
         const al_kv_cache *c = d->cache[(size_t)l * d->batch];
         if (!c) continue;   /* a kv_share consumer */
+        if (d->m->layers[l].attn->decode->storage == AL_KV_STATE) continue;   /* none per token */
         n += al_kv_cache_bytes(c) / (size_t)al_kv_cache_context(c);
     }
     return n;

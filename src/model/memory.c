@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "al_size.h"
 #include "al_tensors.h"
 
 /* A variant's reported float count, checked against the limit every
@@ -20,12 +21,7 @@ static int reported(const al_variant *v, const char *what, size_t n, int B, int 
                    (unsigned long long)AL_MAX_REPORTED_FLOATS);
 }
 
-/* a * b + c, or -1 on overflow */
-static int mad(size_t a, size_t b, size_t c, size_t *out)
-{
-    size_t p;
-    return __builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(p, c, out) ? -1 : 0;
-}
+#define mad al_size_mad
 
 /* The same layout as al_model_reserve: per layer 4 (B,T,D) + 2 (B,T) +
  * 2 (B,T,F) + its variant's; then 4 (B,T,D) + 2 (B,T) + (B,T,V) + (B,T,F) +
@@ -55,11 +51,11 @@ static int shared_act_floats(const al_model_config *c, int d_ff, int B, int T, s
         scratch = sc > scratch ? sc : scratch;
         if (mad(BT, kv, 0, &one)) goto overflow;
         dkv = one > dkv ? one : dkv;
-        if (mad(BT, width_layer, attn, &one) || __builtin_add_overflow(layers, one, &layers))
+        if (mad(BT, width_layer, attn, &one) || al_size_add(layers, one, &layers))
             goto overflow;
     }
-    if (mad(BT, width_tail, scratch, &tail) || __builtin_add_overflow(tail, dkv, &tail) ||
-        __builtin_add_overflow(layers, tail, total) || *total > SIZE_MAX / sizeof(float))
+    if (mad(BT, width_tail, scratch, &tail) || al_size_add(tail, dkv, &tail) ||
+        al_size_add(layers, tail, total) || *total > SIZE_MAX / sizeof(float))
         goto overflow;
     return 0;
 overflow:
@@ -84,12 +80,12 @@ int al_model_act_floats(const al_model_config *c, int d_ff, int B, int T, size_t
         if (reported(v, "activation", attn, B, T, e) || reported(v, "scratch", sc, B, T, e))
             return -1;
         scratch = sc > scratch ? sc : scratch;
-        if (mad(BT, width_layer, attn, &one) || __builtin_add_overflow(cyc, one, &cyc))
+        if (mad(BT, width_layer, attn, &one) || al_size_add(cyc, one, &cyc))
             goto overflow;
         if (k < c->n_layer % n_items) rest += one;   /* <= cyc: no overflow */
     }
     if (mad((size_t)(c->n_layer / n_items), cyc, rest, &layers) ||
-        mad(BT, width_tail, scratch, &tail) || __builtin_add_overflow(layers, tail, total) ||
+        mad(BT, width_tail, scratch, &tail) || al_size_add(layers, tail, total) ||
         *total > SIZE_MAX / sizeof(float))
         goto overflow;
     return 0;
@@ -98,13 +94,8 @@ overflow:
                    "%d layers overflow %zu bytes", B, T, c->n_layer, SIZE_MAX);
 }
 
-static uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-    uint64_t p;
-    return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+#define sat_mul al_size_sat_mul
+#define sat_add al_size_sat_add
 
 uint64_t al_batch_bytes_lower(const al_model_config *c, int B, int T)
 {
@@ -145,7 +136,12 @@ uint64_t al_memory_available(uint64_t max_memory, int threads, char *what, size_
     snprintf(what, n, "%s", max_memory ? "train.max_memory" : "the machine's memory");
     struct rlimit r;
     if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
-        uint64_t used = in_use() + (uint64_t)(threads > 0 ? threads : 1) * AL_BLAS_BUFFER_BYTES;
+        /* a buffer for each worker and one for the calling thread (OpenBLAS maps
+         * them on first use and spins forever when it cannot), and room for
+         * the threads' stacks and malloc's arenas */
+        uint64_t workers = threads > 1 ? (uint64_t)threads : 0;   /* and the caller */
+        uint64_t used = in_use() + (workers + 1) * AL_BLAS_BUFFER_BYTES +
+                        workers * AL_THREAD_STACK_BYTES;
         uint64_t left = r.rlim_cur > used ? r.rlim_cur - used : 0;
         if (left < have) {
             have = left;

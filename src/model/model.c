@@ -84,17 +84,32 @@ int al_model_init(al_model *m, const al_model_config *cfg, al_err *e)
     return 0;
 }
 
-void al_model_set_causal(al_model *m, int causal)
+/* Every layer's shape from m->cfg again (causal, RoPE), and its context
+ * with it: a variant's init reads its shape once. */
+static void remake_layers(al_model *m)
 {
-    m->cfg.causal = causal;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         al_layer *L = &m->layers[l];
         char err[8];
-        L->ashape.causal = causal;
+        L->ashape.causal = m->cfg.causal;
+        L->ashape.rope = al_config_layer_rope(&m->cfg, l);
         L->attn->fini(L->ctx);   /* the context was made from the old shape */
         L->ctx = al_variant_init(L->attn, &L->ashape, err, sizeof err);
         AL_ASSERT(L->ctx != NULL);
     }
+}
+
+void al_model_set_causal(al_model *m, int causal)
+{
+    m->cfg.causal = causal;
+    remake_layers(m);
+}
+
+void al_model_set_rope_scaling(al_model *m, const al_rope_scaling *sc)
+{
+    AL_ASSERT(al_rope_kind_of(sc->kind) >= 0);
+    m->cfg.rope_scaling = *sc;
+    remake_layers(m);
 }
 
 /* Each tensor draws from its own stream, keyed by the seed and its name,
@@ -135,6 +150,7 @@ void al_model_init_weights(al_model *m, uint64_t seed)
             case AL_INIT_NORMAL: p[j] = (float)(0.02 * al_rng_normal(&rng)); break;
             case AL_INIT_RESID: p[j] = (float)(resid * al_rng_normal(&rng)); break;
             case AL_INIT_ONES: p[j] = 1.0f; break;
+            case AL_INIT_DECAY: p[j] = (float)al_init_decay_value((int)j, (int)t->numel); break;
             default: p[j] = 0.0f; break;
             }
         }

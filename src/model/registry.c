@@ -25,6 +25,8 @@ extern const al_variant al_variant_gta;
 extern const al_variant al_variant_gla;
 extern const al_variant al_variant_tpa;
 extern const al_variant al_variant_local;
+extern const al_variant al_variant_linear;
+extern const al_variant al_variant_deltanet;
 
 static const al_variant *const builtins[] = {
     &al_variant_mha,
@@ -35,6 +37,8 @@ static const al_variant *const builtins[] = {
     &al_variant_gla,
     &al_variant_tpa,
     &al_variant_local,
+    &al_variant_linear,
+    &al_variant_deltanet,
     NULL,
 };
 
@@ -45,6 +49,7 @@ typedef struct entry {
     al_variant_decode decode;
     al_variant_share share;
     al_variant_pictures pictures;
+    al_variant_costs costs;
     const char *origin;
     al_variant_compat *compat; /* an adapted older table's wrapper (owned), or NULL */
 } entry;
@@ -104,6 +109,11 @@ static void fill(entry *n, const al_variant *v, const char *origin)
     n->v.share = v->share ? &n->share : NULL;
     if (v->pictures) n->pictures = *v->pictures;
     n->v.pictures = v->pictures && v->pictures->probs ? &n->pictures : NULL;
+    /* costs: FLOP members stay NULL where the variant gives none (the
+     * core counts them, al_cost.h); rows read default to the rows held */
+    if (v->costs) n->costs = *v->costs;
+    if (!n->costs.decode_rows_read) n->costs.decode_rows_read = n->decode.kv_rows;
+    n->v.costs = &n->costs;
 }
 
 /* ------------------------------------------------------------ lookup */

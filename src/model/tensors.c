@@ -5,6 +5,7 @@
 #include "al_tensors.h"
 #include "al_registry.h"
 #include "al_kvcache.h"
+#include "al_size.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -45,11 +46,16 @@ static int check_attn_params(const al_attn_item *t, const char *v, al_err *e)
             if (strcmp(p->name, t->attn_spec[j].name) == 0)
                 return al_errf(e, "%s declares parameter tensor "
                                "'%s' twice", v, p->name);
-        if (p->rows < 1 || p->cols < 0 || (double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)
+        if (p->rows < 1 || p->cols < 0)
             return al_errf(e, "%s: tensor '%s' has shape [%d, %d]; "
                            "rows >= 1, cols >= 0 (0: 1-D), at most %d elements", v, p->name,
                            p->rows, p->cols, INT_MAX);
-        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_ZEROS)
+        if ((double)p->rows * (p->cols ? p->cols : 1) > INT_MAX)   /* the keys, not the shape */
+            return al_errf(e, "%s: 'model.d_model' (%d), 'model.n_head' (%d) and 'model.d_head' "
+                           "(%d) with the attention's settings make tensor '%s' [%d, %d], more "
+                           "than %d elements", v, t->ashape.d_model, t->ashape.n_head,
+                           t->ashape.d_head, p->name, p->rows, p->cols, INT_MAX);
+        if (p->init < AL_INIT_NORMAL || p->init > AL_INIT_DECAY)
             return al_errf(e, "%s: tensor '%s' has init %d, not "
                            "one of enum al_init", v, p->name, p->init);
     }
@@ -71,6 +77,7 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
     s->attn_kernel = c->attn_kernel;
     al_attn_config a = al_config_attn_item(c, k);
     memcpy(s->set, a.set, sizeof s->set);
+    s->rope = al_config_layer_rope(c, k);   /* item k is layer k's */
 }
 
 void al_attn_shape_of(al_attn_shape *s, const al_model_config *c, int k) { fill_shape(s, c, k); }
@@ -320,7 +327,7 @@ static int layer_params(const al_param_spec *spec, int np, size_t D, size_t F, s
         const al_param_spec *p = &spec[i];
         n += (size_t)p->rows * (size_t)(p->cols ? p->cols : 1);
     }
-    if (__builtin_mul_overflow(2 * D, F, &mlp) || __builtin_add_overflow(n, mlp, out))
+    if (al_size_mul(2 * D, F, &mlp) || al_size_add(n, mlp, out))
         return -1;
     return 0;
 }
@@ -336,15 +343,13 @@ static int stack_sums(const al_tensor_table *t, int n_layer, size_t D, size_t *n
         const al_attn_item *it = &t->item[k];
         size_t el = per_token_elems(it->ops, it->ctx);
         if (layer_params(it->attn_spec, it->n_attn_params, D, (size_t)t->d_ff, &one) != 0 ||
-            __builtin_add_overflow(cyc_n, one, &cyc_n) ||
-            __builtin_add_overflow(cyc_kv, el, &cyc_kv))
+            al_size_add(cyc_n, one, &cyc_n) || al_size_add(cyc_kv, el, &cyc_kv))
             return -1;
         if (k < n_layer % t->n_items) rest_n += one, rest_kv += el;   /* <= the cycle's */
     }
-    size_t pn, pk;
-    if (__builtin_mul_overflow(reps, cyc_n, &pn) || __builtin_add_overflow(pn, rest_n, &pn) ||
-        __builtin_add_overflow(*n, pn, n) || __builtin_mul_overflow(reps, cyc_kv, &pk) ||
-        __builtin_add_overflow(pk, rest_kv, kv))
+    size_t pn;
+    if (al_size_mad(reps, cyc_n, rest_n, &pn) || al_size_add(*n, pn, n) ||
+        al_size_mad(reps, cyc_kv, rest_kv, kv))
         return -1;
     return 0;
 }
@@ -362,7 +367,7 @@ static int shared_sums(const al_tensor_table *t, const al_model_config *c, size_
         int np = al_tensor_table_layer_params(t, c, l, &spec);
         size_t one, el = al_config_kv_consumer(c, l) ? 0 : per_token_elems(it->ops, it->ctx);
         if (layer_params(spec, np, D, (size_t)t->d_ff, &one) != 0 ||
-            __builtin_add_overflow(*n, one, n) || __builtin_add_overflow(*kv, el, kv))
+            al_size_add(*n, one, n) || al_size_add(*kv, el, kv))
             return -1;
     }
     return 0;

@@ -157,7 +157,7 @@ static void wrap_members(al_variant_compat *c)
                                   IF(share_forward, c_share_forward),
                                   IF(share_backward, c_share_backward),
                                   IF(share_decode, c_share_decode)};
-    c->pictures = (al_variant_pictures){IF(probs, c_probs), !!o->share_probs};
+    c->pictures = (al_variant_pictures){IF(probs, c_probs), !!o->share_probs, 0};
     c->v = (al_variant){.api_version = AL_VARIANT_API_VERSION, .name = o->name,
                         .description = o->description, .settings = o->settings,
                         .data = &c->old, .init = c_init, .fini = free, .train = &c->train,

@@ -15,7 +15,8 @@
  * writes no file; the writers (al_report_write_analysis) read it. A sweep
  * in rounds asks the analysis whether another round of seeds is due.
  *
- * Writes (each atomically) DIR/report.md; DIR/tradeoff.gp, tradeoff.dat,
+ * Writes (each atomically) DIR/report.md; DIR/index.html (the same report
+ * as one self-contained page, docs/report-page.md); DIR/tradeoff.gp, tradeoff.dat,
  * front.dat, curves.gp, curves.dat; and, by running gnuplot (the program
  * named by $AL_GNUPLOT, default "gnuplot") in DIR, tradeoff.png/.svg and
  * curves.png/.svg. Without gnuplot the report says so and keeps the tables.
@@ -68,8 +69,8 @@ typedef struct al_report_stats {
     int plots;                   /* enum al_plot_state */
 } al_report_stats;
 
-/* Write the report of A's directory: report.md, configs.csv and the plots
- * (each atomically). Returns 0, or -2 when a write failed (e says which). */
+/* Write the report of A's directory: report.md, index.html, configs.csv
+ * and the plots (each atomically). Returns 0, or -2 when a write failed (e says which). */
 int al_report_write_analysis(const al_report_analysis *A, al_report_stats *st, al_err *e);
 
 /* al_report_analyze, then al_report_write_analysis: -1 on bad input, -2

@@ -12,6 +12,7 @@
  */
 #include "al_report.h"
 #include "report_rows.h"
+#include "report_scaling.h"
 #include "report_trend.h"
 
 #include <math.h>
@@ -289,6 +290,14 @@ static void sequential_verdicts(al_report_analysis *A, const group *base)
     free(x), free(res);
 }
 
+/* Under sweep.scaling the summary marks a design at every size and
+ * budget: g's baseline is the marked configuration in g's cell. */
+static int same_cell(const row *a, const row *b)
+{
+    return (isnan(a->scaling_size) || a->scaling_size == b->scaling_size) &&
+           (isnan(a->scaling_flops) || a->scaling_flops == b->scaling_flops);
+}
+
 /* The baseline: the configuration the summary marks, else the first. */
 static void baseline_deltas(al_report_analysis *A)
 {
@@ -299,10 +308,15 @@ static void baseline_deltas(al_report_analysis *A)
             break;
         }
     for (int k = 0; k < A->n_groups; k++) {
-        group *g = &A->g[k];
-        g->is_base = g == base;
-        if (g == base) memset(&g->vs.delta, 0, sizeof g->vs.delta), g->vs.delta.mean = NAN;
-        else al_report_paired(A, g, base, &g->vs.delta);
+        group *g = &A->g[k], *cell = base;
+        for (int j = 0; j < A->n_groups; j++)
+            if (A->g[j].first->baseline && same_cell(A->g[j].first, g->first)) {
+                cell = &A->g[j];
+                break;
+            }
+        g->is_base = g == cell;
+        if (g == cell) memset(&g->vs.delta, 0, sizeof g->vs.delta), g->vs.delta.mean = NAN;
+        else al_report_paired(A, g, cell, &g->vs.delta);
         g->vs.p = g->is_base ? NAN : al_stat_p(&g->vs.delta);
         g->vs.seeds_needed = g->is_base ? 0
                              : al_seeds_needed(g->vs.delta.mean, g->vs.delta.sd, 0.8,
@@ -371,8 +385,14 @@ static void mark_front(al_report_analysis *A)
         q[k] = A->g[k].quality.q.mean;
     }
     A->n_front = al_pareto_front(n, cost, q, A->use_acc, on);
-    for (int k = 0; k < n; k++) A->g[k].front.on = on[k];
+    for (int k = 0; k < n; k++) A->g[k].front.on = A->g[k].front.on_cost[AL_COST_HELD] = on[k];
     resolve_front(A);
+    for (int c = AL_COST_HELD + 1; c < AL_REPORT_NCOSTS; c++) {   /* each plot's own front */
+        for (int k = 0; k < n; k++)
+            cost[k] = al_report_drawable(&A->g[k]) ? al_report_cost_of(A->g[k].first, c) : NAN;
+        al_pareto_front(n, cost, q, A->use_acc, on);
+        for (int k = 0; k < n; k++) A->g[k].front.on_cost[c] = on[k];
+    }
     free(on), free(cost), free(q);
 }
 
@@ -408,6 +428,7 @@ int al_report_analyze(const char *dir, al_report_analysis **out, al_err *e)
     al_report_trends(A);
     baseline_deltas(A);
     mark_front(A);
+    A->scaling = al_report_scaling_analyze(A);
     qsort_r(A->g, (size_t)A->n_groups, sizeof *A->g, by_cache, A);
     *out = A;
     return 0;
@@ -416,6 +437,7 @@ int al_report_analyze(const char *dir, al_report_analysis **out, al_err *e)
 void al_report_analysis_free(al_report_analysis *A)
 {
     if (!A) return;
+    al_report_scaling_free(A->scaling);
     al_report_summary_free(&A->sm);
     free(A->g);
     free(A);

@@ -10,9 +10,12 @@
 #include "report_plot.h"
 #include "report_rows.h"
 #include "report_claims.h"
+#include "report_decode.h"
 #include "report_eval.h"
+#include "report_scaling.h"
 #include "report_md.h"
 #include "report_stages.h"
+#include "report_table.h"
 #include "report_trend.h"
 
 #include "al_report_ablation.h"
@@ -23,84 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ formatting */
-
-static void fmt_int(char *buf, size_t n, double v)
-{
-    if (isnan(v)) {
-        snprintf(buf, n, "–");
-        return;
-    }
-    char digits[32];
-    snprintf(digits, sizeof digits, "%.0f", v);
-    size_t len = strlen(digits), o = 0;
-    for (size_t i = 0; i < len && o + 2 < n; i++) {
-        if (i && (len - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = 0;
-}
-
-/* "-0.0412*" (a star: still improving), "–" without curves. */
-static void fmt_slope(char *buf, size_t n, const group_trend *t)
-{
-    if (!t->n) snprintf(buf, n, "–");
-    else snprintf(buf, n, "%+.4f%s", t->slope, al_report_still_improving(t) ? "*" : "");
-}
-
-/* "1.5175 ± 0.0021" (mean ± 95 % half-width), "1.5175" for one seed. */
-static void fmt_ci(char *buf, size_t n, const al_stat *s)
-{
-    if (isnan(s->mean)) snprintf(buf, n, "–");
-    else if (s->n > 1) snprintf(buf, n, "%.4f ± %.4f", s->mean, s->ci95);
-    else snprintf(buf, n, "%.4f", s->mean);
-}
-
-static void fmt_sd(char *buf, size_t n, const al_stat *s)
-{
-    if (s->n > 1) snprintf(buf, n, "%.4f", s->sd);
-    else snprintf(buf, n, "–");
-}
-
-/* A difference: "+0.0123 [+0.0031, +0.0215]", or its mean alone with
- * "(n = 1)" when one pair cannot give an interval. */
-static void fmt_delta(char *buf, size_t n, const al_stat *d)
-{
-    if (isnan(d->mean) || d->n == 0) snprintf(buf, n, "–");
-    else if (d->n > 1)
-        snprintf(buf, n, "%+.4f [%+.4f, %+.4f]", d->mean, d->mean - d->ci95, d->mean + d->ci95);
-    else snprintf(buf, n, "%+.4f (n = 1, no interval)", d->mean);
-}
-
-static void fmt_setting(char *buf, size_t n, double v)
-{
-    if (isnan(v)) snprintf(buf, n, "–");
-    else snprintf(buf, n, "%.0f", v);
-}
-
-static int any_col(const al_report_analysis *A, size_t off)
-{
-    for (int i = 0; i < A->sm.n; i++)
-        if (!isnan(*(const double *)((const char *)&A->sm.rows[i] + off))) return 1;
-    return 0;
-}
-
-/* Does any trial have setting k (a variant of the sweep that lacks it
- * leaves its cell blank)? */
-static int any_setting(const al_report_analysis *A, int k)
-{
-    for (int i = 0; i < A->sm.n; i++)
-        if (al_report_setting(&A->sm, &A->sm.rows[i], k)[0]) return 1;
-    return 0;
-}
-
-static int any_unmasked(const al_report_analysis *A)
-{
-    for (int i = 0; i < A->sm.n; i++)
-        if (A->sm.rows[i].causal == 0) return 1;
-    return 0;
-}
-
 static const group *base_group(const al_report_analysis *A)
 {
     for (int k = 0; k < A->n_groups; k++)
@@ -110,87 +35,33 @@ static const group *base_group(const al_report_analysis *A)
 
 /* ------------------------------------------------------------ report.md */
 
-typedef struct cols {
-    int unmasked, matched, acc, kv_at;
-} cols;
-
-static cols which_cols(const al_report_analysis *A)
+/* The table's cells (report_table.c), as markdown: heading, rule, rows. */
+static void md_table(FILE *f, const al_report_analysis *A)
 {
-    return (cols){any_unmasked(A), any_col(A, offsetof(row, params_to)), A->use_acc,
-                  any_col(A, offsetof(row, kv_at))};
-}
-
-static void md_table_head(FILE *f, const al_report_analysis *A)
-{
-    cols c = which_cols(A);
-    int n = 11;
-    fputs("| configuration | variant |", f);
-    for (int k = 0; k < A->sm.n_set; k++)
-        if (any_setting(A, k)) fprintf(f, " %s |", al_report_setting_name(&A->sm, k)), n++;
-    if (c.unmasked) fputs(" causal |", f), n++;
-    fputs(" n_layer | d_ff | params |", f);
-    if (c.matched) fputs(" matched to |", f), n++;
-    fputs(" KV bytes/token |", f);
-    if (c.kv_at) fputs(" KV cache at context (tokens) |", f), n++;
-    fprintf(f, " seeds | %s (mean ± 95 %%) | sd |", A->metric);
-    if (c.acc) fputs(" solved |", f), n++;
-    fprintf(f, " Δ vs baseline [95 %%] | resolved (Holm) | val loss | slope/100 steps |"
-            " tokens/s | Pareto |\n|");
-    for (int i = 0; i < n + 4; i++) fputs(" --- |", f);
+    if (!A->n_groups) {
+        fputs("No configurations.\n", f);
+        return;
+    }
+    al_report_cell *c = al_calloc((size_t)al_report_table_width(A), sizeof *c);
+    int n = al_report_table_row(A, &A->g[0], c);
+    fputc('|', f);
+    for (int i = 0; i < n; i++) fprintf(f, " %s |", c[i].head);
+    fputs("\n|", f);
+    for (int i = 0; i < n; i++) fputs(" --- |", f);
     fputc('\n', f);
-}
-
-static void md_table_row(FILE *f, const al_report_analysis *A, const group *g)
-{
-    const row *w = g->first;
-    cols c = which_cols(A);
-    char a[96], b[96], d[96];
-    fprintf(f, "| %s%s | %s |", g->first->group, g->is_base ? " (baseline)" : "",
-            w->variant[0] ? w->variant : "–");
-    for (int k = 0; k < A->sm.n_set; k++) {
-        const char *v = al_report_setting(&A->sm, w, k);
-        if (any_setting(A, k)) fprintf(f, " %s |", v[0] ? v : "–");
+    for (int k = 0; k < A->n_groups; k++) {
+        n = al_report_table_row(A, &A->g[k], c);
+        fputc('|', f);
+        for (int i = 0; i < n; i++) fprintf(f, " %s |", c[i].text);
+        fputc('\n', f);
     }
-    if (c.unmasked) fprintf(f, " %s |", w->causal ? "true" : "**false**");
-    fmt_setting(a, sizeof a, w->n_layer);
-    fmt_setting(b, sizeof b, w->d_ff);
-    fmt_int(d, sizeof d, w->params);
-    fprintf(f, " %s | %s | %s |", a, b, d);
-    if (c.matched) fmt_int(a, sizeof a, w->params_to), fprintf(f, " %s |", a);
-    fmt_int(a, sizeof a, w->kv);
-    fprintf(f, " %s |", a);
-    if (c.kv_at) {   /* "139,264 (256)": the whole cache at report.context */
-        fmt_int(a, sizeof a, w->kv_at);
-        fmt_int(b, sizeof b, w->kv_context);
-        fprintf(f, isnan(w->kv_at) ? " %s |" : " %s (%s) |", a, b);
-    }
-    fmt_ci(b, sizeof b, &g->quality.q);
-    if (!g->quality.q.n) snprintf(b, sizeof b, "– (%s)", g->n_ok ? "pending" : w->status);
-    fmt_sd(d, sizeof d, &g->quality.q);
-    fprintf(f, " %d%s | %s | %s |", g->quality.q.n, g->n_open ? "+" : "", b, d);
-    if (c.acc) {
-        fprintf(f, " %d/%d", g->solved.seeds, g->quality.q.n);
-        if (g->solved.step_n) fprintf(f, " (median step %.0f)", g->solved.step);
-        if (isfinite(g->solved.p))
-            fprintf(f, "; vs baseline %d:%d, p %.2g%s", g->solved.only_base, g->solved.only_this,
-                    g->solved.p, g->solved.holm ? ", **differs**" : "");
-        fputs(" |", f);
-    }
-    fmt_delta(a, sizeof a, &g->vs.delta);
-    fprintf(f, " %s | %s |", g->is_base ? "(baseline)" : a,
-            g->is_base ? "" : g->vs.resolved ? "**yes**" : "no");
-    fmt_ci(a, sizeof a, &g->quality.val);
-    fmt_slope(d, sizeof d, &g->trend);
-    fmt_int(b, sizeof b, g->quality.tok_s);
-    fprintf(f, " %s | %s | %s | %s |\n", a, d, b,
-            g->front.on ? (g->front.resolved ? "**yes**" : "yes (not resolved)") : "");
+    free(c);
 }
 
 static void md_configs(FILE *f, const al_report_analysis *A)
 {
     fprintf(f, "\n## Configurations\n\n");
-    md_table_head(f, A);
-    for (int k = 0; k < A->n_groups; k++) md_table_row(f, A, &A->g[k]);
+    md_table(f, A);
     fprintf(f, "\n*seeds*: seeds in the statistics (a `+`: more are still running or "
             "pending). *sd*: sample standard deviation over seeds. *Δ vs baseline*: the "
             "%s minus the baseline's, paired by seed (same seed: the same initialisation "
@@ -225,8 +96,8 @@ static void md_params(FILE *f, const al_report_analysis *A)
     }
     if (!(hi > 0) || (hi - lo) / hi < 0.01) return;
     char a[64], b[64];
-    fmt_int(a, sizeof a, lo);
-    fmt_int(b, sizeof b, hi);
+    al_report_fmt_int(a, sizeof a, lo);
+    al_report_fmt_int(b, sizeof b, hi);
     fprintf(f, "\n**Parameter counts differ** (%s to %s, %.1f %%)%s\n", a, b,
             100 * (hi - lo) / hi, matched
             ? ": `model.match_params` matched them as closely as its step allows (the "
@@ -289,7 +160,7 @@ static void md_deltas(FILE *f, const al_report_analysis *A)
         const group *g = &A->g[k];
         if (g->is_base) continue;
         char kv[64], lo[32] = "–", hi[32] = "–", p[32] = "–", need[32] = "–", v[160];
-        fmt_int(kv, sizeof kv, g->first->kv);
+        al_report_fmt_int(kv, sizeof kv, g->first->kv);
         if (g->vs.delta.n > 1) {
             snprintf(lo, sizeof lo, "%+.4f", g->vs.delta.mean - g->vs.delta.ci95);
             snprintf(hi, sizeof hi, "%+.4f", g->vs.delta.mean + g->vs.delta.ci95);
@@ -358,7 +229,7 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
         const group *g = &A->g[k];
         if (g == base || !g->gap.change.n) continue;
         char q[64], e[64], c[96], p[32] = "–";
-        fmt_delta(c, sizeof c, &g->gap.change);
+        al_report_fmt_delta(c, sizeof c, &g->gap.change);
         if (g->gap.change.n > 1) snprintf(p, sizeof p, "%.3g", al_stat_p(&g->gap.change));
         snprintf(q, sizeof q, "%+.4f (step %.0f)", g->gap.q.mean, g->gap.q_step);
         snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap.end.mean, g->gap.end_step);
@@ -425,14 +296,14 @@ static void md_front(FILE *f, const al_report_analysis *A)
             "5 %%): for a front configuration, against each cheaper front configuration; for "
             "one off the front, against each that dominates it. "
             "From the smallest cache up:\n\n", A->use_acc ? "higher (or equal) accuracy"
-            : "lower (or equal) loss", any_unmasked(A) ? " (configurations without the causal "
+            : "lower (or equal) loss", al_report_any_unmasked(A) ? " (configurations without the causal "
             "mask are left out: their loss is not comparable)" : "");
     for (int k = A->n_groups - 1; k >= 0; k--) {
         const group *g = &A->g[k];
         if (!g->front.on) continue;
         char kv[64], m[64];
-        fmt_int(kv, sizeof kv, g->first->kv);
-        fmt_ci(m, sizeof m, &g->quality.q);
+        al_report_fmt_int(kv, sizeof kv, g->first->kv);
+        al_report_fmt_ci(m, sizeof m, &g->quality.q);
         fprintf(f, "- **%s**: %s bytes/token, %s %s", g->first->group, kv, A->metric, m);
         if (!g->front.resolved)
             fprintf(f, "; *not resolved from %s* (within seed noise)", g->front.against);
@@ -495,6 +366,24 @@ static void md_models(FILE *f, const al_report_analysis *A)
     free(t);
 }
 
+/* The plots against the other costs, each with its own front, when the
+ * summary has them (docs/costs.md). */
+static void md_cost_plots(FILE *f, const al_report_analysis *A)
+{
+    if (al_report_cost_plotted(A, AL_COST_READ))
+        fprintf(f, "![%s against bytes read per decoded token](tradeoff_read.png)\n\n"
+                "The same configurations against the bytes one decode step reads per token "
+                "at the report context (the cache rows at their storage dtype and every "
+                "weight, batch 1), with that axis's own Pareto front. "
+                "[SVG](tradeoff_read.svg)\n\n", A->metric);
+    if (al_report_cost_plotted(A, AL_COST_FLOPS))
+        fprintf(f, "![%s against training FLOPs](tradeoff_flops.png)\n\n"
+                "And against the FLOPs each configuration trained with (its "
+                "train_flops_per_token times the tokens of its steps), with its own front: "
+                "under train.flops every configuration sits at one compute. "
+                "[SVG](tradeoff_flops.svg)\n\n", A->metric);
+}
+
 static void md_plots(FILE *f, const al_report_analysis *A, int plots)
 {
     fputs("\n## Plots\n\n", f);
@@ -508,8 +397,9 @@ static void md_plots(FILE *f, const al_report_analysis *A, int plots)
                 "![validation loss curves](curves.png)\n\n"
                 "Validation loss against optimizer step and against tokens trained (mean "
                 "over seeds). [SVG](curves.svg)\n\n", A->metric,
-                any_unmasked(A) ? "; configurations without the causal mask are not drawn"
+                al_report_any_unmasked(A) ? "; configurations without the causal mask are not drawn"
                 : "");
+        md_cost_plots(f, A);
         fputs("The plots are drawn by gnuplot from `tradeoff.gp` and `curves.gp` (and their "
               "`.dat` files), kept here to edit and re-run.\n", f);
     } else if (plots == AL_PLOTS_NO_GNUPLOT) {
@@ -557,16 +447,27 @@ static void md_write(FILE *f, const al_report_analysis *A, int plots)
     md_plots(f, A, plots);
     al_report_stages_md(f, A, plots);
     al_report_eval_md(f, A, plots);
+    al_report_decode_md(f, A);
+    al_report_scaling_md(f, A, plots);
     md_models(f, A);
     md_unfinished(f, A);
 }
 
+char *al_report_md_text(const al_report_analysis *A, int plots, size_t *len)
+{
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    AL_ASSERT(f);
+    md_write(f, A, plots);
+    AL_ASSERT(fclose(f) == 0);
+    return text;
+}
 
-int al_report_write_md(const al_report_analysis *A, int plots, al_err *e)
+int al_report_write_md(const al_report_analysis *A, const char *text, size_t len, al_err *e)
 {
     char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
     FILE *f = al_report_open(A, "report.md", path, tmp, e);
     if (!f) return -1;
-    md_write(f, A, plots);
+    fwrite(text, 1, len, f);
     return al_commit_atomic(f, tmp, path, e);
 }

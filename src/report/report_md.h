@@ -7,8 +7,11 @@
 
 #include "report_rows.h"
 
-/* DIR/report.md, atomically; plots (an enum al_plot_state) says what the
- * plot writers drew. -1 when it could not be written. */
-int al_report_write_md(const al_report_analysis *A, int plots, al_err *e);
+/* report.md's text (the caller frees it; *len its bytes); plots (an enum
+ * al_plot_state) says what the plot writers drew. index.html shows the
+ * same text (report_html.c). */
+char *al_report_md_text(const al_report_analysis *A, int plots, size_t *len);
+/* DIR/report.md holding text, atomically. -1 when it could not be written. */
+int al_report_write_md(const al_report_analysis *A, const char *text, size_t len, al_err *e);
 
 #endif

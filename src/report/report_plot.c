@@ -40,66 +40,119 @@ void al_report_gp_header(FILE *f, const char *base)
             "if (!exists(\"out_svg\")) out_svg = \"%s.svg\"\n", base, base, base, base);
 }
 
-/* ------------------------------------------------------------ trade-off */
+/* ------------------------------------------------------------ trade-offs */
 
-/* tradeoff.dat: one line per configuration that can be drawn. */
-static int write_tradeoff_data(const al_report_analysis *A, al_err *e)
+/* One plot of quality against a cost: its files (<base>.dat, <front>,
+ * <base>.gp), what its x axis says, and whether the front's places carry
+ * their resolution by seeds (the bytes-held front's, report_analyze.c). */
+typedef struct cost_axis {
+    int cost;                 /* enum al_report_cost */
+    const char *base, *front, *column, *what, *xlabel;
+    int log_base, resolves;
+} cost_axis;
+
+static const cost_axis axes[AL_REPORT_NCOSTS] = {
+    {AL_COST_HELD, "tradeoff", "front.dat", "kv_bytes_per_token", "KV cache",
+     "KV-cache bytes per token (f32, all layers; log scale)", 2, 1},
+    {AL_COST_READ, "tradeoff_read", "front_read.dat", "decode_bytes_per_token",
+     "bytes read per decoded token", "bytes one decode step reads per token at the report "
+     "context (cache rows and weights, batch 1; log scale)", 2, 0},
+    {AL_COST_FLOPS, "tradeoff_flops", "front_flops.dat", "train_flops", "training FLOPs",
+     "training FLOPs (matrix products, forward and backward; log scale)", 10, 0},
+};
+
+/* A configuration drawn on an axis: a mean, a causal model, a cost. */
+static int on_axis(const group *g, const cost_axis *ax)
 {
-    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    FILE *f = al_report_open(A, "tradeoff.dat", path, tmp, e);
-    if (!f) return -1;
-    fputs("# kv_bytes_per_token mean ci95 \"configuration\" on_front n resolved\n"
-          "# ci95: half-width of the 95 % t-interval over seeds (0: one seed, no interval);\n"
-          "# resolved: 1 when its place on or off the Pareto front is beyond seed noise\n", f);
-    for (int k = 0; k < A->n_groups; k++) {
-        const group *g = &A->g[k];
-        if (isnan(g->quality.q.mean) || !(g->first->kv > 0) || g->first->causal == 0) continue;
-        fprintf(f, "%.0f %.9g %.9g \"%s%s\" %d %d %d\n", g->first->kv, g->quality.q.mean,
-                g->quality.q.n > 1 ? g->quality.q.ci95 : 0.0, g->first->group,
-                g->quality.q.n == 1 ? " (n=1)" : "",
-                g->front.on, g->quality.q.n, g->front.resolved);
-    }
-    if (al_commit_atomic(f, tmp, path, e)) return -1;
-    if (!(f = al_report_open(A, "front.dat", path, tmp, e))) return -1;
-    fputs("# the Pareto front of the means, by cache size\n", f);
-    for (int k = A->n_groups - 1; k >= 0; k--)
-        if (A->g[k].front.on && A->g[k].first->kv > 0)
-            fprintf(f, "%.0f %.9g\n", A->g[k].first->kv, A->g[k].quality.q.mean);
-    return al_commit_atomic(f, tmp, path, e);
+    double c = al_report_cost_of(g->first, ax->cost);
+    return !isnan(g->quality.q.mean) && c > 0 && g->first->causal != 0;
 }
 
-static int write_tradeoff(const al_report_analysis *A, al_err *e)
+/* <base>.dat: one line per configuration that can be drawn; <front>: the
+ * front of the means along the axis. Returns the points written. */
+static int write_tradeoff_data(const al_report_analysis *A, const cost_axis *ax, al_err *e)
 {
-    char path[DIR_LEN + 64], tmp[DIR_LEN + 96];
-    if (write_tradeoff_data(A, e)) return -1;
-    FILE *f = al_report_open(A, "tradeoff.gp", path, tmp, e);
+    char path[DIR_LEN + 64], tmp[DIR_LEN + 96], name[64];
+    snprintf(name, sizeof name, "%s.dat", ax->base);
+    FILE *f = al_report_open(A, name, path, tmp, e);
     if (!f) return -1;
-    al_report_gp_header(f, "tradeoff");
+    fprintf(f, "# %s mean ci95 \"configuration\" on_front n resolved\n"
+            "# ci95: half-width of the 95 %% t-interval over seeds (0: one seed, no interval);\n"
+            "# resolved: 1 when its place on or off the Pareto front is beyond seed noise\n",
+            ax->column);
+    int n = 0;
+    for (int k = 0; k < A->n_groups; k++) {
+        const group *g = &A->g[k];
+        if (!on_axis(g, ax)) continue;
+        fprintf(f, "%.0f %.9g %.9g \"%s%s\" %d %d %d\n", al_report_cost_of(g->first, ax->cost),
+                g->quality.q.mean, g->quality.q.n > 1 ? g->quality.q.ci95 : 0.0, g->first->group,
+                g->quality.q.n == 1 ? " (n=1)" : "", g->front.on_cost[ax->cost], g->quality.q.n,
+                ax->resolves ? g->front.resolved : 1);
+        n++;
+    }
+    if (al_commit_atomic(f, tmp, path, e)) return -1;
+    if (!(f = al_report_open(A, ax->front, path, tmp, e))) return -1;
+    fprintf(f, "# the Pareto front of the means, by %s\n", ax->what);
+    int *order = al_calloc((size_t)A->n_groups + 1, sizeof *order), m = 0;
+    for (int k = 0; k < A->n_groups; k++)
+        if (A->g[k].front.on_cost[ax->cost] && on_axis(&A->g[k], ax)) order[m++] = k;
+    for (int i = 1; i < m; i++)   /* cheapest first: a step line */
+        for (int j = i; j > 0 && al_report_cost_of(A->g[order[j]].first, ax->cost) <
+                                     al_report_cost_of(A->g[order[j - 1]].first, ax->cost); j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (int i = 0; i < m; i++)
+        fprintf(f, "%.0f %.9g\n", al_report_cost_of(A->g[order[i]].first, ax->cost),
+                A->g[order[i]].quality.q.mean);
+    free(order);
+    return al_commit_atomic(f, tmp, path, e) ? -1 : n;
+}
+
+/* The points: under a resolving front, resolved ones filled and the
+ * others hollow; otherwise all filled. */
+static void gp_points(FILE *f, const cost_axis *ax)
+{
+    if (ax->resolves)
+        fprintf(f, "  plot \"%s.dat\" using 1:($7 == 1 ? $2 : NaN):3 with yerrorbars pt 7 "
+                "ps 1.3 lw 1.5 lc rgb \"#1f5fa8\" title \"resolved from its front neighbours\", "
+                "\\\n"
+                "       \"\" using 1:($7 == 0 ? $2 : NaN):3 with yerrorbars pt 6 ps 1.6 lw 1.5 "
+                "lc rgb \"#1f5fa8\" title \"not resolved: within seed noise of a front point\", "
+                "\\\n", ax->base);
+    else
+        fprintf(f, "  plot \"%s.dat\" using 1:2:3 with yerrorbars pt 7 ps 1.3 lw 1.5 "
+                "lc rgb \"#1f5fa8\" title \"mean over seeds, 95 %% interval\", \\\n", ax->base);
+}
+
+/* Returns the points drawn. Without any (an older summary lacks the
+ * cost), no script but the bytes-held one, which is always written. */
+static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_err *e)
+{
+    char path[DIR_LEN + 64], tmp[DIR_LEN + 96], name[64];
+    int n = write_tradeoff_data(A, ax, e);
+    if (n < 0 || (n == 0 && ax->cost != AL_COST_HELD)) return n;
+    snprintf(name, sizeof name, "%s.gp", ax->base);
+    FILE *f = al_report_open(A, name, path, tmp, e);
+    if (!f) return -1;
+    al_report_gp_header(f, ax->base);
     al_report_gp_terminal(f, "1000,700");
-    fprintf(f, "  set title \"%s: %s against KV cache (mean over seeds, 95 %% intervals)\"\n"
-            "  set xlabel \"KV-cache bytes per token (f32, all layers; log scale)\"\n"
-            "  set ylabel \"%s\"\n  set logscale x 2\n  set grid\n  set key %s\n"
-            "  set offsets graph 0.08, graph 0.15, graph 0.08, graph 0.08\n"
-            "  plot \"tradeoff.dat\" using 1:($7 == 1 ? $2 : NaN):3 with yerrorbars pt 7 "
-            "ps 1.3 lw 1.5 lc rgb \"#1f5fa8\" title \"resolved from its front neighbours\", "
-            "\\\n"
-            "       \"\" using 1:($7 == 0 ? $2 : NaN):3 with yerrorbars pt 6 ps 1.6 lw 1.5 "
-            "lc rgb \"#1f5fa8\" title \"not resolved: within seed noise of a front point\", "
-            "\\\n"
-            "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
-            "       \"front.dat\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
-            "title \"Pareto front (means)\"\n  unset output\n}\n", A->mk.name, A->metric,
-            A->use_acc ? A->metric : "loss (nats/token)",
-            A->use_acc ? "bottom right" : "top right");
-    return al_commit_atomic(f, tmp, path, e);
+    fprintf(f, "  set title \"%s: %s against %s (mean over seeds, 95 %% intervals)\"\n"
+            "  set xlabel \"%s\"\n"
+            "  set ylabel \"%s\"\n  set logscale x %d\n  set grid\n  set key %s\n"
+            "  set offsets graph 0.08, graph 0.15, graph 0.08, graph 0.08\n", A->mk.name,
+            A->metric, ax->what, ax->xlabel, A->use_acc ? A->metric : "loss (nats/token)",
+            ax->log_base, A->use_acc ? "bottom right" : "top right");
+    gp_points(f, ax);
+    fprintf(f, "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
+            "       \"%s\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
+            "title \"Pareto front (means)\"\n  unset output\n}\n", ax->front);
+    return al_commit_atomic(f, tmp, path, e) ? -1 : n;
 }
 
 /* ------------------------------------------------------------ curves */
 
-/* A configuration's validation curve: the mean over its selected trials'
- * metrics.csv at each evaluation step of the first one. Returns the
- * number of points. */
-static int group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
+int al_report_group_curve(const al_report_analysis *A, const group *g, double **step, double **val)
 {
     int n = 0, *cnt = NULL;
     *step = *val = NULL;
@@ -148,7 +201,7 @@ static int write_curve_data(const al_report_analysis *A, int *which, double *yto
     fputs("# step tokens val_loss, one block per configuration\n", f);
     for (int k = 0; k < A->n_groups; k++) {
         double *step, *val;
-        int n = group_curve(A, &A->g[k], &step, &val), wrote = 0;
+        int n = al_report_group_curve(A, &A->g[k], &step, &val), wrote = 0;
         double tps = A->g[k].first->tokens_per_step;
         for (int r = 0; r < n; r++) {
             if (isnan(val[r])) continue;
@@ -211,11 +264,23 @@ int al_report_gnuplot(const al_report_analysis *A, const char *base)
 int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e)
 {
     char log[DIR_LEN + 32];
-    if (write_tradeoff(A, e) || write_curves(A, e)) return -1;
+    int drawn[AL_REPORT_NCOSTS];
+    for (int k = 0; k < AL_REPORT_NCOSTS; k++)
+        if ((drawn[k] = write_tradeoff(A, &axes[k], e)) < 0) return -1;
+    if (write_curves(A, e)) return -1;
     if (!A->n_ok) return *plots = AL_PLOTS_NOTHING, 0;
     snprintf(log, sizeof log, "%s/gnuplot.log", A->dir);
     unlink(log);
     *plots = al_report_gnuplot(A, "tradeoff");
     if (*plots == AL_PLOTS_DRAWN) *plots = al_report_gnuplot(A, "curves");
+    for (int k = AL_COST_HELD + 1; k < AL_REPORT_NCOSTS && *plots == AL_PLOTS_DRAWN; k++)
+        if (drawn[k] > 0) *plots = al_report_gnuplot(A, axes[k].base);
+    return 0;
+}
+
+int al_report_cost_plotted(const al_report_analysis *A, int cost)
+{
+    for (int k = 0; k < A->n_groups; k++)
+        if (on_axis(&A->g[k], &axes[cost])) return 1;
     return 0;
 }

@@ -10,10 +10,23 @@
 
 #include "report_rows.h"
 
-/* tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, and the pictures by
+/* tradeoff.{dat,gp}, front.dat, curves.{dat,gp}, the same against bytes
+ * read per decoded token (tradeoff_read.{dat,gp}, front_read.dat) and
+ * training FLOPs (tradeoff_flops.{dat,gp}, front_flops.dat) when the
+ * summary has those costs, and the pictures by
  * gnuplot (*plots: an enum al_plot_state). -1 when a file could not be
  * written. */
 int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e);
+/* 1 when a configuration can be drawn against cost (enum al_report_cost):
+ * its plot exists (tradeoff_read.*, tradeoff_flops.*; tradeoff.* is
+ * written always). */
+int al_report_cost_plotted(const al_report_analysis *A, int cost);
+/* A configuration's validation curve: the mean over its selected trials'
+ * metrics.csv at each evaluation step of the first one (NAN where none has
+ * a val_loss); *step and *val are the caller's to free. Returns the number
+ * of points (0: no curve, both NULL). */
+int al_report_group_curve(const al_report_analysis *A, const group *g, double **step,
+                          double **val);
 /* DIR/name opened for an atomic write (al_open_atomic). */
 FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, char *tmp,
                      al_err *e);

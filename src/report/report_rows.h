@@ -46,6 +46,9 @@ typedef struct row {
     double kv_context, kv_at;   /* the whole cache at kv_context tokens (NaN: older summary) */
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s, steps;
+    /* the cost columns (docs/costs.md; NaN: an older summary) */
+    double train_fpt, train_flops, decode_fpt, decode_bytes, intensity;
+    double scaling_size, scaling_flops;   /* sweep.scaling's size index and budget (NaN: none) */
     const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */
     int causal;        /* 1, 0, or -1 when not given */
     int baseline;      /* the summary marks the baseline configuration's trials */
@@ -104,9 +107,22 @@ typedef struct group_solved {
     int step_n;               /* seeds that reached it */
 } group_solved;
 
+/* The costs a configuration's quality is plotted against, each plot with
+ * its own Pareto front: bytes held per token (the trade-off plot, with
+ * the front's resolution by seeds), bytes read per decoded token and
+ * training FLOPs (report_plot.c). */
+enum al_report_cost { AL_COST_HELD, AL_COST_READ, AL_COST_FLOPS, AL_REPORT_NCOSTS };
+
+/* A configuration's cost on axis k (NaN: the summary lacks it). */
+static inline double al_report_cost_of(const row *w, int k)
+{
+    return k == AL_COST_HELD ? w->kv : k == AL_COST_READ ? w->decode_bytes : w->train_flops;
+}
+
 /* Its place on the Pareto front ("Pareto front", the trade-off plot). */
 typedef struct group_front {
     int on;                   /* on the front (of the means) */
+    int on_cost[AL_REPORT_NCOSTS];   /* on each cost's front (on_cost[AL_COST_HELD] == on) */
     int resolved;             /* its place on or off the front is beyond seed noise */
     char against[256];        /* else: the front configuration it is not resolved from */
 } group_front;
@@ -173,6 +189,7 @@ struct al_report_analysis {
     char metric[64];          /* "test loss", "test accuracy", "val loss", ... */
     report_marker mk;
     report_rounds seq;
+    struct scaling_analysis *scaling;   /* sweep.scaling's fits (report_scaling.h), or NULL */
 };
 
 /* report_summary.c: DIR/summary.csv into s (-1 with e naming file:line when

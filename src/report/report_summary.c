@@ -47,11 +47,15 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     static const char *const cols[] = {"kv_bytes_per_token", "params", "params_to",
         "n_layer", "d_ff", "seed", "tokens_per_step", "final_train_loss", "val_loss",
         "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s",
-        "wall_s", "baseline", "steps", "kv_context", "kv_bytes_at_context", NULL};
+        "wall_s", "baseline", "steps", "kv_context", "kv_bytes_at_context",
+        "train_flops_per_token", "train_flops", "decode_flops_per_token",
+        "decode_bytes_per_token", "arithmetic_intensity", "scaling_size", "scaling_flops",
+        NULL};
     double base, *dst[] = {&w->kv, &w->params, &w->params_to, &w->n_layer, &w->d_ff,
         &w->seed, &w->tokens_per_step, &w->train_loss, &w->val_loss, &w->best_val_loss,
         &w->val_acc, &w->test_loss, &w->test_acc, &w->tok_s, &w->wall_s, &base, &w->steps,
-        &w->kv_context, &w->kv_at};
+        &w->kv_context, &w->kv_at, &w->train_fpt, &w->train_flops, &w->decode_fpt,
+        &w->decode_bytes, &w->intensity, &w->scaling_size, &w->scaling_flops};
     for (int i = 0; cols[i]; i++)
         if (num_cell(t, r, cols[i], path, dst[i], e)) return -1;
     w->trial = al_csv_cell(t, r, "trial");
@@ -83,7 +87,10 @@ static const char *const own_cols[] = {"trial", "config", "group", "tuned", "sel
     "final_train_loss", "val_loss",
     "best_val_loss", "val_accuracy", "test_loss", "test_accuracy", "tokens_per_s", "wall_s",
     "status", "reason", "stage", "upstream", "init_convert", "upstream_steps",
-    "init_val_loss", "cpu_model", "blas_core", "threads", NULL};
+    "init_val_loss", "cpu_model", "blas_core", "threads", "train_flops_per_token",
+    "train_flops", "decode_flops_per_token", "decode_bytes_per_token", "arithmetic_intensity",
+    "decode_context", "decode_batch", "decode_tokens_per_s", "scaling_size", "scaling_flops",
+    NULL};
 
 static void find_settings(summary *s)
 {

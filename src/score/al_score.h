@@ -89,4 +89,30 @@ int al_score_passkey(al_score_in *s, const al_passkey_grid *g, FILE *print, cons
 int al_score_write_by_position(const char *dir, const double *pos_sum, long windows, int T,
                                int N, int trained, al_err *e);
 
+/* Measured decode speed (score_decode.c): `tokens` steps of `batch`
+ * sequences, each cache first filled to context - tokens - 1 rows, timed
+ * `repeats` times on one decoder; the median and the range. */
+#define AL_DECODE_MAX_REPEATS 64
+typedef struct al_decode_speed_opts {
+    int context, dtype, tokens, batch, repeats;
+} al_decode_speed_opts;
+
+typedef struct al_decode_speed_result {
+    double tokens_per_s;                       /* median over the repeats, all sequences */
+    double tokens_per_s_min, tokens_per_s_max;
+    size_t cache_bytes;                        /* one sequence's, at the context */
+    size_t row_bytes;                          /* per cached token, all layers */
+} al_decode_speed_result;
+
+int al_decode_speed(al_model *m, const al_decode_speed_opts *o, al_decode_speed_result *r,
+                    al_err *e);
+
+/* The machine's read bandwidth in bytes/s: a streaming read (a sum) over a
+ * buffer of `bytes` (larger than the caches) on the pool's threads, the
+ * median of `repeats` passes. What bounds a decode step that must read
+ * decode_bytes_per_token (al_cost.h): at most bandwidth / those bytes
+ * tokens/s. */
+#define AL_READ_MAX_THREADS 256
+double al_read_bandwidth(size_t bytes, int repeats);
+
 #endif

@@ -100,7 +100,16 @@ int al_results_read_result(const char *tdir, const char *hash, al_trial_result *
  * train.steps (the uptraining cost is steps / upstream_steps), and the val
  * loss at step 0 (the converted model before any update). Last,
  * cpu_model,blas_core,threads: the CPU model, OpenBLAS core and thread
- * count the trial ran with (blank when its result does not say). */
+ * count the trial ran with (blank when its result does not say). Appended
+ * after them: train_flops_per_token,train_flops,decode_flops_per_token,
+ * decode_bytes_per_token,arithmetic_intensity (docs/costs.md), then
+ * decode_context,decode_batch,decode_tokens_per_s, the measured
+ * decode speed of eval.decode (<trial>/eval/decode.csv) at the report
+ * context where it was timed there (else the longest context timed), at
+ * the smallest batch timed; blank without eval.decode. Then, under
+ * sweep.scaling (blank otherwise): scaling_size, the index of the trial's
+ * size in sweep.scaling.sizes (from 0), and scaling_flops, its budget
+ * (train.flops). */
 int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e);
 
 /* The trial directory DIR/<id> into out. */

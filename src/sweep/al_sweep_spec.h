@@ -24,12 +24,19 @@
  *       by: val_loss               # with the best validation result
  *     baseline: {model.attention: {variant: mha}}   # paired differences against
  *                                  # this configuration (default: the first)
+ *     scaling:                     # compute scaling (sweep_scaling.c, docs/scaling.md):
+ *       sizes: [{d_model: 64, n_layer: 2}, {d_model: 96, n_layer: 3}]   # `model` keys
+ *       flops: [2.0e+12, 8.0e+12]   # training budgets: each trial's train.flops
  *     claims:                      # published claims the report checks (sweep_claims.c)
  *       - {claim: "GTA: GQA's quality at half its cache", config: gta-kv4,
  *          versus: gqa-kv4, expect: no_worse, margin: 0.01}
  *
  * Expansion order: seeds outermost (a sweep cut short has seen every
- * configuration once), then the grid axes in file order, then zip groups.
+ * configuration once), then the grid axes in file order, then
+ * sweep.scaling's sizes and budgets, then zip groups. Under sweep.scaling
+ * every trial is labelled by its size's index and budget
+ * ("mqa_size1_flops8.0e+12_seed2") even when there is one of either, and
+ * the baseline is a design (every size and budget of it).
  * Every trial's tree (the file, --set edits, the trial's values) goes
  * through al_config_decode, so every error names file:line:col: a value's
  * own position when it came from the sweep mapping.
@@ -98,7 +105,12 @@ typedef struct al_sweep_axis {
     int key_line, key_col;    /* where the path is written */
     int n;                    /* number of values */
     int group;                /* -1: a grid axis; else its zip group */
+    int scaling;              /* enum al_scaling_axis: sweep.scaling's sizes or budgets */
 } al_sweep_axis;
+
+/* sweep.scaling's two axes (sweep_scaling.c): a size sets each of its keys
+ * under `model`, a budget sets train.flops. */
+enum al_scaling_axis { AL_SCALING_NONE = 0, AL_SCALING_SIZE, AL_SCALING_FLOPS };
 
 typedef struct al_sweep_trial {
     int index;                         /* in expansion order: the worker's --index */
@@ -110,13 +122,22 @@ typedef struct al_sweep_trial {
     char group[AL_SWEEP_ID_LEN];       /* the configuration: config without the select axes */
     char tuned[AL_SWEEP_ID_LEN];       /* the select axes' values ("lr0.001"), or "" */
     uint64_t group_key;                /* equal for the trials of one configuration */
-    int baseline;                      /* 1: a trial of the baseline configuration */
+    uint64_t design_key;               /* group_key without sweep.scaling's axes: equal
+                                          for one design at every size and budget */
+    int baseline;                      /* 1: a trial of the baseline configuration (under
+                                          sweep.scaling: of the baseline design) */
+    int scaling_size;                  /* sweep.scaling: the size's index, else -1 */
+    double scaling_flops;              /* ... and the budget (train.flops), else 0 */
     char id[AL_SWEEP_ID_LEN];          /* label or label-hash (al_sweep_assign_ids) */
     char hash[17];                     /* 16 hex digits of the resolved config */
     al_config cfg;                     /* decoded */
     size_t params, kv_elems_per_token; /* 0 when the data vocabulary is unknown */
     int kv_context;                    /* report.context, or model.seq_len */
     size_t kv_bytes_at_context;        /* f32, every layer's cache at kv_context */
+    /* al_cost.h's figures (docs/costs.md): training at model.seq_len, one
+     * decode step at kv_context (model.kv_dtype, batch 1) */
+    double train_flops_per_token;
+    double decode_flops_per_token, decode_bytes_per_token, arithmetic_intensity;
 } al_sweep_trial;
 
 /* The experiment file's top-level `eval` (sweep_eval.c): what the runner
@@ -139,6 +160,8 @@ typedef struct al_sweep_trial {
 #define AL_EVAL_MAX_DTYPES 8
 #define AL_EVAL_MAX_CONTEXTS 8
 #define AL_EVAL_DEFAULT_TOKENS 16384
+#define AL_EVAL_DECODE_TOKENS 32         /* eval.decode.tokens default: steps timed */
+#define AL_EVAL_DECODE_REPEATS 5         /* eval.decode.repeats default: the median's runs */
 
 typedef struct al_sweep_eval {
     int on;                              /* the file has `eval` */
@@ -150,6 +173,13 @@ typedef struct al_sweep_eval {
     int n_pk_depths;
     double pk_depths[AL_EVAL_MAX_CONTEXTS];
     long pk_examples;                    /* 0: score --passkey's default */
+    int score;                           /* score the test split (any key but decode) */
+    struct {                             /* eval.decode: measured decode speed */
+        int on;
+        int n_contexts, contexts[AL_EVAL_MAX_CONTEXTS];
+        int n_batches, batches[AL_EVAL_MAX_CONTEXTS];
+        int tokens, repeats;
+    } decode;
 } al_sweep_eval;
 
 #define AL_SWEEP_MAX_STAGES 16
@@ -241,5 +271,12 @@ void al_sweep_attn_label(char *out, size_t n, const al_attn_config *a);
  * ("gqa-kv2/mha" in the report, "gqa-kv2+mha" in trial ids), then "-share2"
  * under model.kv_share 2. */
 void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const char *sep);
+
+/* sweep_costs.c: a decoded trial's cost figures (al_sweep_trial), from
+ * its resolved config. */
+int al_sweep_trial_costs(al_sweep_trial *t, al_err *e);
+/* The FLOPs trial t trains: its train_flops_per_token times the tokens of
+ * the steps it ran (steps_done; the planned steps before a result). */
+double al_sweep_trial_train_flops(const al_sweep_trial *t, int steps_done);
 
 #endif

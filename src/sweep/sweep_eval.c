@@ -13,6 +13,7 @@
 
 #include "al_data.h"
 #include "al_kvcache.h"
+#include "al_score.h"
 
 static int int_of(const al_node *x, const char *key, long lo, long hi, long *out, al_err *e)
 {
@@ -103,11 +104,81 @@ static int bool_of(const al_node *x, const char *key, int *out, al_err *e)
     return 0;
 }
 
+/* A list of 1..AL_EVAL_MAX_CONTEXTS distinct integers in [lo, hi], or
+ * (scalars allowed) one integer. */
+static int ints_of(const al_node *x, const char *key, int scalar_ok, long lo, long hi, int *out,
+                   int *n, al_err *e)
+{
+    long v = 0;
+    *n = 0;
+    if (scalar_ok && x->kind == AL_NODE_SCALAR) {
+        if (int_of(x, key, lo, hi, &v, e)) return -1;
+        out[(*n)++] = (int)v;
+        return 0;
+    }
+    if (x->kind != AL_NODE_SEQ || x->n == 0 || x->n > AL_EVAL_MAX_CONTEXTS)
+        return al_node_errf(e, x, "'eval.%s' must be a list of 1 to %d integers%s", key,
+                            AL_EVAL_MAX_CONTEXTS, scalar_ok ? " or one integer" : "");
+    for (int i = 0; i < x->n; i++) {
+        if (int_of(x->items[i], key, lo, hi, &v, e)) return -1;
+        for (int j = 0; j < *n; j++)
+            if (out[j] == v)
+                return al_node_errf(e, x->items[i], "'eval.%s': %ld is listed twice", key, v);
+        out[(*n)++] = (int)v;
+    }
+    return 0;
+}
+
+/* eval.decode: {contexts: [N, ...], batch: B | [B, ...], tokens: K,
+ * repeats: R}: every finished checkpoint's decode timed at each (context,
+ * batch). */
+static int decode_of(const al_node *m, al_sweep_eval *v, al_err *e)
+{
+    if (m->kind != AL_NODE_MAP)
+        return al_node_errf(e, m, "'eval.decode' must be a mapping (contexts, batch, tokens, "
+                            "repeats)");
+    v->decode.on = 1;
+    v->decode.tokens = AL_EVAL_DECODE_TOKENS;
+    v->decode.repeats = AL_EVAL_DECODE_REPEATS;
+    for (int i = 0; i < m->n; i++) {
+        const char *k = m->keys[i];
+        const al_node *x = m->items[i];
+        long n = 0;
+        int rc;
+        if (strcmp(k, "contexts") == 0)
+            rc = ints_of(x, "decode.contexts", 0, 2, 1L << 24, v->decode.contexts,
+                         &v->decode.n_contexts, e);
+        else if (strcmp(k, "batch") == 0)
+            rc = ints_of(x, "decode.batch", 1, 1, 4096, v->decode.batches,
+                         &v->decode.n_batches, e);
+        else if (strcmp(k, "tokens") == 0 || strcmp(k, "repeats") == 0) {
+            int tok = k[0] == 't';
+            rc = int_of(x, tok ? "decode.tokens" : "decode.repeats", 1,
+                        tok ? 1L << 20 : AL_DECODE_MAX_REPEATS, &n, e);
+            if (!rc) *(tok ? &v->decode.tokens : &v->decode.repeats) = (int)n;
+        } else
+            return al_errf(e, "%s:%d:%d: error: unknown key 'eval.decode.%.60s' (known: "
+                           "contexts, batch, tokens, repeats)", x->file, m->key_line[i],
+                           m->key_col[i], k);
+        if (rc) return -1;
+    }
+    if (!v->decode.n_contexts)
+        return al_node_errf(e, m, "'eval.decode' needs 'contexts' (the context lengths to time "
+                            "decode at)");
+    if (!v->decode.n_batches) v->decode.batches[v->decode.n_batches++] = 1;
+    for (int i = 0; i < v->decode.n_contexts; i++)
+        if (v->decode.contexts[i] <= v->decode.tokens + 1)
+            return al_node_errf(e, m, "'eval.decode.contexts' (%d) must exceed "
+                                "'eval.decode.tokens' (%d) + 1: the timed steps decode after "
+                                "the filled cache", v->decode.contexts[i], v->decode.tokens);
+    return 0;
+}
+
 static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
 {
     static const char *const known[] = {"kv_dtypes", "contexts", "by_position", "buckets",
                                         "tokens", "passkey_lengths", "passkey_depths",
-                                        "passkey_examples", NULL};
+                                        "passkey_examples", "decode", NULL};
     long n = 0;
     for (int i = 0; i < m->n; i++) {
         const char *k = m->keys[i];
@@ -117,9 +188,11 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
         if (!ok)   /* at the key, as the config decoder says it */
             return al_errf(e, "%s:%d:%d: error: unknown key 'eval.%.60s' (known: kv_dtypes, "
                            "contexts, by_position, buckets, tokens, passkey_lengths, "
-                           "passkey_depths, passkey_examples)", x->file, m->key_line[i],
-                           m->key_col[i], k);
-        int rc = strcmp(k, "kv_dtypes") == 0  ? dtypes_of(x, v, e)
+                           "passkey_depths, passkey_examples, decode)", x->file,
+                           m->key_line[i], m->key_col[i], k);
+        v->score |= strcmp(k, "decode") != 0;
+        int rc = strcmp(k, "decode") == 0     ? decode_of(x, v, e)
+               : strcmp(k, "kv_dtypes") == 0  ? dtypes_of(x, v, e)
                : strcmp(k, "contexts") == 0   ? contexts_of(x, v, e)
                : strcmp(k, "passkey_lengths") == 0 ? pk_lengths_of(x, v, e)
                : strcmp(k, "passkey_depths") == 0 ? pk_depths_of(x, v, e)
@@ -170,10 +243,13 @@ int al_sweep_eval_load(al_sweep *s, al_err *e)
     if (!m || al_node_is_null(m)) return 0;
     if (m->kind != AL_NODE_MAP)
         return al_node_errf(e, m, "'eval' must be a mapping (kv_dtypes, contexts, by_position, "
-                            "buckets, tokens, passkey_*)");
+                            "buckets, tokens, passkey_*, decode)");
     v->on = 1;
     v->tokens = AL_EVAL_DEFAULT_TOKENS;
     if (parse_keys(m, v, e)) return -1;
+    /* `eval: {}` scores at the defaults; `eval: {decode: ...}` only times */
+    if (!v->decode.on) v->score = 1;
+    if (!v->score) return 0;
     if (v->buckets && !v->by_position)
         return al_node_errf(e, m, "'eval.buckets' needs 'eval.by_position: true'");
     if (!v->n_dtypes) v->dtypes[v->n_dtypes++] = AL_KV_F32;

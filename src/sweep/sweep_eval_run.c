@@ -14,9 +14,17 @@
  *   <trial>/eval/by_position_C/by_position.csv   with by_position: as
  *                             `score --by-position --seq-len C` (the plain
  *                             forward pass) writes it
- *   <trial>/eval/passkey.csv  a passkey trial's instead of the two above: as
+ *   <trial>/eval/passkey.csv  a passkey trial's instead of eval.csv: as
  *                             `score <model> <trial>/eval/test.txt --passkey
- *                             --seed <its data.seed>` with eval's grid writes it
+ *                             --seed <its data.seed>` with eval's grid writes it;
+ *                             with by_position, its filler's by_position files
+ *                             too (loss against position past the trained
+ *                             length: experiments/long_context.yaml)
+ *   <trial>/eval/decode.csv   with eval.decode: decode tokens/s of the
+ *                             checkpoint at each (context, batch), the median
+ *                             of `repeats` timed runs (al_decode_speed, as
+ *                             `attnlab bench-decode` times), with the CPU,
+ *                             the OpenBLAS core and the threads it ran on
  *
  * Resumed like training: a row or a by_position.csv already there is not
  * computed again, and eval.csv is rewritten atomically after every row, so
@@ -31,6 +39,7 @@
 #include "al_checkpoint.h"
 #include "al_csv.h"
 #include "al_data.h"
+#include "al_gemm.h"
 #include "al_kvcache.h"
 #include "al_parallel.h"
 #include "al_score.h"
@@ -169,21 +178,97 @@ static int passkey_trial(const al_sweep_eval *v, const al_sweep_trial *t, const 
     return rc ? -1 : 0;
 }
 
+/* ------------------------------------------------------------ decode speed */
+
+#define DECODE_HEADER "context,batch,kv_dtype,tokens,repeats,tokens_per_s,tokens_per_s_min," \
+                      "tokens_per_s_max,cache_bytes,threads,cpu_model,blas_core\n"
+
+/* decode.csv's lines so far (header included), or "" when there is none. */
+static char *decode_lines(const char *path)
+{
+    char *text = NULL;
+    size_t n;
+    al_err ignore;
+    if (access(path, F_OK) != 0 || al_read_file(path, &text, &n, &ignore) != 0 ||
+        strncmp(text, DECODE_HEADER, strlen(DECODE_HEADER)) != 0) {
+        free(text);
+        text = al_malloc(sizeof DECODE_HEADER);
+        memcpy(text, DECODE_HEADER, sizeof DECODE_HEADER);
+    }
+    return text;
+}
+
+static int decode_has(const char *text, int context, int batch)
+{
+    char key[48];
+    int n = snprintf(key, sizeof key, "\n%d,%d,", context, batch);
+    (void)n;
+    return strstr(text, key) != NULL;
+}
+
+/* Every (context, batch) of eval.decode not yet in <trial>/eval/decode.csv,
+ * timed on the checkpoint; the file rewritten atomically after each. */
+static int decode_trial(const al_sweep_eval *v, const char *tdir, const char *ckpt,
+                        long threads, int *done, al_err *e)
+{
+    char dir[TDIR_LEN + 8], path[TDIR_LEN + 32], tmp[TDIR_LEN + 64], cpu[128];
+    snprintf(dir, sizeof dir, "%s/eval", tdir);
+    snprintf(path, sizeof path, "%s/decode.csv", dir);
+    char *text = decode_lines(path);
+    al_model m;
+    long step;
+    int loaded = 0, rc = al_mkdirs(dir, e);
+    al_parallel_set_threads(al_threads_for(threads));
+    al_cpu_model(cpu, sizeof cpu);
+    for (int c = 0; !rc && c < v->decode.n_contexts; c++)
+        for (int b = 0; !rc && b < v->decode.n_batches; b++) {
+            int C = v->decode.contexts[c], B = v->decode.batches[b];
+            if (decode_has(text, C, B)) continue;
+            if (!loaded && (rc = al_checkpoint_load_run(ckpt, &m, &step, e)) != 0) break;
+            loaded = 1;
+            int dt = al_kv_dtype_parse(m.cfg.kv_dtype);
+            al_decode_speed_opts o = {C, dt, v->decode.tokens, B, v->decode.repeats};
+            al_decode_speed_result r;
+            if ((rc = al_decode_speed(&m, &o, &r, e)) != 0) break;
+            size_t cap = strlen(text) + 512;   /* a row: the cpu name (< 128) and figures */
+            char *line = al_malloc(cap);
+            snprintf(line, cap, "%s%d,%d,%s,%d,%d,%.1f,%.1f,%.1f,%zu,%d,\"%s\",%s\n", text, C,
+                     B, al_kv_dtype_name(dt), o.tokens, o.repeats, r.tokens_per_s,
+                     r.tokens_per_s_min, r.tokens_per_s_max, r.cache_bytes,
+                     al_parallel_threads(), cpu, al_blas_core());
+            free(text);
+            text = line;
+            FILE *f = al_open_atomic(path, tmp, sizeof tmp, e);
+            rc = f ? 0 : -1;
+            if (f) {
+                fputs(text, f);
+                rc = al_commit_atomic(f, tmp, path, e);
+            }
+            *done += rc == 0;
+        }
+    if (loaded) al_model_free(&m);
+    free(text);
+    return rc ? -1 : 0;
+}
+
 /* Every (context, dtype) of trial t not yet in its eval.csv, then its
- * by_position files (a passkey trial: its passkey grid). */
+ * by_position files (a passkey trial: its passkey grid, then those); then
+ * its decode speed with eval.decode. */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
                       long threads, int *done, al_err *e)
 {
     const al_sweep_eval *v = &s->eval;
     char ckpt[TDIR_LEN + 32], text[TDIR_LEN + 32];
-    eval_file *F = al_malloc(sizeof *F);
     snprintf(ckpt, sizeof ckpt, "%s/%s", tdir, AL_CHECKPOINT_FILE);
+    if (!v->score) return v->decode.on ? decode_trial(v, tdir, ckpt, threads, done, e) : 0;
+    eval_file *F = al_malloc(sizeof *F);
     int rc = read_rows(tdir, F, e) || write_text(t, tdir, v->tokens, text, sizeof text, e);
     int pk = strcmp(t->cfg.data.source, "passkey") == 0;
     if (!rc && pk) rc = passkey_trial(v, t, tdir, ckpt, text, threads, done, e);
-    for (int c = 0; !rc && !pk && c < (v->n_contexts ? v->n_contexts : 1); c++) {
+    for (int c = 0; !rc && (!pk || v->by_position) && c < (v->n_contexts ? v->n_contexts : 1);
+         c++) {
         int T = v->n_contexts ? v->contexts[c] : t->cfg.model.seq_len;
-        for (int k = 0; !rc && k < v->n_dtypes; k++) {
+        for (int k = 0; !rc && !pk && k < v->n_dtypes; k++) {
             if (has_row(F, v->dtypes[k], T)) continue;
             rc = one_row(ckpt, text, T, v->dtypes[k], threads, F, e) || write_rows(tdir, F, e);
             *done += rc == 0;
@@ -191,6 +276,7 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
         if (!rc && v->by_position) rc = by_position(v, tdir, ckpt, text, T, threads, done, e);
     }
     free(F);
+    if (!rc && v->decode.on) rc = decode_trial(v, tdir, ckpt, threads, done, e);
     return rc ? -1 : 0;
 }
 

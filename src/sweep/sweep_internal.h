@@ -68,6 +68,16 @@ int al_sweep_mark_baseline(spec_ctx *C);
  * component, and a list's items are joined by '+'. */
 void al_sweep_value_label(char *out, size_t n, const char *key, const al_node *v);
 
+/* sweep_scaling.c: sweep.scaling's mapping x into two axes appended to
+ * s->axes (sizes, then budgets); the value `choice` of such an axis set in
+ * a trial's tree (a size merged under `model`, a budget as train.flops);
+ * its part of a label ("size1", "flops8.0e+12") appended to out; and the
+ * trial's scaling_size and scaling_flops from its choices. */
+int al_sweep_scaling_parse(spec_ctx *C, const al_node *x);
+int al_sweep_scaling_set(al_node *tree, const al_sweep_axis *ax, int choice, al_err *e);
+void al_sweep_scaling_label(char *out, size_t n, const al_sweep_axis *ax, int choice);
+void al_sweep_scaling_mark(const al_sweep *s, const int *choice, al_sweep_trial *t);
+
 /* sweep_stage.c: s->root holds a `stages` list; expand every stage into
  * s->trials (stage order), filling s->stages. */
 int al_sweep_stages_load(al_sweep *s, const char *const *plugins, int n_plugins, al_err *e);

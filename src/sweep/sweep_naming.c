@@ -133,7 +133,8 @@ void al_sweep_finish_groups(al_sweep *s)
 }
 
 /* The baseline configuration: the one sweep.baseline matches (exactly
- * one), else the first. Marks its trials. */
+ * one), else the first. Marks its trials. Under sweep.scaling it is a
+ * design: its configurations at every size and budget (design_key). */
 int al_sweep_mark_baseline(spec_ctx *C)
 {
     al_sweep *s = C->s;
@@ -142,7 +143,7 @@ int al_sweep_mark_baseline(spec_ctx *C)
         const al_sweep_trial *t = &s->trials[i];
         if (C->baseline && !t->baseline) continue;
         if (first < 0) first = i;
-        else if (t->group_key != s->trials[first].group_key && C->baseline)
+        else if (t->design_key != s->trials[first].design_key && C->baseline)
             return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches more than one "
                                 "configuration ('%s' and '%s'): name more axes",
                                 s->trials[first].group, t->group);
@@ -151,7 +152,7 @@ int al_sweep_mark_baseline(spec_ctx *C)
         return al_node_errf(C->e, C->baseline, "'sweep.baseline' matches no configuration "
                             "of the sweep%s", s->n_excluded ? " (after exclude)" : "");
     for (int i = 0; i < s->n_trials; i++)
-        s->trials[i].baseline = s->trials[i].group_key == s->trials[first].group_key;
+        s->trials[i].baseline = s->trials[i].design_key == s->trials[first].design_key;
     return 0;
 }
 

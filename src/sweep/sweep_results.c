@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "al_csv.h"
 #include "al_registry.h"
 
 static const char *const status_names[] = {"pending", "ok", "diverged", "failed", "killed",
@@ -239,6 +241,11 @@ int al_results_write_result(const char *tdir, const al_sweep_trial *t,
     json_object_set_new(j, "params", json_integer((json_int_t)t->params));
     json_object_set_new(j, "params_to", m->match.by ? json_integer((json_int_t)m->match.params_to)
                                                     : json_null());
+    /* docs/costs.md: the compute the trial trained with (train.flops, 0
+     * when steps were given) */
+    json_object_set_new(j, "train_flops_per_token", json_num(t->train_flops_per_token));
+    json_object_set_new(j, "train_flops", json_num(al_sweep_trial_train_flops(t, r->steps_done)));
+    json_object_set_new(j, "train_flops_budget", json_num(t->cfg.train.flops));
     json_object_set_new(j, "tokens_per_s", json_num(r->tokens_per_s));
     json_object_set_new(j, "wall_s", json_num(r->wall_s));
     json_object_set_new(j, "cpu_model", json_string(r->cpu_model));
@@ -414,8 +421,34 @@ static void setting_cells(FILE *f, const set_cols *c, const al_model_config *m)
 
 /* ------------------------------------------------------------ summary */
 
+/* ,decode_context,decode_batch,decode_tokens_per_s from the trial's
+ * eval/decode.csv (eval.decode): at the report context where it was timed
+ * there, else at the longest context timed; at the smallest batch timed.
+ * Empty cells without one. */
+static void decode_cells(FILE *f, const char *tdir, int kv_context)
+{
+    char path[AL_PATH_LEN + AL_SWEEP_ID_LEN + 32];
+    al_csv t;
+    al_err ignore;
+    snprintf(path, sizeof path, "%s/eval/decode.csv", tdir);
+    int best = -1, bc = 0, bb = 0;
+    if (access(path, F_OK) == 0 && al_csv_read(path, &t, &ignore) == 0) {
+        for (int i = 0; i < t.n_rows; i++) {
+            int C = atoi(al_csv_cell(&t, i, "context")), B = atoi(al_csv_cell(&t, i, "batch"));
+            int better = best < 0 || (C == kv_context && bc != kv_context) ||
+                         ((C == kv_context) == (bc == kv_context) &&
+                          (C > bc || (C == bc && B < bb)));
+            if (C > 0 && B > 0 && better) best = i, bc = C, bb = B;
+        }
+        if (best >= 0)
+            fprintf(f, ",%d,%d,%s", bc, bb, al_csv_cell(&t, best, "tokens_per_s"));
+        al_csv_free(&t);
+    }
+    if (best < 0) fputs(",,,", f);
+}
+
 static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_sweep_trial *t,
-                        const al_trial_result *r)
+                        const al_trial_result *r, const char *tdir)
 {
     const al_model_config *m = &t->cfg.model;
     put_text(f, t->id);
@@ -458,6 +491,16 @@ static void summary_row(FILE *f, const al_sweep *s, const set_cols *c, const al_
     put_text(f, r->blas_core);
     fputc(',', f);
     if (r->threads > 0) fprintf(f, "%d", r->threads);
+    fputc(',', f);   /* the cost columns (docs/costs.md), appended */
+    put_num(f, t->train_flops_per_token, "%.0f");
+    put_num(f, al_sweep_trial_train_flops(t, r->steps_done), "%.0f");
+    put_num(f, t->decode_flops_per_token, "%.0f");
+    put_num(f, t->decode_bytes_per_token, "%.0f");
+    if (isfinite(t->arithmetic_intensity)) fprintf(f, "%.6g", t->arithmetic_intensity);
+    decode_cells(f, tdir, t->kv_context);
+    fputc(',', f);   /* sweep.scaling: the size's index and the budget */
+    if (t->scaling_size >= 0) fprintf(f, "%d,%.9g", t->scaling_size, t->scaling_flops);
+    else fputc(',', f);
     fputc('\n', f);
 }
 
@@ -475,12 +518,14 @@ int al_results_write_summary(const char *dir, const al_sweep *s, al_err *e)
           "kv_bytes_at_context,steps,"
           "tokens_per_step,final_train_loss,val_loss,best_val_loss,val_accuracy,test_loss,"
           "test_accuracy,tokens_per_s,wall_s,status,reason,stage,upstream,init_convert,"
-          "upstream_steps,init_val_loss,cpu_model,blas_core,threads\n", f);
+          "upstream_steps,init_val_loss,cpu_model,blas_core,threads,train_flops_per_token,"
+          "train_flops,decode_flops_per_token,decode_bytes_per_token,arithmetic_intensity,"
+          "decode_context,decode_batch,decode_tokens_per_s,scaling_size,scaling_flops\n", f);
     for (int i = 0; i < s->n_trials; i++) {
         al_trial_result r;
         al_results_trial_dir(tdir, sizeof tdir, dir, &s->trials[i]);
         al_results_read_result(tdir, s->trials[i].hash, &r);
-        summary_row(f, s, &c, &s->trials[i], &r);
+        summary_row(f, s, &c, &s->trials[i], &r, tdir);
     }
     free(c.name);
     return al_commit_atomic(f, tmp, path, e);

@@ -159,6 +159,7 @@ static int add_axis(spec_ctx *C, const schema *sc, const al_node *m, int i, int 
     ax->key_col = m->key_col[i];
     ax->n = v->n;
     ax->group = group;
+    ax->scaling = AL_SCALING_NONE;
     return 0;
 }
 
@@ -176,6 +177,7 @@ static int add_extra_axis(spec_ctx *C, const al_sweep_axis_in *x)
     ax->key_col = x->values->col;
     ax->n = x->values->n;
     ax->group = -1;
+    ax->scaling = AL_SCALING_NONE;
     return 0;
 }
 
@@ -457,7 +459,8 @@ static int parse_baseline(spec_ctx *C, const al_node *x)
 }
 
 static const char *const sweep_keys[] = {"name", "description", "seeds", "grid", "zip",
-                                         "exclude", "select", "baseline", "claims", NULL};
+                                         "exclude", "select", "baseline", "claims",
+                                         "scaling", NULL};
 
 static int check_sweep_keys(spec_ctx *C, const al_node *sw)
 {
@@ -473,7 +476,7 @@ static int check_sweep_keys(spec_ctx *C, const al_node *sw)
             return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (did you mean '%s'?)",
                           sw->keys[i], sweep_keys[bi]);
         return at_key(C->e, sw, i, "unknown key '%.80s' in 'sweep' (known: name, description, "
-                      "seeds, grid, zip, exclude, select, baseline, claims)", sw->keys[i]);
+                      "seeds, grid, zip, exclude, select, baseline, claims, scaling)", sw->keys[i]);
     }
     return 0;
 }
@@ -513,6 +516,7 @@ static int parse_sweep(spec_ctx *C)
     if ((x = al_node_get(sw, "grid"))) rc = parse_grid(C, &sc, x);
     if (!rc && (x = al_node_get(sw, "zip"))) rc = parse_zip(C, &sc, x);
     schema_free(&sc);
+    if (!rc && (x = al_node_get(sw, "scaling"))) rc = al_sweep_scaling_parse(C, x);
     if (!rc && (x = al_node_get(sw, "exclude"))) rc = parse_exclude(C, x);
     if (!rc && (x = al_node_get(sw, "select"))) rc = parse_select(C, x);
     if (!rc && (x = al_node_get(sw, "baseline"))) rc = parse_baseline(C, x);
@@ -687,8 +691,7 @@ static int trial_tree(const spec_ctx *C, const int *choice, int seed_i, al_node 
     const al_sweep *s = C->s;
     al_node *tree = al_node_clone(s->root);
     for (int a = 0; a < s->n_axes; a++)
-        if (al_node_set_path(tree, s->axes[a].path, s->axes[a].key->items[choice[a]], 1,
-                             C->e)) {
+        if (al_sweep_scaling_set(tree, &s->axes[a], choice[a], C->e)) {
             al_node_free(tree);
             return -1;
         }
@@ -712,24 +715,28 @@ static void config_label(const al_sweep *s, const int *choice, int which, char *
 {
     out[0] = 0;
     for (int a = 0; a < s->n_axes; a++) {
-        if (s->axes[a].n < 2 || (which == 1 && is_select_axis(s, a)) ||
+        int scaling = s->axes[a].scaling != AL_SCALING_NONE;   /* named even alone */
+        if ((s->axes[a].n < 2 && !scaling) || (which == 1 && is_select_axis(s, a)) ||
             (which == 2 && !is_select_axis(s, a)))
             continue;
         const char *p = s->axes[a].path, *last = strrchr(p, '.');
         size_t len = strlen(out);
         if (len && len + 1 < n) out[len] = '_', out[len + 1] = 0;   /* between axes */
-        al_sweep_value_label(out, n, last ? last + 1 : p, s->axes[a].key->items[choice[a]]);
+        if (scaling) al_sweep_scaling_label(out, n, &s->axes[a], choice[a]);
+        else al_sweep_value_label(out, n, last ? last + 1 : p, s->axes[a].key->items[choice[a]]);
     }
     if (!out[0] && which != 2) snprintf(out, n, "base");
 }
 
 /* Equal for the trials of one configuration: FNV-1a over the value
- * indices of the axes that are not selected. */
-static uint64_t group_key(const al_sweep *s, const int *choice)
+ * indices of the axes that are not selected (design: nor sweep.scaling's,
+ * so equal for one design at every size and budget). */
+static uint64_t group_key(const al_sweep *s, const int *choice, int design)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int a = 0; a < s->n_axes; a++)
-        if (!is_select_axis(s, a)) h = (h ^ (uint64_t)(choice[a] + 1)) * 0x100000001b3ULL;
+        if (!is_select_axis(s, a) && !(design && s->axes[a].scaling))
+            h = (h ^ (uint64_t)(choice[a] + 1)) * 0x100000001b3ULL;
     return h;
 }
 
@@ -749,6 +756,7 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
     t->kv_context = t->cfg.report.context ? t->cfg.report.context : t->cfg.model.seq_len;
     t->kv_bytes_at_context = al_model_kv_bytes_at(&t->cfg.model, AL_KV_F32, t->kv_context);
+    if (al_sweep_trial_costs(t, e)) goto fail;
     al_sweep_config_hash(&t->cfg, 0, t->hash);
     return 0;
 fail:
@@ -779,7 +787,9 @@ static int expand_one(spec_ctx *C, int k, int *kept)
     config_label(s, choice, 0, t->config, 96);
     config_label(s, choice, 1, t->group, 96);
     config_label(s, choice, 2, t->tuned, 96);
-    t->group_key = group_key(s, choice);
+    t->group_key = group_key(s, choice, 0);
+    t->design_key = group_key(s, choice, 1);
+    al_sweep_scaling_mark(s, choice, t);
     t->baseline = C->baseline && node_matches_all(tree, C->baseline);
     snprintf(t->label, sizeof t->label, "%s", t->config);   /* for errors */
     if (s->n_seeds)

@@ -89,7 +89,19 @@ int al_train(const al_config *c, const al_train_opts *o, al_train_result *r, al_
  * of the model; c's vocab_size resolved. */
 int al_train_check_memory(const al_config *c, al_err *e);
 
-/* Resolve values that depend on the data (model.vocab_size). */
+/* Resolve values that depend on the data (model.vocab_size), and under
+ * train.flops the steps it buys (al_train_flops_steps). */
 int al_train_resolve(al_config *c, int data_vocab, al_err *e);
+
+/* train.flops: steps = floor(flops / (train_flops_per_token * batch_size
+ * * seq_len)) (al_cost.h's figure for c->model, vocab_size resolved),
+ * into c->train.steps; a warmup longer than that is cut to it (the
+ * default warmup of a train.steps run is cut the same way). *per_token
+ * (may be NULL) receives train_flops_per_token. -1 with e naming
+ * train.flops when not even one step fits. Nothing done when train.flops
+ * is 0. */
+int al_train_flops_steps(al_config *c, double *per_token, al_err *e);
+/* The line a train.flops run prints at its start (no newline). */
+void al_train_flops_line(const al_config *c, double per_token, char *out, size_t n);
 
 #endif

@@ -72,6 +72,12 @@ static int kv_groups(const al_model_config *c)
     return -1;
 }
 
+/* A layer that keeps a state rewritten in place (AL_KV_STATE), not K/V rows. */
+static int is_state(const al_model_config *c)
+{
+    return c->attn->decode && c->attn->decode->storage == AL_KV_STATE;
+}
+
 static int is_mla(const al_model_config *c) { return strcmp(c->variant, "mla") == 0; }
 
 static int same_attention(const al_model_config *a, const al_model_config *b)
@@ -195,6 +201,10 @@ static int check_one(const al_model_config *src, const al_model_config *dst, int
                        al_config_d_ff(src), al_config_d_ff(dst), src->vocab_size,
                        dst->vocab_size);
     if (same_attention(src, dst) && method != AL_CONVERT_RANDOM) return 0;   /* a copy */
+    if (is_state(src) || is_state(dst))   /* one line, whichever side keeps the state */
+        return al_errf(e, "convert: '%s' is a state layer (a running state, not a cache of K/V "
+                       "rows): no method converts into or out of it (train it from scratch)",
+                       is_state(src) ? src->variant : dst->variant);
     if (strcmp(dst->variant, "gta") == 0)
         return al_errf(e, "convert: no method reaches 'gta': its tied state is both a group's "
                        "value and half its key, which separate K and V heads do not give (train "
@@ -321,6 +331,7 @@ static void convert_random(const al_model *src, al_model *dst, uint64_t seed)
             p[j] = t->init == AL_INIT_NORMAL  ? (float)(0.02 * al_rng_normal(&rng))
                    : t->init == AL_INIT_RESID ? (float)(resid * al_rng_normal(&rng))
                    : t->init == AL_INIT_ONES  ? 1.0f
+                   : t->init == AL_INIT_DECAY ? (float)al_init_decay_value((int)j, (int)t->numel)
                                               : 0.0f;
     }
 }

@@ -163,7 +163,7 @@ int al_train_resolve(al_config *c, int data_vocab, al_err *e)
         return al_errf(e, "%s: 'model.vocab_size' (%d) does not match data source "
                        "'%s' (vocabulary %d)", c->file, c->model.vocab_size,
                        c->data.source, data_vocab);
-    return 0;
+    return al_train_flops_steps(c, NULL, e);
 }
 
 /* Bytes as "N bytes (X.Y GiB)". */
@@ -188,13 +188,12 @@ static int too_big(al_err *e, const al_config *c, const char *keys, const char *
                    need == UINT64_MAX ? " (more than 64 bits hold)" : "", a, limit);
 }
 
-int al_train_check_memory(const al_config *c, al_err *e)
+static int check_memory_at(const al_config *c, int threads, al_err *e)
 {
     const al_model_config *m = &c->model;
     int B = c->train.batch_size, T = m->seq_len;
     char limit[128], keys[160], what[160], sub[AL_ERR_LEN];
-    uint64_t avail = al_memory_available(c->train.max_memory, al_parallel_threads(), limit,
-                                         sizeof limit);
+    uint64_t avail = al_memory_available(c->train.max_memory, threads, limit, sizeof limit);
     size_t n_params;
     al_mem_estimate est;
     if (al_model_counts(m, &n_params, NULL, e) == 0) {
@@ -218,6 +217,25 @@ int al_train_check_memory(const al_config *c, al_err *e)
     }
     snprintf(what, sizeof what, "the model and the activations of %d layer(s)", m->n_layer);
     return est.total > avail ? too_big(e, c, keys, what, est.total, avail, limit) : 0;
+}
+
+/* The run at train.threads, else, when one thread would fit, a refusal
+ * naming train.threads and the most threads that fit (each thread costs
+ * OpenBLAS's buffer): before any pool or OpenBLAS thread starts. */
+int al_train_check_memory(const al_config *c, al_err *e)
+{
+    int T = al_threads_for(c->train.threads);
+    al_err one;
+    if (check_memory_at(c, T, e) == 0) return 0;
+    if (T == 1 || check_memory_at(c, 1, &one) != 0) return -1;   /* the model itself */
+    int lo = 1, hi = T;   /* lo fits (with one more thread's room in hand), hi does not */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (check_memory_at(c, mid + 1, &one) == 0) lo = mid;
+        else hi = mid;
+    }
+    return al_errf(e, "%s: 'train.threads' (%d): the OpenBLAS buffers of %d threads leave too "
+                   "little memory for this model; 'train.threads' %d fits", c->file, T, T, lo);
 }
 
 static void fmt_eta(char *buf, size_t n, double s)
@@ -296,11 +314,17 @@ static int run_open(run *R, al_config *c, al_err *e)
 {
     if (al_data_open(&R->data, &c->data, c->model.seq_len, e) != 0) return -1;
     if (al_train_resolve(c, R->data.vocab_size, e) != 0) return -1;
-    if (al_train_check_memory(c, e) != 0) return -1;
+    if (c->train.flops > 0 && al_mpi_rank() == 0) {   /* what the compute buys, said first */
+        char line[512];
+        double per_token;
+        if (al_train_flops_steps(c, &per_token, e) != 0) return -1;
+        al_train_flops_line(c, per_token, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+    }
+    /* memory: checked by al_train before the pool started (the same resolved config) */
     if (al_model_init(&R->model, &c->model, e) != 0) return -1;
     /* train.precision travels with the model: its calls run at it */
     if (al_model_set_precision(&R->model, c->train.precision, e) != 0) return -1;
-    if (R->model.precision == AL_PRECISION_BF16 && al_mpi_rank() == 0) bf16_note(c);
     al_model_init_weights(&R->model, c->train.seed);
     if (al_model_reserve(&R->model, c->train.batch_size, c->model.seq_len, e) != 0)
         return -1;
@@ -580,13 +604,19 @@ int al_train(const al_config *c0, const al_train_opts *o, al_train_result *r, al
     R.o = o;
     R.wdir = al_mpi_rank() == 0 ? o->outdir : NULL;
     R.t0 = al_now();
-    /* the pool; OpenBLAS runs single-threaded */
-    al_parallel_set_threads(al_threads_for(c.train.threads));
-    int prec, rc = al_gemm_precision_parse(c.train.precision, &prec, e);   /* refused early */
+    /* the memory for train.threads before any thread starts; then the pool
+     * (OpenBLAS runs single-threaded) */
+    al_config sized = c;   /* the vocabulary from the data source, as run_open resolves it */
+    int prec, rc = al_train_resolve(&sized, al_data_vocab(&sized.data), e);
+    if (rc == 0) rc = al_train_check_memory(&sized, e);
+    if (rc == 0) al_parallel_set_threads(al_threads_for(c.train.threads));
+    if (rc == 0) rc = al_gemm_precision_parse(c.train.precision, &prec, e);   /* refused early */
     if (rc == 0) rc = al_dp_check_batch(c.train.batch_size, e);
     if (rc == 0) rc = run_open(&R, &c, e);
     if (rc == 0 && o->resume) rc = resume_run(&R, r, e);
     else if (rc == 0) rc = init_from(&R, e);
+    /* the rate note once the run is sure to start (a refused resume says only why) */
+    if (rc == 0 && R.model.precision == AL_PRECISION_BF16 && al_mpi_rank() == 0) bf16_note(&c);
     int lock = -1;
     if (rc == 0 && R.wdir) {
         rc = al_mkdirs(R.wdir, e);

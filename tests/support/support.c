@@ -149,6 +149,7 @@ int al_test_tiny_config(al_model_config *c, const al_variant *v, int n_layer,
     c->mlp_ratio = 2.0;
     c->norm_eps = 1e-5;
     c->rope_base = 10000;
+    c->rope_fraction = 1.0;
     c->causal = 1;
     c->attn = v;
     snprintf(c->variant, sizeof c->variant, "%s", v->name);

@@ -152,8 +152,8 @@ static void swa_forward(const void *ctx, float *out, float *act, float *scratch,
     al_linear_forward(q, x, p[0], BT, D, Hd);   /* q = x . wq^T */
     al_linear_forward(k, x, p[1], BT, D, Hd);   /* k = x . wk^T */
     al_linear_forward(v, x, p[2], BT, D, Hd);   /* v = x . wv^T */
-    al_rope_forward(q, B, T, H, dh, Hd, 0, s->rope_base);
-    al_rope_forward(k, B, T, H, dh, Hd, 0, s->rope_base);
+    al_rope_layer_forward(q, B, T, H, dh, dh, Hd, 0, s);
+    al_rope_layer_forward(k, B, T, H, dh, dh, Hd, 0, s);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t o = (size_t)b * T * Hd + (size_t)h * dh;
@@ -182,8 +182,8 @@ static void swa_backward(const void *ctx, float *dx, float *const *dp, float *sc
                           att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o, T, Hd, scale);
         }
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
-    al_rope_backward(dq, B, T, H, dh, Hd, 0, s->rope_base);
-    al_rope_backward(dk, B, T, H, dh, Hd, 0, s->rope_base);
+    al_rope_layer_backward(dq, B, T, H, dh, dh, Hd, 0, s);
+    al_rope_layer_backward(dk, B, T, H, dh, dh, Hd, 0, s);
     al_linear_backward(dx, dp[0], dq, x, p[0], BT, D, Hd);
     al_linear_backward(dx, dp[1], dk, x, p[1], BT, D, Hd);
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, Hd);
@@ -271,8 +271,8 @@ static void swa_decode(const void *ctx, float *out, float *scratch, const float 
     al_linear_row(q, x, p[0], D, Hd);        /* q = x . wq^T */
     al_linear_row(kv, x, p[1], D, Hd);       /* k = x . wk^T */
     al_linear_row(kv + Hd, x, p[2], D, Hd);  /* v = x . wv^T */
-    al_rope_forward(q, 1, 1, H, dh, Hd, pos, s->rope_base);
-    al_rope_forward(kv, 1, 1, H, dh, Hd, pos, s->rope_base);
+    al_rope_layer_forward(q, 1, 1, H, dh, dh, Hd, pos, s);
+    al_rope_layer_forward(kv, 1, 1, H, dh, dh, Hd, pos, s);
     al_kv_row_put(cache, pos, kv);
     attend_band(y, S, tile, q, cache, lo, hi - lo + 1, H, dh, 1.0f / sqrtf((float)dh));
     al_linear_row(out, y, p[3], Hd, D);      /* out = y . wo^T */
@@ -287,7 +287,7 @@ static const al_variant_decode swa_decode_table = {
     .scratch_floats = swa_decode_scratch_floats,
     .decode = swa_decode,
 };
-static const al_variant_pictures swa_pictures = {swa_probs, 0};
+static const al_variant_pictures swa_pictures = {.probs = swa_probs, .shared = 0};
 
 static const al_variant swa = {
     .api_version = AL_VARIANT_API_VERSION,
