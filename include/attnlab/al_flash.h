@@ -15,16 +15,17 @@
  * several parts (a RoPE part and a latent part, say) lays the parts side by
  * side in q and k, so that q.k is their sum (mla, gla, gta and tpa do).
  *
- * fused (AL_ATTN_FUSED): tiles of AL_FLASH_BQ queries by AL_FLASH_BK keys;
+ * fused (AL_ATTN_FUSED): tiles of queries by keys (sizes: kernels_flash.c);
  * the forward pass keeps a running max and sum per query row (online
  * softmax) and saves only each row's log-sum-exp, lse (B, H, T); tiles the
  * mask hides whole are skipped (a band costs O(T * window)). The backward
  * pass rebuilds each tile's probabilities from lse, P = exp(S - lse), with
- * D_i = rowsum(dout_i * out_i) and dS = P * (dP - D), in two passes: dq
- * over (batch, head, query tile), dk and dv over (batch, group, key tile),
- * so every gradient element has one owner and is summed in a fixed order
- * (the same bits for every thread count). Memory: O(B*H*T) saved, a few
- * tiles of scratch per thread.
+ * D_i = rowsum(dout_i * out_i) and dS = P * (dP - D): in one pass over
+ * (batch, K/V group) when those items fill the threads, else in two, dq
+ * over (batch, head, query tile) and dk, dv over (batch, group, key tile).
+ * Either way every gradient element has one owner and is summed in the
+ * same fixed order (the same bits for every thread count). Memory:
+ * O(B*H*T) saved, a few tiles of scratch per thread.
  *
  * dense (AL_ATTN_DENSE): the probabilities P (B, H, T, T) saved by the
  * forward pass and read by the backward (al_sdpa_*_band, al_kernels.h).
@@ -39,12 +40,13 @@
 
 #include <stddef.h>
 
-/* al_attn_shape.attn_kernel: 0 (a shape built in code) is fused. */
-enum al_attn_kernel { AL_ATTN_FUSED = 0, AL_ATTN_DENSE = 1 };
-
-/* Tile sizes of the fused kernel: queries and keys per tile. */
-#define AL_FLASH_BQ 64
-#define AL_FLASH_BK 128
+/* al_attn_shape.attn_kernel: 0 (a shape built in code) is fused. rows is
+ * the kernel the GQA family trained with before these two (al_attn_*_band,
+ * al_kernels.h: blocks of 64 query rows over all their keys, each row's
+ * max and 1/sum saved, the probabilities rebuilt in backward); no key
+ * selects it, attnlab-bench measures it (--attention-kernel rows) as the
+ * baseline the issue's targets name. */
+enum al_attn_kernel { AL_ATTN_FUSED = 0, AL_ATTN_DENSE = 1, AL_ATTN_ROWS = 2 };
 
 typedef struct al_attn_problem {
     int B, T, H, G;        /* batch, positions, query heads, K/V groups (G divides H) */
@@ -55,7 +57,7 @@ typedef struct al_attn_problem {
 } al_attn_problem;
 
 /* Floats the forward pass saves for backward: lse (B, H, T) fused, P
- * (B, H, T, T) dense. */
+ * (B, H, T, T) dense, max and 1/sum (B, H, T, 2) rows. */
 size_t al_attn_kernel_saved_floats(int kernel, const al_attn_problem *p);
 
 /* out and the saved state (saved_floats of them) from q, k, v. */

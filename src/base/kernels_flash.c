@@ -1,6 +1,6 @@
 /*
  * kernels_flash.c - fused causal attention for training (the contract is
- * in al_flash.h): tiles of AL_FLASH_BQ queries by AL_FLASH_BK keys, an
+ * in al_flash.h): tiles of BQ queries by BK keys, an
  * online softmax forward saving each row's log-sum-exp, a backward that
  * rebuilds each tile from it; and al_attn_kernel_*, which runs the kernel a
  * shape names (fused here, dense through al_sdpa_*_band).
@@ -20,6 +20,13 @@
 #include "al_util.h"
 #include "kernels_inline.h"
 
+/* Queries and keys per tile (-D to measure others; no caller sees them). */
+#ifndef AL_FLASH_BQ
+#define AL_FLASH_BQ 64
+#endif
+#ifndef AL_FLASH_BK
+#define AL_FLASH_BK 128
+#endif
 enum { BQ = AL_FLASH_BQ, BK = AL_FLASH_BK };
 _Static_assert(BQ % 2 == 0 && BK % 2 == 0, "fwd_items aligns its doubles on even tiles");
 
@@ -312,12 +319,98 @@ static void dkv_items(void *ctx, long lo, long hi, int tid)
     }
 }
 
+/* ---- one pass: an item owns a whole (batch, group), so it owns the dq
+ * rows of the group's heads as well as dk, dv, and each tile is rebuilt
+ * once instead of twice (7 tile products a tile, forward included, not 9).
+ * Every gradient element still sees the sums of the two passes in the same
+ * order (dq over key tiles ascending, dk and dv over heads then query
+ * tiles), so the bits are theirs. */
+
+/* The first key tile query tile [i0, i1) sees (-1: none): where its dq
+ * starts (beta 0) rather than accumulates. */
+static int first_key_tile(const fdims *d, int i0, int i1)
+{
+    for (int t = 0; t < d->nk; t++)
+        if (tile_seen(d, i0, i1, t * BK, imin(t * BK + BK, d->p.T))) return t;
+    return -1;
+}
+
+/* Key tile [j0, j1) of group g against every query tile of one head h. */
+static void one_pass_head(const fjob *j, int b, int h, int kt, float *P, float *dS, float *D,
+                          int *first_dkv)
+{
+    const fdims *d = &j->d;
+    int j0 = kt * BK, j1 = imin(j0 + BK, d->p.T), nk = j1 - j0;
+    fhead o = fhead_at(d, b, h);
+    float *dk = j->dk + o.k + (size_t)j0 * d->ldk, *dv = j->dv + o.v + (size_t)j0 * d->ldv;
+    for (int t = 0; t < d->nq; t++) {
+        int i0 = t * BQ, i1 = imin(i0 + BQ, d->p.T);
+        if (!tile_seen(d, i0, i1, j0, j1)) continue;
+        tile_D(D, j, o, i0, i1);
+        tile_back(j, o, P, dS, D, i0, i1, j0, j1);
+        float beta = *first_dkv ? 0.0f : 1.0f;
+        al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->p.dv, i1 - i0, 1.0f, P, BK,
+                      j->dout + o.o + (size_t)i0 * d->ldo, d->ldo, beta, dv, d->ldv);
+        al_sgemm_here(CblasTrans, CblasNoTrans, nk, d->p.dqk, i1 - i0, 1.0f, dS, BK,
+                      j->q + o.q + (size_t)i0 * d->ldq, d->ldq, beta, dk, d->ldk);
+        *first_dkv = 0;
+        al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->p.dqk, nk, 1.0f, dS, BK,
+                      j->k + o.k + (size_t)j0 * d->ldk, d->ldk,
+                      kt == first_key_tile(d, i0, i1) ? 0.0f : 1.0f,
+                      j->dq + o.q + (size_t)i0 * d->ldq, d->ldq);
+    }
+}
+
+/* Items [lo, hi) of (batch, group). */
+static void one_pass_items(void *ctx, long lo, long hi, int tid)
+{
+    const fjob *j = ctx;
+    const fdims *d = &j->d;
+    int R = d->p.H / d->p.G;
+    float *P = al_parallel_scratch(tid, 2 * (size_t)BQ * BK + BQ), *dS = P + BQ * BK;
+    for (long it = lo; it < hi; it++) {
+        int b = (int)(it / d->p.G), g = (int)(it % d->p.G);
+        for (int kt = 0; kt < d->nk; kt++) {
+            int j0 = kt * BK, first = 1;
+            for (int h = g * R; h < (g + 1) * R; h++)
+                one_pass_head(j, b, h, kt, P, dS, dS + BQ * BK, &first);
+            if (first) {   /* no query sees these keys */
+                fhead o = fhead_at(d, b, g * R);
+                int nk = imin(j0 + BK, d->p.T) - j0;
+                zero_rows(j->dk + o.k + (size_t)j0 * d->ldk, nk, d->p.dqk, d->ldk);
+                zero_rows(j->dv + o.v + (size_t)j0 * d->ldv, nk, d->p.dv, d->ldv);
+            }
+        }
+        for (int h = g * R; h < (g + 1) * R; h++)   /* rows that see no key (none today) */
+            for (int t = 0; t < d->nq; t++)
+                if (first_key_tile(d, t * BQ, imin(t * BQ + BQ, d->p.T)) < 0)
+                    zero_rows(j->dq + fhead_at(d, b, h).q + (size_t)t * BQ * d->ldq,
+                              imin(t * BQ + BQ, d->p.T) - t * BQ, d->p.dqk, d->ldq);
+    }
+}
+
+/* One pass when the (batch, group) items keep every thread busy: as many
+ * per chunk (the work of every item is the same), or enough of them that
+ * one more in a chunk costs little; else the two passes, whose items are
+ * query and key tiles. Both give the same bits, so the choice, which
+ * depends on the thread count, does not move them. */
+static int one_pass_fits(const al_attn_problem *p)
+{
+    long n = (long)p->B * p->G;
+    int c = al_parallel_chunks(n, 1);
+    return n % c == 0 || n >= 4L * c;
+}
+
 void al_flash_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                        const float *lse, const float *q, const float *k, const float *v,
                        const al_attn_problem *p)
 {
     fjob j = {.d = fdims_make(p), .dq = dq, .dk = dk, .dv = dv, .dout = dout, .cout = out,
               .clse = lse, .q = q, .k = k, .v = v};
+    if (one_pass_fits(p)) {
+        al_parallel_for((long)p->B * p->G, 1, one_pass_items, &j);
+        return;
+    }
     al_parallel_for((long)p->B * p->H * j.d.nq, 1, dq_items, &j);
     al_parallel_for((long)p->B * p->G * j.d.nk, 1, dkv_items, &j);
 }
@@ -363,13 +456,16 @@ void al_flash_probs(float *P, const float *lse, const float *q, const float *k,
 size_t al_attn_kernel_saved_floats(int kernel, const al_attn_problem *p)
 {
     size_t rows = (size_t)p->B * p->H * p->T;
-    return kernel == AL_ATTN_DENSE ? rows * p->T : rows;
+    return kernel == AL_ATTN_DENSE ? rows * p->T : kernel == AL_ATTN_ROWS ? 2 * rows : rows;
 }
 
 void al_attn_kernel_forward(int kernel, float *out, float *saved, const float *q,
                           const float *k, const float *v, const al_attn_problem *p)
 {
-    if (kernel == AL_ATTN_DENSE)
+    if (kernel == AL_ATTN_ROWS)
+        al_attn_forward_band(out, saved, q, k, v, p->B, p->T, p->H, p->G, p->dqk, p->dv,
+                             p->scale, p->causal, p->window, p->sinks);
+    else if (kernel == AL_ATTN_DENSE)
         al_sdpa_forward_band(out, saved, q, k, v, p->B, p->T, p->H, p->G, p->dqk, p->dv,
                              p->scale, p->causal, p->window, p->sinks);
     else
@@ -380,6 +476,11 @@ void al_attn_kernel_backward(int kernel, float *dq, float *dk, float *dv, const 
                            const float *out, const float *saved, const float *q,
                            const float *k, const float *v, const al_attn_problem *p)
 {
+    if (kernel == AL_ATTN_ROWS) {   /* overwrites */
+        al_attn_backward_band(dq, dk, dv, dout, saved, q, k, v, p->B, p->T, p->H, p->G, p->dqk,
+                              p->dv, p->scale, p->causal, p->window, p->sinks);
+        return;
+    }
     if (kernel != AL_ATTN_DENSE) {
         al_flash_backward(dq, dk, dv, dout, out, saved, q, k, v, p);
         return;
@@ -396,7 +497,10 @@ void al_attn_kernel_probs(int kernel, float *P, const float *saved, const float 
                         const float *k, const al_attn_problem *p)
 {
     AL_ASSERT(p->B == 1);
-    if (kernel == AL_ATTN_DENSE)
+    if (kernel == AL_ATTN_ROWS)
+        al_attn_probs_band(P, saved, q, k, p->T, p->H, p->G, p->dqk, p->scale, p->causal,
+                           p->window, p->sinks);
+    else if (kernel == AL_ATTN_DENSE)
         memcpy(P, saved, (size_t)p->H * p->T * p->T * sizeof(float));
     else
         al_flash_probs(P, saved, q, k, p);
