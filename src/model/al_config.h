@@ -147,9 +147,11 @@ void al_config_attn_shape(const al_config *c, al_attn_shape *s);
 
 /* train.attention_kernel resolved at a trained length: "fused" and
  * "dense" are themselves, "auto" (and "") is dense below
- * AL_ATTN_FUSED_MIN_T tokens, where it is faster, and fused from there
- * (docs/long-context.md has the measurement). -1 for another name. */
-#define AL_ATTN_FUSED_MIN_T 8192
+ * AL_ATTN_FUSED_MIN_T tokens and fused from there: fused was measured
+ * slower at 256 and not slower from 512 on (docs/fused-attention.md, d_head
+ * 32; the head size is not in the rule, as no other was measured). -1 for
+ * another name. */
+#define AL_ATTN_FUSED_MIN_T 512
 int al_config_attn_kernel(const char *name, int seq_len);
 
 /* ---- per-layer attention (model.layer_attention) */
