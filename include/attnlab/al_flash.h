@@ -43,9 +43,8 @@
 /* al_attn_shape.attn_kernel: 0 (a shape built in code) is fused. rows is
  * the kernel the GQA family trained with before these two (al_attn_*_band,
  * al_kernels.h: blocks of 64 query rows over all their keys, each row's
- * max and 1/sum saved, the probabilities rebuilt in backward); no key
- * selects it, attnlab-bench measures it (--attention-kernel rows) as the
- * baseline the issue's targets name. */
+ * max and 1/sum saved, the probabilities rebuilt in backward), what
+ * train.attention_kernel auto picks below 4096 tokens. */
 enum al_attn_kernel { AL_ATTN_FUSED = 0, AL_ATTN_DENSE = 1, AL_ATTN_ROWS = 2 };
 
 typedef struct al_attn_problem {

@@ -101,11 +101,7 @@ static int make_config(al_config *c, const opts *o, al_err *e)
     m->vocab_size = 256;   /* bytes */
     c->train.batch_size = opt_B(o);
     snprintf(c->train.attention_kernel, sizeof c->train.attention_kernel, "%s", o->kernel);
-    /* rows: the kernel before fused and dense, measured beside them (no key names it) */
-    m->attn_kernel = !strcmp(o->kernel, "rows") ? AL_ATTN_ROWS
-                                                : al_config_attn_kernel(o->kernel, m->seq_len);
-    if (m->attn_kernel == AL_ATTN_ROWS)
-        snprintf(c->train.attention_kernel, sizeof c->train.attention_kernel, "auto");
+    m->attn_kernel = al_config_attn_kernel(o->kernel, m->seq_len);
     const al_variant *ops = al_variant_find(o->bv->registry);
     if (!ops) return al_errf(e, "variant '%s' is not built in", o->bv->registry);
     m->attn = ops;
@@ -558,8 +554,7 @@ static const char usage[] =
     "                     [--seq-len T] [--batch B] [--n-head H]  (train: override the shape's;\n"
     "                      d_head = d_model / H)\n"
     "                     [--precision f32|bf16]      (train.precision of every product)\n"
-    "                     [--attention-kernel auto|fused|dense|rows] (train.attention_kernel;\n"
-    "                      rows: the kernel before both, for comparison)\n"
+    "                     [--attention-kernel auto|fused|dense|rows] (train.attention_kernel)\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
     "       attnlab-bench info          (the OpenBLAS core this process got)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
@@ -619,7 +614,7 @@ static int parse_one(opts *o, const char *a, const char *v)
             return fprintf(stderr, "attnlab-bench: --split '%s' must be auto, rows, cols, grid "
                            "or blas\n", v), -1;
     } else if (!strcmp(a, "--attention-kernel")) {
-        if (al_config_attn_kernel(v, 1) < 0 && strcmp(v, "rows"))
+        if (al_config_attn_kernel(v, 1) < 0)
             return fprintf(stderr, "attnlab-bench: --attention-kernel '%s' must be auto, fused, "
                            "dense or rows\n", v), -1;
         o->kernel = v;

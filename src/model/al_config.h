@@ -145,13 +145,13 @@ int al_config_d_ff(const al_model_config *m);
 /* The resolved attention shape for the variant interface (layer 0's). */
 void al_config_attn_shape(const al_config *c, al_attn_shape *s);
 
-/* train.attention_kernel resolved at a trained length: "fused" and
- * "dense" are themselves, "auto" (and "") is dense below
- * AL_ATTN_FUSED_MIN_T tokens and fused from there: fused was measured
- * slower at 256 and not slower from 512 on (docs/fused-attention.md, d_head
- * 32; the head size is not in the rule, as no other was measured). -1 for
- * another name. */
-#define AL_ATTN_FUSED_MIN_T 512
+/* train.attention_kernel resolved at a trained length: "fused", "dense"
+ * and "rows" are themselves; "auto" (and "") is whichever was measured
+ * fastest (docs/fused-attention.md; d_head 32, the only head size
+ * measured): rows below AL_ATTN_FUSED_MIN_T tokens, fused from there, where
+ * rows' two 64 x T blocks of scratch outgrow the 1 MiB L2 and fused's tiles
+ * do not. -1 for another name. */
+#define AL_ATTN_FUSED_MIN_T 4096
 int al_config_attn_kernel(const char *name, int seq_len);
 
 /* ---- per-layer attention (model.layer_attention) */
