@@ -464,23 +464,26 @@ def scaling(raw, out):
     mach, cores = machine(rows)
     peaks = {(r["env"], int(r["threads"])): num(r, "gflops")
              for r in rows if r["kind"] == "sgemm_best"}
+    # a cell is a variant under a kernel (train.attention_kernel): "mha/fused"
     train = group([r for r in rows if r["kind"] == "train"],
-                  lambda r: (r["env"], r["variant"], int(r["threads"]), int(r["seq_len"])))
+                  lambda r: (r["env"], r["variant"] + ("/" + r["kernel"] if r.get("kernel") else ""),
+                             int(r["threads"]), int(r["seq_len"])))
     dec = group([r for r in rows if r["kind"] == "decode"],
                 lambda r: (r["env"], r["variant"], int(r.get("threads", 1)), int(r["context"])))
     head = ["env", "variant", "thr", "T", "batch", "train tok/s", "attn share", "attn FLOP share",
-            "GFLOP/s", "of peak", "decode tok/s"]
+            "GFLOP/s", "of peak", "decode tok/s", "peak RSS MiB"]
     lines, csv_rows = [head], []
-    keys = sorted(train, key=lambda k: (k[0], VARIANT_ORDER.get(k[1], 9), k[2], k[3]))
+    keys = sorted(train, key=lambda k: (k[0], VARIANT_ORDER.get(k[1].split("/")[0], 9), k[1], k[2], k[3]))
     for k in keys:
         rs = train[k]
         tok, share, gf = spread(rs, "tok_s"), spread(rs, "attn_share"), spread(rs, "model_gflops")
         peak = peaks.get((k[0], k[2]))
-        d = spread(dec.get(k, []), "tok_s")
+        d = spread(dec.get((k[0], k[1].split("/")[0], k[2], k[3]), []), "tok_s")
         frac = gf.med / peak if gf and peak else None
         fshare = num(rs[0], "attn_flop_share")
         lines.append([k[0], k[1], k[2], k[3], rs[0].get("batch", ""), tok.fmt(), share.fmt(".2f"),
-                      fmt(fshare, ".2f"), gf.fmt(".1f"), fmt(frac, ".2f"), d.fmt()])
+                      fmt(fshare, ".2f"), gf.fmt(".1f"), fmt(frac, ".2f"), d.fmt(),
+                      spread(rs, "rss_peak_mib").fmt(".0f")])
         csv_rows.append({"env": k[0], "corename": rs[0].get("corename"), "variant": k[1],
                          "threads": k[2], "seq_len": k[3], "batch": rs[0].get("batch"),
                          "train_tok_s": fmt(tok.med, ".1f"),

@@ -10,6 +10,7 @@
 
 #include "al_test.h"
 #include "al_config_io.h"
+#include "al_flash.h"
 #include "al_registry.h"
 #include "config_keys.h"   /* the key tables the JSON must follow row by row */
 
@@ -156,6 +157,7 @@ START_TEST(empty_file_is_all_defaults_resolved)
     d.model.d_ff = 512;    /* mlp_ratio 4 * d_model 128 */
     d.model.match.base_n_layer = 4;
     d.model.match.base_d_ff = 512;
+    d.model.attn_kernel = AL_ATTN_ROWS;   /* auto below AL_ATTN_FUSED_MIN_T */
     ck_assert_int_eq(memcmp(&c.model, &d.model, sizeof d.model), 0);
     ck_assert_int_eq(memcmp(&c.data, &d.data, sizeof d.data), 0);
     ck_assert_int_eq(memcmp(&c.train, &d.train, sizeof d.train), 0);
@@ -640,6 +642,7 @@ START_TEST(written_yaml_loads_back_identical)
     a.data.seed = 1;
     a.model.d_ff = a.model.match.base_d_ff = 512;
     a.model.match.base_n_layer = 4;
+    a.model.attn_kernel = AL_ATTN_ROWS;   /* auto at seq_len 64 */
     assert_same_config(&a, &b);
     ck_assert_ptr_null(strstr(text, "plugins"));
     free(text);

@@ -244,12 +244,13 @@ START_TEST(ids_are_stable_and_never_reuse_another_config)
     load_ok(path, &b);
     ck_assert_str_eq(a.trials[3].label, b.trials[3].label);
     ck_assert_str_ne(a.trials[3].hash, b.trials[3].hash);
-    /* thread count is how a trial runs, not what it is */
+    /* thread count and attention kernel are how a trial runs, not what it is */
     al_config c = a.trials[3].cfg;
     char h1[17], h2[17];
     al_sweep_config_hash(&c, 0, h1);
     c.train.threads = 7;
     c.train.checkpoint_every = 3;
+    snprintf(c.train.attention_kernel, sizeof c.train.attention_kernel, "fused");
     al_sweep_config_hash(&c, 0, h2);
     ck_assert_str_eq(h1, h2);
     c.train.lr *= 2;

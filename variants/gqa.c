@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
+#include <attnlab/al_flash.h>
 #include <attnlab/al_kvcache.h>
 
 #include "gqa_family.h"
@@ -37,15 +38,31 @@ static int gqa_params(const void *ctx, al_param_spec *out)
     return 4;
 }
 
+/* The attention problem of a (B, T) batch: the group count, local's band. */
+static al_attn_problem problem(const al_gqa_ctx *c, int B, int T)
+{
+    int dh = c->s.d_head;
+    return (al_attn_problem){B, T, c->s.n_head, c->G, dh, dh, 1.0f / sqrtf((float)dh),
+                             c->s.causal, c->band.window, c->band.sinks};
+}
+
+/* What the training kernel saves (al_flash.h): lse (B,H,T) fused, the
+ * probabilities (B,H,T,T) dense. */
+static size_t saved_floats(const al_gqa_ctx *c, int B, int T)
+{
+    al_attn_problem p = problem(c, B, T);
+    return al_attn_kernel_saved_floats(c->s.attn_kernel, &p);
+}
+
 /* Saved activations: q (BT,H*dh) | k (BT,G*dh) | v (BT,G*dh) | y (BT,H*dh) |
- * stat (B,H,T,2): each score row's max and 1/sum (al_attn_forward), from
- * which backward rebuilds the probabilities instead of keeping (B,H,T,T). */
+ * stat: the kernel's (saved_floats), from which backward gets the
+ * probabilities (fused rebuilds them tile by tile, dense keeps them). */
 static size_t gqa_act_floats(const void *ctx, int B, int T)
 {
     const al_gqa_ctx *c = ctx;
     size_t BT = (size_t)B * T, Hd = (size_t)c->s.n_head * c->s.d_head;
     size_t Gd = (size_t)c->G * c->s.d_head;
-    return BT * (2 * Hd + 2 * Gd) + 2 * (size_t)B * c->s.n_head * T;
+    return BT * (2 * Hd + 2 * Gd) + saved_floats(c, B, T);
 }
 
 /* Backward scratch: dy, dq (BT,H*dh) | dk, dv (BT,G*dh) */
@@ -83,32 +100,22 @@ static gqa_acts carve(const al_gqa_ctx *c, float *act, int B, int T)
     return a;
 }
 
-/* Attention of the saved q over k, v: the full block (gqa) or local's band. */
+/* Attention of the saved q over k, v (the full block, or local's band)
+ * by the shape's kernel. */
 static void attend(const al_gqa_ctx *c, float *y, float *stat, const float *q, const float *k,
                    const float *v, int B, int T)
 {
-    int H = c->s.n_head, G = c->G, dh = c->s.d_head;
-    float scale = 1.0f / sqrtf((float)dh);
-    if (c->band.window > 0)
-        al_attn_forward_band(y, stat, q, k, v, B, T, H, G, dh, dh, scale, c->s.causal,
-                             c->band.window, c->band.sinks);
-    else
-        al_attn_forward(y, stat, q, k, v, B, T, H, G, dh, dh, scale, c->s.causal);
+    al_attn_problem p = problem(c, B, T);
+    al_attn_kernel_forward(c->s.attn_kernel, y, stat, q, k, v, &p);
 }
 
-/* Its backward: OVERWRITES dq, dk, dv. */
+/* Its backward (y: the forward's output): OVERWRITES dq, dk, dv. */
 static void attend_back(const al_gqa_ctx *c, float *dq, float *dk, float *dv, const float *dy,
-                        const float *stat, const float *q, const float *k, const float *v,
-                        int B, int T)
+                        const float *y, const float *stat, const float *q, const float *k,
+                        const float *v, int B, int T)
 {
-    int H = c->s.n_head, G = c->G, dh = c->s.d_head;
-    float scale = 1.0f / sqrtf((float)dh);
-    if (c->band.window > 0)
-        al_attn_backward_band(dq, dk, dv, dy, stat, q, k, v, B, T, H, G, dh, dh, scale,
-                              c->s.causal, c->band.window, c->band.sinks);
-    else
-        al_attn_backward(dq, dk, dv, dy, stat, q, k, v, B, T, H, G, dh, dh, scale,
-                         c->s.causal);
+    al_attn_problem p = problem(c, B, T);
+    al_attn_kernel_backward(c->s.attn_kernel, dq, dk, dv, dy, y, stat, q, k, v, &p);
 }
 
 static void gqa_forward(const void *ctx, float *out, float *act, float *scratch, const float *x,
@@ -140,7 +147,7 @@ static void backward_kv(const al_gqa_ctx *c, float *dx, float *const *dp, const 
     /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
      * first product. out = y . wo^T: dy (BT, H*dh) = dout . wo */
     al_linear_backward_beta(dy, dp[3], dout, a.y, p[3], BT, H * dh, D, 0.0f, 0.0f);
-    attend_back(c, dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T);   /* writes */
+    attend_back(c, dq, dk, dv, dy, a.y, a.stat, a.q, a.k, a.v, B, T);   /* writes */
     if (dkv)
         for (size_t i = 0; i < 2 * nG; i++) dk[i] += dkv[i];   /* dk, dv adjoin */
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
@@ -260,13 +267,13 @@ static int share_params(const void *ctx, al_param_spec *out)
     return 2;
 }
 
-/* A consumer's saved activations: q (BT,H*dh) | y (BT,H*dh) | stat (B,H,T,2);
- * its k, v are the producer's (carve of src_act). */
+/* A consumer's saved activations: q (BT,H*dh) | y (BT,H*dh) | stat (the
+ * kernel's); its k, v are the producer's (carve of src_act). */
 static size_t share_act_floats(const void *ctx, int B, int T)
 {
-    const al_attn_shape *s = &((const al_gqa_ctx *)ctx)->s;
-    size_t BT = (size_t)B * T, Hd = (size_t)s->n_head * s->d_head;
-    return BT * 2 * Hd + 2 * (size_t)B * s->n_head * T;
+    const al_gqa_ctx *c = ctx;
+    size_t BT = (size_t)B * T, Hd = (size_t)c->s.n_head * c->s.d_head;
+    return BT * 2 * Hd + saved_floats(c, B, T);
 }
 
 static gqa_acts carve_share(const al_gqa_ctx *c, float *act, int B, int T)
@@ -311,7 +318,7 @@ static void share_backward(const void *ctx, float *dx, float *const *dp, float *
     gqa_acts a = carve_share(c, (float *)act, B, T), from = carve(c, (float *)src, B, T);
     float *dy = scratch, *dq = dy + nH, *dk = dq + nH, *dv = dk + nG;
     al_linear_backward_beta(dy, dp[1], dout, a.y, p[1], BT, H * dh, D, 0.0f, 0.0f);
-    attend_back(c, dq, dk, dv, dy, a.stat, a.q, from.k, from.v, B, T);
+    attend_back(c, dq, dk, dv, dy, a.y, a.stat, a.q, from.k, from.v, B, T);
     for (size_t i = 0; i < 2 * nG; i++) dkv[i] += dk[i];   /* dk, dv adjoin */
     al_rope_layer_backward(dq, B, T, H, dh, dh, H * dh, 0, &c->s);
     al_linear_backward_beta(dx, dp[0], dq, x, p[0], BT, D, H * dh, 0.0f, 0.0f);
@@ -344,13 +351,8 @@ static void gqa_probs(const void *ctx, float *P, const float *act, const float *
     const al_gqa_ctx *c = ctx;
     gqa_acts a = src ? carve_share(c, (float *)act, 1, T) : carve(c, (float *)act, 1, T);
     const float *k = src ? carve(c, (float *)src, 1, T).k : a.k;
-    int H = c->s.n_head, G = c->G, dh = c->s.d_head;
-    float scale = 1.0f / sqrtf((float)dh);
-    if (c->band.window > 0)
-        al_attn_probs_band(P, a.stat, a.q, k, T, H, G, dh, scale, c->s.causal, c->band.window,
-                           c->band.sinks);
-    else
-        al_attn_probs(P, a.stat, a.q, k, T, H, G, dh, scale, c->s.causal);
+    al_attn_problem pr = problem(c, 1, T);
+    al_attn_kernel_probs(c->s.attn_kernel, P, a.stat, a.q, k, &pr);
     (void)p;
 }
 

@@ -10,8 +10,8 @@
  * sequence with no sinks gives exactly gqa's function. With the causal-mask
  * ablation (model.causal: false) the band is symmetric, |t - s| < window.
  *
- * Training masks the band inside the shared attention kernel
- * (al_attn_forward_band), so the arithmetic is that of the full block.
+ * Training masks the band inside the shared attention kernel (al_flash.h):
+ * fused skips the tiles outside the band, dense computes the full block.
  * The layer is the GQA family's (gqa.c) with a band in its context.
  * Decode keeps a bounded cache (decode->kv_rows): rows
  * 0..sinks-1 for the sinks, then a ring of `window` rows (al_kv_ring_row),

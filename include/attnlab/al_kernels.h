@@ -170,6 +170,17 @@ void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
                       const float *k, const float *v, int B, int T, int H,
                       int G, int dqk, int dvd, float scale, int causal);
 
+/* The same with a band (al_attn_forward_band's): masked entries of att
+ * are 0. window 0: al_sdpa_forward. The backward ACCUMULATES, as
+ * al_sdpa_backward does. */
+void al_sdpa_forward_band(float *out, float *att, const float *q, const float *k,
+                          const float *v, int B, int T, int H, int G, int dqk, int dv,
+                          float scale, int causal, int window, int sinks);
+void al_sdpa_backward_band(float *dq, float *dk, float *dv, const float *dout,
+                           const float *att, const float *q, const float *k, const float *v,
+                           int B, int T, int H, int G, int dqk, int dvd, float scale,
+                           int causal, int window, int sinks);
+
 /* The same attention without the T x T probabilities: saves per score row
  * only its max and 1/sum, stat (B, H, T, 2), and rebuilds each block of
  * probabilities in backward from the recomputed scores, bit for bit as the

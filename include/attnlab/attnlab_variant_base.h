@@ -60,6 +60,12 @@ typedef struct al_attn_shape {
      * layer's RoPE, rope.base == rope_base. A shape built by hand that
      * leaves it zeroed is plain full RoPE at rope_base (al_rope_of). */
     al_rope rope;
+    /* Appended after rope (a plugin built before it reads the same prefix):
+     * the training kernel of attention, enum al_attn_kernel (al_flash.h),
+     * resolved from train.attention_kernel; 0, fused, in a shape built in
+     * code. A variant hands it to al_attn_kernel_* and sizes its saved
+     * activations by al_attn_kernel_saved_floats. */
+    int attn_kernel;
 } al_attn_shape;
 
 /* How a parameter tensor is initialised. */

@@ -116,6 +116,20 @@ static void scores(float *S, const sdpa_dims *d, const float *q, const float *k,
 
 /* ---- Probabilities kept: al_sdpa_* (att holds P, (B, H, T, T)) */
 
+/* Scores of row i outside the band set to -inf, so that they weigh 0
+ * (fexp(-inf) is 0) in the softmax and in its rebuilt probabilities; the
+ * diagonal is always in the band, so the row max stays finite. n: the
+ * row's unmasked keys under the causal mask. */
+static void band_mask(float *row, const sdpa_dims *d, int i, int n)
+{
+    if (d->window <= 0) return;
+    for (int j = d->sinks; j < i - d->window + 1 && j < n; j++) row[j] = -INFINITY;
+    if (d->causal) return;
+    int hi = i + d->window > d->sinks ? i + d->window : d->sinks;   /* |i - j| < window */
+    for (int j = hi; j < n; j++) row[j] = -INFINITY;
+}
+
+
 typedef struct sdpa_job {
     sdpa_dims d;
     float *out, *att, *stat, *dq, *dk, *dv;
@@ -139,6 +153,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
             for (int i = i0; i < i1; i++) {
                 float *row = P + (size_t)i * T;
                 int n = row_keys(d, i);
+                band_mask(row, d, i, n);
                 al_softmax_row(row, n);
                 for (int c = n; c < T; c++) row[c] = 0.0f;   /* masked */
             }
@@ -150,13 +165,30 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
     (void)tid;
 }
 
+static sdpa_dims band_dims(int B, int T, int H, int G, int dqk, int dv, float scale,
+                           int causal, int window, int sinks)
+{
+    AL_ASSERT(window >= 0 && sinks >= 0);
+    sdpa_dims d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal);
+    d.window = window;
+    d.sinks = sinks;
+    return d;
+}
+
+void al_sdpa_forward_band(float *out, float *att, const float *q, const float *k,
+                          const float *v, int B, int T, int H, int G, int dqk, int dv,
+                          float scale, int causal, int window, int sinks)
+{
+    sdpa_job j = {.d = band_dims(B, T, H, G, dqk, dv, scale, causal, window, sinks),
+                  .out = out, .att = att, .q = q, .k = k, .v = v};
+    al_parallel_for((long)B * H, 1, sdpa_fwd_heads, &j);
+}
+
 void al_sdpa_forward(float *out, float *att, const float *q, const float *k,
                      const float *v, int B, int T, int H, int G, int dqk,
                      int dv, float scale, int causal)
 {
-    sdpa_job j = {.d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal),
-                  .out = out, .att = att, .q = q, .k = k, .v = v};
-    al_parallel_for((long)B * H, 1, sdpa_fwd_heads, &j);
+    al_sdpa_forward_band(out, att, q, k, v, B, T, H, G, dqk, dv, scale, causal, 0, 0);
 }
 
 /* Turns dP into dS in place for one row of n unmasked entries out of w:
@@ -224,20 +256,19 @@ void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
     al_parallel_for((long)B * G, 1, sdpa_bwd_groups, &j);
 }
 
-/* ---- Probabilities recomputed: al_attn_* (stat holds max and 1/sum) */
-
-/* Scores of row i outside the band set to -inf, so that they weigh 0
- * (fexp(-inf) is 0) in the softmax and in its rebuilt probabilities; the
- * diagonal is always in the band, so the row max stays finite. n: the
- * row's unmasked keys under the causal mask. */
-static void band_mask(float *row, const sdpa_dims *d, int i, int n)
+/* The band only changes which entries of P are 0: backward is sdpa's. */
+void al_sdpa_backward_band(float *dq, float *dk, float *dv, const float *dout,
+                           const float *att, const float *q, const float *k, const float *v,
+                           int B, int T, int H, int G, int dqk, int dvd, float scale,
+                           int causal, int window, int sinks)
 {
-    if (d->window <= 0) return;
-    for (int j = d->sinks; j < i - d->window + 1 && j < n; j++) row[j] = -INFINITY;
-    if (d->causal) return;
-    int hi = i + d->window > d->sinks ? i + d->window : d->sinks;   /* |i - j| < window */
-    for (int j = hi; j < n; j++) row[j] = -INFINITY;
+    sdpa_job j = {.d = band_dims(B, T, H, G, dqk, dvd, scale, causal, window, sinks),
+                  .dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v,
+                  .dout = dout, .catt = att};
+    al_parallel_for((long)B * G, 1, sdpa_bwd_groups, &j);
 }
+
+/* ---- Probabilities recomputed: al_attn_* (stat holds max and 1/sum) */
 
 /* Scores of block [i0, i1) turned into probabilities in place, rebuilt
  * exactly as the forward pass made them from the saved row statistics
@@ -275,16 +306,6 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
                   j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
     }
-}
-
-static sdpa_dims band_dims(int B, int T, int H, int G, int dqk, int dv, float scale,
-                           int causal, int window, int sinks)
-{
-    AL_ASSERT(window >= 0 && sinks >= 0);
-    sdpa_dims d = sdpa_dims_make(B, T, H, G, dqk, dv, scale, causal);
-    d.window = window;
-    d.sinks = sinks;
-    return d;
 }
 
 void al_attn_forward_band(float *out, float *stat, const float *q, const float *k,

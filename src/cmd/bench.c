@@ -4,7 +4,7 @@
  *   attnlab-bench sgemm --shape S [--threads N] [--min-time SEC] [--products fwd|all]
  *   attnlab-bench splits --shape S --threads N
  *   attnlab-bench train --shape S --variant V [--threads N] [--steps N] [--warmup N]
- *                       [--seq-len T] [--batch B] [--split S]
+ *                       [--seq-len T] [--batch B] [--n-head H] [--split S]
  *   attnlab-bench flops --shape S --variant V
  *   attnlab-bench copy
  *   attnlab-bench info
@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "al_config_io.h"
+#include "al_flash.h"
 #include "al_blascore.h"
 #include "al_gemm.h"
 #include "al_model.h"
@@ -74,7 +75,9 @@ typedef struct opts {
     int all_kinds;   /* sgemm: the backward products too (--products all) */
     int split;       /* train: -1 the plans' choice, else al_gemm_force_split */
     long seq_len, batch;   /* 0: the shape's */
+    long n_head;           /* 0: the shape's; else d_head = d_model / n_head */
     const char *precision; /* train.precision of every product: f32 | bf16 */
+    const char *kernel;    /* train.attention_kernel: auto | fused | dense */
 } opts;
 
 /* The batch shape of a cell: the shape's, or the options' overrides. */
@@ -90,11 +93,15 @@ static int make_config(al_config *c, const opts *o, al_err *e)
     const shape *s = o->sh;
     m->n_layer = s->n_layer;
     m->d_model = s->d_model;
-    m->n_head = s->n_head;
-    m->d_head = s->d_head;
+    m->n_head = o->n_head ? (int)o->n_head : s->n_head;
+    m->d_head = o->n_head ? s->d_model / (int)o->n_head : s->d_head;
+    if (m->n_head * m->d_head != s->d_model)
+        return al_errf(e, "--n-head %d does not divide d_model %d", m->n_head, s->d_model);
     m->seq_len = opt_T(o);
     m->vocab_size = 256;   /* bytes */
     c->train.batch_size = opt_B(o);
+    snprintf(c->train.attention_kernel, sizeof c->train.attention_kernel, "%s", o->kernel);
+    m->attn_kernel = al_config_attn_kernel(o->kernel, m->seq_len);
     const al_variant *ops = al_variant_find(o->bv->registry);
     if (!ops) return al_errf(e, "variant '%s' is not built in", o->bv->registry);
     m->attn = ops;
@@ -249,6 +256,9 @@ static double attn_flops_per_token(const al_model *m, const bvariant *bv)
            6.0 * c->n_layer * c->n_head * Tk * (c->d_head + bv->d_extra + c->d_head);
 }
 
+static const char *const kernel_names[] = {"fused", "dense", "rows"};   /* enum al_attn_kernel */
+_Static_assert(AL_ATTN_ROWS == 2, "kernel_names follows enum al_attn_kernel");
+
 static void print_train(const opts *o, const cell *k, double *dt, double *dc, double *da,
                         int n, double base, long faults, double l0, double l1)
 {
@@ -257,14 +267,16 @@ static void print_train(const opts *o, const cell *k, double *dt, double *dc, do
     double med = median(dt, n), tok = (double)B * T / med, st = 0, sa = 0;
     double fpt = flops_per_token(m, o->bv);
     for (int i = 0; i < n; i++) st += dt[i], sa += da[i];
-    printf("train shape=%s variant=%s threads=%ld corename=%s precision=%s isa=%s seq_len=%d "
+    printf("train shape=%s variant=%s threads=%ld corename=%s precision=%s kernel=%s "
+           "isa=%s seq_len=%d n_head=%d d_head=%d "
            "batch=%d steps=%d "
            "step_s=%.6f cpu_s=%.6f tok_s=%.1f flops_per_token=%.0f model_gflops=%.3f "
            "attn_share=%.4f attn_flop_share=%.4f params=%zu "
            "matmul_params=%zu rss_base_mib=%.1f rss_peak_mib=%.1f need_mib=%.1f "
            "faults_per_step=%.1f loss_first=%.6f loss_last=%.6f\n",
            o->sh->name, o->bv->name, o->threads, openblas_get_corename(), o->precision,
-           al_bf16_isa(), T, B, n, med,
+           kernel_names[m->cfg.attn_kernel], al_bf16_isa(), T,
+           m->cfg.n_head, m->cfg.d_head, B, n, med,
            median(dc, n), tok, fpt, tok * fpt / 1e9, st > 0 ? sa / st : 0,
            attn_flops_per_token(m, o->bv) / fpt, m->n_params, matmul_params(m), base, rss_mib(),
            need_bytes(m, B, T) / (1024.0 * 1024.0), (double)faults / n, l0, l1);
@@ -539,8 +551,10 @@ static const char usage[] =
     "usage: attnlab-bench sgemm|splits|train|flops --shape tiny|small|micro\n"
     "                     [--variant mha|gqa|mqa|mla] [--threads N] [--steps N] [--warmup N]\n"
     "                     [--min-time SEC] [--products fwd|all] [--split auto|rows|cols|grid|blas]\n"
-    "                     [--seq-len T] [--batch B]   (train: override the shape's)\n"
+    "                     [--seq-len T] [--batch B] [--n-head H]  (train: override the shape's;\n"
+    "                      d_head = d_model / H)\n"
     "                     [--precision f32|bf16]      (train.precision of every product)\n"
+    "                     [--attention-kernel auto|fused|dense|rows] (train.attention_kernel)\n"
     "       attnlab-bench copy          (memcpy bandwidth, for decode)\n"
     "       attnlab-bench info          (the OpenBLAS core this process got)\n"
     "Prints key=value lines; scripts/bench runs the whole benchmark.\n";
@@ -580,6 +594,8 @@ static int parse_one(opts *o, const char *a, const char *v)
         return parse_long(a, v, 1, 256, &o->threads);
     } else if (!strcmp(a, "--seq-len")) {
         return parse_long(a, v, 1, 1 << 16, &o->seq_len);
+    } else if (!strcmp(a, "--n-head")) {
+        return parse_long(a, v, 1, 1 << 10, &o->n_head);
     } else if (!strcmp(a, "--batch")) {
         return parse_long(a, v, 1, 1 << 16, &o->batch);
     } else if (!strcmp(a, "--steps")) {
@@ -597,6 +613,11 @@ static int parse_one(opts *o, const char *a, const char *v)
         if (o->split < 0 && strcmp(v, "auto"))
             return fprintf(stderr, "attnlab-bench: --split '%s' must be auto, rows, cols, grid "
                            "or blas\n", v), -1;
+    } else if (!strcmp(a, "--attention-kernel")) {
+        if (al_config_attn_kernel(v, 1) < 0)
+            return fprintf(stderr, "attnlab-bench: --attention-kernel '%s' must be auto, fused, "
+                           "dense or rows\n", v), -1;
+        o->kernel = v;
     } else if (!strcmp(a, "--precision")) {
         if (strcmp(v, "f32") && strcmp(v, "bf16"))
             return fprintf(stderr, "attnlab-bench: --precision '%s' must be f32 or bf16\n", v), -1;
@@ -615,7 +636,7 @@ static int parse_one(opts *o, const char *a, const char *v)
 static int parse(opts *o, int argc, char **argv)
 {
     *o = (opts){.threads = 1, .steps = 5, .warmup = 2, .min_time = 0.5, .bv = &variants[0],
-                .all_kinds = 1, .split = -1, .precision = "f32"};
+                .all_kinds = 1, .split = -1, .precision = "f32", .kernel = "auto"};
     if (argc < 2) return fputs(usage, stderr), -1;
     o->cmd = argv[1];
     for (int i = 2; i < argc; i += 2) {

@@ -609,11 +609,14 @@ int al_config_decode(const al_node *root, al_config *c, al_err *e)
     /* each number within its row before anything is derived from it */
     if (decode_map(root, al_cfg_top_keys, c, "", e) || check_rules(c, root, e) ||
         resolve(c, root, e) ||
-        al_config_validate(c, root, e))
+        al_config_validate(c, root, e) || al_cfg_resolve_model(c, root, e))
         return -1;
     c->rel_paths = (given_relative(root, "data.path") ? AL_REL_DATA : 0) |
                    (given_relative(root, "train.init_from") ? AL_REL_INIT : 0);
-    return al_cfg_resolve_model(c, root, e);
+    /* the kernel every layer trains with (validated: a known name) */
+    int kernel = al_config_attn_kernel(c->train.attention_kernel, c->model.seq_len);
+    c->model.attn_kernel = kernel < 0 ? 0 : kernel;
+    return 0;
 }
 
 /* ------------------------------------------------------------ validation */
@@ -736,7 +739,10 @@ int al_config_validate(const al_config *c, const al_node *root, al_err *e)
          check_one_of(c, root, "train.init_convert", c->train.init_convert,
                       al_cfg_init_converts, e)) ||
         (c->train.precision[0] &&   /* "" (a config built in code) is f32 */
-         check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)))
+         check_one_of(c, root, "train.precision", c->train.precision, al_cfg_precisions, e)) ||
+        (c->train.attention_kernel[0] &&   /* "" (a config built in code) is auto */
+         check_one_of(c, root, "train.attention_kernel", c->train.attention_kernel,
+                       al_cfg_attn_kernels, e)))
         return -1;
     const al_rope_scaling *sc = &m->rope_scaling;
     if (al_rope_kind_of(sc->kind) > AL_ROPE_NONE && sc->factor == 1.0)   /* a scaling that does nothing */

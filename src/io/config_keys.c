@@ -36,6 +36,7 @@ const char *const al_cfg_data_sources[] = {"text", "kjv", "mqar", "induction", "
 const char *const al_cfg_kv_dtypes[] = {"f32", "bf16", "f16", "int8", "int4", NULL};
 const char *const al_cfg_init_converts[] = {"none", "mean", "first", "random", "svd", NULL};
 const char *const al_cfg_precisions[] = {"f32", "bf16", NULL};
+const char *const al_cfg_attn_kernels[] = {"auto", "fused", "dense", "rows", NULL};
 
 #define D al_data_config
 static const key_spec data_keys[] = {
@@ -132,6 +133,7 @@ static const key_spec train_keys[] = {
     FIELD(T, init_from, K_STRING, "", "checkpoint whose weights start the run, with a fresh optimizer and schedule (\"\" = random init)", .path = 1),
     ONE_OF(T, init_convert, al_cfg_init_converts, "none", "how init_from reaches this model: none (its tensors must fit), or converted by mean, first, random or svd (as attnlab convert)"),
     QUIET_ONE_OF(T, precision, al_cfg_precisions, "f32", "matrix products: f32, or bf16 (bf16 operands, f32 accumulation and results, through oneDNN; weights, AdamW state, norms, softmax, RoPE and the loss stay f32; needs a CPU with avx512_bf16 or AMX); score and generate use a checkpoint's"),
+    QUIET_ONE_OF(T, attention_kernel, al_cfg_attn_kernels, "auto", "attention in training: fused (tiles of 64 queries by 128 keys, online softmax, saves each query row's log-sum-exp: memory O(T)), dense (saves the T x T probabilities: fewer FLOPs, memory O(T^2)), rows (blocks of 64 queries over all their keys, saves each row's max and 1/sum, rebuilds the probabilities in backward: memory O(T)), or auto (rows below seq_len 4096, fused from there: the fastest where measured; docs/fused-attention.md); the same function up to rounding, so not part of a sweep trial's identity"),
     {0},
 };
 #undef T

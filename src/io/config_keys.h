@@ -118,6 +118,7 @@ extern const char *const al_cfg_data_sources[];
 extern const char *const al_cfg_kv_dtypes[];
 extern const char *const al_cfg_init_converts[];
 extern const char *const al_cfg_precisions[];   /* train.precision */
+extern const char *const al_cfg_attn_kernels[]; /* train.attention_kernel */
 
 /* Copy s into a buffer of n bytes, zero-filling the rest (so configs can be
  * compared with memcmp). s must fit. */

@@ -98,6 +98,11 @@ typedef struct al_model_config {
      * K/V (CLA); the last group may be shorter. 0 (configs built by hand)
      * or 1: no sharing. */
     int kv_share;
+    /* The attention kernel of training, enum al_attn_kernel (al_flash.h),
+     * resolved from train.attention_kernel and seq_len (al_config_attn_kernel);
+     * not a key of its own: 0 (fused) in configs built by hand and
+     * checkpoints. */
+    int attn_kernel;
 } al_model_config;
 
 typedef struct al_train_config {
@@ -115,6 +120,7 @@ typedef struct al_train_config {
     char init_from[AL_PATH_LEN];         /* "" = random init; else a checkpoint's weights */
     char init_convert[8];                /* none | mean | first | random | svd */
     char precision[8];                   /* products: f32 | bf16 ("" = f32, al_gemm.h) */
+    char attention_kernel[8];            /* auto | fused | dense ("" = auto) */
 } al_train_config;
 
 /* How results are shown, not what a run computes: report.* never enters a
@@ -145,6 +151,15 @@ enum { AL_REL_DATA = 1, AL_REL_INIT = 2 };   /* data.path, train.init_from */
 int al_config_d_ff(const al_model_config *m);
 /* The resolved attention shape for the variant interface (layer 0's). */
 void al_config_attn_shape(const al_config *c, al_attn_shape *s);
+
+/* train.attention_kernel resolved at a trained length: "fused", "dense"
+ * and "rows" are themselves; "auto" (and "") is whichever was measured
+ * fastest (docs/fused-attention.md; d_head 32, the only head size
+ * measured): rows below AL_ATTN_FUSED_MIN_T tokens, fused from there, where
+ * rows' two 64 x T blocks of scratch outgrow the 1 MiB L2 and fused's tiles
+ * do not. -1 for another name. */
+#define AL_ATTN_FUSED_MIN_T 4096
+int al_config_attn_kernel(const char *name, int seq_len);
 
 /* ---- per-layer attention (model.layer_attention) */
 /* Distinct items in the cycle: n_layer_attn, or 1 for model.attention. */

@@ -4,6 +4,7 @@
  * layer's (io/config.c).
  */
 #include "al_config.h"
+#include "al_flash.h"
 
 #include <stdio.h>
 #include <math.h>
@@ -25,6 +26,7 @@ static void model_shape(const al_model_config *m, al_attn_shape *s)
     s->rope_base = (float)m->rope_base;
     s->norm_eps = (float)m->norm_eps;
     memcpy(s->set, m->attn_set, sizeof s->set);
+    s->attn_kernel = m->attn_kernel;
     s->rope = al_config_layer_rope(m, 0);
 }
 
@@ -59,6 +61,15 @@ al_rope al_config_layer_rope(const al_model_config *m, int layer)
 void al_config_attn_shape(const al_config *c, al_attn_shape *s)
 {
     model_shape(&c->model, s);
+}
+
+int al_config_attn_kernel(const char *name, int seq_len)
+{
+    if (!name[0] || strcmp(name, "auto") == 0)
+        return seq_len >= AL_ATTN_FUSED_MIN_T ? AL_ATTN_FUSED : AL_ATTN_ROWS;
+    if (strcmp(name, "rows") == 0) return AL_ATTN_ROWS;
+    if (strcmp(name, "fused") == 0) return AL_ATTN_FUSED;
+    return strcmp(name, "dense") == 0 ? AL_ATTN_DENSE : -1;
 }
 
 /* ------------------------------------------------------------ per layer */

@@ -74,6 +74,7 @@ static void fill_shape(al_attn_shape *s, const al_model_config *c, int k)
     s->causal = c->causal;
     s->rope_base = (float)c->rope_base;
     s->norm_eps = (float)c->norm_eps;
+    s->attn_kernel = c->attn_kernel;
     al_attn_config a = al_config_attn_item(c, k);
     memcpy(s->set, a.set, sizeof s->set);
     s->rope = al_config_layer_rope(c, k);   /* item k is layer k's */

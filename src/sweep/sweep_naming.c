@@ -176,6 +176,8 @@ void al_sweep_config_hash(const al_config *c0, int no_seed, char *out)
     c.train.threads = 0;            /* how a trial runs, not what it computes */
     c.train.checkpoint_every = 0;
     c.train.max_memory = 0;         /* a limit, not the run */
+    /* the kernels compute the same attention (up to rounding): how, not what */
+    snprintf(c.train.attention_kernel, sizeof c.train.attention_kernel, "auto");
     if (no_seed) {
         if (c.data.seed == c.train.seed) c.data.seed = 0;
         c.train.seed = 0;
