@@ -148,7 +148,8 @@ static const char *whole_line(const char *out, const char *name)
  * check `name`: exit 1, its line FAIL saying `how` it ended, `sound`
  * still passing (the other checks ran), and the summary printed naming
  * it. Under the sanitizers a fault (SIGSEGV, a read past a heap block
- * before the abort) is their report and exit status 1. */
+ * before the abort) is their report and exit status 1, or SIGABRT where
+ * ASAN_OPTIONS has abort_on_error=1 (scripts/test --sanitize). */
 static void expect_crash(const char *kind, const char *extra, const char *name, const char *how,
                          const char *sound)
 {
@@ -160,7 +161,8 @@ static void expect_crash(const char *kind, const char *extra, const char *name, 
     const char *l = whole_line(out, name);
     int sanitized = getenv("AL_SANITIZED") && !strcmp(getenv("AL_SANITIZED"), "1");
     ck_assert_msg(!strncmp(l, "FAIL", 4) && (strstr(l, how) ||
-                  (sanitized && strstr(how, "killed by") && strstr(l, "exited with status"))),
+                  (sanitized && strstr(how, "killed by") &&
+                   (strstr(l, "exited with status") || strstr(l, "killed by SIGABRT")))),
                   "%s: want FAIL %s ... %s, got: %s\n%s", kind, name, how, l, out);
     ck_assert_msg(passes(out, sound), "%s: %s failed too:\n%s", kind, sound, out);
     char summary[64];
@@ -232,6 +234,9 @@ END_TEST
  * maximum, wide keys, the smallest chunk) pass their whole suite. */
 START_TEST(built_ins_pass_their_suite_at_large_settings)
 {
+    /* A question of f32 tolerances at large sizes, which the sanitizers do not
+     * change; the same code runs sanitized at the smaller sizes above. */
+    if (getenv("AL_SANITIZED") && !strcmp(getenv("AL_SANITIZED"), "1")) return;
     static const char *const sets[] = {
         "local --set model.attention.window=16384 --set model.attention.sinks=16384",
         "local --set model.attention.window=3 --set model.attention.sinks=16384",

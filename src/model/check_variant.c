@@ -803,10 +803,11 @@ static void pick_in_child(void *arg, int fd)
 static void pick_sink(void *arg, const void *rec)
 {
     cv_pick *p = arg;
-    const pick_piece *k = rec;
-    if (k->at < sizeof *p)
-        memcpy((char *)p + k->at, k->bytes,
-               sizeof *p - k->at < PICK_PIECE ? sizeof *p - k->at : PICK_PIECE);
+    pick_piece k;   /* copied out: a record follows a tag byte, unaligned */
+    memcpy(&k, rec, sizeof k);
+    if (k.at < sizeof *p)
+        memcpy((char *)p + k.at, k.bytes,
+               sizeof *p - k.at < PICK_PIECE ? sizeof *p - k.at : PICK_PIECE);
 }
 
 /* Choosing runs the variant's own code too: isolated, a crash there is a
