@@ -440,6 +440,53 @@ START_TEST(kv_costs_experiment_should_match_mha_compute)
 }
 END_TEST
 
+/* Trials that differ only in their seed share one count (a sweep loads
+ * without running a DeltaNet stack once per seed); a trial that differs in
+ * anything costs are made of, here the cache dtype, gets its own. Each trial's
+ * figures equal a count made for it alone. */
+START_TEST(a_sweep_should_count_each_model_once_and_each_trial_right)
+{
+    char *dir = al_test_tmpdir();
+    char text[1024];
+    snprintf(text, sizeof text,
+             "data: {source: text, path: %s}\n"
+             "model: {n_layer: 2, d_model: 16, n_head: 4, seq_len: 40}\n"
+             "train: {steps: 2, batch_size: 2}\nreport: {context: 600}\n"
+             "sweep:\n  seeds: 3\n  grid:\n"
+             "    model.attention: [{variant: mha}, {variant: deltanet}, {variant: linear}]\n"
+             "    model.kv_dtype: [f32, int8]\n", al_test_corpus());
+    char *path = al_test_write(dir, "s.yaml", text);
+    al_sweep s;
+    al_err e;
+    ck_assert_msg(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(s.n_trials, 18);
+    for (int i = 0; i < s.n_trials; i++) {
+        al_sweep_trial alone = s.trials[i];
+        ck_assert_int_eq(al_sweep_trial_costs(&alone, &e), 0);
+        const al_sweep_trial *t = &s.trials[i];
+        ck_assert_msg(t->train_flops_per_token == alone.train_flops_per_token &&
+                      t->decode_flops_per_token == alone.decode_flops_per_token &&
+                      t->decode_bytes_per_token == alone.decode_bytes_per_token &&
+                      t->arithmetic_intensity == alone.arithmetic_intensity,
+                      "trial %s: %.0f/%.0f/%.0f in the sweep, %.0f/%.0f/%.0f alone", t->label,
+                      t->train_flops_per_token, t->decode_flops_per_token,
+                      t->decode_bytes_per_token, alone.train_flops_per_token,
+                      alone.decode_flops_per_token, alone.decode_bytes_per_token);
+        ck_assert(t->decode_flops_per_token > 0);
+    }
+    /* the cache dtypes differ in what an mha decode step reads at 600 */
+    double at[2] = {0, 0};
+    for (int i = 0; i < s.n_trials; i++)
+        if (!strncmp(s.trials[i].label, "mha_", 4))
+            at[!strcmp(s.trials[i].cfg.model.kv_dtype, "int8")] =
+                s.trials[i].decode_bytes_per_token;
+    ck_assert_msg(at[0] > at[1] && at[1] > 0, "f32 %.0f, int8 %.0f", at[0], at[1]);
+    al_sweep_free(&s);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ plugins */
 
 /* A plugin without cost members: the core counts its products by running
@@ -532,6 +579,7 @@ Suite *costs_suite(void)
     tcase_add_test(t, train_flops_beside_train_steps_should_be_refused_naming_both);
     tcase_add_test(t, report_plots_loss_against_bytes_read_and_training_flops);
     tcase_add_test(t, kv_costs_experiment_should_match_mha_compute);
+    tcase_add_test(t, a_sweep_should_count_each_model_once_and_each_trial_right);
     tcase_add_test(t, a_plugin_without_cost_members_should_be_counted_by_the_core);
     tcase_add_test(t, a_variant_whose_products_are_unseen_should_be_marked_estimated);
     suite_add_tcase(s, t);

@@ -46,6 +46,7 @@ typedef struct spec_ctx {
     int group_len[AL_SWEEP_MAX_AXES];
     const al_node *select_node[AL_SWEEP_MAX_AXES];   /* sweep.select.best_of's entries */
     int (*choices)[AL_SWEEP_MAX_AXES];   /* each kept trial's value index per axis */
+    char (*cost_keys)[17];     /* each kept trial's config hash without its seed */
     al_err *e;
 } spec_ctx;
 

@@ -741,6 +741,25 @@ static uint64_t group_key(const al_sweep *s, const int *choice, int design)
     return h;
 }
 
+/* The cost figures of a trial: an earlier trial's when only the seed
+ * differs (counting a layer without FLOP members runs it: six seeds of a
+ * DeltaNet stack would run it six times at load). */
+static int trial_costs(spec_ctx *C, al_sweep_trial *t)
+{
+    char *key = C->cost_keys[t->index];
+    al_sweep_config_hash(&t->cfg, 1, key);
+    for (int j = 0; j < t->index; j++) {
+        const al_sweep_trial *u = &C->s->trials[j];
+        if (strcmp(C->cost_keys[j], key) != 0 || u->kv_context != t->kv_context) continue;
+        t->train_flops_per_token = u->train_flops_per_token;
+        t->decode_flops_per_token = u->decode_flops_per_token;
+        t->decode_bytes_per_token = u->decode_bytes_per_token;
+        t->arithmetic_intensity = u->arithmetic_intensity;
+        return 0;
+    }
+    return al_sweep_trial_costs(t, C->e);
+}
+
 /* Decode, check and measure one trial; a decode error gets the trial's
  * label appended so that a value's line reads in context. */
 static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
@@ -757,7 +776,7 @@ static int trial_decode(spec_ctx *C, const al_node *tree, al_sweep_trial *t)
     t->kv_elems_per_token = al_model_kv_elems_per_token(&t->cfg.model);
     t->kv_context = t->cfg.report.context ? t->cfg.report.context : t->cfg.model.seq_len;
     t->kv_bytes_at_context = al_model_kv_bytes_at(&t->cfg.model, AL_KV_F32, t->kv_context);
-    if (al_sweep_trial_costs(t, e)) goto fail;
+    if (trial_costs(C, t)) goto fail;
     al_sweep_config_hash(&t->cfg, 0, t->hash);
     return 0;
 fail:
@@ -813,6 +832,7 @@ static int expand_all(spec_ctx *C)
     if (count_trials(C, &total)) return -1;
     s->trials = al_calloc((size_t)total, sizeof *s->trials);
     C->choices = al_calloc((size_t)total, sizeof *C->choices);
+    C->cost_keys = al_calloc((size_t)total, sizeof *C->cost_keys);
     if (C->trees_out) *C->trees_out = C->trees = al_calloc((size_t)total, sizeof *C->trees);
     C->n_total = total;
     for (int k = 0; k < total; k++)
@@ -830,7 +850,9 @@ static int expand(spec_ctx *C)
 {
     int rc = expand_all(C);
     free(C->choices);
+    free(C->cost_keys);
     C->choices = NULL;
+    C->cost_keys = NULL;
     return rc;
 }
 

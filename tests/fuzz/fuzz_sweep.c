@@ -13,6 +13,7 @@
  * A file that lists plugins is skipped: loading one dlopens whatever path
  * the input names (the plugin_ops target covers registration).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "al_sweep_results.h"
@@ -42,17 +43,29 @@ static int plain_id(const char *id)
     return 1;
 }
 
+static int by_id(const void *a, const void *b)
+{
+    return strcmp((*(const al_sweep_trial *const *)a)->id, (*(const al_sweep_trial *const *)b)->id);
+}
+
+/* Ids sorted, so that a shared one is next to its twin: comparing every
+ * pair of 10,000 trials took half a minute under ASan. */
 static void check_trials(al_sweep *s)
 {
     al_sweep_assign_ids(s, "/nonexistent/attnlab-fuzz");
     FZ_CHECK(s->n_trials > 0, "a sweep without trials loaded");
+    const al_sweep_trial **t = malloc((size_t)s->n_trials * sizeof *t);
+    FZ_CHECK(t != NULL, "out of memory");
     for (int i = 0; i < s->n_trials; i++) {
-        const al_sweep_trial *t = &s->trials[i];
-        FZ_CHECK(plain_id(t->id), "trial %d has id '%s', not a plain directory name", i, t->id);
-        for (int j = 0; j < i; j++)
-            FZ_CHECK(strcmp(t->id, s->trials[j].id) != 0, "trials %d and %d share id '%s'",
-                     j, i, t->id);
+        t[i] = &s->trials[i];
+        FZ_CHECK(plain_id(t[i]->id), "trial %d has id '%s', not a plain directory name", i,
+                 t[i]->id);
     }
+    qsort(t, (size_t)s->n_trials, sizeof *t, by_id);
+    for (int i = 1; i < s->n_trials; i++)
+        FZ_CHECK(strcmp(t[i]->id, t[i - 1]->id) != 0, "trials %d and %d share id '%s'",
+                 t[i - 1]->index, t[i]->index, t[i]->id);
+    free(t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
