@@ -120,7 +120,7 @@ static int parse_contexts(const char *s, int *ctx, int *n, al_err *e)
 
 /* One cell: al_decode_speed's median of `repeats` timed runs. */
 static int bench_one(al_model *m, int context, int dtype, int tokens, int batch, int repeats,
-                     double bandwidth, bench_cell *cell, al_err *e)
+                     bench_cell *cell, al_err *e)
 {
     al_decode_speed_opts o = {context, dtype, tokens, batch, repeats};
     al_decode_speed_result r;
@@ -130,7 +130,6 @@ static int bench_one(al_model *m, int context, int dtype, int tokens, int batch,
     cell->read_bytes = mc->decode_bytes_per_token;
     free(mc);
     if (rc != 0 || al_decode_speed(m, &o, &r, e) != 0) return -1;
-    cell->bound = cell->read_bytes > 0 ? bandwidth / cell->read_bytes : 0;
     cell->context = context;
     cell->dtype = dtype;
     cell->tokens = tokens;
@@ -144,8 +143,8 @@ static int bench_one(al_model *m, int context, int dtype, int tokens, int batch,
 
 /* One variant: load CONFIG with its attention, build the model, run the contexts. */
 static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx, int nctx,
-                         int tokens, int batch, int repeats, int dtype, double bandwidth,
-                         bench_cell *cells, al_err *e)
+                         int tokens, int batch, int repeats, int dtype, bench_cell *cells,
+                         al_err *e)
 {
     const char *sets[AL_CLI_MAX_SETS + 1];
     char set[512];
@@ -167,7 +166,7 @@ static int bench_variant(const al_cli_opts *o, const char *spec, const int *ctx,
             break;
         }
         al_progress_line("bench-decode: %s at context %d, batch %d", spec, ctx[i], batch);
-        rc = bench_one(&m, ctx[i], dt, tokens, batch, repeats, bandwidth, &cells[i], e);
+        rc = bench_one(&m, ctx[i], dt, tokens, batch, repeats, &cells[i], e);
         snprintf(cells[i].variant, sizeof cells[i].variant, "%s", spec);
     }
     al_progress_end();
@@ -248,12 +247,16 @@ int al_cmd_bench_decode(int argc, char **argv)
     if (al_parallel_start((int)a.threads, "--threads", &e) != 0)
         return al_cli_fail(AL_EXIT_RUNTIME, e.msg);
     bench_cell *cells = al_calloc((size_t)nvar * nctx, sizeof *cells);
-    /* the roofline's bound, measured in this run on the same threads */
-    double bandwidth = al_read_bandwidth((size_t)a.read_mib << 20, 5);
     for (int v = 0; v < nvar && rc == 0; v++)
         if (bench_variant(&a.o, specs[v], ctx, nctx, (int)a.tokens, (int)a.batch,
-                          (int)a.repeats, a.dtype, bandwidth, cells + v * nctx, &e))
+                          (int)a.repeats, a.dtype, cells + v * nctx, &e))
             rc = AL_EXIT_INPUT;
+    /* the roofline's bound, measured in this run on the same threads; after
+     * the cells, so that a bad variant or config is refused at once, not
+     * after seconds of streaming memory */
+    double bandwidth = rc ? 0 : al_read_bandwidth((size_t)a.read_mib << 20, 5);
+    for (int i = 0; rc == 0 && i < nvar * nctx; i++)
+        cells[i].bound = cells[i].read_bytes > 0 ? bandwidth / cells[i].read_bytes : 0;
     const char *out = a.o.out ? a.o.out : "results/bench_decode.csv";
     if (rc == 0) {
         print_table(cells, nvar * nctx, bandwidth);
