@@ -5,14 +5,19 @@
  * groups, band masks, sinks, no causal mask, and T not a multiple of either
  * tile; its bits at 1 and 2 threads and in one backward pass or two;
  * and the activation floats a model reserves at T = 1024 under each kernel.
- * (The variant loops of test_local.c, test_kv_share.c and test_variants.c
- * run the GQA family through the fused kernel, the default of a shape
- * built in code, against finite differences and PyTorch.)
+ * The variants whose scores are dot products of concatenated parts (mla,
+ * gla, gta, tpa) give the same output, input and parameter gradients
+ * under the three kernels, and reserve T x T floats per head less under
+ * fused than dense. (The variant loops of test_local.c, test_kv_share.c
+ * and test_variants.c run every variant through the fused kernel, the
+ * default of a shape built in code, against finite differences and
+ * PyTorch.)
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_check_variant.h"
 #include "al_flash.h"
 #include "al_memory.h"
 #include "al_parallel.h"
@@ -267,6 +272,91 @@ START_TEST(fused_training_step_reserves_less_than_dense_at_1024)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the variants */
+
+/* A layer of `name` with settings (name=value ...) at kernel, B 2, T 150
+ * (not a multiple of either tile), the same seed for every kernel: its
+ * output, dx and each dp one after another (malloc'ed), seg[i] the length
+ * of each (*n_seg of them), *act the floats it reserves. */
+typedef struct layer_out {
+    float *all;
+    size_t seg[2 + AL_MAX_ATTN_PARAMS], act;
+    int n_seg;
+} layer_out;
+
+static layer_out layer_run(const char *name, const char *const *sets, int kernel)
+{
+    const al_variant *v = al_variant_find(name);
+    ck_assert_ptr_nonnull(v);
+    al_attn_shape s = {32, 4, 8, 150, 1, 10000.0f, 1e-5f, {0}, .rope = {.base = 0}};
+    for (int j = 0; j < al_variant_n_settings(v); j++) s.set[j] = v->settings[j].def;
+    for (int i = 0; sets[i]; i += 2) {
+        int k = al_variant_setting_index(v, sets[i]);
+        ck_assert_int_ge(k, 0);
+        s.set[k] = atof(sets[i + 1]);
+    }
+    s.attn_kernel = kernel;
+    al_check_layer t;
+    al_check_layer_init(&t, v, &s, 2, 150, 7);
+    al_check_layer_loss(&t);
+    al_check_layer_backward(&t, t.R);
+    layer_out r = {.n_seg = 2 + t.np, .act = t.n_act};
+    size_t total = 0;
+    r.seg[0] = r.seg[1] = (size_t)2 * 150 * 32;
+    for (int i = 0; i < t.np; i++)
+        r.seg[2 + i] = (size_t)t.spec[i].rows * (t.spec[i].cols ? t.spec[i].cols : 1);
+    for (int i = 0; i < r.n_seg; i++) total += r.seg[i];
+    float *o = r.all = malloc(total * sizeof *o);
+    const float *src[2 + AL_MAX_ATTN_PARAMS] = {t.out, t.dx};
+    for (int i = 0; i < t.np; i++) src[2 + i] = t.dp[i];
+    for (int i = 0; i < r.n_seg; i++) memcpy(o, src[i], r.seg[i] * sizeof *o), o += r.seg[i];
+    al_check_layer_free(&t);
+    return r;
+}
+
+/* Largest difference over the largest magnitude of b, in one segment. */
+static double rel_f(const float *a, const float *b, size_t n)
+{
+    double e = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return e / m;
+}
+
+START_TEST(latent_tied_and_factored_variants_train_alike_under_every_kernel)
+{
+    static const char *const mla[] = {"d_latent", "16", "d_rope", "8", NULL};
+    static const char *const mla_q[] = {"d_latent", "16", "d_rope", "8", "d_q_latent", "12", NULL};
+    static const char *const gla[] = {"d_latent", "8", "d_rope", "4", "n_latent_head", "2", NULL};
+    static const char *const gta[] = {"n_kv_head", "2", NULL};
+    static const char *const tpa[] = {"rank_q", "3", "rank_k", "2", "rank_v", "2", NULL};
+    static const struct { const char *name; const char *const *sets; } cases[] = {
+        {"mla", mla}, {"mla", mla_q}, {"gla", gla}, {"gta", gta}, {"tpa", tpa}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        layer_out r[3];
+        for (int k = 0; k < 3; k++)   /* fused, dense, rows */
+            r[k] = layer_run(cases[c].name, cases[c].sets, k);
+        for (int k = 1; k < 3; k++) {
+            ck_assert_int_eq(r[k].n_seg, r[0].n_seg);
+            size_t off = 0;
+            for (int i = 0; i < r[0].n_seg; i++) {   /* out, dx, then each parameter */
+                double e = rel_f(r[k].all + off, r[0].all + off, r[0].seg[i]);
+                ck_assert_msg(e < 1e-5, "%s (case %zu), part %d: kernel %d against fused: %g",
+                              cases[c].name, c, i, k, e);
+                off += r[0].seg[i];
+            }
+        }
+        /* what each saves: dense the probabilities, rows two floats a row,
+         * fused one (B 2, H 4, T 150) */
+        ck_assert_uint_eq(r[1].act - r[0].act, (size_t)2 * 4 * 150 * 149);
+        ck_assert_uint_eq(r[2].act - r[0].act, (size_t)2 * 4 * 150);
+        for (int k = 0; k < 3; k++) free(r[k].all);
+    }
+}
+END_TEST
+
 /* auto is the kernel measured fastest (docs/fused-attention.md): rows at
  * the shipped experiments' 256 up to 2048, fused from 4096; each name is
  * its own kernel at any length. */
@@ -293,6 +383,7 @@ Suite *fused_suite(void)
     tcase_add_test(tc, fused_backward_in_one_pass_gives_the_bits_of_two);
     tcase_add_test(tc, fused_training_step_reserves_less_than_dense_at_1024);
     tcase_add_test(tc, auto_is_rows_below_4096_and_fused_from_it);
+    tcase_add_test(tc, latent_tied_and_factored_variants_train_alike_under_every_kernel);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
+#include <attnlab/al_flash.h>
 #include <attnlab/al_kvcache.h>
 #include <attnlab/al_parallel.h>
 #include "gla_internal.h"
@@ -76,6 +77,16 @@ static dims get_dims(const void *ctx, int B, int T)
     dims d = ((const gla_ctx *)ctx)->d;
     d.BT = B * T;
     return d;
+}
+
+/* The attention every head runs, for the shape's training kernel
+ * (al_flash.h): per-head [content | rope] queries and keys, G = H. */
+static al_attn_problem problem(const void *ctx, int B, int T)
+{
+    const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
+    return (al_attn_problem){B, T, d.H, d.H, d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk),
+                             s->causal, 0, 0};
 }
 
 void *al_gla_new(const al_attn_shape *s, int dc, int dr, int hc, int dq, char *err, size_t n)
@@ -195,8 +206,9 @@ static size_t gla_act_floats(const void *ctx, int B, int T)
 {
     dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hqk = (size_t)d.H * d.dqk, Hd = (size_t)d.H * d.dh;
+    al_attn_problem pr = problem(ctx, B, T);
     return BT * (2 * d.dq + (d.dq ? 1 : 0) + 2 * (size_t)d.L + d.hc + d.dr + 2 * Hqk + 2 * Hd) +
-           2 * (size_t)B * d.H * T;
+           al_attn_kernel_saved_floats(((const gla_ctx *)ctx)->s.attn_kernel, &pr);
 }
 
 /* Backward scratch: dy, dv, dcont (BT,H*dh) | dqf, dkf (BT,H*dqk) |
@@ -326,8 +338,8 @@ static void gla_forward(const void *ctx, float *out, float *act, float *scratch,
     pack_heads(a.kf, kc, &d, 0, d.dh);
     copy_heads(a.kf, a.kr, &d, 0, d.dr, 2);                      /* one key for all heads */
     expand_heads(&d, a.v, a.c, w.wuv);                           /* v_h = wuv_h . c_g(h) */
-    al_attn_forward(a.y, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H, d.dqk, d.dh,
-                    1.0f / sqrtf((float)d.dqk), s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_forward(s->attn_kernel, a.y, a.stat, a.qf, a.kf, a.v, &pr);
     al_linear_forward(out, a.y, w.wo, d.BT, d.H * d.dh, d.D);    /* out = wo . y */
 }
 
@@ -426,8 +438,9 @@ static void gla_backward(const void *ctx, float *dx, float *const *dp, float *sc
      * first product. out = y . wo^T: dy = dout . wo; attention writes dqf,
      * dkf, dv */
     al_linear_backward_beta(g.dy, dw.wo, dout, a.y, w.wo, d.BT, Hd, d.D, 0.0f, 0.0f);
-    al_attn_backward(g.dqf, g.dkf, g.dv, g.dy, a.stat, a.qf, a.kf, a.v, B, T, d.H, d.H,
-                     d.dqk, d.dh, 1.0f / sqrtf((float)d.dqk), s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_backward(s->attn_kernel, g.dqf, g.dkf, g.dv, g.dy, a.y, a.stat, a.qf, a.kf,
+                            a.v, &pr);
     queries_backward(s, &d, &w, &dw, &a, &g, dx, x, B, T);
     unpack_heads(g.dcont, g.dkf, &d, 0, d.dh);
     latents_backward(&d, &w, &dw, &a, &g, dx, x);
@@ -452,8 +465,8 @@ static void gla_probs(const void *ctx, float *P, const float *act, const float *
     const al_attn_shape *s = &((const gla_ctx *)ctx)->s;
     dims d = get_dims(ctx, 1, T);
     gla_a a = carve(&d, (float *)act);
-    al_attn_probs(P, a.stat, a.qf, a.kf, T, d.H, d.H, d.dqk, 1.0f / sqrtf((float)d.dqk),
-                  s->causal);
+    al_attn_problem pr = problem(ctx, 1, T);
+    al_attn_kernel_probs(s->attn_kernel, P, a.stat, a.qf, a.kf, &pr);
     (void)p;
 }
 

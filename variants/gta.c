@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
+#include <attnlab/al_flash.h>
 #include <attnlab/al_kvcache.h>
 #include <attnlab/al_parallel.h>
 
@@ -69,6 +70,15 @@ static dims get_dims(const void *ctx, int B, int T)
 }
 
 static float gta_scale(const dims *d) { return 1.0f / sqrtf((float)d->dh); }
+
+/* The attention of the shape's training kernel (al_flash.h): H query heads
+ * over G groups of assembled keys [state half | rope], the states the values. */
+static al_attn_problem problem(const void *ctx, int B, int T)
+{
+    const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
+    return (al_attn_problem){B, T, d.H, d.G, d.dh, d.dh, gta_scale(&d), s->causal, 0, 0};
+}
 
 static void *gta_init(const al_variant *v, const al_attn_shape *s, char *err, size_t n)
 {
@@ -123,7 +133,9 @@ static size_t gta_act_floats(const void *ctx, int B, int T)
 {
     dims d = get_dims(ctx, B, T);
     size_t BT = d.BT, Hd = (size_t)d.H * d.dh, Gd = (size_t)d.G * d.dh;
-    return BT * (2 * Hd + 2 * Gd + d.r) + 2 * (size_t)B * d.H * T;
+    al_attn_problem pr = problem(ctx, B, T);
+    return BT * (2 * Hd + 2 * Gd + d.r) +
+           al_attn_kernel_saved_floats(((const gta_ctx *)ctx)->s.attn_kernel, &pr);
 }
 
 /* Backward scratch: dy, dq (BT,H*dh) | dkf, dst (BT,G*dh) | dkr (BT,r) */
@@ -170,8 +182,8 @@ static void gta_forward(const void *ctx, float *out, float *act, float *scratch,
     rope_query_halves(a.q, &d, B, T, 0, s, 1);
     al_rope_layer_forward(a.kr, B, T, 1, d.r, d.r, d.r, 0, s);
     assemble_keys(a.kf, a.st, a.kr, &d);
-    al_attn_forward(a.y, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh, gta_scale(&d),
-                    s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_forward(s->attn_kernel, a.y, a.stat, a.q, a.kf, a.st, &pr);
     al_linear_forward(out, a.y, p[3], d.BT, Hd, d.D);  /* out = y . wo^T */
     (void)scratch;
 }
@@ -206,8 +218,8 @@ static void gta_backward(const void *ctx, float *dx, float *const *dp, float *sc
      * first product. out = y . wo^T: dy = dout . wo */
     al_linear_backward_beta(dy, dp[3], dout, a.y, p[3], d.BT, Hd, d.D, 0.0f, 0.0f);
     /* the tied state is the value: attention writes its gradient into dst */
-    al_attn_backward(dq, dkf, dst, dy, a.stat, a.q, a.kf, a.st, B, T, d.H, d.G, d.dh, d.dh,
-                     gta_scale(&d), s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_backward(s->attn_kernel, dq, dkf, dst, dy, a.y, a.stat, a.q, a.kf, a.st, &pr);
     split_key_grads(dst, dkr, dkf, &d);
     rope_query_halves(dq, &d, B, T, 0, s, -1);
     al_rope_layer_backward(dkr, B, T, 1, d.r, d.r, d.r, 0, s);
@@ -225,7 +237,8 @@ static void gta_probs(const void *ctx, float *P, const float *act, const float *
     const al_attn_shape *s = &((const gta_ctx *)ctx)->s;
     dims d = get_dims(ctx, 1, T);
     gta_a a = carve(&d, (float *)act);
-    al_attn_probs(P, a.stat, a.q, a.kf, T, d.H, d.G, d.dh, gta_scale(&d), s->causal);
+    al_attn_problem pr = problem(ctx, 1, T);
+    al_attn_kernel_probs(s->attn_kernel, P, a.stat, a.q, a.kf, &pr);
     (void)p;
 }
 

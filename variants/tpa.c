@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
+#include <attnlab/al_flash.h>
 #include <attnlab/al_kvcache.h>
 #include <attnlab/al_parallel.h>
 
@@ -225,10 +226,23 @@ static size_t all_factors(const dims *d)
     return factor_floats(d, d->rq) + factor_floats(d, d->rk) + factor_floats(d, d->rv);
 }
 
+static float score_scale(const dims *d) { return 1.0f / sqrtf((float)d->dh); }
+
+/* The attention of the shape's training kernel (al_flash.h): every head
+ * its own q, k, v, built from the factors. */
+static al_attn_problem problem(const void *ctx, int B, int T)
+{
+    const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
+    dims d = get_dims(ctx, B, T);
+    return (al_attn_problem){B, T, d.H, d.H, d.dh, d.dh, score_scale(&d), s->causal, 0, 0};
+}
+
 static size_t tpa_act_floats(const void *ctx, int B, int T)
 {
     dims d = get_dims(ctx, B, T);
-    return (size_t)d.BT * (all_factors(&d) + 4 * (size_t)d.H * d.dh) + 2 * (size_t)B * d.H * T;
+    al_attn_problem pr = problem(ctx, B, T);
+    return (size_t)d.BT * (all_factors(&d) + 4 * (size_t)d.H * d.dh) +
+           al_attn_kernel_saved_floats(((const tpa_ctx *)ctx)->s.attn_kernel, &pr);
 }
 
 /* Backward scratch: dy, dq, dk, dv (BT,H*dh) | the factors' gradients,
@@ -239,7 +253,6 @@ static size_t tpa_scratch_floats(const void *ctx, int B, int T)
     return (size_t)d.BT * (4 * (size_t)d.H * d.dh + all_factors(&d));
 }
 
-static float score_scale(const dims *d) { return 1.0f / sqrtf((float)d->dh); }
 
 /* The six factors of every token (B_Q and B_K RoPE'd at positions pos0 +
  * t); a holds them in carve()'s order. */
@@ -267,8 +280,8 @@ static void tpa_forward(const void *ctx, float *out, float *act, float *scratch,
     contract(a.q, a.aq, a.bq, &d, d.rq, d.BT);   /* q_h = (1/R_Q) sum_r a_r[h] b_r */
     contract(a.k, a.ak, a.bk, &d, d.rk, d.BT);
     contract(a.v, a.av, a.bv, &d, d.rv, d.BT);
-    al_attn_forward(a.y, a.stat, a.q, a.k, a.v, B, T, d.H, d.H, d.dh, d.dh, score_scale(&d),
-                    s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_forward(s->attn_kernel, a.y, a.stat, a.q, a.k, a.v, &pr);
     al_linear_forward(out, a.y, p[P_WO], d.BT, d.H * d.dh, d.D);   /* out = wo . y */
     (void)scratch;
 }
@@ -300,8 +313,8 @@ static void tpa_backward(const void *ctx, float *dx, float *const *dp, float *sc
     /* Every output is written (AL_VARIANT_WRITES_GRADS): beta 0 on its
      * first product. out = y . wo^T: dy = dout . wo */
     al_linear_backward_beta(dy, dp[P_WO], dout, a.y, p[P_WO], d.BT, d.H * d.dh, d.D, 0.0f, 0.0f);
-    al_attn_backward(dq, dk, dv, dy, a.stat, a.q, a.k, a.v, B, T, d.H, d.H, d.dh, d.dh,
-                     score_scale(&d), s->causal);
+    al_attn_problem pr = problem(ctx, B, T);
+    al_attn_kernel_backward(s->attn_kernel, dq, dk, dv, dy, a.y, a.stat, a.q, a.k, a.v, &pr);
     factor_backward(s, &d, dx, dp[P_AQ], dp[P_BQ], g.aq, g.bq, dq, a.aq, a.bq, x, p[P_AQ],
                     p[P_BQ], d.rq, 1, 0.0f, B, T);
     factor_backward(s, &d, dx, dp[P_AK], dp[P_BK], g.ak, g.bk, dk, a.ak, a.bk, x, p[P_AK],
@@ -319,7 +332,8 @@ static void tpa_probs(const void *ctx, float *P, const float *act, const float *
     const al_attn_shape *s = &((const tpa_ctx *)ctx)->s;
     dims d = get_dims(ctx, 1, T);
     tpa_a a = carve(&d, (float *)act);
-    al_attn_probs(P, a.stat, a.q, a.k, T, d.H, d.H, d.dh, score_scale(&d), s->causal);
+    al_attn_problem pr = problem(ctx, 1, T);
+    al_attn_kernel_probs(s->attn_kernel, P, a.stat, a.q, a.k, &pr);
     (void)p;
 }
 
