@@ -189,6 +189,13 @@ static const al_variant_ops *read_table(rd *r)
         .decode = f_decode, .probs = f_probs, .decode_batch_scratch_floats = f_bscratch,
         .decode_batch = f_batch};
     t.api_version = version(r);
+    /* This attnlab's own version has its own layout (al_variant, sub-tables),
+     * which a real plugin claiming it was compiled against; a v4-shaped table
+     * claiming it is not a plugin that can exist, and the core rightly reads
+     * a whole al_variant there (the heap overflow CI's fuzzing reported on
+     * 2026-12-05). It stands for an unknown version instead, which must be
+     * refused. */
+    if (t.api_version == AL_VARIANT_API_VERSION) t.api_version = AL_VARIANT_API_VERSION + 1;
     t.name = str(r, 70);
     t.description = str(r, 60);
     t.settings = read_settings(r);
