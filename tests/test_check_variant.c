@@ -211,7 +211,10 @@ START_TEST(tpa_at_rank_256_passes_the_gradient_check)
 {
     const al_variant *v = al_variant_find("tpa");
     ck_assert_ptr_nonnull(v);
-    for (int causal = 0; causal <= 1; causal++) {
+    /* Sanitized, the masked case alone: both run the same code and the same
+     * buffer sizes, and each took 12 s of CI's ASan run. */
+    const char *san = getenv("AL_SANITIZED");
+    for (int causal = san && !strcmp(san, "1"); causal <= 1; causal++) {
         al_attn_shape s = {24, 2, 8, 8, causal, 10000.0f, 1e-5f, {256, 256, 256}, .rope = {.base = 0}};
         al_check_layer t;
         al_check_layer_init(&t, v, &s, 2, 6, 42);
