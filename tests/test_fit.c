@@ -184,6 +184,62 @@ START_TEST(paired_gap_removes_the_seeds_shared_noise)
 }
 END_TEST
 
+/* A seed with no loss anywhere (a sweep still running, or a seed that
+ * failed throughout) is no sample: the intervals are those of the seeds
+ * that ran, bit for bit, and one seed gives no interval (NaN), not one of
+ * width 0, nor a held-out check to judge. */
+START_TEST(a_seed_not_yet_run_is_no_sample)
+{
+    const truth t = {1.20, 3000.0, 0.28};
+    double two[2 * 4 * 2], three[2 * 4 * 3];
+    al_rng r;
+    al_rng_seed(&r, 31);
+    make_grid(two, &t, 2, 2, 0.01, 0, &r);
+    for (int c = 0; c < 2 * 4; c++) {   /* the same losses, and a third seed not run */
+        three[c * 3] = two[c * 2], three[c * 3 + 1] = two[c * 2 + 1];
+        three[c * 3 + 2] = NAN;
+    }
+    al_scaling_grid g2 = {2, 4, 2, budgets, two}, g3 = {2, 4, 3, budgets, three};
+    ck_assert_int_eq(al_scaling_seeds_present(&g2), 2);
+    ck_assert_int_eq(al_scaling_seeds_present(&g3), 2);
+    double at[1] = {10 * budgets[3]};
+    al_scaling_fit f2, f3;
+    ck_assert_int_eq(al_scaling_fit_design(&g2, -1, at, 1, 200, 3, &f2), 0);
+    ck_assert_int_eq(al_scaling_fit_design(&g3, -1, at, 1, 200, 3, &f3), 0);
+    ck_assert(isfinite(f2.alpha.lo) && f2.alpha.hi > f2.alpha.lo);
+    ck_assert_double_eq(f3.alpha.lo, f2.alpha.lo);
+    ck_assert_double_eq(f3.alpha.hi, f2.alpha.hi);
+    ck_assert_double_eq(f3.pred[0].lo, f2.pred[0].lo);
+    al_heldout h2, h3;
+    ck_assert_int_eq(al_scaling_heldout(&g2, 200, 3, &h2), 0);
+    ck_assert_int_eq(al_scaling_heldout(&g3, 200, 3, &h3), 0);
+    ck_assert_double_eq(h3.lo, h2.lo);
+    ck_assert_double_eq(h3.hi, h2.hi);
+
+    /* only seed 0 has run: a point estimate, no interval, nothing judged */
+    for (int c = 0; c < 2 * 4; c++) three[c * 3 + 1] = NAN;
+    ck_assert_int_eq(al_scaling_seeds_present(&g3), 1);
+    ck_assert_int_eq(al_scaling_fit_design(&g3, -1, at, 1, 200, 3, &f3), 0);
+    ck_assert(isfinite(f3.fit.alpha) && isnan(f3.alpha.lo) && isnan(f3.alpha.hi));
+    ck_assert(isnan(f3.E.lo) && isnan(f3.pred[0].lo));
+    ck_assert_int_eq(al_scaling_heldout(&g3, 200, 3, &h3), -1);
+    ck_assert(isfinite(h3.predicted) && h3.ok == 0 && h3.inside == 0);
+
+    /* a pair shares one seed (the baseline has two): no gap interval */
+    al_interval gap[1];
+    ck_assert_int_eq(al_scaling_gap(&g3, &(al_scaling_grid){2, 4, 3, budgets, three}, -1, at,
+                                    1, 200, 3, gap), 0);
+    ck_assert(isfinite(gap[0].est) && isnan(gap[0].lo));
+    double base[2 * 4 * 3];
+    for (int c = 0; c < 2 * 4; c++)
+        base[c * 3] = two[c * 2] + 0.05, base[c * 3 + 1] = two[c * 2 + 1] + 0.05,
+        base[c * 3 + 2] = NAN;
+    al_scaling_grid gb = {2, 4, 3, budgets, base};
+    ck_assert_int_eq(al_scaling_gap(&g3, &gb, -1, at, 1, 200, 3, gap), 0);
+    ck_assert(isfinite(gap[0].est) && isnan(gap[0].lo) && isnan(gap[0].hi));
+}
+END_TEST
+
 static const char *python(void)
 {
     const char *p = getenv("AL_TORCH_PYTHON");
@@ -244,6 +300,7 @@ Suite *fit_suite(void)
     tcase_add_test(tc, intervals_cover_the_truth_at_their_rate);
     tcase_add_test(tc, heldout_check_flags_a_bent_frontier);
     tcase_add_test(tc, paired_gap_removes_the_seeds_shared_noise);
+    tcase_add_test(tc, a_seed_not_yet_run_is_no_sample);
     tcase_add_test(tc, fit_agrees_with_scipy_curve_fit);
     suite_add_tcase(s, tc);
     return s;

@@ -47,10 +47,17 @@ void al_scaling_frontier(const al_scaling_grid *g, const int *idx, int n_idx, do
  * n_boot resamples of the seeds (with replacement) as
  * estimate -/+ t(0.975, n_seed - 1) * sqrt(n_seed / (n_seed - 1)) * sd_boot:
  * for a mean of seeds that is the t interval itself, which a percentile
- * bootstrap of three or four seeds is far narrower than. */
+ * bootstrap of three or four seeds is far narrower than. Here n_seed counts
+ * the seeds that carry a loss somewhere in the grid (in both grids, for a
+ * paired gap), and only those are resampled: a seed not yet run is no
+ * sample. With fewer than two, lo and hi are NaN: one seed has no
+ * interval, not one of width 0. */
 typedef struct al_interval {
     double est, lo, hi;
 } al_interval;
+
+/* How many of g's seeds carry a loss somewhere in it (-1: over 1024). */
+int al_scaling_seeds_present(const al_scaling_grid *g);
 
 #define AL_SCALING_MAX_AT 8   /* computes at which predictions are asked */
 
@@ -93,7 +100,8 @@ typedef struct al_heldout {
     double predicted, lo, hi, measured;
     double error;      /* predicted - measured */
     int inside;        /* lo <= predicted <= hi */
-    int ok;            /* 0: too few budgets to leave one out (needs 4) */
+    int ok;            /* 0: too few budgets to leave one out (needs 4), or fewer
+                          than two seeds (no interval to judge by) */
 } al_heldout;
 
 int al_scaling_heldout(const al_scaling_grid *g, int n_boot, uint64_t rng_seed, al_heldout *h);

@@ -149,22 +149,49 @@ void al_scaling_frontier(const al_scaling_grid *g, const int *idx, int n_idx, do
 
 /* ------------------------------------------------------------ bootstrap */
 
-/* The fit of g's frontier over the seeds idx (NULL: all), every budget
- * but skip. */
-static int fit_frontier(const al_scaling_grid *g, const int *idx, int skip, al_pow_fit *f)
+/* The fit of g's frontier over the n_idx seeds idx (NULL: all), every
+ * budget but skip. */
+static int fit_frontier(const al_scaling_grid *g, const int *idx, int n_idx, int skip,
+                        al_pow_fit *f)
 {
     double front[64], C[64];
     int m = 0;
     if (g->n_budget > 64) return -1;
-    al_scaling_frontier(g, idx, g->n_seed, front);
+    al_scaling_frontier(g, idx, n_idx, front);
     for (int b = 0; b < g->n_budget; b++)
         if (b != skip) C[m] = g->C[b], front[m++] = front[b];
     return al_fit_power_law(C, front, m, f);
 }
 
-static void draw(al_rng *r, int n, int *idx)
+/* The seeds that carry a loss somewhere in g (and in h, when given: a
+ * paired comparison needs both), into seeds; returns how many. A seed
+ * that has not run yet (a sweep in progress) or failed everywhere is no
+ * sample: resampling it, or counting it in t's degrees of freedom, would
+ * give one seed an interval of width 0. */
+static int seeds_present(const al_scaling_grid *g, const al_scaling_grid *h, int *seeds)
 {
-    for (int j = 0; j < n; j++) idx[j] = (int)al_rng_below(r, (uint64_t)n);
+    size_t cells = (size_t)g->n_size * g->n_budget;
+    int m = 0;
+    for (int k = 0; k < g->n_seed; k++) {
+        int in_g = 0, in_h = !h;
+        for (size_t c = 0; c < cells && !in_g; c++) in_g = isfinite(g->loss[c * g->n_seed + k]);
+        for (size_t c = 0; h && c < (size_t)h->n_size * h->n_budget && !in_h; c++)
+            in_h = isfinite(h->loss[c * h->n_seed + k]);
+        if (in_g && in_h) seeds[m++] = k;
+    }
+    return m;
+}
+
+int al_scaling_seeds_present(const al_scaling_grid *g)
+{
+    int seeds[1024];
+    return g->n_seed > 1024 ? -1 : seeds_present(g, NULL, seeds);
+}
+
+/* n seeds drawn with replacement from seeds[0..n). */
+static void draw(al_rng *r, const int *seeds, int n, int *idx)
+{
+    for (int j = 0; j < n; j++) idx[j] = seeds[al_rng_below(r, (uint64_t)n)];
 }
 
 /* Running sums of resampled values, turned into est -/+ the interval. */
@@ -194,24 +221,24 @@ int al_scaling_fit_design(const al_scaling_grid *g, int skip, const double *at, 
 {
     memset(r, 0, sizeof *r);
     if (n_at > AL_SCALING_MAX_AT || g->n_seed > 1024) return -1;
-    if (fit_frontier(g, NULL, skip, &r->fit) != 0) return -1;
+    if (fit_frontier(g, NULL, g->n_seed, skip, &r->fit) != 0) return -1;
     acc aa = {0}, ae = {0}, ap[AL_SCALING_MAX_AT] = {{0}};
-    int idx[1024];
+    int idx[1024], seeds[1024], n = seeds_present(g, NULL, seeds);
     al_rng rng;
     al_rng_seed(&rng, rng_seed);
-    for (int i = 0; i < n_boot; i++) {
+    for (int i = 0; i < n_boot && n > 1; i++) {
         al_pow_fit f;
-        draw(&rng, g->n_seed, idx);
-        if (fit_frontier(g, idx, skip, &f) != 0) continue;
+        draw(&rng, seeds, n, idx);
+        if (fit_frontier(g, idx, n, skip, &f) != 0) continue;
         r->n_boot_ok++;
         acc_add(&aa, f.alpha);
         acc_add(&ae, f.E);
         for (int k = 0; k < n_at; k++) acc_add(&ap[k], al_pow_eval(&f, at[k]));
     }
-    r->alpha = acc_interval(&aa, r->fit.alpha, g->n_seed);
-    r->E = acc_interval(&ae, r->fit.E, g->n_seed);
+    r->alpha = acc_interval(&aa, r->fit.alpha, n);
+    r->E = acc_interval(&ae, r->fit.E, n);
     for (int k = 0; k < n_at; k++)
-        r->pred[k] = acc_interval(&ap[k], al_pow_eval(&r->fit, at[k]), g->n_seed);
+        r->pred[k] = acc_interval(&ap[k], al_pow_eval(&r->fit, at[k]), n);
     return 0;
 }
 
@@ -223,16 +250,17 @@ static int gap_intervals(const al_scaling_grid *d, const al_scaling_grid *base, 
 {
     al_pow_fit fd, fb;
     if (d->n_seed != base->n_seed || d->n_seed > 1024 || n_at > AL_SCALING_MAX_AT) return -1;
-    if (fit_frontier(d, NULL, skip, &fd) != 0 || fit_frontier(base, NULL, skip, &fb) != 0)
+    if (fit_frontier(d, NULL, d->n_seed, skip, &fd) != 0 ||
+        fit_frontier(base, NULL, base->n_seed, skip, &fb) != 0)
         return -1;
     acc a[AL_SCALING_MAX_AT] = {{0}};
-    int idx[1024];
+    int idx[1024], seeds[1024], n = seeds_present(d, base, seeds);
     al_rng rng;
     al_rng_seed(&rng, rng_seed);
-    for (int i = 0; i < n_boot; i++) {
+    for (int i = 0; i < n_boot && n > 1; i++) {
         al_pow_fit bd, bb;
-        draw(&rng, d->n_seed, idx);   /* the same seeds for both: paired */
-        if (fit_frontier(d, idx, skip, &bd) != 0 || fit_frontier(base, idx, skip, &bb) != 0)
+        draw(&rng, seeds, n, idx);   /* the same seeds for both: paired */
+        if (fit_frontier(d, idx, n, skip, &bd) != 0 || fit_frontier(base, idx, n, skip, &bb) != 0)
             continue;
         double g0 = from > 0 ? al_pow_eval(&bd, from) - al_pow_eval(&bb, from) : 0;
         for (int k = 0; k < n_at; k++)
@@ -240,8 +268,7 @@ static int gap_intervals(const al_scaling_grid *d, const al_scaling_grid *base, 
     }
     double g0 = from > 0 ? al_pow_eval(&fd, from) - al_pow_eval(&fb, from) : 0;
     for (int k = 0; k < n_at; k++)
-        gap[k] = acc_interval(&a[k], al_pow_eval(&fd, at[k]) - al_pow_eval(&fb, at[k]) - g0,
-                              d->n_seed);
+        gap[k] = acc_interval(&a[k], al_pow_eval(&fd, at[k]) - al_pow_eval(&fb, at[k]) - g0, n);
     return 0;
 }
 
@@ -269,27 +296,27 @@ int al_scaling_heldout(const al_scaling_grid *g, int n_boot, uint64_t rng_seed, 
     memset(h, 0, sizeof *h);
     h->predicted = h->lo = h->hi = h->measured = h->error = NAN;
     if (g->n_budget < 4 || g->n_budget > 64 || g->n_seed > 1024) return -1;
-    int top = 0, idx[1024];
+    int top = 0, idx[1024], seeds[1024], n = seeds_present(g, NULL, seeds);
     for (int b = 1; b < g->n_budget; b++)
         if (g->C[b] > g->C[top]) top = b;
     double front[64];
     al_pow_fit f;
     al_scaling_frontier(g, NULL, g->n_seed, front);
-    if (fit_frontier(g, NULL, top, &f) != 0) return -1;
+    if (fit_frontier(g, NULL, g->n_seed, top, &f) != 0) return -1;
     h->predicted = al_pow_eval(&f, g->C[top]);
     h->measured = front[top];
     h->error = h->predicted - h->measured;
     acc a = {0};
     al_rng rng;
     al_rng_seed(&rng, rng_seed);
-    for (int i = 0; i < n_boot; i++) {
+    for (int i = 0; i < n_boot && n > 1; i++) {
         al_pow_fit bf;
-        draw(&rng, g->n_seed, idx);
-        if (fit_frontier(g, idx, top, &bf) != 0) continue;
-        al_scaling_frontier(g, idx, g->n_seed, front);
+        draw(&rng, seeds, n, idx);
+        if (fit_frontier(g, idx, n, top, &bf) != 0) continue;
+        al_scaling_frontier(g, idx, n, front);
         acc_add(&a, al_pow_eval(&bf, g->C[top]) - front[top]);
     }
-    al_interval e = acc_interval(&a, h->error, g->n_seed);
+    al_interval e = acc_interval(&a, h->error, n);
     h->lo = h->measured - (e.hi - e.lo) / 2;
     h->hi = h->measured + (e.hi - e.lo) / 2;
     h->inside = e.lo <= 0 && 0 <= e.hi;

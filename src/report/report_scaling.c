@@ -144,6 +144,7 @@ static void cell_stats(const scaling_analysis *S, scaling_design *d)
             d->ci95[s][b] = n > 1 ? st.ci95 : 0;
         }
     al_scaling_grid g = grid_of(S, d);
+    d->n_seed = al_scaling_seeds_present(&g);
     al_scaling_frontier(&g, NULL, S->n_seed, d->front);
     for (int b = 0; b < S->n_budget; b++) {
         d->front_size[b] = -1;

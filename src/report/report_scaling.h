@@ -37,6 +37,7 @@ enum al_scaling_verdict { AL_SCALING_CANNOT_TELL = 0, AL_SCALING_CLOSES, AL_SCAL
 typedef struct scaling_design {
     char name[256];
     int is_base;
+    int n_seed;                         /* seeds with a loss somewhere (< 2: no intervals) */
     double *loss;                       /* [size][budget][seed], NaN: missing (owned) */
     double mean[AL_SCALING_MAX_SIZES][AL_SCALING_MAX_BUDGETS];   /* over seeds */
     double ci95[AL_SCALING_MAX_SIZES][AL_SCALING_MAX_BUDGETS];   /* t half-width (0: 1 seed) */

@@ -26,7 +26,8 @@ static void put_iv(FILE *f, const al_interval *v)
 /* "closes", or "closes; held-out check failed" (its own or the baseline's). */
 static void verdict_text(char *buf, size_t n, const scaling_design *d)
 {
-    snprintf(buf, n, "%s%s%s", al_report_scaling_verdict_name(d->verdict),
+    snprintf(buf, n, "%s%s%s%s", al_report_scaling_verdict_name(d->verdict),
+             d->n_seed < 2 ? "; one seed: no interval" : "",
              d->ho_failed ? "; held-out check failed" : "",
              d->base_ho_failed ? "; the baseline's held-out check failed" : "");
 }
@@ -44,7 +45,7 @@ static int write_csv(const al_report_analysis *A, const scaling_analysis *S, al_
         const scaling_design *d = &S->d[k];
         al_interval none = {NAN, NAN, NAN}, zero = {0, 0, 0};
         const al_interval *g = d->is_base ? (al_interval[3]){zero, zero, zero} : d->gap;
-        fprintf(f, "%s,%d,%d", d->name, S->n_budget, S->n_seed);
+        fprintf(f, "%s,%d,%d", d->name, S->n_budget, d->n_seed);
         put_iv(f, d->fit_ok ? &d->fit.E : &none);
         put(f, d->fit_ok ? d->fit.fit.A : NAN);
         put_iv(f, d->fit_ok ? &d->fit.alpha : &none);
@@ -259,9 +260,10 @@ static void md_heldout(FILE *f, const scaling_analysis *S)
             fprintf(f, "| %s | the fit failed | | | | |\n", S->d[k].name);
             continue;
         }
-        fprintf(f, "| %s | %.4f | %.4f | %+.4f | [%.4f, %.4f] | %s |\n", S->d[k].name,
-                h->predicted, h->measured, h->error, h->lo, h->hi,
-                !h->ok ? "-" : h->inside ? "yes" : "**no**");
+        char lim[64] = "-";   /* one seed: no interval */
+        if (isfinite(h->lo)) snprintf(lim, sizeof lim, "[%.4f, %.4f]", h->lo, h->hi);
+        fprintf(f, "| %s | %.4f | %.4f | %+.4f | %s | %s |\n", S->d[k].name, h->predicted,
+                h->measured, h->error, lim, !h->ok ? "-" : h->inside ? "yes" : "**no**");
     }
     for (int k = 0; k < S->n_design; k++)
         if (S->d[k].ho_failed)
@@ -297,10 +299,17 @@ void al_report_scaling_md(FILE *f, const al_report_analysis *A, int plots)
         fprintf(f, "No scaling analysis: %s.\n", S->skipped);
         return;
     }
+    int fewest = S->n_seed;   /* a sweep still running, or a seed that failed throughout */
+    for (int k = 0; k < S->n_design; k++)
+        if (S->d[k].n_seed < fewest) fewest = S->d[k].n_seed;
     fprintf(f, "sweep.scaling: %d designs at %d sizes and %d budgets (%.3g to %.3g training "
-            "FLOPs, %.3gx), %d seeds; loss is the %s of each trial.\n", S->n_design,
+            "FLOPs, %.3gx), %s%d seeds; loss is the %s of each trial.\n", S->n_design,
             S->n_size, S->n_budget, S->C[0], S->C[S->n_budget - 1],
-            S->C[S->n_budget - 1] / S->C[0], S->n_seed, S->metric);
+            S->C[S->n_budget - 1] / S->C[0],
+            fewest < S->n_seed ? "some designs with fewer than " : "", S->n_seed, S->metric);
+    if (fewest < 2)
+        fputs("\nA design with results from one seed has no interval: its verdict is *cannot "
+              "tell* and its held-out check is not judged.\n", f);
     md_frontier(f, S);
     if (!S->enough) {
         fprintf(f, "\n**Fits need at least %d budgets; this sweep has %d**, so there is no "
