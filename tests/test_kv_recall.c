@@ -10,7 +10,6 @@
  * index.html); bad keys are refused with file:line:col.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,24 +30,6 @@ static char *write_text(const char *dir)
     static const char *const words[] = {"the ", "king ", "and ", "queen ", "of ", "a ",
                                         "land ", "sea ", "shall ", "be ", ".\n"};
     return al_test_write_words(dir, words, 11, 6000, 777);
-}
-
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...)
-{
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
-    return al_test_run(cmd, out);
-}
-
-static void read_csv(const char *path, al_csv *t)
-{
-    al_err e;
-    ck_assert_msg(al_csv_read(path, t, &e) == 0, "%s", e.msg);
 }
 
 static double num(const al_csv *t, int r, const char *col)
@@ -125,7 +106,7 @@ static int is_true(const al_csv *t, int r)
 static int tally_file(const char *path, tally *T, int n)
 {
     al_csv t;
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     for (int r = 0; r < t.n_rows; r++) {
         int k = 0, L = atoi(cell(&t, r, "length"));
         while (k < n && (strcmp(T[k].task, cell(&t, r, "task")) || T[k].length != L ||
@@ -167,7 +148,7 @@ static void summary_equals(const char *path, const char *config, const tally *T,
 {
     al_csv t;
     int seen = 0;
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     for (int r = 0; r < t.n_rows; r++) {
         if (config && strcmp(cell(&t, r, "config"), config)) continue;
         int k = 0;
@@ -222,7 +203,7 @@ static void residual_past_the_context_is_f32(const char *r, const char *trial)
     al_csv t;
     int changed = 0, wide = 0;
     snprintf(path, sizeof path, "%s/%s/eval/recall.csv", r, trial);
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     ck_assert_int_eq(t.n_rows, 7 * 2 * 2 * 5);   /* f32 + (int8, int4) x 3 residuals */
     for (int i = 0; i < t.n_rows; i++) {
         const char *res = cell(&t, i, "residual");
@@ -252,9 +233,9 @@ static void f32_cache_is_the_forward_pass(const char *r, const char *trial)
     char path[4400];
     al_csv t, pk;
     snprintf(path, sizeof path, "%s/%s/eval/recall.csv", r, trial);
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", r, trial);
-    read_csv(&path[0], &pk);
+    al_test_read_csv(&path[0], &pk);
     ck_assert_int_eq(pk.n_rows, 4);
     for (int c = 0; c < pk.n_rows; c++) {
         double right = 0, loss = 0;
@@ -307,7 +288,7 @@ START_TEST(passkey_examples_through_each_cache_pair_with_f32_and_reach_the_repor
     snprintf(text, sizeof text, pk_exp, data);
     char *exp = al_test_write(dir, "kvr.yaml", text);
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 8 result(s) computed over 4 ok trial(s)"), "%s", out);
     free(out);
     tally T[64];
@@ -332,7 +313,7 @@ START_TEST(passkey_examples_through_each_cache_pair_with_f32_and_reach_the_repor
         snprintf(path, sizeof path, "%s/%s/eval/recall_summary.csv", r, pk_trials[k]);
         summary_equals(path, NULL, T, n);
     }
-    ck_assert_int_eq(run(&out, "report %s", r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", r), 0);
     free(out);
     /* pooled by configuration over its seeds; one Holm family over both */
     tally M[64], L[64];
@@ -397,12 +378,12 @@ START_TEST(mqar_examples_through_each_cache_match_the_forward_pass_at_f32)
              "eval: {kv_dtypes: [int4, f32], kv_quant_residuals: [0, 64], mqar_examples: 10}\n");
     char *exp = al_test_write(dir, "kvm.yaml", text);
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 1 result(s) computed over 1 ok trial(s)"), "%s", out);
     free(out);
     al_csv t;
     snprintf(path, sizeof path, "%s/base_seed1/eval/recall.csv", r);
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     ck_assert_int_eq(t.n_rows, 3 * 10);
     /* the independent answer: the plain forward pass over each example */
     al_sweep s;

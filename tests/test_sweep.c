@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,25 +75,7 @@ static __attribute__((noinline)) char *read_text(const char *path)
     return t;
 }
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Run attnlab with args (a printf format), output captured. */
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...)
-{
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
-    return al_test_run(cmd, out);
-}
-
 /* ------------------------------------------------------------ expansion */
 
 static const char grid_zip_seeds[] =
@@ -387,14 +368,14 @@ START_TEST(bad_spec_exits_2_and_writes_nothing)
 {
     char *dir = al_test_tmpdir(), *out;
     char *path = write_exp(dir, "bad", "steps: 4", "sweep:\n  grid:\n    model.n_heads: [1, 2]\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r", path, dir), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r", path, dir), 2);
     ck_assert_msg(strstr(out, ":8:5: error: sweep axis 'model.n_heads'"), "%s", out);
     ck_assert_int_eq((int)(strchr(out, '\n') - out + 1), (int)strlen(out));
     free(out);
     char r[4200];
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert(!exists(r));
-    ck_assert_int_eq(run(&out, "sweep %s --jobs 0", path), 2);
+    ck_assert(!al_test_exists(r));
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --jobs 0", path), 2);
     ck_assert_msg(strstr(out, "--jobs wants an integer"), "%s", out);
     free(out), free(path), free(dir);
 }
@@ -407,7 +388,7 @@ START_TEST(foreign_results_directory_is_refused_untouched)
     snprintf(r, sizeof r, "%s/r", dir);
     mkdir(r, 0777);
     marker = al_test_write(r, "sweep.json", "{\"experiment\": \"theirs\", \"file\": \"t.yaml\"}\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 2);
     ck_assert_msg(strstr(out, "belongs to experiment 'theirs' (from t.yaml), not 'mine'"), "%s", out);
     free(out);
     char *m = read_text(marker);
@@ -416,7 +397,7 @@ START_TEST(foreign_results_directory_is_refused_untouched)
     unlink(marker);
     free(marker);
     marker = al_test_write(r, "notes.txt", "precious\n");   /* no marker, not empty */
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --dry-run", path, r), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --dry-run", path, r), 2);
     ck_assert_msg(strstr(out, "not empty and not a sweep's results directory"), "%s", out);
     free(out);
     DIR *d = opendir(r);
@@ -456,7 +437,7 @@ START_TEST(dry_run_lists_sizes_and_trains_nothing)
     char *dir = al_test_tmpdir(), *out, want[512];
     char *path = write_exp(dir, "dry", "steps: 4",
                            "sweep:\n  grid:\n    model.attention: [{variant: mha}, {variant: mqa}]\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r --dry-run", path, dir), 0);
     char *line = dry_line(out, "mha_seed1");
     snprintf(want, sizeof want, " mha      %7d %6d %12ld %12s %15d  pending", 1, 64,
              params_by_hand(16, 2, 2), "-", 4 * 2 * 2 * 8);
@@ -471,7 +452,7 @@ START_TEST(dry_run_lists_sizes_and_trains_nothing)
     free(out);
     char r[4200];
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert(!exists(r));
+    ck_assert(!al_test_exists(r));
     free(path), free(dir);
 }
 END_TEST
@@ -524,13 +505,14 @@ START_TEST(plugin_variants_can_be_swept)
     char *path = write_exp(dir, "plug", "steps: 4",
                            "sweep:\n  grid:\n    model.attention: [{variant: mha}, "
                            "{variant: swa, window: 4}]\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run --plugin %s", path, dir,
-                         AL_SWA_PLUGIN), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r --dry-run --plugin %s", path, dir,
+                                      AL_SWA_PLUGIN),
+                     0);
     snprintf(want, sizeof want, "swa-window4_seed1                    swa      %7d %6d %12ld",
              1, 64, params_by_hand(16, 2, 2));
     ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
     free(out);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
     ck_assert_msg(strstr(out, ":8:49: error: unknown variant 'swa'"), "%s", out);
     free(out), free(path), free(dir);
 }
@@ -577,7 +559,7 @@ START_TEST(sweep_resume_skips_finished_trials)
     char *dir = al_test_tmpdir(), *out, r[4200], res[4400];
     char *path = write_exp(dir, "res", "steps: 20, eval_every: 10", three_trials);
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", path, r), 0);
     ck_assert_msg(strstr(out, "3 ok, 0 diverged, 0 failed, 0 kept"), "%s", out);
     free(out);
     char *s1 = summary_without_timing(r);
@@ -603,7 +585,7 @@ START_TEST(sweep_resume_skips_finished_trials)
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r);
     struct stat st1, st2;
     ck_assert_int_eq(stat(res, &st1), 0);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 3 kept from before"), "%s", out);
     free(out);
     ck_assert_int_eq(stat(res, &st2), 0);
@@ -636,17 +618,17 @@ START_TEST(seed_rounds_stop_once_every_comparison_is_resolved)
                            "sweep:\n  seeds: {min: 2, max: 4, until: resolved}\n"
                            "  grid: {train.lr: [1.0e-5, 1.0e-2]}\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --dry-run", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --dry-run", path, r), 0);
     ck_assert_msg(strstr(out, "rounds at 2, 3, 4 seeds") && strstr(out, "lr1.0e-2_seed4"), "%s",
                   out);
     free(out);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "round 1 of at most 3: seeds 1-2 (4 trials)") &&
                   strstr(out, "rounds over at 2 seeds: every comparison with the baseline is "
                               "resolved") && !strstr(out, "round 2"), "%s", out);
     free(out);
     snprintf(p, sizeof p, "%s/lr1.0e-2_seed3", r);
-    ck_assert(!exists(p));
+    ck_assert(!al_test_exists(p));
     snprintf(p, sizeof p, "%s/summary.csv", r);
     ck_assert_int_eq(count_lines(p), 5);   /* the header and the round's four trials */
     snprintf(p, sizeof p, "%s/configs.csv", r);
@@ -654,10 +636,11 @@ START_TEST(seed_rounds_stop_once_every_comparison_is_resolved)
     ck_assert_msg(strstr(csv, "\nlr1.0e-2,") && strstr(strstr(csv, "\nlr1.0e-2,"), ",0,true,"),
                   "%s", csv);   /* seeds_open 0, resolved_holm true */
     free(csv);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 4 kept from before"), "%s", out);
     free(out);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --executor slurm --no-wait", path, r), 2);
+    ck_assert_int_eq(
+        al_test_attnlabf(&out, "sweep %s --out %s --executor slurm --no-wait", path, r), 2);
     ck_assert_msg(strstr(out, "seeds in rounds"), "%s", out);
     free(out), free(path), free(dir);
 }
@@ -674,7 +657,7 @@ START_TEST(seed_rounds_run_to_the_maximum_and_keep_their_ids)
                            "sweep:\n  seeds: {min: 2, max: 3, until: resolved}\n"
                            "  grid: {train.eval_every: [5, 10]}\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "round 2 of at most 2: seeds 1-3 (6 trials)") &&
                   strstr(out, "rounds over at 3 seeds: the maximum") &&
                   strstr(out, "6 ok, 0 diverged, 0 failed, 0 kept"), "%s", out);
@@ -687,7 +670,7 @@ START_TEST(seed_rounds_run_to_the_maximum_and_keep_their_ids)
     free(md), free(path);
     path = write_exp(dir, "rounds", "steps: 20",
                      "sweep:\n  seeds: 3\n  grid: {train.eval_every: [5, 10]}\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 6 kept from before"), "%s", out);
     free(out), free(path), free(dir);
 }
@@ -721,7 +704,8 @@ static int wait_mid_trial(const char *r, const char *done, const char *running)
         al_trial_progress p;
         char tdir[4400];
         snprintf(tdir, sizeof tdir, "%s/%s", r, running);
-        if (exists(a) && !exists(c) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
+        if (al_test_exists(a) && !al_test_exists(c) && al_sweep_read_progress(tdir, &p) == 0 &&
+            p.step > 0)
             return 1;
         nanosleep(&nap, NULL);
     }
@@ -745,7 +729,7 @@ START_TEST(sigkilled_sweep_resumes_to_the_uninterrupted_summary)
                            three_trials);
     snprintf(r1, sizeof r1, "%s/full", dir);
     snprintf(r2, sizeof r2, "%s/killed", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r1), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 1", path, r1), 0);
     free(out);
     pid_t pid = spawn_sweep(path, r2);
     ck_assert_msg(wait_mid_trial(r2, "mha_seed1", "mqa_seed1"), "never caught mid-trial");
@@ -754,12 +738,12 @@ START_TEST(sigkilled_sweep_resumes_to_the_uninterrupted_summary)
     wait_exit(pid, &st);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     snprintf(res, sizeof res, "%s/mqa_seed1/result.json", r2);
-    ck_assert(!exists(res));
+    ck_assert(!al_test_exists(res));
     char *mid = summary_without_timing(r2);
     ck_assert_msg(strstr(mid, "\nmha_seed1,") && strstr(strstr(mid, "\nmqa_seed1,"), ",pending,"),
                   "%s", mid);
     free(mid);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r2), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 1", path, r2), 0);
     ck_assert_msg(strstr(out, "2 ok, 0 diverged, 0 failed, 1 kept from before"), "%s", out);
     ck_assert_msg(strstr(out, "start mqa_seed1 (resuming from its checkpoint)"), "%s", out);
     free(out);
@@ -771,7 +755,7 @@ START_TEST(sigkilled_sweep_resumes_to_the_uninterrupted_summary)
     ck_assert_msg(!strstr(log, "starting over") || strstr(log, "cannot resume ("), "%s", log);
     free(log);
     snprintf(res, sizeof res, "%s/mqa_seed1/model.safetensors", r2);
-    ck_assert(exists(res));
+    ck_assert(al_test_exists(res));
     char *a = summary_without_timing(r1), *b = summary_without_timing(r2);
     ck_assert_str_eq(a, b);
     ck_assert_ptr_null(strstr(a, "pending"));
@@ -785,7 +769,7 @@ START_TEST(diverging_trial_is_recorded_while_the_others_finish)
     char *path = write_exp(dir, "div", "steps: 30, eval_every: 10",
                            "sweep:\n  grid:\n    train.lr: [1.0e-2, 1.0e+3, 3.0e-3]\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", path, r), 0);
     ck_assert_msg(strstr(out, "2 ok, 1 diverged, 0 failed"), "%s", out);
     free(out);
     char *s = summary_without_timing(r), *line = strstr(s, "\nlr1.0e+3_seed1,");
@@ -795,7 +779,7 @@ START_TEST(diverging_trial_is_recorded_while_the_others_finish)
     free(s);
     char p[4400];
     snprintf(p, sizeof p, "%s/lr1.0e+3_seed1/log.txt", r);
-    ck_assert(exists(p));
+    ck_assert(al_test_exists(p));
     snprintf(p, sizeof p, "%s/report.md", r);
     char *md = read_text(p);
     ck_assert_ptr_nonnull(strstr(md, "| lr1.0e+3_seed1 | diverged | loss became"));
@@ -813,7 +797,7 @@ START_TEST(causal_ablation_report_shows_the_collapse_and_samples)
                            "sweep:\n  grid:\n    model.attention: [{variant: mha}]\n"
                            "    model.causal: [true, false]\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", path, r), 0);
     free(out);
     al_trial_result masked, unmasked;
     snprintf(p, sizeof p, "%s/causal-true_seed1", r);
@@ -891,8 +875,8 @@ START_TEST(killed_worker_and_stopped_sweep_are_recorded_then_resumed)
     ck_assert_msg(strstr(s, ",interrupted,the sweep was stopped at step "), "%s", s);
     free(s);
     snprintf(p, sizeof p, "%s/mqa_seed1/result.json", r);
-    ck_assert(exists(p));
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r), 0);
+    ck_assert(al_test_exists(p));
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 1", path, r), 0);
     ck_assert_msg(strstr(out, "2 ok, 0 diverged, 0 failed, 1 kept from before"), "%s", out);
     free(out), free(path), free(dir);
 }
@@ -913,15 +897,15 @@ START_TEST(failing_trial_is_recorded_with_its_reason)
     snprintf(body, sizeof body, "%ssweep:\n  grid:\n    data.path: [%s]\n", text, shortp);
     char *path2 = al_test_write(dir, "exp2.yaml", body);
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path2, r), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path2, r), 2);
     ck_assert_msg(strstr(out, "exp2.yaml:8:") && strstr(out, "too short"), "%s", out);
-    ck_assert_msg(!exists(r), "%s", out);
+    ck_assert_msg(!al_test_exists(r), "%s", out);
     free(out);
     snprintf(blocker, sizeof blocker, "%s/base_seed1/model.safetensors", r);
     al_err e;
     ck_assert_int_eq(al_mkdirs(blocker, &e), 0);
     free(al_test_write(r, "sweep.json", "{\"experiment\": \"fail\"}\n"));   /* ours */
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 1);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 1);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 1 failed"), "%s", out);
     free(out);
     char *s = summary_without_timing(r);

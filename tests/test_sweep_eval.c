@@ -7,7 +7,6 @@
  * file:line:col.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,24 +40,6 @@ static char *write_exp(const char *dir, const char *tail)
              "%s", data, tail);
     free(data);
     return al_test_write(dir, "exp.yaml", text);
-}
-
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...)
-{
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
-    return al_test_run(cmd, out);
-}
-
-static void read_csv(const char *path, al_csv *t)
-{
-    al_err e;
-    ck_assert_msg(al_csv_read(path, t, &e) == 0, "%s", e.msg);
 }
 
 /* The row of t whose columns a and b hold va and vb. */
@@ -106,7 +87,7 @@ static void rows_equal_score_by_hand(const char *r, const char *trial)
     char path[4400], *out;
     al_csv t;
     snprintf(path, sizeof path, "%s/%s/eval.csv", r, trial);
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     ck_assert_int_eq(t.n_rows, 6);
     static const char *const dtypes[] = {"f32", "int8", "int4"};
     for (int c = 0; c < 2; c++)
@@ -115,9 +96,11 @@ static void rows_equal_score_by_hand(const char *r, const char *trial)
             char ctx[16];
             snprintf(ctx, sizeof ctx, "%d", T);
             int i = find_row(&t, "kv_dtype", dtypes[k], "context", ctx);
-            ck_assert_int_eq(run(&out, "score %s/%s/model.safetensors %s/%s/eval/test.txt "
-                                 "--seq-len %d --through-cache --kv-dtype %s --json", r, trial,
-                                 r, trial, T, dtypes[k]), 0);
+            ck_assert_int_eq(al_test_attnlabf(&out,
+                                              "score %s/%s/model.safetensors %s/%s/eval/test.txt "
+                                              "--seq-len %d --through-cache --kv-dtype %s --json",
+                                              r, trial, r, trial, T, dtypes[k]),
+                             0);
             ck_assert_double_eq_tol(num(&t, i, "loss"), json_num(out, "loss"), 1e-7);
             ck_assert_double_eq(num(&t, i, "kv_cache_bytes"), json_num(out, "kv_cache_bytes"));
             ck_assert_double_eq(num(&t, i, "tokens"), json_num(out, "tokens"));
@@ -134,9 +117,9 @@ static void report_reads_back(const char *r, const char *config)
     al_csv rep, tr, pos;
     snprintf(trial, sizeof trial, "%s_seed1", config);
     snprintf(path, sizeof path, "%s/eval_configs.csv", r);
-    read_csv(path, &rep);
+    al_test_read_csv(path, &rep);
     snprintf(path, sizeof path, "%s/%s/eval.csv", r, trial);
-    read_csv(path, &tr);
+    al_test_read_csv(path, &tr);
     for (int i = 0; i < tr.n_rows; i++) {
         const char *d = al_csv_cell(&tr, i, "kv_dtype"), *c = al_csv_cell(&tr, i, "context");
         int j = -1;
@@ -149,7 +132,7 @@ static void report_reads_back(const char *r, const char *config)
         ck_assert_double_eq(num(&rep, j, "kv_cache_bytes"), num(&tr, i, "kv_cache_bytes"));
     }
     snprintf(path, sizeof path, "%s/%s/eval/by_position_64/by_position.csv", r, trial);
-    read_csv(path, &pos);
+    al_test_read_csv(path, &pos);
     ck_assert_int_eq(pos.n_rows, 4);
     char *dat = NULL, want[64];
     size_t n;
@@ -177,13 +160,13 @@ START_TEST(eval_added_to_a_finished_sweep_scores_its_checkpoints_as_score_does)
     char *dir = al_test_tmpdir(), *out, r[4200], path[4400];
     char *exp = write_exp(dir, "");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
     ck_assert_msg(strstr(out, "2 ok, 0 diverged, 0 failed, 0 kept"), "%s", out);
     free(out), free(exp);
     snprintf(path, sizeof path, "%s/mha_seed1/result.json", r);
     long trained = mtime_ns(path);
     exp = write_exp(dir, eval_tail);   /* the same trials, now with eval */
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 0);
     ck_assert_msg(strstr(out, "0 ok, 0 diverged, 0 failed, 2 kept from before") &&
                   strstr(out, "eval: 16 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out);
@@ -203,7 +186,7 @@ START_TEST(eval_added_to_a_finished_sweep_scores_its_checkpoints_as_score_does)
     /* resumed: a second run computes nothing and leaves eval.csv alone */
     snprintf(path, sizeof path, "%s/mqa_seed1/eval.csv", r);
     long evaluated = mtime_ns(path);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 0);
     ck_assert_msg(!strstr(out, "result(s) computed"), "%s", out);
     free(out);
     ck_assert(mtime_ns(path) == evaluated);
@@ -217,7 +200,7 @@ START_TEST(an_evaluation_cut_short_resumes_with_the_missing_rows)
     char *dir = al_test_tmpdir(), *out, r[4200], path[4400];
     char *exp = write_exp(dir, "eval: {kv_dtypes: [f32, bf16], tokens: 256}\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 4 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out);
     snprintf(path, sizeof path, "%s/mha_seed1/eval.csv", r);
@@ -230,11 +213,11 @@ START_TEST(an_evaluation_cut_short_resumes_with_the_missing_rows)
     FILE *f = fopen(path, "w");
     fputs(text, f);
     fclose(f);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 1 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out), free(text);
     al_csv t;
-    read_csv(path, &t);
+    al_test_read_csv(path, &t);
     ck_assert_int_eq(t.n_rows, 2);
     ck_assert_int_ge(find_row(&t, "kv_dtype", "bf16", "context", "16"), 0);
     al_csv_free(&t), free(exp), free(dir);
@@ -257,7 +240,7 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
              data);
     char *exp = al_test_write(dir, "pk.yaml", text);
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 2 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out);
     char *csv = NULL, *md = NULL;
@@ -265,9 +248,12 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
     al_err e;
     snprintf(path, sizeof path, "%s/mqa_seed1/eval/passkey.csv", r);
     ck_assert_msg(al_read_file(path, &csv, &n, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(run(&out, "score %s/mqa_seed1/model.safetensors %s/mqa_seed1/eval/test.txt "
-                         "--passkey --lengths 112,180 --depths 0,0.5 --examples 5 --seed 1", r,
-                         r), 0);
+    ck_assert_int_eq(
+        al_test_attnlabf(&out,
+                         "score %s/mqa_seed1/model.safetensors %s/mqa_seed1/eval/test.txt "
+                         "--passkey --lengths 112,180 --depths 0,0.5 --examples 5 --seed 1",
+                         r, r),
+        0);
     ck_assert_str_eq(out, csv);
     ck_assert_msg(strstr(csv, "\n180,0.5,5,"), "%s", csv);
     free(out);
@@ -290,7 +276,7 @@ START_TEST(eval_decode_times_each_checkpoint_at_every_context_and_batch)
     char *exp = write_exp(dir, "eval: {decode: {contexts: [16, 40], batch: [1, 3], tokens: 8,\n"
                                "                repeats: 3}}\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
     ck_assert_msg(strstr(out, "eval: 8 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out);
     const char *trials[] = {"mha_seed1", "mqa_seed1"};
@@ -298,7 +284,7 @@ START_TEST(eval_decode_times_each_checkpoint_at_every_context_and_batch)
     for (int k = 0; k < 2; k++) {
         al_csv t;
         snprintf(path, sizeof path, "%s/%s/eval/decode.csv", r, trials[k]);
-        read_csv(path, &t);
+        al_test_read_csv(path, &t);
         ck_assert_int_eq(t.n_rows, 4);
         for (int i = 0; i < 4; i++) {
             int C = atoi(al_csv_cell(&t, i, "context"));
@@ -313,7 +299,7 @@ START_TEST(eval_decode_times_each_checkpoint_at_every_context_and_batch)
         /* the summary: context 16 (the report context, seq_len) at batch 1 */
         al_csv sm;
         snprintf(path, sizeof path, "%s/summary.csv", r);
-        read_csv(path, &sm);
+        al_test_read_csv(path, &sm);
         int sr = find_row(&sm, "trial", trials[k], "status", "ok");
         ck_assert_str_eq(al_csv_cell(&sm, sr, "decode_context"), "16");
         ck_assert_str_eq(al_csv_cell(&sm, sr, "decode_batch"), "1");
@@ -334,7 +320,7 @@ START_TEST(eval_decode_times_each_checkpoint_at_every_context_and_batch)
     free(md);
     snprintf(path, sizeof path, "%s/mha_seed1/eval/decode.csv", r);
     long before = mtime_ns(path);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", exp, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 0);
     ck_assert_msg(!strstr(out, "eval:"), "timed again: %s", out);
     ck_assert_int_eq(mtime_ns(path), before);
     free(out), free(exp), free(dir);

@@ -7,7 +7,6 @@
  * writer left inside trial directories (an evaluation's included) are
  * removed by the next run, a live writer's kept.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,24 +28,6 @@ static char *write_exp(const char *dir, const char *rest)
              "        warmup_steps: 1}\n"
              "%s", al_test_corpus(), rest);
     return al_test_write(dir, "exp.yaml", text);
-}
-
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...)
-{
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
-    return al_test_run(cmd, out);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
 }
 
 /* ------------------------------------------------------------ select */
@@ -95,7 +76,7 @@ START_TEST(a_select_axis_changing_parameters_or_cache_is_refused_naming_it)
     /* through the binary: the dry run, exit 2, one line */
     char *path = write_exp(dir, "sweep:\n  grid: {model.attention: [{variant: mha}, "
                                 "{variant: mqa}]}\n  select: {best_of: [model.attention]}\n"), *out;
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
     ck_assert_msg(strstr(out, "'model.attention' changes the parameter count") &&
                       strchr(out, '\n') == out + strlen(out) - 1, "%s", out);
     free(out), free(path), free(dir);
@@ -116,17 +97,17 @@ START_TEST(a_stage_conversion_that_cannot_work_fails_the_dry_run)
                                 "    from: base\n"
                                 "    convert: {to: {variant: mla, d_latent: 8, d_rope: 4}, "
                                 "method: mean}\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r --dry-run", path, dir), 2);
     ck_assert_msg(strstr(out, "exp.yaml:11:14: error: stage 'up': converting trial 'base_seed1' "
                               "(mha) to mla by mean cannot work: ") &&
                       strchr(out, '\n') == out + strlen(out) - 1, "%s", out);
     free(out);
     char r[4200];
     snprintf(r, sizeof r, "%s/r2", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 2);   /* nothing trained */
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 2); /* nothing trained */
     free(out);
     snprintf(r, sizeof r, "%s/r2/base_seed1", dir);
-    ck_assert(!exists(r));
+    ck_assert(!al_test_exists(r));
     free(path);
     /* svd reaches it: the same file with svd passes the dry run */
     path = write_exp(dir, "stages:\n"
@@ -136,7 +117,7 @@ START_TEST(a_stage_conversion_that_cannot_work_fails_the_dry_run)
                           "    from: base\n"
                           "    convert: {to: {variant: mla, d_latent: 8, d_rope: 4}, "
                           "method: svd}\n");
-    ck_assert_int_eq(run(&out, "sweep %s --out %s/r3 --dry-run", path, dir), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s/r3 --dry-run", path, dir), 0);
     free(out), free(path), free(dir);
 }
 END_TEST
@@ -148,10 +129,10 @@ START_TEST(temp_files_of_interrupted_writers_are_removed_on_the_next_run)
     char *dir = al_test_tmpdir(), *out, r[4200], t[4400], live[4600], dead[3][4600];
     char *path = write_exp(dir, "");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     free(out);
     snprintf(t, sizeof t, "%s/base_seed1", r);
-    ck_assert(exists(t));
+    ck_assert(al_test_exists(t));
     /* pid 99999999 is past any pid_max: its writer is gone; ours is alive */
     snprintf(dead[0], sizeof dead[0], "%s/eval.csv.tmp.99999999", t);
     snprintf(dead[1], sizeof dead[1], "%s/eval/test.txt.tmp.99999999", t);
@@ -162,11 +143,12 @@ START_TEST(temp_files_of_interrupted_writers_are_removed_on_the_next_run)
     mkdir(evdir, 0777);
     for (int i = 0; i < 3; i++) free(al_test_write("/", dead[i] + 1, "half\n"));
     free(al_test_write("/", live + 1, "being written\n"));
-    ck_assert_int_eq(run(&out, "sweep %s --out %s", path, r), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", path, r), 0);
     ck_assert_msg(strstr(out, "1 kept from before"), "%s", out);   /* the trial is not rerun */
     free(out);
-    for (int i = 0; i < 3; i++) ck_assert_msg(!exists(dead[i]), "%s left", dead[i]);
-    ck_assert_msg(exists(live), "a live writer's %s removed", live);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(!al_test_exists(dead[i]), "%s left", dead[i]);
+    ck_assert_msg(al_test_exists(live), "a live writer's %s removed", live);
     unlink(live);
     free(path), free(dir);
 }

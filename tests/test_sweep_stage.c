@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,24 +68,6 @@ static const char uptrain[] =
     "    convert: {to: mqa, method: [mean, random]}\n"
     "    steps: [25%, 12]\n"
     "    train: {warmup_steps: 1, eval_every: 5}\n";
-
-static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(char **out, const char *fmt, ...)
-{
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s", al_test_binary(), args);
-    return al_test_run(cmd, out);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
 
 static const al_sweep_trial *find(const al_sweep *s, const char *label)
 {
@@ -293,7 +274,7 @@ static int wait_in_stage(const char *r, const al_sweep *s, char *which, size_t n
             al_trial_progress p;
             snprintf(tdir, sizeof tdir, "%s/%s", r, s->trials[i].label);
             snprintf(res, sizeof res, "%s/result.json", tdir);
-            if (!exists(res) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
+            if (!al_test_exists(res) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
                 return snprintf(which, n, "%s", s->trials[i].label), 1;
         }
         nanosleep(&nap, NULL);
@@ -327,7 +308,7 @@ START_TEST(a_killed_chained_sweep_resumes_to_the_uninterrupted_summary)
     char *path = write_staged(dir, "k.yaml", "lr: 1.0e-2", uptrain);
     snprintf(r1, sizeof r1, "%s/full", dir);
     snprintf(r2, sizeof r2, "%s/killed", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 2", path, r1), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", path, r1), 0);
     ck_assert_msg(strstr(out, "12 ok, 0 diverged, 0 failed"), "%s", out);
     free(out);
     al_sweep s;
@@ -350,7 +331,7 @@ START_TEST(a_killed_chained_sweep_resumes_to_the_uninterrupted_summary)
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r2), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 1", path, r2), 0);
     ck_assert_msg(strstr(out, "kept from before") && !strstr(out, " 0 kept from before") &&
                   !strstr(out, "start base_mha_seed1"), "%s", out);
     free(out);
@@ -372,7 +353,7 @@ START_TEST(a_killed_chained_sweep_resumes_to_the_uninterrupted_summary)
     snprintf(row, sizeof row, "| %.4f ± ", column_mean(r1, "up_random_steps12", "val_loss"));
     ck_assert_msg(strstr(strstr(md, "| up_random_steps12 |"), row), "no '%s'", row);
     snprintf(p, sizeof p, "%s/stages.dat", r1);
-    ck_assert(exists(p));
+    ck_assert(al_test_exists(p));
     free(md), free(a), free(b), free(path), free(dir);
     al_sweep_free(&s);
 }
@@ -388,7 +369,7 @@ START_TEST(a_failed_upstream_blocks_only_its_own_trials)
                                     "  - name: up\n    from: base\n"
                                     "    convert: {to: mqa, method: mean}\n    steps: [6]\n");
     snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(run(&out, "sweep %s --out %s --jobs 1", path, r), 1);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 1", path, r), 1);
     ck_assert_msg(strstr(out, "not started up_base_lr1.0e+4_seed1: upstream trial "
                          "base_lr1.0e+4_seed1 ended diverged"), "%s", out);
     ck_assert_msg(strstr(out, "done up_base_lr1.0e-2_seed1"), "%s", out);

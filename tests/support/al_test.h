@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "al_csv.h"
+
 /* A real English text in the repository: Genesis from the KJV (public
  * domain; Debian's bible-kjv, verse numbers removed), 197 KB. */
 const char *al_test_corpus(void);
@@ -43,6 +45,12 @@ char *al_test_write_words(const char *dir, const char *const *words, int n_words
 /* Run `attnlab ARGS` (ARGS as shell words), capturing stdout+stderr into
  * *out; returns the exit status (or -1). */
 int al_test_attnlab(const char *args, char **out);
+/* The same with the arguments formatted as printf formats them. */
+int al_test_attnlabf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1 when path exists (any kind of file). */
+int al_test_exists(const char *path);
+/* Reads a CSV file into t, or fails the test with the reader's error. */
+void al_test_read_csv(const char *path, al_csv *t);
 /* Run a shell command, capture stdout+stderr into *out (malloc'ed); returns
  * the exit status (or -1). */
 int al_test_run(const char *cmd, char **out);

@@ -5,6 +5,7 @@
  * environment for tests under mpirun.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,29 @@ int al_test_attnlab(const char *args, char **out)
     int rc = al_test_run(cmd, out);
     free(cmd);
     return rc;
+}
+
+int al_test_attnlabf(char **out, const char *fmt, ...)
+{
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof args, "attnlab arguments too long: %d", n);
+    return al_test_attnlab(args, out);
+}
+
+int al_test_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void al_test_read_csv(const char *path, al_csv *t)
+{
+    al_err e;
+    ck_assert_msg(al_csv_read(path, t, &e) == 0, "%s", e.msg);
 }
 
 /* ------------------------------------------------------------ tiny models */
