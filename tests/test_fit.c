@@ -240,6 +240,44 @@ START_TEST(a_seed_not_yet_run_is_no_sample)
 }
 END_TEST
 
+/* A floor below zero is no loss: on a frontier whose best free curve has
+ * E < 0 (here exactly -0.5, every loss still positive) the fit holds E at
+ * 0 and is the least-squares A C^-alpha: nudging A or alpha either way
+ * only raises the residual sum of squares. A floor above zero is left
+ * free (exact_frontiers_give_their_parameters_back). */
+static double rss_of(const double *C, const double *L, int n, double A, double alpha)
+{
+    double r = 0;
+    for (int i = 0; i < n; i++) r += pow(A * pow(C[i], -alpha) - L[i], 2);
+    return r;
+}
+
+START_TEST(a_floor_below_zero_is_held_at_zero)
+{
+    const truth t = {-0.5, 3000.0, 0.2};
+    double L[4];
+    for (int b = 0; b < 4; b++) L[b] = law(&t, budgets[b]);
+    ck_assert(L[3] > 0.5);
+    al_pow_fit f;
+    ck_assert_int_eq(al_fit_power_law(budgets, L, 4, &f), 0);
+    ck_assert_int_eq(f.E_at_bound, 1);
+    ck_assert_double_eq(f.E, 0.0);
+    ck_assert(f.alpha > 0 && f.A > 0);
+    double r = rss_of(budgets, L, 4, f.A, f.alpha);
+    ck_assert_double_eq_tol(f.rss, r, 1e-12 + 1e-9 * r);
+    for (int s = -1; s <= 1; s += 2) {
+        ck_assert_msg(rss_of(budgets, L, 4, f.A * (1 + s * 1e-4), f.alpha) > r, "A %+d", s);
+        ck_assert_msg(rss_of(budgets, L, 4, f.A, f.alpha + s * 1e-5) > r, "alpha %+d", s);
+    }
+    /* positive floors stay free */
+    const truth u = {0.3, 3000.0, 0.2};
+    for (int b = 0; b < 4; b++) L[b] = law(&u, budgets[b]);
+    ck_assert_int_eq(al_fit_power_law(budgets, L, 4, &f), 0);
+    ck_assert_int_eq(f.E_at_bound, 0);
+    ck_assert_double_eq_tol(f.E, 0.3, 0.3 * 0.02);
+}
+END_TEST
+
 static const char *python(void)
 {
     const char *p = getenv("AL_TORCH_PYTHON");
@@ -301,6 +339,7 @@ Suite *fit_suite(void)
     tcase_add_test(tc, heldout_check_flags_a_bent_frontier);
     tcase_add_test(tc, paired_gap_removes_the_seeds_shared_noise);
     tcase_add_test(tc, a_seed_not_yet_run_is_no_sample);
+    tcase_add_test(tc, a_floor_below_zero_is_held_at_zero);
     tcase_add_test(tc, fit_agrees_with_scipy_curve_fit);
     suite_add_tcase(s, tc);
     return s;

@@ -19,11 +19,14 @@ typedef struct al_pow_fit {
     double E, A, alpha;
     double rss;        /* residual sum of squares at the fit */
     int ok;            /* 1: the solver converged to finite parameters */
+    int E_at_bound;    /* 1: the free fit's E was below 0; this is the best fit with E = 0 */
 } al_pow_fit;
 
 /* Fit L(C) to n points (n >= 3, every C > 0, finite L; points with NaN L
- * are skipped). Returns 0, or -1 (fewer than 3 usable points, or no
- * convergence) with f->ok = 0. */
+ * are skipped) by least squares with E >= 0 (a loss floor is not
+ * negative: where the free fit's E is below 0 the fit is redone with E
+ * held at 0, and E_at_bound says so). Returns 0, or -1 (fewer than 3
+ * usable points, or no convergence) with f->ok = 0. */
 int al_fit_power_law(const double *C, const double *L, int n, al_pow_fit *f);
 
 /* The fitted loss at compute C. */

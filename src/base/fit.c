@@ -23,10 +23,20 @@ typedef struct pts {
     size_t n;
 } pts;
 
+/* The parameters are (E, b, alpha), or (b, alpha) with E held at 0 when
+ * the vector has two (the fit at E's bound). */
+static void params(const gsl_vector *t, double *E, double *b, double *a)
+{
+    int k = t->size == 3;
+    *E = k ? gsl_vector_get(t, 0) : 0.0;
+    *b = gsl_vector_get(t, k), *a = gsl_vector_get(t, k + 1);
+}
+
 static int resid_f(const gsl_vector *t, void *data, gsl_vector *f)
 {
     const pts *p = data;
-    double E = gsl_vector_get(t, 0), b = gsl_vector_get(t, 1), a = gsl_vector_get(t, 2);
+    double E, b, a;
+    params(t, &E, &b, &a);
     for (size_t i = 0; i < p->n; i++)
         gsl_vector_set(f, i, E + exp(b - a * p->x[i]) - p->y[i]);
     return GSL_SUCCESS;
@@ -35,12 +45,14 @@ static int resid_f(const gsl_vector *t, void *data, gsl_vector *f)
 static int resid_df(const gsl_vector *t, void *data, gsl_matrix *J)
 {
     const pts *p = data;
-    double b = gsl_vector_get(t, 1), a = gsl_vector_get(t, 2);
+    double E, b, a;
+    params(t, &E, &b, &a);
+    int k = t->size == 3;
     for (size_t i = 0; i < p->n; i++) {
         double e = exp(b - a * p->x[i]);
-        gsl_matrix_set(J, i, 0, 1.0);
-        gsl_matrix_set(J, i, 1, e);
-        gsl_matrix_set(J, i, 2, -p->x[i] * e);
+        if (k) gsl_matrix_set(J, i, 0, 1.0);
+        gsl_matrix_set(J, i, k, e);
+        gsl_matrix_set(J, i, k + 1, -p->x[i] * e);
     }
     return GSL_SUCCESS;
 }
@@ -77,23 +89,51 @@ static void start_point(const pts *p, double t[3])
     }
 }
 
-static int solve(const pts *p, double t[3])
+/* Least squares from t: all three parameters, or with np 2 (b, alpha) at
+ * t + 1 with E held at t[0] = 0. */
+static int solve(const pts *p, double t[3], int np)
 {
     gsl_set_error_handler_off();   /* errors come back as statuses */
     gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
     gsl_multifit_nlinear_workspace *w =
-        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, p->n, 3);
+        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, p->n, (size_t)np);
     if (!w) return -1;
-    gsl_multifit_nlinear_fdf fdf = {resid_f, resid_df, NULL, p->n, 3, (void *)p, 0, 0, 0};
-    gsl_vector_view v = gsl_vector_view_array(t, 3);
+    gsl_multifit_nlinear_fdf fdf = {resid_f, resid_df, NULL, p->n, (size_t)np, (void *)p,
+                                    0, 0, 0};
+    double *u = t + 3 - np;
+    gsl_vector_view v = gsl_vector_view_array(u, (size_t)np);
     int info = 0, st = gsl_multifit_nlinear_init(&v.vector, &fdf, w);
     if (st == GSL_SUCCESS)
         st = gsl_multifit_nlinear_driver(500, 1e-12, 1e-12, 1e-14, NULL, NULL, &info, w);
     const gsl_vector *x = gsl_multifit_nlinear_position(w);
-    for (int i = 0; i < 3; i++) t[i] = gsl_vector_get(x, i);
+    for (int i = 0; i < np; i++) u[i] = gsl_vector_get(x, (size_t)i);
     gsl_multifit_nlinear_free(w);
     /* a fit whose step limit ran out still stands if it improved on the start */
     return st == GSL_SUCCESS || st == GSL_EMAXITER ? 0 : -1;
+}
+
+/* E is a loss no compute goes below, so it is not negative. Where the
+ * free fit puts it below 0 (a frontier nearly straight in log-log, whose
+ * best curve has a floor of -2000 and a tiny alpha: a log-linear decline
+ * that its extrapolation would carry on without end), the fit is the
+ * best one with E at its bound, 0: L = A C^-alpha, started from the line
+ * through (x, ln L). t on return: (0, b, alpha). */
+static int bound_fit(const pts *p, double t[3])
+{
+    double z[64];
+    for (size_t i = 0; i < p->n; i++) {
+        if (!(p->y[i] > 0)) return -1;   /* a loss of 0 or less: no power law through it */
+        z[i] = log(p->y[i]);
+    }
+    double a = -al_ls_slope(p->x, z, (int)p->n), mz = 0, mx = 0;
+    for (size_t i = 0; i < p->n; i++) mz += z[i], mx += p->x[i];
+    double u[3] = {0, (mz + a * mx) / (double)p->n, a}, u0[3];
+    memcpy(u0, u, sizeof u);
+    if (solve(p, u, 2) != 0 || !(rss_at(p, 0, u[1], u[2]) <= rss_at(p, 0, u0[1], u0[2])))
+        memcpy(u, u0, sizeof u);
+    if (!isfinite(u[1]) || !isfinite(u[2])) return -1;
+    memcpy(t, u, sizeof u);
+    return 0;
 }
 
 int al_fit_power_law(const double *C, const double *L, int n, al_pow_fit *f)
@@ -114,8 +154,9 @@ int al_fit_power_law(const double *C, const double *L, int n, al_pow_fit *f)
     double t[3] = {0, 0, 0}, t0[3];
     start_point(&p, t);
     memcpy(t0, t, sizeof t);
-    if (solve(&p, t) != 0 || !(rss_at(&p, t[0], t[1], t[2]) <= rss_at(&p, t0[0], t0[1], t0[2])))
+    if (solve(&p, t, 3) != 0 || !(rss_at(&p, t[0], t[1], t[2]) <= rss_at(&p, t0[0], t0[1], t0[2])))
         memcpy(t, t0, sizeof t);
+    if (t[0] < 0 && bound_fit(&p, t) == 0) f->E_at_bound = 1;
     f->E = t[0];
     f->alpha = t[2];
     f->A = exp(t[1] + t[2] * lc);
@@ -237,6 +278,7 @@ int al_scaling_fit_design(const al_scaling_grid *g, int skip, const double *at, 
     }
     r->alpha = acc_interval(&aa, r->fit.alpha, n);
     r->E = acc_interval(&ae, r->fit.E, n);
+    if (r->E.lo < 0) r->E.lo = 0;   /* E's bound: no interval reaches below it */
     for (int k = 0; k < n_at; k++)
         r->pred[k] = acc_interval(&ap[k], al_pow_eval(&r->fit, at[k]), n);
     return 0;

@@ -40,7 +40,8 @@ static int write_csv(const al_report_analysis *A, const scaling_analysis *S, al_
     fputs("attention,n_budgets,n_seeds,E,E_lo,E_hi,A,alpha,alpha_lo,alpha_hi,gap_at_max,"
           "gap_at_max_lo,gap_at_max_hi,gap_10x,gap_10x_lo,gap_10x_hi,gap_100x,gap_100x_lo,"
           "gap_100x_hi,gap_change_10x,gap_change_10x_lo,gap_change_10x_hi,heldout_predicted,"
-          "heldout_lo,heldout_hi,heldout_measured,heldout_error,heldout_inside,verdict\n", f);
+          "heldout_lo,heldout_hi,heldout_measured,heldout_error,heldout_inside,verdict,E_at_bound\n",
+          f);
     for (int k = 0; k < S->n_design; k++) {
         const scaling_design *d = &S->d[k];
         al_interval none = {NAN, NAN, NAN}, zero = {0, 0, 0};
@@ -55,7 +56,7 @@ static int write_csv(const al_report_analysis *A, const scaling_analysis *S, al_
         put(f, d->ho.measured), put(f, d->ho.error);
         fprintf(f, ",%s", d->ho.ok ? (d->ho.inside ? "true" : "false") : "");
         verdict_text(v, sizeof v, d);
-        fprintf(f, ",%s\n", v);
+        fprintf(f, ",%s,%s\n", v, d->fit_ok && d->fit.fit.E_at_bound ? "true" : "false");
     }
     return al_commit_atomic(f, tmp, path, e);
 }
@@ -233,6 +234,8 @@ static void md_fits(FILE *f, const scaling_analysis *S)
     for (int k = 0; k < S->n_design; k++) {
         const scaling_design *d = &S->d[k];
         fmt_iv(e, sizeof e, &d->fit.E, 0);
+        if (d->fit_ok && d->fit.fit.E_at_bound)   /* docs/scaling.md: E >= 0 */
+            snprintf(e + strlen(e), sizeof e - strlen(e), " (bound)");
         fmt_iv(al, sizeof al, &d->fit.alpha, 0);
         for (int i = 0; i < 3; i++) fmt_iv(g[i], sizeof g[i], &d->gap[i], 1);
         fmt_iv(ch, sizeof ch, &d->change, 1);
@@ -244,6 +247,13 @@ static void md_fits(FILE *f, const scaling_analysis *S)
         else fprintf(f, "| %s | %s | %.4g | %s | %s | %s | %s | %s | **%s** |\n", d->name, e,
                      d->fit.fit.A, al, g[0], g[1], g[2], ch, v);
     }
+    for (int k = 0; k < S->n_design; k++)
+        if (S->d[k].fit_ok && S->d[k].fit.fit.E_at_bound) {
+            fputs("\nE (bound): the free fit put that frontier's floor below 0, which no loss "
+                  "is; the fit shown is the best one with E = 0, a pure power law (its "
+                  "frontier is nearly straight in log-log over these budgets).\n", f);
+            break;
+        }
 }
 
 static void md_heldout(FILE *f, const scaling_analysis *S)
