@@ -153,7 +153,8 @@ static void check_grads_at(al_check_report *r, const al_variant *v, const cv_sha
                            int causal, const char *what)
 {
     lt t;
-    char where[192], name[40];
+    /* room for "gradient." and any parameter's name (al_param_spec) */
+    char where[192], name[sizeof "gradient." + sizeof ((al_param_spec *)0)->name];
     lt_init(&t, v, sh, causal, 2, 6, 42);
     al_check_layer_loss(&t);
     lt_zero_grads(&t);

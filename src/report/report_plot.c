@@ -103,8 +103,15 @@ static void point_labels(const al_report_analysis *A, const cost_axis *ax, char 
                 al_report_cost_of(h->first, ax->cost) != al_report_cost_of(g->first, ax->cost) ||
                 fabs(h->quality.q.mean - g->quality.q.mean) > tol)
                 continue;
-            size_t l = strlen(lab[k]);
-            snprintf(lab[k] + l, 512 - l, " / %s", lab[j]);
+            /* lab[k] += " / " lab[j], cut at 511 bytes (two rows of one
+             * array, never the same one: j > k) */
+            size_t l = strlen(lab[k]), n = strlen(lab[j]), room = 511 - l;
+            if (room >= 3) {
+                memcpy(lab[k] + l, " / ", 3);
+                n = n < room - 3 ? n : room - 3;
+                memcpy(lab[k] + l + 3, lab[j], n);
+                lab[k][l + 3 + n] = 0;
+            }
             lab[j][0] = 0;
         }
     }

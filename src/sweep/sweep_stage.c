@@ -293,10 +293,14 @@ static void adopt(stage_ctx *C, int k, const al_sweep_trial *t, const al_sweep_t
     if (u && name_upstream) snprintf(up, sizeof up, "_%.60s", u->group);
     const char *name = C->st[k].name->value;
     int plain_c = strcmp(t->config, "base") == 0, plain_g = strcmp(t->group, "base") == 0;
-    snprintf(cfg, sizeof cfg, "%s%s%s%.90s", name, up, plain_c ? "" : "_",
-             plain_c ? "" : t->config);
-    snprintf(grp, sizeof grp, "%s%s%s%.90s", name, up, plain_g ? "" : "_",
-             plain_g ? "" : t->group);
+    /* A long name is cut at AL_SWEEP_ID_LEN - 1 bytes, as it always was (ids
+     * of results on disk stay the same, so sweeps resume); the counts are
+     * looked at so that -Wformat-truncation (debug builds) sees it meant. */
+    int nc = snprintf(cfg, sizeof cfg, "%s%s%s%.90s", name, up, plain_c ? "" : "_",
+                      plain_c ? "" : t->config);
+    int ng = snprintf(grp, sizeof grp, "%s%s%s%.90s", name, up, plain_g ? "" : "_",
+                      plain_g ? "" : t->group);
+    (void)nc, (void)ng;
     memcpy(x->config, cfg, sizeof cfg);
     memcpy(x->group, grp, sizeof grp);
     snprintf(x->label, sizeof x->label, "%.140s_seed%llu", cfg, (unsigned long long)t->seed);
