@@ -357,19 +357,61 @@ START_TEST(latent_tied_and_factored_variants_train_alike_under_every_kernel)
 }
 END_TEST
 
-/* auto is the kernel measured fastest (docs/fused-attention.md): rows at
- * the shipped experiments' 256 up to 2048, fused from 4096; each name is
- * its own kernel at any length. */
-START_TEST(auto_is_rows_below_4096_and_fused_from_it)
+/* auto is the kernel measured fastest (docs/fused-attention.md): rows below
+ * 8192 tokens; from there AL_ATTN_LONG, which each layer resolves by its
+ * widths; each name is its own kernel at any length. */
+START_TEST(auto_is_rows_below_8192_and_by_widths_from_it)
 {
-    ck_assert_int_eq(AL_ATTN_FUSED_MIN_T, 4096);
+    ck_assert_int_eq(AL_ATTN_FUSED_MIN_T, 8192);
     ck_assert_int_eq(al_config_attn_kernel("auto", 256), AL_ATTN_ROWS);
-    ck_assert_int_eq(al_config_attn_kernel("", 4095), AL_ATTN_ROWS);
-    ck_assert_int_eq(al_config_attn_kernel("auto", 4096), AL_ATTN_FUSED);
+    ck_assert_int_eq(al_config_attn_kernel("auto", 4096), AL_ATTN_ROWS);
+    ck_assert_int_eq(al_config_attn_kernel("", 8191), AL_ATTN_ROWS);
+    ck_assert_int_eq(al_config_attn_kernel("auto", 8192), AL_ATTN_LONG);
     ck_assert_int_eq(al_config_attn_kernel("rows", 8192), AL_ATTN_ROWS);
     ck_assert_int_eq(al_config_attn_kernel("dense", 8192), AL_ATTN_DENSE);
     ck_assert_int_eq(al_config_attn_kernel("fused", 64), AL_ATTN_FUSED);
     ck_assert_int_eq(al_config_attn_kernel("flash", 64), -1);
+    /* the long choice: fused for q.k as wide as v (mha, gqa) or narrower,
+     * rows for wider (mla's [content | rope]); named kernels pass through */
+    al_attn_problem eq = {1, 8192, 8, 8, 32, 32, 0.1f, 1, 0, 0}, wide = eq, narrow = eq;
+    wide.dqk = 48, narrow.dqk = 16;
+    ck_assert_int_eq(al_attn_kernel_of(AL_ATTN_LONG, &eq), AL_ATTN_FUSED);
+    ck_assert_int_eq(al_attn_kernel_of(AL_ATTN_LONG, &narrow), AL_ATTN_FUSED);
+    ck_assert_int_eq(al_attn_kernel_of(AL_ATTN_LONG, &wide), AL_ATTN_ROWS);
+    for (int k = AL_ATTN_FUSED; k <= AL_ATTN_ROWS; k++)
+        ck_assert_int_eq(al_attn_kernel_of(k, &wide), k);
+}
+END_TEST
+
+/* Under AL_ATTN_LONG a problem runs exactly as the kernel it resolves to:
+ * the same saved size and the same bits, forward and backward (the saved
+ * state is sized by the same rule that runs it). */
+START_TEST(long_runs_as_the_kernel_its_widths_pick)
+{
+    al_attn_problem ps[2] = {{1, 150, 4, 2, 8, 8, 0.35f, 1, 0, 0},
+                             {1, 150, 4, 2, 12, 8, 0.29f, 1, 0, 0}};
+    for (int c = 0; c < 2; c++) {
+        const al_attn_problem *p = &ps[c];
+        int want = c ? AL_ATTN_ROWS : AL_ATTN_FUSED;
+        ck_assert_uint_eq(al_attn_kernel_saved_floats(AL_ATTN_LONG, p),
+                          al_attn_kernel_saved_floats(want, p));
+        ck_assert_uint_ne(al_attn_kernel_saved_floats(AL_ATTN_FUSED, p),
+                          al_attn_kernel_saved_floats(AL_ATTN_ROWS, p));
+        size_t BT = 150, nq = BT * 4 * p->dqk, nk = BT * 2 * p->dqk, nv = BT * 2 * 8;
+        al_rng g;
+        al_rng_seed(&g, 21 + c);
+        float *q = randn(nq, &g), *k = randn(nk, &g), *v = randn(nv, &g),
+              *dout = randn(BT * 4 * 8, &g);
+        run a, b;
+        run_kernel(&a, AL_ATTN_LONG, q, k, v, dout, p);
+        run_kernel(&b, want, q, k, v, dout, p);
+        ck_assert_mem_eq(a.out, b.out, sizeof(float) * BT * 4 * 8);
+        ck_assert_mem_eq(a.dq, b.dq, sizeof(float) * nq);
+        ck_assert_mem_eq(a.dk, b.dk, sizeof(float) * nk);
+        ck_assert_mem_eq(a.dv, b.dv, sizeof(float) * nv);
+        run_free(&a), run_free(&b);
+        free(q), free(k), free(v), free(dout);
+    }
 }
 END_TEST
 
@@ -382,7 +424,8 @@ Suite *fused_suite(void)
     tcase_add_test(tc, fused_gives_the_same_bits_on_one_and_two_threads);
     tcase_add_test(tc, fused_backward_in_one_pass_gives_the_bits_of_two);
     tcase_add_test(tc, fused_training_step_reserves_less_than_dense_at_1024);
-    tcase_add_test(tc, auto_is_rows_below_4096_and_fused_from_it);
+    tcase_add_test(tc, auto_is_rows_below_8192_and_by_widths_from_it);
+    tcase_add_test(tc, long_runs_as_the_kernel_its_widths_pick);
     tcase_add_test(tc, latent_tied_and_factored_variants_train_alike_under_every_kernel);
     suite_add_tcase(s, tc);
     return s;

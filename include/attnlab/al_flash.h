@@ -44,8 +44,11 @@
  * the kernel the GQA family trained with before these two (al_attn_*_band,
  * al_kernels.h: blocks of 64 query rows over all their keys, each row's
  * max and 1/sum saved, the probabilities rebuilt in backward), what
- * train.attention_kernel auto picks below 4096 tokens. */
-enum al_attn_kernel { AL_ATTN_FUSED = 0, AL_ATTN_DENSE = 1, AL_ATTN_ROWS = 2 };
+ * train.attention_kernel auto picks below 8192 tokens. From there auto
+ * gives AL_ATTN_LONG: fused where q.k is no wider than v, rows where it is
+ * wider (mla's decoupled RoPE key), decided per problem by
+ * al_attn_kernel_of (docs/fused-attention.md has the measurements). */
+enum al_attn_kernel { AL_ATTN_FUSED = 0, AL_ATTN_DENSE = 1, AL_ATTN_ROWS = 2, AL_ATTN_LONG = 3 };
 
 typedef struct al_attn_problem {
     int B, T, H, G;        /* batch, positions, query heads, K/V groups (G divides H) */
@@ -54,6 +57,11 @@ typedef struct al_attn_problem {
     int causal;            /* 1: query i sees keys j <= i */
     int window, sinks;     /* the band; window 0: none (sinks then ignored) */
 } al_attn_problem;
+
+/* The kernel that runs p: kernel itself, or for AL_ATTN_LONG fused or
+ * rows by p's widths (not by T: a layer's saved state is sized once, at
+ * its longest T, and every call must agree with that size). */
+int al_attn_kernel_of(int kernel, const al_attn_problem *p);
 
 /* Floats the forward pass saves for backward: lse (B, H, T) fused, P
  * (B, H, T, T) dense, max and 1/sum (B, H, T, 2) rows. */

@@ -464,8 +464,19 @@ void al_flash_probs(float *P, const float *lse, const float *q, const float *k,
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Measured at 4096 and 8192 tokens (docs/fused-attention.md): fused's
+ * tiles beat rows' 64 x T blocks once those outgrow L2, except where q.k
+ * is wider than v, whose wider score products rows runs in fewer, larger
+ * calls (mla: rows 5-6 % faster at both lengths). */
+int al_attn_kernel_of(int kernel, const al_attn_problem *p)
+{
+    if (kernel != AL_ATTN_LONG) return kernel;
+    return p->dqk > p->dv ? AL_ATTN_ROWS : AL_ATTN_FUSED;
+}
+
 size_t al_attn_kernel_saved_floats(int kernel, const al_attn_problem *p)
 {
+    kernel = al_attn_kernel_of(kernel, p);
     size_t rows = (size_t)p->B * p->H * p->T;
     return kernel == AL_ATTN_DENSE ? rows * p->T : kernel == AL_ATTN_ROWS ? 2 * rows : rows;
 }
@@ -473,6 +484,7 @@ size_t al_attn_kernel_saved_floats(int kernel, const al_attn_problem *p)
 void al_attn_kernel_forward(int kernel, float *out, float *saved, const float *q,
                           const float *k, const float *v, const al_attn_problem *p)
 {
+    kernel = al_attn_kernel_of(kernel, p);
     if (kernel == AL_ATTN_ROWS)
         al_attn_forward_band(out, saved, q, k, v, p->B, p->T, p->H, p->G, p->dqk, p->dv,
                              p->scale, p->causal, p->window, p->sinks);
@@ -487,6 +499,7 @@ void al_attn_kernel_backward(int kernel, float *dq, float *dk, float *dv, const 
                            const float *out, const float *saved, const float *q,
                            const float *k, const float *v, const al_attn_problem *p)
 {
+    kernel = al_attn_kernel_of(kernel, p);
     if (kernel == AL_ATTN_ROWS) {   /* overwrites */
         al_attn_backward_band(dq, dk, dv, dout, saved, q, k, v, p->B, p->T, p->H, p->G, p->dqk,
                               p->dv, p->scale, p->causal, p->window, p->sinks);
@@ -507,6 +520,7 @@ void al_attn_kernel_backward(int kernel, float *dq, float *dk, float *dv, const 
 void al_attn_kernel_probs(int kernel, float *P, const float *saved, const float *q,
                         const float *k, const al_attn_problem *p)
 {
+    kernel = al_attn_kernel_of(kernel, p);
     AL_ASSERT(p->B == 1);
     if (kernel == AL_ATTN_ROWS)
         al_attn_probs_band(P, saved, q, k, p->T, p->H, p->G, p->dqk, p->scale, p->causal,

@@ -259,6 +259,15 @@ static double attn_flops_per_token(const al_model *m, const bvariant *bv)
 static const char *const kernel_names[] = {"fused", "dense", "rows"};   /* enum al_attn_kernel */
 _Static_assert(AL_ATTN_ROWS == 2, "kernel_names follows enum al_attn_kernel");
 
+/* The kernel the bench model's attention runs (auto's long choice
+ * resolved by its widths, as al_attn_kernel_of resolves it per layer). */
+static const char *kernel_run(const al_model *m, const bvariant *bv)
+{
+    al_attn_problem p = {.B = 1, .T = m->cfg.seq_len, .H = m->cfg.n_head, .G = m->cfg.n_head,
+                         .dqk = m->cfg.d_head + bv->d_extra, .dv = m->cfg.d_head};
+    return kernel_names[al_attn_kernel_of(m->cfg.attn_kernel, &p)];
+}
+
 static void print_train(const opts *o, const cell *k, double *dt, double *dc, double *da,
                         int n, double base, long faults, double l0, double l1)
 {
@@ -275,7 +284,7 @@ static void print_train(const opts *o, const cell *k, double *dt, double *dc, do
            "matmul_params=%zu rss_base_mib=%.1f rss_peak_mib=%.1f need_mib=%.1f "
            "faults_per_step=%.1f loss_first=%.6f loss_last=%.6f\n",
            o->sh->name, o->bv->name, o->threads, openblas_get_corename(), o->precision,
-           kernel_names[m->cfg.attn_kernel], al_bf16_isa(), T,
+           kernel_run(m, o->bv), al_bf16_isa(), T,
            m->cfg.n_head, m->cfg.d_head, B, n, med,
            median(dc, n), tok, fpt, tok * fpt / 1e9, st > 0 ? sa / st : 0,
            attn_flops_per_token(m, o->bv) / fpt, m->n_params, matmul_params(m), base, rss_mib(),

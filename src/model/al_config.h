@@ -154,11 +154,13 @@ void al_config_attn_shape(const al_config *c, al_attn_shape *s);
 
 /* train.attention_kernel resolved at a trained length: "fused", "dense"
  * and "rows" are themselves; "auto" (and "") is whichever was measured
- * fastest (docs/fused-attention.md; d_head 32, the only head size
- * measured): rows below AL_ATTN_FUSED_MIN_T tokens, fused from there, where
- * rows' two 64 x T blocks of scratch outgrow the 1 MiB L2 and fused's tiles
- * do not. -1 for another name. */
-#define AL_ATTN_FUSED_MIN_T 4096
+ * fastest (docs/fused-attention.md): rows below AL_ATTN_FUSED_MIN_T
+ * tokens; from there AL_ATTN_LONG, fused where a layer's q.k is no wider
+ * than its v (rows' two 64 x T blocks of scratch have outgrown the L2 and
+ * fused's tiles have not), rows where it is wider (mla). At 4096 fused was
+ * no faster than rows for mha (within 2 %) and slower for gqa-2 (8 %) and
+ * mla (5 %). -1 for another name. */
+#define AL_ATTN_FUSED_MIN_T 8192
 int al_config_attn_kernel(const char *name, int seq_len);
 
 /* ---- per-layer attention (model.layer_attention) */

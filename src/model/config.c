@@ -66,7 +66,7 @@ void al_config_attn_shape(const al_config *c, al_attn_shape *s)
 int al_config_attn_kernel(const char *name, int seq_len)
 {
     if (!name[0] || strcmp(name, "auto") == 0)
-        return seq_len >= AL_ATTN_FUSED_MIN_T ? AL_ATTN_FUSED : AL_ATTN_ROWS;
+        return seq_len >= AL_ATTN_FUSED_MIN_T ? AL_ATTN_LONG : AL_ATTN_ROWS;
     if (strcmp(name, "rows") == 0) return AL_ATTN_ROWS;
     if (strcmp(name, "fused") == 0) return AL_ATTN_FUSED;
     return strcmp(name, "dense") == 0 ? AL_ATTN_DENSE : -1;
