@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,9 +112,8 @@ static double num(const al_csv *t, const char *name, const char *col)
 static void read_csv(const char *dir, al_csv *t)
 {
     char path[4300];
-    al_err e;
     snprintf(path, sizeof path, "%s/scaling.csv", dir);
-    ck_assert_msg(al_csv_read(path, t, &e) == 0, "%s", e.msg);
+    al_test_read_csv(path, t);
 }
 
 /* ------------------------------------------------------------ verdicts */
@@ -469,12 +467,6 @@ static char *summary_without_timing(const char *dir)
     return out;
 }
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* Wait (up to 120 s) until trial `done` has a result and `running` is
  * past step 0 without one. */
 static int wait_mid_trial(const char *r, const char *done, const char *running)
@@ -486,7 +478,7 @@ static int wait_mid_trial(const char *r, const char *done, const char *running)
     struct timespec nap = {0, 2 * 1000 * 1000};
     for (int i = 0; i < 60000; i++) {
         al_trial_progress p;
-        if (exists(a) && !exists(c) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
+        if (al_test_exists(a) && !al_test_exists(c) && al_sweep_read_progress(tdir, &p) == 0 && p.step > 0)
             return 1;
         nanosleep(&nap, NULL);
     }

@@ -67,6 +67,17 @@ static double rss_at(const pts *p, double E, double b, double a)
     return r;
 }
 
+/* The least-squares line of ln(L - E) in x, as L = E + exp(b - a x):
+ * b and a (every L above E). */
+static void log_line(const pts *p, double E, double *b, double *a)
+{
+    double z[64], mz = 0, mx = 0;
+    for (size_t i = 0; i < p->n; i++) z[i] = log(p->y[i] - E);
+    *a = -al_ls_slope(p->x, z, (int)p->n);
+    for (size_t i = 0; i < p->n; i++) mz += z[i], mx += p->x[i];
+    *b = (mz + *a * mx) / (double)p->n;
+}
+
 /* A start the solver cannot miss by much: for E on a grid below the
  * lowest loss, ln(L - E) is a line in x; take the E whose line fits L
  * best. */
@@ -79,12 +90,10 @@ static void start_point(const pts *p, double t[3])
     }
     double span = hi > lo ? hi - lo : fmax(fabs(lo), 1.0) * 1e-3, best = INFINITY;
     for (int g = 0; g <= 60; g++) {
-        double E = lo - span * pow(10.0, -3.0 + g * 0.1), z[64];
+        double E = lo - span * pow(10.0, -3.0 + g * 0.1), b, a;
         if (p->n > 64) break;
-        for (size_t i = 0; i < p->n; i++) z[i] = log(p->y[i] - E);
-        double a = -al_ls_slope(p->x, z, (int)p->n), mz = 0, mx = 0;
-        for (size_t i = 0; i < p->n; i++) mz += z[i], mx += p->x[i];
-        double b = (mz + a * mx) / (double)p->n, r = rss_at(p, E, b, a);
+        log_line(p, E, &b, &a);
+        double r = rss_at(p, E, b, a);
         if (isfinite(r) && r < best) best = r, t[0] = E, t[1] = b, t[2] = a;
     }
 }
@@ -120,14 +129,10 @@ static int solve(const pts *p, double t[3], int np)
  * through (x, ln L). t on return: (0, b, alpha). */
 static int bound_fit(const pts *p, double t[3])
 {
-    double z[64];
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0; i < p->n; i++)
         if (!(p->y[i] > 0)) return -1;   /* a loss of 0 or less: no power law through it */
-        z[i] = log(p->y[i]);
-    }
-    double a = -al_ls_slope(p->x, z, (int)p->n), mz = 0, mx = 0;
-    for (size_t i = 0; i < p->n; i++) mz += z[i], mx += p->x[i];
-    double u[3] = {0, (mz + a * mx) / (double)p->n, a}, u0[3];
+    double u[3] = {0, 0, 0}, u0[3];
+    log_line(p, 0.0, &u[1], &u[2]);
     memcpy(u0, u, sizeof u);
     if (solve(p, u, 2) != 0 || !(rss_at(p, 0, u[1], u[2]) <= rss_at(p, 0, u0[1], u0[2])))
         memcpy(u, u0, sizeof u);
