@@ -494,6 +494,31 @@ START_TEST(softmax_row_should_sum_to_one_without_overflow)
 }
 END_TEST
 
+/* exp(a x + c) against libm's exp in double, over decays as a gated layer
+ * meets them (c - x down to -100: underflow gives 0), in place and not. */
+START_TEST(exp_affine_should_match_libm_and_underflow_to_zero)
+{
+    enum { N = 203 };
+    float x[N], y[N], z[N];
+    for (int j = 0; j < N; j++) x[j] = 0.5f * (float)j + 0.013f * (float)(j % 7);
+    al_exp_affine(y, x, 0.5f, -3.0f, N);
+    al_exp_affine(x, x, -1.0f, 0.25f, N);   /* in place */
+    for (int j = 0; j < N; j++) {
+        float xj = 0.5f * (float)j + 0.013f * (float)(j % 7);
+        double want = exp((double)(0.5f * xj - 3.0f)), want2 = exp((double)(0.25f - xj));
+        ck_assert_msg(fabs(y[j] - want) <= 4e-7 * want, "y[%d] %.9g want %.9g", j, y[j], want);
+        if (0.25 - (double)xj < -87.3)
+            ck_assert_msg(x[j] == 0.0f, "x[%d] %.9g should underflow to 0", j, x[j]);
+        else
+            ck_assert_msg(fabs(x[j] - want2) <= 4e-7 * want2, "x[%d] %.9g want %.9g", j, x[j],
+                          want2);
+    }
+    float big = 90.0f;
+    al_exp_affine(z, &big, 1.0f, 0.0f, 1);
+    ck_assert(isfinite(z[0]) && z[0] > 1e38f);   /* clamped, not inf */
+}
+END_TEST
+
 /* ----------------------------------------------------------- attention */
 
 typedef struct sdpa_cfg {
@@ -885,6 +910,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, rope_with_pos0_should_match_later_rows);
     tcase_add_test(tc, rope_backward_should_match_finite_differences);
     tcase_add_test(tc, softmax_row_should_sum_to_one_without_overflow);
+    tcase_add_test(tc, exp_affine_should_match_libm_and_underflow_to_zero);
     tcase_add_loop_test(tc, sdpa_forward_should_match_naive_double, 0, N_SDPA_CASES);
     tcase_add_loop_test(tc, sdpa_backward_should_accumulate_finite_difference_gradients,
                         0, N_SDPA_CASES);

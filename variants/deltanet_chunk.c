@@ -29,27 +29,30 @@
 #include "deltanet_internal.h"
 
 /* One chunk's matrices, carved from work. n x n: E (the masked, decayed
- * k.k products), T, P, dP, dT, X; n x dv: BV, D, dD, GdO, dBV; n x dk: BK,
- * W, eK, XK, dW, dBK; dv x dk: dS, dS0; n: gamma, dgamma. */
+ * k.k products), T, P, dP, dT, X, F (the decays e^{gamma_i - gamma_j},
+ * j <= i, else 0); n x dv: BV, D, dD, GdO, dBV; n x dk: BK, W, eK, XK, dW,
+ * dBK; dv x dk: dS, dS0; n: gamma, dgamma, G (e^gamma_i), e
+ * (e^{gamma_n - gamma_i}). setup computes every exponential of the chunk
+ * once: expf is most of a narrow head's element-wise time. */
 typedef struct chunk {
-    float *E, *T, *P, *dP, *dT, *X;
+    float *E, *T, *P, *dP, *dT, *X, *F;
     float *BV, *D, *dD, *GdO, *dBV;
     float *BK, *W, *eK, *XK, *dW, *dBK;
-    float *dS, *dS0, *gam, *dgam;
+    float *dS, *dS0, *gam, *dgam, *G, *e;
 } chunk;
 
 size_t al_dn_work_floats(int C, int dk, int dv)
 {
-    return 6 * (size_t)C * C + 5 * (size_t)C * dv + 6 * (size_t)C * dk + 2 * (size_t)dv * dk +
-           2 * (size_t)C;
+    return 7 * (size_t)C * C + 5 * (size_t)C * dv + 6 * (size_t)C * dk + 2 * (size_t)dv * dk +
+           4 * (size_t)C;
 }
 
 static chunk carve(float *w, int C, int dk, int dv)
 {
     size_t CC = (size_t)C * C, Cv = (size_t)C * dv, Ck = (size_t)C * dk;
     chunk c;
-    float **mats[] = {&c.E, &c.T, &c.P, &c.dP, &c.dT, &c.X};
-    for (int i = 0; i < 6; i++) *mats[i] = w, w += CC;
+    float **mats[] = {&c.E, &c.T, &c.P, &c.dP, &c.dT, &c.X, &c.F};
+    for (int i = 0; i < 7; i++) *mats[i] = w, w += CC;
     float **vs[] = {&c.BV, &c.D, &c.dD, &c.GdO, &c.dBV};
     for (int i = 0; i < 5; i++) *vs[i] = w, w += Cv;
     float **ks[] = {&c.BK, &c.W, &c.eK, &c.XK, &c.dW, &c.dBK};
@@ -57,14 +60,91 @@ static chunk carve(float *w, int C, int dk, int dv)
     c.dS = w, w += (size_t)dv * dk;
     c.dS0 = w, w += (size_t)dv * dk;
     c.gam = w, w += C;
-    c.dgam = w;
+    c.dgam = w, w += C;
+    c.G = w, w += C;
+    c.e = w;
     return c;
 }
 
 /* ------------------------------------------------------------ one chunk */
 
-/* The chunk [t0, t0 + n): gamma, E, T, BV, BK, U, W, then D = U - W S0^T,
- * P and eK. Both passes start here. */
+/* The decays of the chunk from gamma: F (n x n, zero above the diagonal),
+ * G and e. */
+static void decays(chunk *c, int n)
+{
+    const float *gam = c->gam;
+    for (int i = 0; i < n; i++) {
+        float *Fi = c->F + (size_t)i * n;
+        al_exp_affine(Fi, gam, -1.0f, gam[i], i + 1);
+        for (int j = i + 1; j < n; j++) Fi[j] = 0.0f;
+    }
+    al_exp_affine(c->G, gam, 1.0f, 0.0f, n);
+    al_exp_affine(c->e, gam, -1.0f, gam[n - 1], n);
+}
+
+/* a *= b over m floats. */
+AL_CLONES static void mul_in(float *a, const float *b, size_t m)
+{
+    for (size_t i = 0; i < m; i++) a[i] *= b[i];
+}
+
+/* T = (I + L)^-1 for L_ij = b_i E_ij (E strictly lower), row by row:
+ * T_i = e_i - sum_{j<i} L_ij T_j. T_j is zero past column j, so a block of
+ * 16 columns from m0 takes only the rows j >= m0, and stays in registers
+ * while they are subtracted (the sums run in the same order as one column
+ * at a time). */
+AL_CLONES static void unit_lower_inverse(float *T, const float *E, const float *b, int ldb, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float *Ti = T + (size_t)i * n, bi = b[(size_t)i * ldb];
+        const float *Ei = E + (size_t)i * n;
+        int m0 = 0;
+        for (; m0 + 16 <= n && m0 < i; m0 += 16) {
+            float acc[16] = {0};
+            for (int j = m0; j < i; j++) {
+                float l = bi * Ei[j];
+                const float *Tj = T + (size_t)j * n + m0;
+                for (int m = 0; m < 16; m++) acc[m] -= l * Tj[m];
+            }
+            memcpy(Ti + m0, acc, sizeof acc);
+        }
+        for (int m = m0; m < n; m++) Ti[m] = 0.0f;
+        for (int m = m0; m < i; m++)   /* the columns past the last block of 16 */
+            for (int j = m; j < i; j++) Ti[m] -= bi * Ei[j] * T[(size_t)j * n + m];
+        Ti[i] = 1.0f;
+    }
+}
+
+/* The decays' gradient from a triangle of Z = A .* B (j <= i, or j < i when
+ * strict): Z_ij enters gamma_i - gamma_j scaled by s_i (b's row i, or 1
+ * when b is NULL), so dgamma_i += s_i sum_j Z_ij, dgamma_j -= s_i Z_ij.
+ * rows, if not NULL, gets sum_j Z_ij. Eight partial sums a row. */
+AL_CLONES static void decay_grad(float *dgam, float *rows, const float *A, const float *B,
+                                 const float *b, int ldb, int n, int strict)
+{
+    for (int i = 0; i < n; i++) {
+        const float *Ai = A + (size_t)i * n, *Bi = B + (size_t)i * n;
+        float si = b ? b[(size_t)i * ldb] : 1.0f, p[8] = {0}, r;
+        int m = strict ? i : i + 1, j = 0;
+        for (; j + 8 <= m; j += 8)
+            for (int l = 0; l < 8; l++) {
+                float z = Ai[j + l] * Bi[j + l];
+                p[l] += z;
+                dgam[j + l] -= si * z;
+            }
+        r = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        for (; j < m; j++) {
+            float z = Ai[j] * Bi[j];
+            r += z;
+            dgam[j] -= si * z;
+        }
+        if (rows) rows[i] = r;
+        dgam[i] += si * r;
+    }
+}
+
+/* The chunk [t0, t0 + n): gamma and its decays, E, T, BV, BK, U, W, then
+ * D = U - W S0^T, P and eK. Both passes start here. */
 static void setup(const al_dn_seq *s, chunk *c, int t0, int n, const float *S0)
 {
     const float *q = s->q + (size_t)t0 * s->ldk, *k = s->k + (size_t)t0 * s->ldk;
@@ -73,28 +153,15 @@ static void setup(const al_dn_seq *s, chunk *c, int t0, int n, const float *S0)
     int dk = s->dk, dv = s->dv;
     float acc = 0;
     for (int i = 0; i < n; i++) c->gam[i] = acc += g[(size_t)i * s->ldg];
+    decays(c, n);
     al_gemm_nt(c->E, n, k, s->ldk, k, s->ldk, n, n, dk, 1.0f, 0.0f);   /* E = K K^T, masked */
     al_gemm_nt(c->P, n, q, s->ldk, k, s->ldk, n, n, dk, 1.0f, 0.0f);   /* P = Q K^T, masked */
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) {
-            float f = j <= i ? expf(c->gam[i] - c->gam[j]) : 0.0f;
-            c->P[i * n + j] *= f;
-            c->E[i * n + j] = j < i ? c->E[i * n + j] * f : 0.0f;
-        }
-    /* T = (I + L)^-1 row by row: T_i = e_i - sum_{j<i} L_ij T_j */
-    memset(c->T, 0, (size_t)n * n * sizeof(float));
+    mul_in(c->P, c->F, (size_t)n * n);
+    mul_in(c->E, c->F, (size_t)n * n);
+    for (int i = 0; i < n; i++) c->E[(size_t)i * n + i] = 0.0f;      /* strictly lower */
+    unit_lower_inverse(c->T, c->E, b, s->ldg, n);
     for (int i = 0; i < n; i++) {
-        float *Ti = c->T + (size_t)i * n, bi = b[(size_t)i * s->ldg];
-        Ti[i] = 1.0f;
-        for (int j = 0; j < i; j++) {
-            float l = bi * c->E[i * n + j];
-            const float *Tj = c->T + (size_t)j * n;
-            for (int m = 0; m <= j; m++) Ti[m] -= l * Tj[m];
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        float bi = b[(size_t)i * s->ldg], bg = bi * expf(c->gam[i]);
-        float ei = expf(c->gam[n - 1] - c->gam[i]);
+        float bi = b[(size_t)i * s->ldg], bg = bi * c->G[i], ei = c->e[i];
         for (int j = 0; j < dv; j++) c->BV[i * dv + j] = bi * v[(size_t)i * s->ldv + j];
         for (int j = 0; j < dk; j++) {
             c->BK[i * dk + j] = bg * k[(size_t)i * s->ldk + j];
@@ -115,11 +182,11 @@ static void forward_chunk(const al_dn_seq *s, chunk *c, float *o, int t0, int n,
     setup(s, c, t0, n, S0);
     al_gemm_nt(o, s->ldv, q, s->ldk, S0, dk, n, dv, dk, 1.0f, 0.0f);   /* O = G Q S0^T */
     for (int i = 0; i < n; i++) {
-        float G = expf(c->gam[i]);
+        float G = c->G[i];
         for (int j = 0; j < dv; j++) o[(size_t)i * s->ldv + j] *= G;
     }
     al_gemm_nn(o, s->ldv, c->P, n, c->D, dv, n, dv, n, 1.0f, 1.0f);     /*  + P D */
-    float Gn = expf(c->gam[n - 1]);
+    float Gn = c->G[n - 1];
     for (size_t j = 0; j < (size_t)dv * dk; j++) S1[j] = Gn * S0[j];
     al_gemm_tn(S1, dk, c->D, dv, c->eK, dk, dv, dk, n, 1.0f, 1.0f);    /* S_n += D^T eK */
 }
@@ -143,13 +210,13 @@ static void back_state(const al_dn_seq *s, chunk *c, float *dk_, const float *S0
 {
     int dk = s->dk, dv = s->dv;
     const float *k = s->k;
-    float Gn = expf(c->gam[n - 1]), dot = 0;
+    float Gn = c->G[n - 1], dot = 0;
     for (size_t j = 0; j < (size_t)dv * dk; j++) c->dS0[j] = Gn * c->dS[j], dot += S0[j] * c->dS[j];
     c->dgam[n - 1] += Gn * dot;
     al_gemm_nt(c->dD, dv, c->eK, dk, c->dS, dk, n, dv, dk, 1.0f, 0.0f);
     al_gemm_nn(c->XK, dk, c->D, dv, c->dS, dk, n, dk, dv, 1.0f, 0.0f);  /* D dS */
     for (int i = 0; i < n; i++) {
-        float e = expf(c->gam[n - 1] - c->gam[i]), de = 0;
+        float e = c->e[i], de = 0;
         for (int j = 0; j < dk; j++) {
             de += c->XK[i * dk + j] * k[(size_t)i * s->ldk + j];
             dk_[(size_t)i * s->ldk + j] += e * c->XK[i * dk + j];
@@ -167,7 +234,7 @@ static void back_output(const al_dn_seq *s, chunk *c, float *dq, float *dk_, con
     const float *q = s->q, *k = s->k;
     al_gemm_nn(dq, s->ldk, dout, s->ldv, S0, dk, n, dk, dv, 1.0f, 0.0f);   /* dO S0 */
     for (int i = 0; i < n; i++) {
-        float G = expf(c->gam[i]), dot = 0;
+        float G = c->G[i], dot = 0;
         for (int j = 0; j < dk; j++) {
             float *d = dq + (size_t)i * s->ldk + j;
             dot += *d * q[(size_t)i * s->ldk + j];
@@ -179,12 +246,8 @@ static void back_output(const al_dn_seq *s, chunk *c, float *dq, float *dk_, con
     al_gemm_tn(c->dS0, dk, c->GdO, dv, q, s->ldk, dv, dk, n, 1.0f, 1.0f);
     al_gemm_nt(c->dP, n, dout, s->ldv, c->D, dv, n, n, dv, 1.0f, 0.0f);  /* dP = dO D^T */
     al_gemm_tn(c->dD, dv, c->P, n, dout, s->ldv, n, dv, n, 1.0f, 1.0f);  /* dD += P^T dO */
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) {
-            float z = j <= i ? c->dP[i * n + j] * c->P[i * n + j] : 0.0f;
-            c->dgam[i] += z, c->dgam[j] -= z;
-            c->dP[i * n + j] = j <= i ? c->dP[i * n + j] * expf(c->gam[i] - c->gam[j]) : 0.0f;
-        }
+    decay_grad(c->dgam, NULL, c->dP, c->P, NULL, 0, n, 0);   /* P_ij = F_ij q_i.k_j */
+    mul_in(c->dP, c->F, (size_t)n * n);                      /* zero above the diagonal */
     al_gemm_nn(dq, s->ldk, c->dP, n, k, s->ldk, n, dk, n, 1.0f, 1.0f);
     al_gemm_tn(dk_, s->ldk, c->dP, n, q, s->ldk, n, dk, n, 1.0f, 1.0f);
 }
@@ -202,7 +265,7 @@ static void back_solve(const al_dn_seq *s, chunk *c, float *dk_, float *dv_, flo
     al_gemm_tn(c->dBV, dv, c->T, n, c->dD, dv, n, dv, n, 1.0f, 0.0f);   /* dBV = T^T dU */
     al_gemm_tn(c->dBK, dk, c->T, n, c->dW, dk, n, dk, n, 1.0f, 0.0f);   /* dBK = T^T dW */
     for (int i = 0; i < n; i++) {
-        float bi = b[(size_t)i * s->ldg], G = expf(c->gam[i]), dbv = 0, dbk = 0;
+        float bi = b[(size_t)i * s->ldg], G = c->G[i], dbv = 0, dbk = 0;
         for (int j = 0; j < dv; j++) {
             dv_[(size_t)i * s->ldv + j] = bi * c->dBV[i * dv + j];
             dbv += c->dBV[i * dv + j] * v[(size_t)i * s->ldv + j];
@@ -223,15 +286,15 @@ static void back_inverse(const al_dn_seq *s, chunk *c, float *dk_, float *db, in
     const float *k = s->k, *b = s->beta;
     al_gemm_tn(c->X, n, c->T, n, c->dT, n, n, n, n, 1.0f, 0.0f);        /* T^T dT */
     al_gemm_nt(c->dP, n, c->X, n, c->T, n, n, n, n, -1.0f, 0.0f);       /* dL, in dP */
+    /* L_ij = b_i E_ij, E_ij = F_ij k_i.k_j: dbeta_i += sum_j dL_ij E_ij, the decays
+     * through b_i E_ij, and dE (in dP) = b_i F_ij dL_ij below the diagonal. */
+    decay_grad(c->dgam, c->X, c->dP, c->E, b, s->ldg, n, 1);
+    mul_in(c->dP, c->F, (size_t)n * n);
     for (int i = 0; i < n; i++) {
-        float bi = b[(size_t)i * s->ldg], dbi = 0;
-        for (int j = 0; j < n; j++) {
-            float dl = j < i ? c->dP[i * n + j] : 0.0f, y = dl * bi * c->E[i * n + j];
-            dbi += dl * c->E[i * n + j];
-            c->dgam[i] += y, c->dgam[j] -= y;
-            c->dP[i * n + j] = j < i ? dl * bi * expf(c->gam[i] - c->gam[j]) : 0.0f;
-        }
-        db[(size_t)i * s->ldg] += dbi;
+        float bi = b[(size_t)i * s->ldg], *dPi = c->dP + (size_t)i * n;
+        db[(size_t)i * s->ldg] += c->X[i];
+        for (int j = 0; j < i; j++) dPi[j] *= bi;
+        dPi[i] = 0.0f;
     }
     /* E = K K^T masked: dK += dE K + dE^T K */
     al_gemm_nn(dk_, s->ldk, c->dP, n, k, s->ldk, n, dk, n, 1.0f, 1.0f);

@@ -242,6 +242,11 @@ void al_flops_add(double flops);
 
 /* In-place softmax of a row of n floats (max-subtracted). */
 void al_softmax_row(float *x, int n);
+/* y[j] = e^(a x[j] + c) for j < n (y may be x): the vectorised expf the
+ * softmax uses (about 1 ulp; exponents below -87.3 give 0), for a layer's
+ * element-wise decays. With a = -1, exp(c - x[j]) is rounded exactly as
+ * expf(c - x[j]) would round its argument. */
+void al_exp_affine(float *y, const float *x, float a, float c, int n);
 /* One block of a row whose softmax is computed block by block (online, as
  * in flash attention): *mx and *sum hold the max of the row's scores so far
  * and the sum of their exp(x - max) (-INFINITY and 0 before the first

@@ -37,6 +37,11 @@ AL_CLONES static float softmax_block(float *x, int n, float *mx, float *sum)
     return corr;
 }
 
+AL_CLONES void al_exp_affine(float *y, const float *x, float a, float c, int n)
+{
+    for (int j = 0; j < n; j++) y[j] = fexp(a * x[j] + c);
+}
+
 float al_softmax_block(float *x, int n, float *mx, float *sum)
 {
     return softmax_block(x, n, mx, sum);
