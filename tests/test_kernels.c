@@ -519,6 +519,23 @@ START_TEST(exp_affine_should_match_libm_and_underflow_to_zero)
 }
 END_TEST
 
+START_TEST(sigmoid_should_match_libm_in_place_and_saturate)
+{
+    enum { N = 161 };
+    float x[N], y[N];
+    for (int j = 0; j < N; j++) x[j] = -100.0f + 1.25f * (float)j;
+    al_sigmoid(y, x, N);
+    al_sigmoid(x, x, N);
+    for (int j = 0; j < N; j++) {
+        double xj = -100.0 + 1.25 * j, want = 1.0 / (1.0 + exp(-xj));
+        ck_assert_msg(fabs(y[j] - want) <= 4e-7 * want + 1e-30, "y[%d] %.9g want %.9g", j,
+                      y[j], want);
+        ck_assert_msg(x[j] == y[j], "in place x[%d] %.9g, not %.9g", j, x[j], y[j]);
+    }
+    ck_assert(y[N - 1] == 1.0f && y[0] > 0.0f && y[0] < 1e-37f);
+}
+END_TEST
+
 /* ----------------------------------------------------------- attention */
 
 typedef struct sdpa_cfg {
@@ -911,6 +928,7 @@ Suite *kernels_suite(void)
     tcase_add_test(tc, rope_backward_should_match_finite_differences);
     tcase_add_test(tc, softmax_row_should_sum_to_one_without_overflow);
     tcase_add_test(tc, exp_affine_should_match_libm_and_underflow_to_zero);
+    tcase_add_test(tc, sigmoid_should_match_libm_in_place_and_saturate);
     tcase_add_loop_test(tc, sdpa_forward_should_match_naive_double, 0, N_SDPA_CASES);
     tcase_add_loop_test(tc, sdpa_backward_should_accumulate_finite_difference_gradients,
                         0, N_SDPA_CASES);

@@ -179,13 +179,46 @@ static size_t dn_scratch_floats(const void *ctx, int B, int T)
 
 /* ------------------------------------------------------------ pieces */
 
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-static float siluf(float x) { return x * sigmoidf(x); }
-static float dsiluf(float x)
+
+/* SiLU and its derivative over arrays, the sigmoid vectorised
+ * (al_sigmoid) a block at a time: with narrow heads these passes cost as
+ * much as the delta rule when each element calls expf. */
+enum { SIG_BLK = 512 };
+
+static int blk(size_t m, size_t b) { return m - b < SIG_BLK ? (int)(m - b) : SIG_BLK; }
+
+/* out = silu(c) over m floats (out may be c). */
+static void silu_into(float *out, const float *c, size_t m)
 {
-    float s = sigmoidf(x);
-    return s * (1.0f + x * (1.0f - s));
+    float s[SIG_BLK];
+    for (size_t b = 0; b < m; b += SIG_BLK) {
+        int n = blk(m, b);
+        al_sigmoid(s, c + b, n);
+        for (int j = 0; j < n; j++) out[b + j] = c[b + j] * s[j];
+    }
+}
+
+/* y *= silu(z) over m floats. */
+static void mul_silu(float *y, const float *z, size_t m)
+{
+    float s[SIG_BLK];
+    for (size_t b = 0; b < m; b += SIG_BLK) {
+        int n = blk(m, b);
+        al_sigmoid(s, z + b, n);
+        for (int j = 0; j < n; j++) y[b + j] *= z[b + j] * s[j];
+    }
+}
+
+/* g *= silu'(c) over m floats: s (1 + c (1 - s)), s = sigmoid(c). */
+static void mul_dsilu(float *g, const float *c, size_t m)
+{
+    float s[SIG_BLK];
+    for (size_t b = 0; b < m; b += SIG_BLK) {
+        int n = blk(m, b);
+        al_sigmoid(s, c + b, n);
+        for (int j = 0; j < n; j++) g[b + j] *= s[j] * (1.0f + c[b + j] * (1.0f - s[j]));
+    }
 }
 
 /* Causal depthwise convolution of each sequence, its weights stored as
@@ -232,10 +265,10 @@ static void conv_backward(const dims *d, float *din, float *dw, const float *dou
  * L2-normalised, r its 1 / norm. */
 static void silu_heads(float *out, float *r, const float *c, int n, int H, int w)
 {
-    for (size_t i = 0; i < (size_t)n * H; i++) {
+    silu_into(out, c, (size_t)n * H * w);
+    for (size_t i = 0; r && i < (size_t)n * H; i++) {
         float ss = 0, *o = out + i * w;
-        for (int j = 0; j < w; j++) o[j] = siluf(c[i * w + j]), ss += o[j] * o[j];
-        if (!r) continue;
+        for (int j = 0; j < w; j++) ss += o[j] * o[j];
         r[i] = 1.0f / sqrtf(ss + DN_L2_EPS);
         for (int j = 0; j < w; j++) o[j] *= r[i];
     }
@@ -245,24 +278,20 @@ static void silu_heads(float *out, float *r, const float *c, int n, int H, int w
 static void silu_heads_backward(float *dout, const float *out, const float *r, const float *c,
                                 int n, int H, int w)
 {
-    for (size_t i = 0; i < (size_t)n * H; i++) {
+    for (size_t i = 0; r && i < (size_t)n * H; i++) {
         float *g = dout + i * w, dot = 0;
-        if (r) {
-            for (int j = 0; j < w; j++) dot += g[j] * out[i * w + j];
-            for (int j = 0; j < w; j++) g[j] = r[i] * (g[j] - out[i * w + j] * dot);
-        }
-        for (int j = 0; j < w; j++) g[j] *= dsiluf(c[i * w + j]);
+        for (int j = 0; j < w; j++) dot += g[j] * out[i * w + j];
+        for (int j = 0; j < w; j++) g[j] = r[i] * (g[j] - out[i * w + j] * dot);
     }
+    mul_dsilu(dout, c, (size_t)n * H * w);
 }
 
 /* beta = sigmoid(zb), g = -softplus(za + bias), in place
  * over the products zb, za (n, H). */
 static void gates_forward(float *beta, float *g, const float *bias, int n, int H)
 {
-    for (size_t i = 0; i < (size_t)n * H; i++) {
-        beta[i] = sigmoidf(beta[i]);
-        g[i] = -softplusf(g[i] + bias[i % H]);
-    }
+    al_sigmoid(beta, beta, n * H);
+    for (size_t i = 0; i < (size_t)n * H; i++) g[i] = -softplusf(g[i] + bias[i % H]);
 }
 
 /* ------------------------------------------------------------ the delta rule */
@@ -329,7 +358,8 @@ static void dn_forward(const void *ctx, float *out, float *act, float *scratch, 
     rule_run(&j);                                                   /* o_t = S_t q_t */
     al_linear_forward(a.z, x, w.wgate, d.BT, d.D, d.Nv);
     al_rmsnorm_forward(a.on, a.rstd, a.o, w.o_norm, d.BT * d.H, d.dv, d.eps);
-    for (size_t i = 0; i < (size_t)d.BT * d.Nv; i++) a.y[i] = a.on[i] * siluf(a.z[i]);
+    memcpy(a.y, a.on, (size_t)d.BT * d.Nv * sizeof(float));
+    mul_silu(a.y, a.z, (size_t)d.BT * d.Nv);                        /* y = on silu(z) */
     al_linear_forward(out, a.y, w.wo, d.BT, d.Nv, d.D);           /* out = wo . y */
 }
 
@@ -359,11 +389,10 @@ static dn_g carve_grads(const dims *d, float *s)
 static void gate_backward(const dims *d, const dn_p *w, const dn_p *dw, const dn_a *a,
                           dn_g *g, float *dx, const float *x)
 {
-    for (size_t i = 0; i < (size_t)d->BT * d->Nv; i++) {
-        float z = a->z[i];
-        g->dz[i] = g->dy[i] * a->on[i] * dsiluf(z);
-        g->dy[i] *= siluf(z);
-    }
+    size_t m = (size_t)d->BT * d->Nv;
+    for (size_t i = 0; i < m; i++) g->dz[i] = g->dy[i] * a->on[i];
+    mul_dsilu(g->dz, a->z, m);
+    mul_silu(g->dy, a->z, m);
     al_rmsnorm_backward_beta(g->dO, dw->o_norm, g->dy, a->o, w->o_norm, a->rstd, d->BT * d->H,
                              d->dv, 0.0f, 0.0f);
     al_linear_backward_beta(dx, dw->wgate, g->dz, x, w->wgate, d->BT, d->D, d->Nv, 0.0f, 0.0f);
@@ -510,7 +539,7 @@ static void dn_decode(const void *ctx, float *out, float *scratch, const float *
     step_state(&d, &w, row, o, scr, pj, beta, ga, cache, pos);
     al_linear_row(z, x, w.wgate, d.D, d.Nv);
     al_rmsnorm_forward(on, NULL, o, w.o_norm, d.H, d.dv, d.eps);
-    for (int i = 0; i < d.Nv; i++) on[i] *= siluf(z[i]);
+    mul_silu(on, z, (size_t)d.Nv);
     al_linear_row(out, on, w.wo, d.Nv, d.D);
 }
 
@@ -556,7 +585,7 @@ static void dn_decode_batch(const void *ctx, float *out, float *scratch, const f
                    beta + (size_t)b * d.H, ga + (size_t)b * d.H, caches[b], pos[b]);
     al_linear_forward_few(z, tmp, x, w.wgate, B, d.D, d.Nv);
     al_rmsnorm_forward(on, NULL, o, w.o_norm, B * d.H, d.dv, d.eps);
-    for (size_t i = 0; i < (size_t)B * d.Nv; i++) on[i] *= siluf(z[i]);
+    mul_silu(on, z, (size_t)B * d.Nv);
     al_linear_forward_few(out, tmp, on, w.wo, B, d.Nv, d.D);
 }
 

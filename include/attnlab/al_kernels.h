@@ -247,6 +247,9 @@ void al_softmax_row(float *x, int n);
  * element-wise decays. With a = -1, exp(c - x[j]) is rounded exactly as
  * expf(c - x[j]) would round its argument. */
 void al_exp_affine(float *y, const float *x, float a, float c, int n);
+/* y[j] = 1 / (1 + e^-x[j]) for j < n (y may be x), with the same expf:
+ * gates and SiLU without a call to libm's expf per element. */
+void al_sigmoid(float *y, const float *x, int n);
 /* One block of a row whose softmax is computed block by block (online, as
  * in flash attention): *mx and *sum hold the max of the row's scores so far
  * and the sum of their exp(x - max) (-INFINITY and 0 before the first

@@ -42,6 +42,11 @@ AL_CLONES void al_exp_affine(float *y, const float *x, float a, float c, int n)
     for (int j = 0; j < n; j++) y[j] = fexp(a * x[j] + c);
 }
 
+AL_CLONES void al_sigmoid(float *y, const float *x, int n)
+{
+    for (int j = 0; j < n; j++) y[j] = 1.0f / (1.0f + fexp(-x[j]));
+}
+
 float al_softmax_block(float *x, int n, float *mx, float *sum)
 {
     return softmax_block(x, n, mx, sum);
