@@ -30,13 +30,6 @@ typedef struct dc {
     int mixed;            /* some trial timed elsewhere */
 } dc;
 
-static int group_of(const al_report_analysis *A, const row *w)
-{
-    for (int k = 0; k < A->n_groups; k++)
-        if (strcmp(A->g[k].first->group, w->group) == 0) return k;
-    return -1;
-}
-
 static dc_cell *cell_of(dc *D, int g, int context, int batch, int cap)
 {
     for (int i = 0; i < D->n; i++)
@@ -75,7 +68,7 @@ static void collect(const al_report_analysis *A, dc *D)
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        int g = group_of(A, w);
+        int g = al_report_group_of(A, w);
         if (!al_report_row_ok(w) || !w->selected || g < 0) continue;
         snprintf(path, sizeof path, "%s/%s/eval/decode.csv", A->dir, w->trial);
         if (al_csv_read(path, &t, &e) != 0) continue;

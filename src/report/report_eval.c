@@ -60,15 +60,6 @@ typedef struct ev_rec {
     double loss, bytes;
 } ev_rec;
 
-static int counts(const row *w) { return al_report_row_ok(w) && w->selected; }
-
-static int group_of(const al_report_analysis *A, const row *w)
-{
-    for (int k = 0; k < A->n_groups; k++)
-        if (strcmp(A->g[k].first->group, w->group) == 0) return k;
-    return -1;
-}
-
 static void add_context(ev *V, int c)
 {
     int k = 0;
@@ -88,10 +79,10 @@ static int read_recs(const al_report_analysis *A, ev *V, ev_rec **recs)
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        int g = group_of(A, w);
+        int g = al_report_group_of(A, w);
         snprintf(path, sizeof path, "%s/%s/eval.csv", A->dir, w->trial);
-        if (!counts(w) || g < 0 || al_csv_read(path, &t, &e) != 0) {
-            if (counts(w) && g >= 0) al_csv_free(&t);
+        if (!al_report_row_counts(w) || g < 0 || al_csv_read(path, &t, &e) != 0) {
+            if (al_report_row_counts(w) && g >= 0) al_csv_free(&t);
             continue;
         }
         for (int r = 0; r < t.n_rows; r++) {
@@ -168,7 +159,7 @@ static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        if (!counts(w) || strcmp(w->group, A->g[g].first->group) != 0) continue;
+        if (!al_report_row_counts(w) || strcmp(w->group, A->g[g].first->group) != 0) continue;
         snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", A->dir,
                  w->trial, C);
         if (al_csv_read(path, &t, &e) != 0 || t.n_rows < 1 || t.n_rows > EV_MAX_BUCKETS ||
@@ -450,7 +441,7 @@ static void pk_collect(const al_report_analysis *A, pk_sum *P)
             char path[DIR_LEN + 512];
             al_csv t;
             al_err e;
-            if (!counts(w) || group_of(A, w) < 0) continue;
+            if (!al_report_row_counts(w) || al_report_group_of(A, w) < 0) continue;
             snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", A->dir, w->trial);
             if (access(path, F_OK) != 0) continue;
             if (al_csv_read(path, &t, &e) == 0) pk_add_file(P, i, &t, pass);
@@ -470,13 +461,15 @@ static void pk_stat(const al_report_analysis *A, const double *v, int g, int bas
     if (base < 0)
         for (int i = 0; i < A->sm.n; i++) {
             const row *w = &A->sm.rows[i];
-            if (counts(w) && group_of(A, w) == g && !isnan(v[i * PK_MAX_LENGTHS + k]))
-                x[m++] = v[i * PK_MAX_LENGTHS + k];
+            double vi = v[i * PK_MAX_LENGTHS + k];
+            if (al_report_row_counts(w) && al_report_group_of(A, w) == g && !isnan(vi))
+                x[m++] = vi;
         }
     else n = al_report_seed_pairs(A, &A->g[g], &A->g[base], ia, ib);
     for (int p = 0; p < n; p++) {
         double a = v[ia[p] * PK_MAX_LENGTHS + k], b = v[ib[p] * PK_MAX_LENGTHS + k];
-        if (counts(&A->sm.rows[ia[p]]) && counts(&A->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
+        if (al_report_row_counts(&A->sm.rows[ia[p]]) &&
+            al_report_row_counts(&A->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
             x[m++] = a - b;
     }
     al_stat_of(x, m, s);

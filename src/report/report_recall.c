@@ -37,15 +37,6 @@ typedef struct rc_set {
     rc_row *r;
 } rc_set;
 
-static int counts(const row *w) { return al_report_row_ok(w) && w->selected; }
-
-static int group_of(const al_report_analysis *A, const row *w)
-{
-    for (int k = 0; k < A->n_groups; k++)
-        if (strcmp(A->g[k].first->group, w->group) == 0) return k;
-    return -1;
-}
-
 static int trial_csv(const al_report_analysis *A, const row *w, const char *name, al_csv *t)
 {
     char path[DIR_LEN + 512];
@@ -124,8 +115,8 @@ static double kjv_loss(const al_report_analysis *A, const rc_row *x)
         for (int i = 0; i < A->sm.n; i++) {
             const row *w = &A->sm.rows[i];
             al_csv t;
-            int own = group_of(A, w) == x->g;
-            if (!counts(w) || !(pass ? same_design(A, w, A->g[x->g].first) : own) ||
+            int own = al_report_group_of(A, w) == x->g;
+            if (!al_report_row_counts(w) || !(pass ? same_design(A, w, A->g[x->g].first) : own) ||
                 trial_csv(A, w, "eval.csv", &t) != 0)
                 continue;
             for (int r = 0; r < t.n_rows; r++)
@@ -170,9 +161,11 @@ static void gather(const al_report_analysis *A, rc_set *S)
     memset(S, 0, sizeof *S);
     for (int i = 0; i < A->sm.n; i++) {
         const row *w = &A->sm.rows[i];
-        int g = group_of(A, w);
+        int g = al_report_group_of(A, w);
         al_csv t;
-        if (!counts(w) || g < 0 || trial_csv(A, w, "eval/recall_summary.csv", &t) != 0) continue;
+        if (!al_report_row_counts(w) || g < 0 ||
+            trial_csv(A, w, "eval/recall_summary.csv", &t) != 0)
+            continue;
         add_file(S, g, &t);
         al_csv_free(&t);
     }
@@ -186,7 +179,7 @@ int al_report_recall_any(const al_report_analysis *A)
         const row *w = &A->sm.rows[i];
         char path[DIR_LEN + 512];
         snprintf(path, sizeof path, "%s/%s/eval/recall_summary.csv", A->dir, w->trial);
-        if (counts(w) && access(path, F_OK) == 0) return 1;
+        if (al_report_row_counts(w) && access(path, F_OK) == 0) return 1;
     }
     return 0;
 }

@@ -23,6 +23,7 @@
 #define AL_REPORT_ROWS_H
 
 #include <math.h>
+#include <string.h>
 
 #include "al_csv.h"
 #include "al_report.h"
@@ -235,6 +236,18 @@ static inline int al_report_drawable(const group *g)
 static inline int al_report_row_ok(const row *w)
 {
     return w->status[0] == 'o' && w->status[1] == 'k' && !w->status[2];
+}
+
+/* A trial a per-checkpoint table counts: ended ok and, in a tuned sweep,
+ * the learning rate selected. */
+static inline int al_report_row_counts(const row *w) { return al_report_row_ok(w) && w->selected; }
+
+/* The index of w's group in A (its `group` name), or -1. */
+static inline int al_report_group_of(const al_report_analysis *A, const row *w)
+{
+    for (int k = 0; k < A->n_groups; k++)
+        if (strcmp(A->g[k].first->group, w->group) == 0) return k;
+    return -1;
 }
 
 #endif
