@@ -107,6 +107,67 @@ END_TEST
 /* An older summary (no test split, no group column): validation stands in
  * for the test split, configurations come from `config`, and the first is
  * the baseline. t(0.975, 1) = 12.706204736174705 (from a t table). */
+/* A hybrid sweep's memory: a state layer holds 0 bytes per token and a
+ * fixed state, so the front is by bytes held at the report context
+ * (kv_bytes_at_context), and it moves with the context. mha 4096 B/token;
+ * deltanet 16,384 B of state; a 7:1 hybrid 512 B/token + 30,464 B. At 4096
+ * tokens: deltanet (16,384), hybrid (2,127,616) on the front, mha (16.8M,
+ * worse than the hybrid) off. At 4 tokens: mha holds 16,384 as deltanet
+ * does with a better loss, so deltanet falls off and mha is on. */
+static char *held_dir(long ctx)
+{
+    static const char head[] =
+        "trial,config,variant,causal,seed,params,kv_bytes_per_token,kv_context,"
+        "kv_bytes_at_context,steps,tokens_per_step,final_train_loss,val_loss,best_val_loss,"
+        "val_accuracy,tokens_per_s,wall_s,status,reason\n";
+    struct { const char *name; long per_token, state; double loss; } m[] = {
+        {"mha", 4096, 0, 2.00}, {"deltanet", 0, 16384, 2.10}, {"hybrid", 512, 30464, 1.95}};
+    char *dir = al_test_tmpdir(), text[4096];
+    size_t n = snprintf(text, sizeof text, "%s", head);
+    for (int i = 0; i < 3; i++)
+        for (int seed = 1; seed <= 2; seed++)
+            n += snprintf(text + n, sizeof text - n,
+                          "%s_seed%d,%s,%s,true,%d,1000,%ld,%ld,%ld,100,64,2,%.2f,%.2f,,1000,1,ok,\n",
+                          m[i].name, seed, m[i].name, m[i].name, seed, m[i].per_token, ctx,
+                          m[i].per_token * ctx + m[i].state, m[i].loss + 0.02 * (seed - 1),
+                          m[i].loss + 0.02 * (seed - 1));
+    free(al_test_write(dir, "summary.csv", text));
+    return dir;
+}
+
+START_TEST(the_front_is_by_memory_held_at_the_report_context)
+{
+    setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
+    al_report_stats st;
+    al_err e;
+    char *dir = held_dir(4096);
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    char *md = read_in(dir, "report.md"), *dat = read_in(dir, "tradeoff.dat");
+    char *gp = read_in(dir, "tradeoff.gp");
+    ck_assert_int_eq(st.n_front, 2);
+    ck_assert_msg(strstr(md, "## Pareto front: val loss against memory held at 4096 tokens"), "%s",
+                  md);
+    ck_assert_msg(strstr(md, "- **deltanet**: 16,384 bytes held at 4096 tokens, val loss 2.11"),
+                  "%s", md);
+    ck_assert_msg(strstr(md, "- **hybrid**: 2,127,616 bytes held at 4096 tokens"), "%s", md);
+    ck_assert_msg(!strstr(md, "- **mha**: "), "%s", md);
+    /* the state layer is drawn (0 bytes per token has no place on a log axis) */
+    ck_assert_msg(strstr(dat, "16384 2.11 ") && strstr(dat, "\"deltanet\" 1 2"), "%s", dat);
+    ck_assert_msg(strstr(dat, "16777216 2.01 ") && strstr(dat, "\"mha\" 0 2"), "%s", dat);
+    ck_assert_msg(strstr(gp, "bytes held at 4096 tokens"), "%s", gp);
+    free(md), free(dat), free(gp), free(dir);
+
+    dir = held_dir(4);
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "- **mha**: 16,384 bytes held at 4 tokens"), "%s", md);
+    ck_assert_msg(strstr(md, "- **hybrid**: 32,512 bytes held at 4 tokens"), "%s", md);
+    ck_assert_msg(!strstr(md, "- **deltanet**: "), "%s", md);
+    free(md), free(dir);
+    unsetenv("AL_GNUPLOT");
+}
+END_TEST
+
 START_TEST(report_aggregates_seeds_and_marks_the_front)
 {
     char *dir = summary_dir(rows);
@@ -953,6 +1014,7 @@ Suite *report_suite(void)
     TCase *tc = tcase_create("report");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, pareto_front_keeps_the_undominated_points);
+    tcase_add_test(tc, the_front_is_by_memory_held_at_the_report_context);
     tcase_add_test(tc, report_aggregates_seeds_and_marks_the_front);
     tcase_add_test(tc, paired_interval_equals_a_hand_computation);
     tcase_add_test(tc, one_seed_reports_n_1_and_no_interval);

@@ -26,11 +26,13 @@ static const al_cli_spec report_spec = {
     "Write DIR/report.md from DIR/summary.csv (a sweep's results): the\n"
     "configurations aggregated over seeds (mean with its 95 % interval), cheapest\n"
     "cache first, with the comparisons against the baseline; the Pareto front of\n"
-    "quality against KV-cache bytes per token; gnuplot plots tradeoff.png and\n"
-    "curves.png (with .svg and the .gp scripts beside them); DIR/configs.csv, one\n"
-    "row per configuration; and DIR/index.html, one self-contained page of the\n"
-    "same report with its tables sortable and its plots interactive\n"
-    "(docs/report-page.md). Set AL_GNUPLOT to use another gnuplot binary.\n",
+    "quality against the memory held at the report context (every layer's KV\n"
+    "cache and state; per token for an older summary); gnuplot plots\n"
+    "tradeoff.png and curves.png (with .svg and the .gp scripts beside them);\n"
+    "DIR/configs.csv, one row per configuration; and DIR/index.html, one\n"
+    "self-contained page of the same report with its tables sortable and its\n"
+    "plots interactive (docs/report-page.md). Set AL_GNUPLOT to use another\n"
+    "gnuplot binary.\n",
 };
 
 static const char *plots_text(int plots)

@@ -339,7 +339,7 @@ static int front_comparisons(al_report_analysis *A, int i, int m, int (*cmp)[2],
     for (int j = 0; j < A->n_groups; j++) {
         group *gj = &A->g[j];
         if (gj == gi || !gj->front.on || !al_report_drawable(gj)) continue;
-        double ci = gi->first->kv, cj = gj->first->kv;
+        double ci = al_report_held(gi->first), cj = al_report_held(gj->first);
         int relevant = gi->front.on ? cj < ci
                                  : cj <= ci && better_eq(gj->quality.q.mean, gi->quality.q.mean,
                                                          A->use_acc);
@@ -383,7 +383,7 @@ static void mark_front(al_report_analysis *A)
     double *cost = al_calloc((size_t)n + 1, sizeof *cost);
     double *q = al_calloc((size_t)n + 1, sizeof *q);
     for (int k = 0; k < n; k++) {
-        cost[k] = al_report_drawable(&A->g[k]) ? A->g[k].first->kv : NAN;
+        cost[k] = al_report_drawable(&A->g[k]) ? al_report_held(A->g[k].first) : NAN;
         q[k] = A->g[k].quality.q.mean;
     }
     A->n_front = al_pareto_front(n, cost, q, A->use_acc, on);
@@ -404,7 +404,8 @@ static int by_cache(const void *a, const void *b, void *ctx)
 {
     const group *x = a, *y = b;
     const al_report_analysis *A = ctx;
-    if (x->first->kv != y->first->kv) return x->first->kv < y->first->kv ? 1 : -1;
+    double hx = al_report_held(x->first), hy = al_report_held(y->first);
+    if (hx != hy) return hx < hy ? 1 : -1;
     double qx = A->use_acc ? -x->quality.q.mean : x->quality.q.mean;
     double qy = A->use_acc ? -y->quality.q.mean : y->quality.q.mean;
     if (isnan(qx) != isnan(qy)) return isnan(qx) ? 1 : -1;

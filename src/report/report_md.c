@@ -339,11 +339,23 @@ static void md_tuning(FILE *f, const al_report_analysis *A)
 /* The front in order of cache size, with what is and is not resolved. */
 static void md_front(FILE *f, const al_report_analysis *A)
 {
-    fprintf(f, "\n## Pareto front: %s against KV-cache bytes per token\n\n", A->metric);
+    long ctx = al_report_held_context(A);
+    char at[64] = "bytes/token";
+    if (ctx) {
+        fprintf(f, "\n## Pareto front: %s against memory held at %ld tokens\n\n", A->metric,
+                ctx);
+        snprintf(at, sizeof at, "bytes held at %ld tokens", ctx);
+    } else {
+        fprintf(f, "\n## Pareto front: %s against KV-cache bytes per token\n\n", A->metric);
+    }
     if (!A->n_front) {
         fputs("No configuration finished, so there is no front.\n", f);
         return;
     }
+    if (ctx)
+        fputs("Memory held is every layer's KV cache and state at the report context "
+              "(`report.context`; f32): a state layer's fixed state, a window's bounded rows. ",
+              f);
     fprintf(f, "On the means, no other configuration has both a smaller (or equal) cache and "
             "a %s%s. A place is *resolved* when every comparison that decides it is resolved "
             "(paired t test, Holm-corrected over the family of all these comparisons at "
@@ -356,9 +368,9 @@ static void md_front(FILE *f, const al_report_analysis *A)
         const group *g = &A->g[k];
         if (!g->front.on) continue;
         char kv[64], m[64];
-        al_report_fmt_int(kv, sizeof kv, g->first->kv);
+        al_report_fmt_int(kv, sizeof kv, al_report_held(g->first));
         al_report_fmt_ci(m, sizeof m, &g->quality.q);
-        fprintf(f, "- **%s**: %s bytes/token, %s %s", g->first->group, kv, A->metric, m);
+        fprintf(f, "- **%s**: %s %s, %s %s", g->first->group, kv, at, A->metric, m);
         if (!g->front.resolved)
             fprintf(f, "; *not resolved from %s* (within seed noise)", g->front.against);
         fputs("\n", f);

@@ -53,7 +53,7 @@ typedef struct cost_axis {
 
 static const cost_axis axes[AL_REPORT_NCOSTS] = {
     {AL_COST_HELD, "tradeoff", "front.dat", "kv_bytes_per_token", "KV cache",
-     "KV-cache bytes per token (f32, all layers; log scale)", 2, 1},
+     "KV-cache bytes per token (f32, all layers; log scale)", 2, 1},   /* older summaries */
     {AL_COST_READ, "tradeoff_read", "front_read.dat", "decode_bytes_per_token",
      "bytes read per decoded token", "bytes one decode step reads per token at the report "
      "context (cache rows and weights, batch 1; log scale)", 2, 0},
@@ -423,12 +423,27 @@ int al_report_gnuplot(const al_report_analysis *A, const char *base)
     return al_gnuplot_run(A->dir, base);
 }
 
+/* The bytes-held axis of this summary: at the report context (the cache
+ * and any state, al_report_held) where it has it, else per token. */
+static cost_axis held_axis(const al_report_analysis *A, char *xlabel, size_t n)
+{
+    cost_axis ax = axes[AL_COST_HELD];
+    long c = al_report_held_context(A);
+    if (!c) return ax;
+    snprintf(xlabel, n, "bytes held at %ld tokens: KV cache and state (f32, all layers; log "
+             "scale)", c);
+    ax.column = "kv_bytes_at_context", ax.what = "memory held", ax.xlabel = xlabel;
+    return ax;
+}
+
 int al_report_draw_plots(const al_report_analysis *A, int *plots, al_err *e)
 {
-    char log[DIR_LEN + 32];
+    char log[DIR_LEN + 32], xlabel[160];
     int drawn[AL_REPORT_NCOSTS];
+    cost_axis held = held_axis(A, xlabel, sizeof xlabel);
     for (int k = 0; k < AL_REPORT_NCOSTS; k++)
-        if ((drawn[k] = write_tradeoff(A, &axes[k], e)) < 0) return -1;
+        if ((drawn[k] = write_tradeoff(A, k == AL_COST_HELD ? &held : &axes[k], e)) < 0)
+            return -1;
     if (write_curves(A, e)) return -1;
     if (!A->n_ok) return *plots = AL_PLOTS_NOTHING, 0;
     snprintf(log, sizeof log, "%s/gnuplot.log", A->dir);

@@ -110,15 +110,27 @@ typedef struct group_solved {
 } group_solved;
 
 /* The costs a configuration's quality is plotted against, each plot with
- * its own Pareto front: bytes held per token (the trade-off plot, with
- * the front's resolution by seeds), bytes read per decoded token and
- * training FLOPs (report_plot.c). */
+ * its own Pareto front: bytes held (the trade-off plot, with the front's
+ * resolution by seeds), bytes read per decoded token and training FLOPs
+ * (report_plot.c). */
 enum al_report_cost { AL_COST_HELD, AL_COST_READ, AL_COST_FLOPS, AL_REPORT_NCOSTS };
+
+/* The bytes a trial's model holds to decode: every layer's cache and
+ * state at the report context (kv_bytes_at_context), or, for an older
+ * summary without it, its cache bytes per token. Per token is not what a
+ * model holds once a layer is bounded: a state layer keeps 0 bytes per
+ * token and a fixed state, a window stops growing, so a hybrid's place
+ * against mha moves with the context (report.context). */
+static inline double al_report_held(const row *w)
+{
+    return isfinite(w->kv_at) ? w->kv_at : w->kv;
+}
 
 /* A configuration's cost on axis k (NaN: the summary lacks it). */
 static inline double al_report_cost_of(const row *w, int k)
 {
-    return k == AL_COST_HELD ? w->kv : k == AL_COST_READ ? w->decode_bytes : w->train_flops;
+    return k == AL_COST_HELD ? al_report_held(w)
+         : k == AL_COST_READ ? w->decode_bytes : w->train_flops;
 }
 
 /* Its place on the Pareto front ("Pareto front", the trade-off plot). */
@@ -241,6 +253,19 @@ static inline int al_report_row_ok(const row *w)
 /* A trial a per-checkpoint table counts: ended ok and, in a tuned sweep,
  * the learning rate selected. */
 static inline int al_report_row_counts(const row *w) { return al_report_row_ok(w) && w->selected; }
+
+/* The context every bytes-held figure is at: the report context when
+ * every trial of the summary has its bytes there, else 0 (per token). */
+static inline long al_report_held_context(const al_report_analysis *A)
+{
+    long c = 0;
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
+        if (!isfinite(w->kv_at) || (c && (long)w->kv_context != c)) return 0;
+        c = (long)w->kv_context;
+    }
+    return c;
+}
 
 /* The index of w's group in A (its `group` name), or -1. */
 static inline int al_report_group_of(const al_report_analysis *A, const row *w)

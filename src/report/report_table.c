@@ -94,10 +94,7 @@ int al_report_table_width(const al_report_analysis *A)
 
 /* Bytes held at the report context (per token where an older summary
  * lacks the whole cache); NaN sorts last. */
-static double held(const group *g)
-{
-    return isfinite(g->first->kv_at) ? g->first->kv_at : g->first->kv;
-}
+static double held(const group *g) { return al_report_held(g->first); }
 
 static int cmp_nan_last(double a, double b)
 {
