@@ -154,7 +154,8 @@ START_TEST(the_front_is_by_memory_held_at_the_report_context)
     /* the state layer is drawn (0 bytes per token has no place on a log axis) */
     ck_assert_msg(strstr(dat, "16384 2.11 ") && strstr(dat, "\"deltanet\" 1 2"), "%s", dat);
     ck_assert_msg(strstr(dat, "16777216 2.01 ") && strstr(dat, "\"mha\" 0 2"), "%s", dat);
-    ck_assert_msg(strstr(gp, "bytes held at 4096 tokens"), "%s", gp);
+    ck_assert_msg(strstr(gp, "bytes held at 4096 tokens") && strstr(gp, "set format x \"%.0s %cB\""),
+                  "%s", gp);
     free(md), free(dat), free(gp), free(dir);
 
     dir = held_dir(4);

@@ -453,8 +453,11 @@ static void md_cost_plots(FILE *f, const al_report_analysis *A)
 static void md_plots(FILE *f, const al_report_analysis *A, int plots)
 {
     fputs("\n## Plots\n\n", f);
+    long ctx = al_report_held_context(A);
+    char held[64] = "KV-cache bytes per token";
+    if (ctx) snprintf(held, sizeof held, "memory held at %ld tokens", ctx);
     if (plots == AL_PLOTS_DRAWN) {
-        fprintf(f, "![%s against KV-cache bytes per token](tradeoff.png)\n\n"
+        fprintf(f, "![%s against %s](tradeoff.png)\n\n"
                 "Each point is one configuration: the mean over seeds, with its 95 %% "
                 "t-interval as error bars (none for one seed). The dashed line is the Pareto "
                 "front of the means; a hollow point is not resolved from a front neighbour "
@@ -466,7 +469,7 @@ static void md_plots(FILE *f, const al_report_analysis *A, int plots)
                 "Validation loss against optimizer step (and against tokens trained, in a "
                 "second panel, when the configurations train different tokens per step): the "
                 "mean over seeds, with a band from the lowest to the highest seed. "
-                "[SVG](curves.svg)\n\n", A->metric,
+                "[SVG](curves.svg)\n\n", A->metric, held,
                 al_report_any_unmasked(A) ? "; configurations without the causal mask are not drawn"
                 : "");
         md_cost_plots(f, A);

@@ -214,6 +214,8 @@ static int write_tradeoff(const al_report_analysis *A, const cost_axis *ax, al_e
             "  set offsets graph 0.08, graph 0.15, graph 0.08, graph 0.08\n", A->mk.name,
             A->metric, ax->what, ax->xlabel, A->metric, A->use_acc ? "" : " (nats/token)",
             ax->log_base, A->use_acc ? "bottom right" : "top right");
+    if (ax->cost != AL_COST_FLOPS)   /* bytes as 16 kB, 1 MB, not 1.04858e+06 */
+        fputs("  set format x \"%.0s %cB\"\n", f);
     gp_points(f, ax, cls);
     fprintf(f, "       \"\" using 1:2:4 with labels left offset char 1,0.7 notitle, \\\n"
             "       \"%s\" using 1:2 with steps lw 2 dt 2 lc rgb \"#c03030\" "
