@@ -158,6 +158,48 @@ START_TEST(planted_heads_are_counted_per_configuration)
 }
 END_TEST
 
+/* A random model of a layer_attention stack vs (vocabulary 16, seq_len 64,
+ * d_model 32, 2 heads of 16). */
+static void stack_model(al_model *m, const char *const *vs, int n_items, int n_layer)
+{
+    const al_variant *v[4];
+    for (int i = 0; i < n_items; i++) ck_assert_ptr_nonnull(v[i] = al_variant_find(vs[i]));
+    al_model_config c;
+    al_err e;
+    ck_assert_int_eq(al_test_stack_config(&c, v, n_items, n_layer, 32, 2, 16, 64, 16), 0);
+    ck_assert_msg(al_model_init(m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(m, 7);
+}
+
+/* A state layer's heads have no attention probabilities: a hybrid counts
+ * its attention heads only, and a model of state layers alone shows n/a,
+ * not 0 heads found and a NaN entropy. */
+START_TEST(state_layers_heads_are_not_counted)
+{
+    char *dir = al_test_tmpdir();
+    al_model h, s;
+    stack_model(&h, (const char *const[]){"deltanet", "mha"}, 2, 2);
+    stack_model(&s, (const char *const[]){"linear"}, 1, 2);
+    make_trial(dir, "hybrid_seed1", &h, 0, 1);
+    make_trial(dir, "state_seed1", &s, 0, 1);
+    const al_hs_trial t[] = {
+        {"hybrid_seed1", "hybrid", 1, 1, 256, 9.0, 2.0},
+        {"state_seed1", "state", 1, 1, 0, 9.0, 2.5},
+    };
+    int rc;
+    char *md = section(dir, t, 2, &rc);
+    ck_assert_int_eq(rc, 0);
+    /* the hybrid's 2 mha heads of its 4, with an entropy (no NaN anywhere) */
+    ck_assert_msg(strstr(md, "| hybrid | 256 | 2.0000 | 2 | "), "%s", md);
+    ck_assert_msg(!strstr(md, "nan"), "%s", md);
+    ck_assert_msg(strstr(md, "| state | 0 | 2.5000 | 0 | n/a | n/a | n/a | n/a | n/a | 1 |"), "%s",
+                  md);
+    free(md), free(dir);
+    al_model_free(&h);
+    al_model_free(&s);
+}
+END_TEST
+
 START_TEST(no_checkpoint_no_section)
 {
     char *dir = al_test_tmpdir(), path[4400];
@@ -183,6 +225,7 @@ Suite *headstats_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, planted_heads_are_counted_per_configuration);
     tcase_add_test(tc, no_checkpoint_no_section);
+    tcase_add_test(tc, state_layers_heads_are_not_counted);
     suite_add_tcase(s, tc);
     return s;
 }

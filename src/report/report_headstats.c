@@ -100,12 +100,16 @@ typedef struct cfg_sum {
     double quality, prev_heads, ind_heads, entropy, max_prev, max_ind;
 } cfg_sum;
 
+/* A state layer's heads have signed weights, not probabilities: their
+ * statistics are NaN (al_head_stats_model) and they are not counted. */
 static void cfg_add(cfg_sum *c, const al_hs_trial *t, const trial_stats *ts)
 {
-    int n = ts->L * ts->H, prev = 0, ind = 0;
+    int n = 0, prev = 0, ind = 0;
     double ent = 0;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < ts->L * ts->H; k++) {
         const al_head_stats *s = &ts->s[k];
+        if (isnan(s->induction)) continue;
+        n++;
         prev += s->prev > AL_HEAD_THRESHOLD;
         ind += s->induction > AL_HEAD_THRESHOLD;
         ent += s->entropy;
@@ -116,7 +120,7 @@ static void cfg_add(cfg_sum *c, const al_hs_trial *t, const trial_stats *ts)
     c->heads = n;
     c->quality += t->quality;
     c->ind_heads += ind;
-    if (ts->has_maps) c->with_maps++, c->prev_heads += prev, c->entropy += ent / n;
+    if (ts->has_maps && n) c->with_maps++, c->prev_heads += prev, c->entropy += ent / n;
 }
 
 /* One decimal unless whole. */
@@ -128,16 +132,19 @@ static void fmt_count(char *buf, size_t n, double v)
 
 static void md_row(FILE *f, const cfg_sum *c)
 {
-    char prev[32] = "n/a", ind[32], ent[32] = "n/a", mp[32] = "n/a";
+    char prev[32] = "n/a", ind[32] = "n/a", ent[32] = "n/a", mp[32] = "n/a", mi[32] = "n/a";
     if (c->with_maps) {
         fmt_count(prev, sizeof prev, c->prev_heads / c->with_maps);
         snprintf(ent, sizeof ent, "%.2f", c->entropy / c->with_maps);
         snprintf(mp, sizeof mp, "%.2f", c->max_prev);
     }
-    fmt_count(ind, sizeof ind, c->ind_heads / c->models);
-    fprintf(f, "| %s%s | %.0f | %.4f | %d | %s | %s | %s | %.2f | %s | %d |\n",
+    if (c->heads) {   /* none: every layer keeps a state */
+        fmt_count(ind, sizeof ind, c->ind_heads / c->models);
+        snprintf(mi, sizeof mi, "%.2f", c->max_ind);
+    }
+    fprintf(f, "| %s%s | %.0f | %.4f | %d | %s | %s | %s | %s | %s | %d |\n",
             c->first->config, c->causal == 0 ? " (no causal mask)" : "", c->first->kv,
-            c->quality / c->models, c->heads, prev, ind, mp, c->max_ind, ent, c->models);
+            c->quality / c->models, c->heads, prev, ind, mp, mi, ent, c->models);
 }
 
 static void md_section(FILE *f, const char *quality_name, const al_hs_trial *t,
@@ -161,7 +168,8 @@ static void md_section(FILE *f, const char *quality_name, const al_hs_trial *t,
             "repeated twice (Olsson et al. 2022). Previous-token scores and entropy are over %d "
             "windows of the validation split (queries 1..T-1); counts are per model, averaged "
             "over seeds; max is the largest score of any head; entropy is in nats, averaged "
-            "over heads.\n\n", AL_HEAD_THRESHOLD, AL_HEAD_THRESHOLD, AL_HS_WINDOWS);
+            "over heads. A state layer (linear, deltanet) has signed weights, not attention "
+            "probabilities: its heads are not counted (n/a where no layer attends).\n\n", AL_HEAD_THRESHOLD, AL_HEAD_THRESHOLD, AL_HS_WINDOWS);
     fprintf(f, "| configuration | KV bytes/token | %s | heads | previous-token heads | "
             "induction heads | max prev | max induction | mean entropy | models |\n"
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
