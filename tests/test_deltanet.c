@@ -384,10 +384,11 @@ END_TEST
 /* ------------------------------------------------------------ the study */
 
 /* experiments/hybrid_recall.yaml and hybrid_recall_kjv.yaml, dry-run: the
- * six models of each seed, every one within 2% of mha's parameters, and
- * the K/V bytes per token of the stacks mha's times their share of mha
- * layers (a state layer adds none per token): 0, 1/8, 1/4, 1/2. */
-static void check_study(const char *file, int trials, int seeds)
+ * models of each seed (hybrid_recall.yaml at 4 layers has no 7:1 stack),
+ * every one within 2% of mha's parameters, and the K/V bytes per token of
+ * the stacks mha's times their share of mha layers (a state layer adds
+ * none per token): 0, 1/8, 1/4, 1/2. */
+static void check_study(const char *file, int trials, int seeds, int n_layer)
 {
     char args[PATH_MAX + 64], *out, *dir = al_test_tmpdir();
     snprintf(args, sizeof args, "sweep %s/experiments/%s --out %s/r --dry-run", al_test_srcdir(),
@@ -405,13 +406,17 @@ static void check_study(const char *file, int trials, int seeds)
         char key[128];
         snprintf(key, sizeof key, " %s_seed%d ", ids[i], seeds);
         const char *l = strstr(out, key);
+        if (share[i] == 0.125 && n_layer < 8) {   /* 7:1 needs 8 layers */
+            ck_assert_msg(!l, "a 7:1 stack at %d layers in %s", n_layer, out);
+            continue;
+        }
         ck_assert_msg(l, "no trial %s in %s", key, out);
         char var[256];
-        int n_layer, d_ff;
+        int nl, d_ff;
         long params, to, kv;
-        ck_assert_int_eq(sscanf(l + strlen(key), "%255s %d %d %ld %ld %ld", var, &n_layer, &d_ff,
+        ck_assert_int_eq(sscanf(l + strlen(key), "%255s %d %d %ld %ld %ld", var, &nl, &d_ff,
                                 &params, &to, &kv), 6);
-        ck_assert_int_eq(n_layer, 8);
+        ck_assert_int_eq(nl, n_layer);
         ck_assert_msg(fabs((double)params - to) < 0.02 * to, "%s: %ld params against %ld", ids[i],
                       params, to);
         if (i == 0) mha_kv = kv;
@@ -422,10 +427,10 @@ static void check_study(const char *file, int trials, int seeds)
     free(out), free(dir);
 }
 
-START_TEST(hybrid_recall_sweeps_hold_six_matched_models)
+START_TEST(hybrid_recall_sweeps_hold_matched_models)
 {
-    check_study("hybrid_recall.yaml", 60, 10);
-    check_study("hybrid_recall_kjv.yaml", 36, 6);
+    check_study("hybrid_recall.yaml", 50, 10, 4);
+    check_study("hybrid_recall_kjv.yaml", 36, 6, 8);
 }
 END_TEST
 
@@ -440,7 +445,7 @@ Suite *deltanet_suite(void)
     tcase_add_test(tc, batched_decode_equals_single_decodes);
     tcase_add_test(tc, state_bytes_are_the_formula_at_every_context);
     tcase_add_test(tc, check_variant_passes);
-    tcase_add_test(tc, hybrid_recall_sweeps_hold_six_matched_models);
+    tcase_add_test(tc, hybrid_recall_sweeps_hold_matched_models);
     suite_add_tcase(s, tc);
     return s;
 }
