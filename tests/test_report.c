@@ -114,7 +114,7 @@ END_TEST
  * tokens: deltanet (16,384), hybrid (2,127,616) on the front, mha (16.8M,
  * worse than the hybrid) off. At 4 tokens: mha holds 16,384 as deltanet
  * does with a better loss, so deltanet falls off and mha is on. */
-static char *held_dir(long ctx)
+static char *held_dir(long ctx, int mixed)
 {
     static const char head[] =
         "trial,config,variant,causal,seed,params,kv_bytes_per_token,kv_context,"
@@ -128,8 +128,10 @@ static char *held_dir(long ctx)
         for (int seed = 1; seed <= 2; seed++)
             n += snprintf(text + n, sizeof text - n,
                           "%s_seed%d,%s,%s,true,%d,1000,%ld,%ld,%ld,100,64,2,%.2f,%.2f,,1000,1,ok,\n",
-                          m[i].name, seed, m[i].name, m[i].name, seed, m[i].per_token, ctx,
-                          m[i].per_token * ctx + m[i].state, m[i].loss + 0.02 * (seed - 1),
+                          m[i].name, seed, m[i].name, m[i].name, seed, m[i].per_token,
+                          ctx << (mixed && i == 2),
+                          m[i].per_token * (ctx << (mixed && i == 2)) + m[i].state,
+                          m[i].loss + 0.02 * (seed - 1),
                           m[i].loss + 0.02 * (seed - 1));
     free(al_test_write(dir, "summary.csv", text));
     return dir;
@@ -140,7 +142,7 @@ START_TEST(the_front_is_by_memory_held_at_the_report_context)
     setenv("AL_GNUPLOT", "/nonexistent/gnuplot", 1);
     al_report_stats st;
     al_err e;
-    char *dir = held_dir(4096);
+    char *dir = held_dir(4096, 0);
     ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
     char *md = read_in(dir, "report.md"), *dat = read_in(dir, "tradeoff.dat");
     char *gp = read_in(dir, "tradeoff.gp");
@@ -158,12 +160,23 @@ START_TEST(the_front_is_by_memory_held_at_the_report_context)
                   "%s", gp);
     free(md), free(dat), free(gp), free(dir);
 
-    dir = held_dir(4);
+    dir = held_dir(4, 0);
     ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
     md = read_in(dir, "report.md");
     ck_assert_msg(strstr(md, "- **mha**: 16,384 bytes held at 4 tokens"), "%s", md);
     ck_assert_msg(strstr(md, "- **hybrid**: 32,512 bytes held at 4 tokens"), "%s", md);
     ck_assert_msg(!strstr(md, "- **deltanet**: "), "%s", md);
+    free(md), free(dir);
+    /* rows at two contexts (stages of different lengths): every row per
+     * token, never a mix: deltanet (0) and the hybrid (512) on the front */
+    dir = held_dir(4096, 1);
+    ck_assert_msg(al_report_write(dir, &st, &e) == 0, "%s", e.msg);
+    md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "## Pareto front: val loss against KV-cache bytes per token"), "%s",
+                  md);
+    ck_assert_msg(strstr(md, "- **deltanet**: 0 bytes/token") &&
+                  strstr(md, "- **hybrid**: 512 bytes/token") && !strstr(md, "- **mha**: "),
+                  "%s", md);
     free(md), free(dir);
     unsetenv("AL_GNUPLOT");
 }

@@ -45,6 +45,7 @@ typedef struct row {
     char config[256], group[256];
     double kv, params, params_to, n_layer, d_ff, seed;
     double kv_context, kv_at;   /* the whole cache at kv_context tokens (NaN: older summary) */
+    double held;       /* the bytes it holds as the report compares them (al_report_held) */
     double tokens_per_step, train_loss, val_loss, best_val_loss, val_acc;
     double test_loss, test_acc, tok_s, wall_s, steps;
     /* the cost columns (docs/costs.md; NaN: an older summary) */
@@ -64,6 +65,7 @@ typedef struct summary {
     row *rows;         /* n, in the summary's order (row i is t's row i) */
     int n_set;         /* setting columns */
     int *set_col;      /* n_set column indices into t, in the summary's order */
+    long held_context; /* the context of every row's kv_at, or 0: per token (al_report_held) */
 } summary;
 
 /* Setting k's name, and its cell in row w ("" when w's variant lacks it). */
@@ -116,15 +118,14 @@ typedef struct group_solved {
 enum al_report_cost { AL_COST_HELD, AL_COST_READ, AL_COST_FLOPS, AL_REPORT_NCOSTS };
 
 /* The bytes a trial's model holds to decode: every layer's cache and
- * state at the report context (kv_bytes_at_context), or, for an older
- * summary without it, its cache bytes per token. Per token is not what a
- * model holds once a layer is bounded: a state layer keeps 0 bytes per
- * token and a fixed state, a window stops growing, so a hybrid's place
- * against mha moves with the context (report.context). */
-static inline double al_report_held(const row *w)
-{
-    return isfinite(w->kv_at) ? w->kv_at : w->kv;
-}
+ * state at the report context (kv_bytes_at_context) when every row of the
+ * summary has it at one context, else (an older summary, or stages at
+ * different lengths) its cache bytes per token, for every row alike (set
+ * by al_report_summary_read). Per token is not what a model holds once a
+ * layer is bounded: a state layer keeps 0 bytes per token and a fixed
+ * state, a window stops growing, so a hybrid's place against mha moves
+ * with the context (report.context). */
+static inline double al_report_held(const row *w) { return w->held; }
 
 /* A configuration's cost on axis k (NaN: the summary lacks it). */
 static inline double al_report_cost_of(const row *w, int k)
@@ -254,17 +255,10 @@ static inline int al_report_row_ok(const row *w)
  * the learning rate selected. */
 static inline int al_report_row_counts(const row *w) { return al_report_row_ok(w) && w->selected; }
 
-/* The context every bytes-held figure is at: the report context when
- * every trial of the summary has its bytes there, else 0 (per token). */
+/* The context every bytes-held figure is at, or 0: per token. */
 static inline long al_report_held_context(const al_report_analysis *A)
 {
-    long c = 0;
-    for (int i = 0; i < A->sm.n; i++) {
-        const row *w = &A->sm.rows[i];
-        if (!isfinite(w->kv_at) || (c && (long)w->kv_context != c)) return 0;
-        c = (long)w->kv_context;
-    }
-    return c;
+    return A->sm.held_context;
 }
 
 /* The index of w's group in A (its `group` name), or -1. */

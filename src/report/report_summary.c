@@ -118,6 +118,24 @@ static void find_settings(summary *s)
     }
 }
 
+/* The bytes each row holds as the report compares them: at the report
+ * context when every row has its whole cache at one context, else every
+ * row per token (never a mix of the two). */
+static void set_held(summary *s)
+{
+    long c = 0;
+    for (int i = 0; i < s->n; i++) {
+        const row *w = &s->rows[i];
+        if (!isfinite(w->kv_at) || !(w->kv_context > 0) || (c && (long)w->kv_context != c)) {
+            c = 0;
+            break;
+        }
+        c = (long)w->kv_context;
+    }
+    s->held_context = c;
+    for (int i = 0; i < s->n; i++) s->rows[i].held = c ? s->rows[i].kv_at : s->rows[i].kv;
+}
+
 int al_report_summary_read(const char *dir, summary *s, al_err *e)
 {
     static const char *const required[] = {"trial", "kv_bytes_per_token", "val_loss",
@@ -135,6 +153,7 @@ int al_report_summary_read(const char *dir, summary *s, al_err *e)
     for (int r = 0; r < s->t.n_rows; r++)
         if (parse_row(&s->t, r, path, &s->rows[r], e)) return -1;
     s->n = s->t.n_rows;
+    set_held(s);
     return 0;
 }
 
