@@ -17,6 +17,7 @@
 #include "al_config_io.h"
 #include "al_gemm.h"
 #include "al_model.h"
+#include "al_flash.h"
 #include "al_parallel.h"
 #include "al_registry.h"
 #include "al_test.h"
@@ -241,6 +242,108 @@ START_TEST(bf16_step_should_give_f32_loss_and_gradients_within_tolerance)
         free(a), free(b), free(g32), free(g16);
         al_model_free(&m);
     }
+}
+END_TEST
+
+/* ------------------------------------------------------------ the memo */
+
+/* C (m, n) = X (m, k) . Y (n rows of k)^T in bf16 on this thread. */
+static void prod(float *C, const float *X, const float *Y, int m, int n, int k)
+{
+    al_sgemm_here(CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, Y, k, 0.0f, C, n);
+}
+
+START_TEST(the_memo_reuses_packings_and_drops_written_ones)
+{
+    if (no_bf16()) return;
+    set_precision("bf16");
+    al_rng r;
+    al_rng_seed(&r, 11);
+    enum { M = 64, K = 32, NK = 96 };
+    float *X = randn(&r, M * K), *Y = randn(&r, NK * K), *ref = al_malloc(M * NK * 4),
+          *C = al_malloc(M * NK * 4);
+    /* growing key blocks: rows [0, 32), [0, 96), then [0, 64) */
+    const int rows[] = {32, NK, 64};
+    long hits = al_bf16_memo_hits();
+    al_bf16_memo_begin();
+    for (int i = 0; i < 3; i++) {
+        prod(C, X, Y, M, rows[i], K);
+        al_bf16_memo_disable(1);
+        prod(ref, X, Y, M, rows[i], K);
+        al_bf16_memo_disable(0);
+        ck_assert_msg(!memcmp(C, ref, (size_t)M * rows[i] * 4), "key block %d", i);
+    }
+    ck_assert_int_eq(al_bf16_memo_hits() - hits, 4);   /* X twice, Y twice */
+    /* a product that writes an operand drops its packing */
+    al_sgemm_here(CblasNoTrans, CblasNoTrans, M, K, K, 1.0f, Y, K, Y + M * K, K, 0.0f, X, K);
+    prod(C, X, Y, M, NK, K);
+    al_bf16_memo_disable(1);
+    prod(ref, X, Y, M, NK, K);
+    al_bf16_memo_disable(0);
+    ck_assert_msg(!memcmp(C, ref, (size_t)M * NK * 4), "X rewritten by a product");
+    /* a write that is not a product: stale until it is declared */
+    for (int i = 0; i < M * K; i++) X[i] *= 2.0f;
+    prod(C, X, Y, M, NK, K);
+    ck_assert_msg(memcmp(C, ref, (size_t)M * NK * 4) == 0, "the memo did not keep X");
+    al_bf16_memo_written(X, M, K, K);
+    prod(C, X, Y, M, NK, K);
+    al_bf16_memo_disable(1);
+    prod(ref, X, Y, M, NK, K);
+    al_bf16_memo_disable(0);
+    ck_assert_msg(!memcmp(C, ref, (size_t)M * NK * 4), "X declared written");
+    al_bf16_memo_end();
+    /* outside a scope nothing is kept */
+    hits = al_bf16_memo_hits();
+    prod(C, X, Y, M, NK, K);
+    prod(C, X, Y, M, NK, K);
+    ck_assert_int_eq(al_bf16_memo_hits(), hits);
+    set_precision("f32");
+    free(X), free(Y), free(ref), free(C);
+}
+END_TEST
+
+/* The memo in training: every variant's gradients under both attention
+ * kernels that use it are the bits of packing afresh, and it was used. */
+START_TEST(the_memo_leaves_a_bf16_steps_bits_unchanged)
+{
+    if (no_bf16()) return;
+    al_parallel_set_threads(1);
+    const char *names[] = {"mha", "gqa", "mqa", "mla", "local"};
+    const int kernels[] = {AL_ATTN_ROWS, AL_ATTN_DENSE};
+    enum { B = 2, T = 160 };   /* three query blocks, the last one short */
+    int in[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) in[i] = (i * 7 + 3) % 40, tgt[i] = (i * 11 + 5) % 40;
+    for (int v = 0; v < 5; v++)
+        for (int kk = 0; kk < 2; kk++) {
+            al_model_config c;
+            ck_assert_int_eq(al_test_tiny_config(&c, al_variant_find(names[v]), 2, 64, 4, 16, T,
+                                                 40), 0);
+            c.attn_kernel = kernels[kk];
+            al_model m;
+            al_err e;
+            ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+            al_model_init_weights(&m, 7);
+            ck_assert_int_eq(al_model_reserve(&m, B, T, &e), 0);
+            float *g1 = al_malloc(m.n_params * 4), *g0 = al_malloc(m.n_params * 4);
+            double l1, l0;
+            set_precision("bf16");
+            long hits = al_bf16_memo_hits();
+            l1 = al_model_forward(&m, in, tgt, NULL, B, T);
+            al_model_backward(&m);
+            memcpy(g1, m.grads, m.n_params * sizeof *g1);
+            hits = al_bf16_memo_hits() - hits;
+            al_bf16_memo_disable(1);
+            l0 = al_model_forward(&m, in, tgt, NULL, B, T);
+            al_model_backward(&m);
+            memcpy(g0, m.grads, m.n_params * sizeof *g0);
+            al_bf16_memo_disable(0);
+            set_precision("f32");
+            ck_assert_msg(hits > 0, "%s kernel %d: the memo was not used", names[v], kernels[kk]);
+            ck_assert_msg(l1 == l0 && !memcmp(g1, g0, m.n_params * sizeof *g0),
+                          "%s kernel %d: the memo changed the bits", names[v], kernels[kk]);
+            free(g1), free(g0);
+            al_model_free(&m);
+        }
 }
 END_TEST
 
@@ -599,6 +702,8 @@ Suite *bf16_suite(void)
     tcase_add_test(tc, many_shapes_should_each_find_their_own_primitive);
     tcase_add_test(tc, ended_threads_should_give_their_slots_back);
     tcase_add_test(tc, bf16_step_should_give_f32_loss_and_gradients_within_tolerance);
+    tcase_add_test(tc, the_memo_reuses_packings_and_drops_written_ones);
+    tcase_add_test(tc, the_memo_leaves_a_bf16_steps_bits_unchanged);
     tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
     tcase_add_test(tc, bf16_resume_should_be_bit_exact_and_record_the_precision);
     tcase_add_test(tc, f32_config_should_not_write_the_precision);

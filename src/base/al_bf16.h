@@ -101,6 +101,29 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc);
 
+/* The memo: between al_bf16_memo_begin and al_bf16_memo_end (nested
+ * scopes count as one), the calling thread keeps each operand it packs
+ * (up to 16, the least recently used going first) and a later bf16
+ * product that reads the same matrix - the same address, width and
+ * stride, the same rows or fewer - uses the kept packing, as one that
+ * reads more rows packs only the rows it lacks. Why: a linear's backward
+ * packs dout for both its products, and attention's causal key blocks
+ * read k and v rows [0, i1) block after block; packing was 10-12 % of a
+ * 1-thread bf16 step (perf, bench small mla). A product's output C drops
+ * what it overlaps (al_bf16_memo_written, which al_sgemm_here calls for
+ * f32 products too); any other write to an operand inside the scope must
+ * call al_bf16_memo_written itself, and no other thread may write one.
+ * The bits are those of packing afresh (a packing depends on the values
+ * only): AL_BF16_MEMO=0 or al_bf16_memo_disable(1) turns it off, which
+ * the tests use to show it. */
+void al_bf16_memo_begin(void);
+void al_bf16_memo_end(void);
+void al_bf16_memo_written(const float *x, int rows, int cols, int ld);
+void al_bf16_memo_disable(int off);
+/* The calling thread's count of operands the memo gave (whole or in
+ * part) instead of packing them (tests). */
+long al_bf16_memo_hits(void);
+
 /* x rounded to bf16 (nearest even; NaN stays NaN) and back to f32: the
  * value a bf16 product sees (tests), denormals aside (al_bf16_pack). */
 float al_bf16_round(float x);

@@ -110,6 +110,15 @@ int al_bf16_check(al_err *e)
 
 const char *al_bf16_isa(void) { return "none"; }
 
+void al_bf16_memo_begin(void) {}
+void al_bf16_memo_end(void) {}
+void al_bf16_memo_disable(int off) { (void)off; }
+long al_bf16_memo_hits(void) { return 0; }
+void al_bf16_memo_written(const float *x, int rows, int cols, int ld)
+{
+    (void)x, (void)rows, (void)cols, (void)ld;
+}
+
 void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc)
@@ -129,6 +138,7 @@ extern void omp_set_num_threads(int n);
 #define PRIMS 512       /* primitives kept per thread (a shape per causal query block
                            of attention, so many at long contexts); then the oldest goes */
 #define BUCKETS 1024    /* the primitives' hash table, a power of 2 above PRIMS */
+#define MEMO 16        /* operands a memo scope keeps per thread */
 #define DNNL_OK(x) AL_ASSERT((x) == dnnl_success)
 
 typedef struct prim_key {
@@ -148,6 +158,15 @@ typedef struct prim {
  * thread holds hundreds (a shape per causal query block), and the walk
  * cost as much as a narrow head's product itself (K 8 to 16: 0.5 us of
  * lookup at 500 shapes against 0.3 to 0.6 us of product). */
+/* A packed operand kept for reuse inside a memo scope: x's first rows
+ * rows of cols floats at stride ld, dense in buf. */
+typedef struct memo_entry {
+    const float *x;
+    size_t rows, cols, ld, cap;
+    uint16_t *buf;
+    unsigned long age;   /* of its last use: the oldest goes first */
+} memo_entry;
+
 typedef struct slot {
     dnnl_stream_t stream;
     prim prims[PRIMS];
@@ -155,6 +174,8 @@ typedef struct slot {
     int n, next;
     uint16_t *a, *b;   /* the operands in bf16, dense in their stored layout */
     size_t a_cap, b_cap;
+    memo_entry memo[MEMO];   /* buffers kept between scopes, entries not */
+    unsigned long clock;
 } slot;
 
 /* Static, so everything in it stays reachable for the life of the process.
@@ -220,6 +241,8 @@ int al_bf16_check(al_err *e)
                    isa_name(isa), force ? ", AL_BF16_ISA=none" : "");
 }
 
+static void memo_clear(slot *s);
+
 /* The calling thread's slot, set up on its first product. */
 static slot *my(void)
 {
@@ -231,6 +254,7 @@ static slot *my(void)
     AL_ASSERT(i < SLOTS);
     AL_ASSERT(pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1)) == 0);
     my_slot = i;
+    memo_clear(&slots[i]);   /* a slot handed on keeps buffers, not entries */
     omp_set_num_threads(1);   /* this thread's oneDNN calls start no team */
     slot *s = &slots[i];
     if (!s->stream) DNNL_OK(dnnl_stream_create(&s->stream, engine, dnnl_stream_default_flags));
@@ -316,17 +340,100 @@ static prim *prim_get(slot *s, const prim_key *k)
     return p;
 }
 
-/* rows x cols of x at ld, rounded to bf16 into a dense buffer of *buf. */
-static uint16_t *pack(uint16_t **buf, size_t *cap, const float *x, int rows, int cols, int ld)
+/* rows x cols of x at ld, rounded to bf16 into a dense buffer of *buf,
+ * rows [from, rows) only (the rows above it are there already). */
+static uint16_t *pack(uint16_t **buf, size_t *cap, const float *x, size_t from, size_t rows,
+                      size_t cols, size_t ld)
 {
-    size_t n = (size_t)rows * cols;
+    size_t n = rows * cols;
     if (n > *cap) {
+        uint16_t *nb = al_malloc(n * sizeof *nb);
+        if (from) memcpy(nb, *buf, from * cols * sizeof *nb);
         free(*buf);
-        *buf = al_malloc(n * sizeof **buf);
+        *buf = nb;
         *cap = n;
     }
-    pack_rows(*buf, x, (size_t)rows, (size_t)cols, (size_t)ld);
+    pack_rows(*buf + from * cols, x + from * ld, rows - from, cols, ld);
     return *buf;
+}
+
+/* ---- The memo (al_bf16_memo_begin). A packing is dense and row-major,
+ * so the packing of x's first r rows is a prefix of any longer one: that
+ * is what lets attention's growing causal key blocks (rows [0, i1) of k
+ * and v, block after block) pack only the rows each block adds. */
+
+static _Thread_local int memo_depth;
+static _Thread_local long memo_hits;   /* packings reused (al_bf16_memo_hits) */
+static atomic_int memo_off = -1;   /* AL_BF16_MEMO=0, or al_bf16_memo_disable */
+
+static int memo_live(void)
+{
+    if (!memo_depth) return 0;
+    int off = atomic_load_explicit(&memo_off, memory_order_relaxed);
+    if (off < 0) {
+        const char *v = getenv("AL_BF16_MEMO");
+        off = v && strcmp(v, "0") == 0;
+        atomic_store_explicit(&memo_off, off, memory_order_relaxed);
+    }
+    return !off;
+}
+
+static void memo_clear(slot *s)
+{
+    for (int i = 0; i < MEMO; i++) s->memo[i].x = NULL;
+}
+
+void al_bf16_memo_begin(void)
+{
+    if (memo_depth++ == 0 && my_slot >= 0) memo_clear(&slots[my_slot]);
+}
+
+void al_bf16_memo_end(void)
+{
+    AL_ASSERT(memo_depth > 0);
+    if (--memo_depth == 0 && my_slot >= 0) memo_clear(&slots[my_slot]);
+}
+
+void al_bf16_memo_disable(int off) { atomic_store(&memo_off, off ? 1 : 0); }
+
+long al_bf16_memo_hits(void) { return memo_hits; }
+
+void al_bf16_memo_written(const float *x, int rows, int cols, int ld)
+{
+    if (!memo_depth || my_slot < 0 || rows <= 0 || cols <= 0) return;
+    slot *s = &slots[my_slot];
+    const float *hi = x + (size_t)(rows - 1) * ld + cols;
+    for (int i = 0; i < MEMO; i++) {
+        const memo_entry *m = &s->memo[i];
+        if (m->x && m->x < hi && x < m->x + (m->rows - 1) * m->ld + m->cols)
+            s->memo[i].x = NULL;
+    }
+}
+
+/* x's operand in bf16: from the memo while a scope is open (extended by
+ * the rows it lacks), else packed into the slot's buffer of the operand. */
+static const uint16_t *operand(slot *s, int which, const float *x, int rows, int cols, int ld)
+{
+    if (!memo_live())
+        return which ? pack(&s->b, &s->b_cap, x, 0, rows, cols, ld)
+                     : pack(&s->a, &s->a_cap, x, 0, rows, cols, ld);
+    memo_entry *m = NULL, *old = &s->memo[0];
+    for (int i = 0; i < MEMO && !m; i++) {
+        memo_entry *e = &s->memo[i];
+        if (e->x == x && e->cols == (size_t)cols && e->ld == (size_t)ld) m = e;
+        else if (old->x && (!e->x || e->age < old->age)) old = e;
+    }
+    if (!m) {
+        m = old;
+        m->x = x, m->rows = 0, m->cols = cols, m->ld = ld;
+    }
+    m->age = ++s->clock;
+    memo_hits += m->rows > 0;
+    if (m->rows < (size_t)rows) {
+        pack(&m->buf, &m->cap, x, m->rows, rows, cols, ld);
+        m->rows = rows;
+    }
+    return m->buf;
 }
 
 void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
@@ -338,12 +445,12 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
     memset(&k, 0, sizeof k);   /* compared with memcmp */
     k = (prim_key){ta, tb, M, N, K, ldc, alpha, beta};
     prim *p = prim_get(s, &k);
-    uint16_t *a = ta == CblasNoTrans ? pack(&s->a, &s->a_cap, A, M, K, lda)
-                                     : pack(&s->a, &s->a_cap, A, K, M, lda);
-    uint16_t *b = tb == CblasNoTrans ? pack(&s->b, &s->b_cap, B, K, N, ldb)
-                                     : pack(&s->b, &s->b_cap, B, N, K, ldb);
-    DNNL_OK(dnnl_memory_set_data_handle(p->a, a));
-    DNNL_OK(dnnl_memory_set_data_handle(p->b, b));
+    const uint16_t *a = ta == CblasNoTrans ? operand(s, 0, A, M, K, lda)
+                                           : operand(s, 0, A, K, M, lda);
+    const uint16_t *b = tb == CblasNoTrans ? operand(s, 1, B, K, N, ldb)
+                                           : operand(s, 1, B, N, K, ldb);
+    DNNL_OK(dnnl_memory_set_data_handle(p->a, (void *)a));
+    DNNL_OK(dnnl_memory_set_data_handle(p->b, (void *)b));
     DNNL_OK(dnnl_memory_set_data_handle(p->c, C));
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
     DNNL_OK(dnnl_primitive_execute(p->p, s->stream, 3, args));

@@ -128,6 +128,7 @@ static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
                 float *c = C + (size_t)i * ldc + j;
                 *c = beta == 0.0f ? 0.0f : beta * *c;   /* beta 0 ignores NaN */
             }
+        al_bf16_memo_written(C, M, N, ldc);
         return;
     }
     /* OpenBLAS only prints a warning for a bad leading dimension and
@@ -138,6 +139,7 @@ static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
         al_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    al_bf16_memo_written(C, M, N, ldc);   /* a kept packing of C is stale now */
 }
 
 void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,

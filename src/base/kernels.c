@@ -19,6 +19,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "al_bf16.h"
 #include "al_gemm.h"
 #include "al_kernels.h"
 #include "al_parallel.h"
@@ -70,11 +71,14 @@ void al_linear_backward_beta(float *dinp, float *dw, const float *dout, const fl
                              const float *w, int N, int IC, int OC, float beta_inp,
                              float beta_w)
 {
-    /* forward: out = inp . w^T */
+    /* forward: out = inp . w^T. Under bf16 both products read dout in
+     * its stored layout: the memo packs it once (al_bf16.h). */
+    al_bf16_memo_begin();
     if (dinp)   /* dinp (N, IC) = dout (N, OC) . w (OC, IC) + beta_inp dinp */
         al_gemm_nn(dinp, IC, dout, OC, w, IC, N, IC, OC, 1.0f, beta_inp);
     if (dw)     /* dw (OC, IC) = dout^T (OC, N) . inp (N, IC) + beta_w dw */
         al_gemm_tn(dw, IC, dout, OC, inp, IC, OC, IC, N, 1.0f, beta_w);
+    al_bf16_memo_end();
 }
 
 void al_linear_backward(float *dinp, float *dw, const float *dout,

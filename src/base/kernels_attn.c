@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "al_bf16.h"
 #include "al_gemm.h"
 #include "al_kernels.h"
 #include "al_parallel.h"
@@ -155,6 +156,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
     for (long bh = lo; bh < hi; bh++) {
         head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
         float *P = j->att + (size_t)bh * T * T;
+        al_bf16_memo_begin();   /* k's and v's rows are packed once a head */
         for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
             al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
@@ -171,6 +173,7 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
                   P + (size_t)i0 * T, T, j->v + o.v, d->ldv, 0.0f,
                   j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
+        al_bf16_memo_end();
     }
     (void)tid;
 }
@@ -235,7 +238,11 @@ static void sdpa_bwd_groups(void *ctx, long lo, long hi, int tid)
     const sdpa_dims *d = &j->d;
     int T = d->T, R = d->H / d->G;
     float *dS = al_parallel_scratch(tid, (size_t)SDPA_BLOCK * T);
-    for (long bg = lo; bg < hi; bg++)
+    for (long bg = lo; bg < hi; bg++) {
+        /* a block's dout and dS are read twice, the group's k and v by
+         * every block of its heads; dS is rewritten by the dP product,
+         * which drops its packing */
+        al_bf16_memo_begin();
         for (int h = (int)(bg % d->G) * R; h < (int)(bg % d->G + 1) * R; h++) {
             int b = (int)(bg / d->G);
             head_ptrs o = head_at(d, b, h);
@@ -252,6 +259,8 @@ static void sdpa_bwd_groups(void *ctx, long lo, long hi, int tid)
                 attn_block_grads(j, o, P + (size_t)i0 * T, T, dS, i0, i1, nk, 1.0f);
             }
         }
+        al_bf16_memo_end();
+    }
 }
 
 void al_sdpa_backward(float *dq, float *dk, float *dv, float *scratch,
@@ -308,6 +317,7 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
     float *S = al_parallel_scratch(tid, (size_t)SDPA_BLOCK * d->T);
     for (long bh = lo; bh < hi; bh++) {
         head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
+        al_bf16_memo_begin();   /* k's and v's rows are packed once a head */
         for (int i0 = 0; i0 < d->T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, d->T), nk = block_keys(d, i1);
             scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
@@ -315,6 +325,7 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
             al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
                   j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
+        al_bf16_memo_end();
     }
 }
 
@@ -392,6 +403,9 @@ static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
         head_ptrs o = head_at(d, b, g * R);
         zero_rows(j->dk + o.k, T, d->dqk, d->ldk);
         zero_rows(j->dv + o.v, T, d->dv, d->ldv);
+        /* as sdpa_bwd_groups; P and dS are each a product's output first
+         * in every block, which drops their old packings */
+        al_bf16_memo_begin();
         for (int h = g * R; h < (g + 1) * R; h++) {
             o = head_at(d, b, h);
             for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
@@ -407,6 +421,7 @@ static void attn_bwd_groups(void *ctx, long lo, long hi, int tid)
                 attn_block_grads(j, o, P, nk, dS, i0, i1, nk, 0.0f);
             }
         }
+        al_bf16_memo_end();
     }
 }
 
