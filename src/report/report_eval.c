@@ -22,7 +22,9 @@
 #include "report_plot.h"
 #include "report_recall.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,7 +45,8 @@ typedef struct ev_point {
 typedef struct ev_curve {
     const group *g;
     int context, n;         /* buckets */
-    double *mid, *loss;     /* (n) the bucket's middle position, the mean loss */
+    int seeds;              /* trials averaged */
+    double *lo, *hi, *loss; /* (n) the bucket's positions [lo, hi), the mean loss */
 } ev_curve;
 
 typedef struct ev {
@@ -169,24 +172,47 @@ static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
         }
         if (!m) {
             cv->n = t.n_rows;
-            cv->mid = al_calloc((size_t)cv->n, sizeof *cv->mid);
+            cv->lo = al_calloc((size_t)cv->n, sizeof *cv->lo);
+            cv->hi = al_calloc((size_t)cv->n, sizeof *cv->hi);
             cv->loss = al_calloc((size_t)cv->n, sizeof *cv->loss);
         }
         for (int b = 0; b < cv->n; b++) {
-            cv->mid[b] = (atof(al_csv_cell(&t, b, "bucket_start")) +
-                          atof(al_csv_cell(&t, b, "bucket_end")) - 1) / 2.0;
+            cv->lo[b] = atof(al_csv_cell(&t, b, "bucket_start"));
+            cv->hi[b] = atof(al_csv_cell(&t, b, "bucket_end"));
             cv->loss[b] += strtod(al_csv_cell(&t, b, "loss"), NULL);
         }
         m++;
         al_csv_free(&t);
     }
     for (int b = 0; b < cv->n; b++) cv->loss[b] /= m;
+    cv->seeds = m;
+}
+
+/* The contexts of every counted trial's eval/by_position_C directories:
+ * passkey trials have no eval.csv to name them. */
+static void scan_position_contexts(const al_report_analysis *A, ev *V)
+{
+    for (int i = 0; i < A->sm.n; i++) {
+        const row *w = &A->sm.rows[i];
+        char path[DIR_LEN + 512];
+        if (!al_report_row_counts(w)) continue;
+        snprintf(path, sizeof path, "%s/%s/eval", A->dir, w->trial);
+        DIR *d = opendir(path);
+        if (!d) continue;
+        for (struct dirent *x; (x = readdir(d));) {
+            int c, end = 0;
+            if (sscanf(x->d_name, "by_position_%d%n", &c, &end) == 1 && !x->d_name[end] && c > 0)
+                add_context(V, c);
+        }
+        closedir(d);
+    }
 }
 
 static void collect(const al_report_analysis *A, ev *V)
 {
     memset(V, 0, sizeof *V);
     collect_points(A, V);
+    scan_position_contexts(A, V);
     V->c = al_calloc((size_t)A->n_groups * V->n_contexts + 1, sizeof *V->c);
     for (int c = 0; c < V->n_contexts; c++)
         for (int g = 0; g < A->n_groups; g++) {
@@ -197,9 +223,16 @@ static void collect(const al_report_analysis *A, ev *V)
 
 static void ev_free(ev *V)
 {
-    for (int i = 0; i < V->n_curves; i++) free(V->c[i].mid), free(V->c[i].loss);
+    for (int i = 0; i < V->n_curves; i++) free(V->c[i].lo), free(V->c[i].hi), free(V->c[i].loss);
     free(V->c);
     free(V->p);
+}
+
+static int any_point(const ev *V, int C)
+{
+    for (int i = 0; i < V->n_points; i++)
+        if (V->p[i].context == C) return 1;
+    return 0;
 }
 
 static int any_curve(const ev *V, int C)
@@ -295,7 +328,8 @@ static int write_positions(const al_report_analysis *A, const ev *V, int C, al_e
         const ev_curve *cv = &V->c[i];
         if (cv->context != C) continue;
         fprintf(f, "%s# \"%s\"\n", k++ ? "\n\n" : "", cv->g->first->group);
-        for (int b = 0; b < cv->n; b++) fprintf(f, "%.1f %.9g\n", cv->mid[b], cv->loss[b]);
+        for (int b = 0; b < cv->n; b++)
+            fprintf(f, "%.1f %.9g\n", (cv->lo[b] + cv->hi[b] - 1) / 2.0, cv->loss[b]);
     }
     return al_commit_atomic(f, tmp, path, e);
 }
@@ -335,11 +369,12 @@ int al_report_eval_plot(const al_report_analysis *A, int plots, al_err *e)
 {
     ev V;
     collect(A, &V);
-    int rc = V.n_points || V.n_curves ? write_csv(A, &V, e) : 0;
+    int rc = V.n_points ? write_csv(A, &V, e) : 0;
     if (!rc) rc = al_report_recall_write(A, e);
     for (int c = 0; c < V.n_contexts && !rc; c++) {
         int C = V.contexts[c];
-        if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
+        if (!any_point(&V, C)) { /* passkey trials: curves only */ }
+        else if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
         else draw(A, plots, "pareto", C);
         if (!rc && any_curve(&V, C)) {
             if (write_positions(A, &V, C, e) || write_positions_gp(A, &V, C, e)) rc = -1;
@@ -378,7 +413,31 @@ static void md_context(FILE *f, int plots, const ev *V, int C)
     free(s);
     if (plots == AL_PLOTS_DRAWN)
         fprintf(f, "\n![loss against cache bytes at context %d](eval_pareto_%d.png)\n", C, C);
-    if (any_curve(V, C) && plots == AL_PLOTS_DRAWN)
+}
+
+/* Context C's loss-by-position curves as a table: a column per bucket
+ * (the first curve's buckets; every curve of a sweep has the same). */
+static void md_positions(FILE *f, int plots, const ev *V, int C)
+{
+    const ev_curve *first = NULL;
+    for (int i = 0; i < V->n_curves && !first; i++)
+        if (V->c[i].context == C) first = &V->c[i];
+    if (!first) return;
+    fprintf(f, "\n### Context %d\n\n| configuration | seeds |", C);
+    for (int b = 0; b < first->n; b++) fprintf(f, " %.0f-%.0f |", first->lo[b], first->hi[b] - 1);
+    fputs("\n| --- | --- |", f);
+    for (int b = 0; b < first->n; b++) fputs(" --- |", f);
+    fputc('\n', f);
+    for (int i = 0; i < V->n_curves; i++) {
+        const ev_curve *cv = &V->c[i];
+        if (cv->context != C) continue;
+        fprintf(f, "| %s | %d |", cv->g->first->group, cv->seeds);
+        for (int b = 0; b < first->n; b++)
+            if (b < cv->n) fprintf(f, " %.4f |", cv->loss[b]);
+            else fputs(" - |", f);
+        fputc('\n', f);
+    }
+    if (plots == AL_PLOTS_DRAWN)
         fprintf(f, "\n![loss by position at context %d](eval_by_position_%d.png)\n", C, C);
 }
 
@@ -569,8 +628,8 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
     ev V;
     collect(A, &V);
     int recall = al_report_recall_any(A);
-    if (V.n_points || V.n_curves || recall) fputs("\n## Checkpoints through the cache\n", f);
-    if (V.n_points || V.n_curves) {
+    if (V.n_points || recall) fputs("\n## Checkpoints through the cache\n", f);
+    if (V.n_points) {
         fputs("\nEach ok trial's final checkpoint scored after training (the experiment's "
               "`eval`), on the first tokens of its test split (`<trial>/eval/test.txt`), "
               "teacher-forced through the KV cache at each dtype: `attnlab score "
@@ -579,10 +638,21 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
               "C-token window, its precision, quantization scales and f32 residual window "
               "included. Loss is the mean ± 95 % t-interval over seeds; *front*: no other "
               "(configuration, dtype) at that context has as small a cache and a lower loss. "
-              "The numbers: `eval_configs.csv`; loss by position (the plain forward pass): "
-              "`eval_by_position_C.dat`.\n", f);
-        for (int c = 0; c < V.n_contexts; c++) md_context(f, plots, &V, V.contexts[c]);
+              "The numbers: `eval_configs.csv`.\n", f);
+        for (int c = 0; c < V.n_contexts; c++)
+            if (any_point(&V, V.contexts[c])) md_context(f, plots, &V, V.contexts[c]);
     }
     if (recall) al_report_recall_md(f, A);
+    if (V.n_curves) {
+        fputs("\n## Loss by position\n\nEach ok trial's final checkpoint scored after training "
+              "(the experiment's `eval.by_position`) over whole C-token windows of its test split "
+              "(a passkey trial's: its filler text), the plain forward pass (`attnlab score "
+              "<trial>/model.safetensors <trial>/eval/test.txt --seq-len C --by-position`; "
+              "`<trial>/eval/by_position_C/`): the loss in each bucket of positions, mean over "
+              "seeds. Past a model's trained length, the position where its loss starts to rise "
+              "is where its position scheme stops extending. The numbers: "
+              "`eval_by_position_C.dat`.\n", f);
+        for (int c = 0; c < V.n_contexts; c++) md_positions(f, plots, &V, V.contexts[c]);
+    }
     ev_free(&V);
 }
