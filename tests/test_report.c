@@ -158,6 +158,9 @@ START_TEST(the_front_is_by_memory_held_at_the_report_context)
     ck_assert_msg(strstr(dat, "16777216 2.01 ") && strstr(dat, "\"mha\" 0 2"), "%s", dat);
     ck_assert_msg(strstr(gp, "bytes held at 4096 tokens") && strstr(gp, "set format x \"%.0s %cB\""),
                   "%s", gp);
+    char *page = read_in(dir, "index.html");
+    ck_assert_msg(strstr(page, "KV-cache bytes held at 4096 tokens (all layers)"), "no held axis");
+    free(page);
     free(md), free(dat), free(gp), free(dir);
 
     dir = held_dir(4, 0);
@@ -177,6 +180,9 @@ START_TEST(the_front_is_by_memory_held_at_the_report_context)
     ck_assert_msg(strstr(md, "- **deltanet**: 0 bytes/token") &&
                   strstr(md, "- **hybrid**: 512 bytes/token") && !strstr(md, "- **mha**: "),
                   "%s", md);
+    page = read_in(dir, "index.html");   /* the page decides as report.md does */
+    ck_assert_msg(!strstr(page, "bytes held at"), "the page offers a mixed held axis");
+    free(page);
     free(md), free(dir);
     unsetenv("AL_GNUPLOT");
 }

@@ -78,18 +78,18 @@ static void add_cost(json_t *costs, const char *key, const char *label, const ch
                                            "unit", unit, "higher", higher));
 }
 
-/* The cost axes the page offers, first the default: the cache held at
- * the report's context when the summary has it, bytes per token, then
- * the extra columns present. */
+/* The cost axes the page offers, first the default: the memory held at
+ * the report's context when every row has it at that one context, bytes
+ * per token, then the extra columns present. */
 static json_t *cost_axes(const al_report_analysis *A)
 {
     json_t *costs = json_array();
-    double ctx = NAN;
-    for (int i = 0; i < A->sm.n && isnan(ctx); i++)
-        if (!isnan(A->sm.rows[i].kv_at)) ctx = A->sm.rows[i].kv_context;
-    if (!isnan(ctx)) {
+    /* report.md's decision (al_report_held_context): rows at two contexts
+     * have no common memory axis, so the page offers none either */
+    long ctx = al_report_held_context(A);
+    if (ctx > 0) {
         char label[128];
-        snprintf(label, sizeof label, "KV-cache bytes held at %.0f tokens (all layers)", ctx);
+        snprintf(label, sizeof label, "KV-cache bytes held at %ld tokens (all layers)", ctx);
         add_cost(costs, "kv_at", label, "bytes", 0);
     }
     add_cost(costs, "kv", "KV-cache bytes per token (all layers)", "bytes", 0);
