@@ -110,9 +110,10 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
  * packs dout for both its products, and attention's causal key blocks
  * read k and v rows [0, i1) block after block; packing was 10-12 % of a
  * 1-thread bf16 step (perf, bench small mla). A product's output C drops
- * what it overlaps (al_bf16_memo_written, which al_sgemm_here calls for
- * f32 products too); any other write to an operand inside the scope must
- * call al_bf16_memo_written itself, and no other thread may write one.
+ * what it overlaps (al_bf16_memo_written, which every product helper of
+ * al_gemm.h calls on the calling thread, f32 products and pool splits
+ * included); any other write to an operand inside the scope must call
+ * al_bf16_memo_written itself.
  * The bits are those of packing afresh (a packing depends on the values
  * only): AL_BF16_MEMO=0 or al_bf16_memo_disable(1) turns it off, which
  * the tests use to show it. */

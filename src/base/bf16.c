@@ -153,11 +153,6 @@ typedef struct prim {
     int chain;   /* the next primitive in its bucket + 1 (0: the last) */
 } prim;
 
-/* A shape's primitive is found through a hash of its key (a chain per
- * bucket) rather than by a walk over all of them: at long contexts a
- * thread holds hundreds (a shape per causal query block), and the walk
- * cost as much as a narrow head's product itself (K 8 to 16: 0.5 us of
- * lookup at 500 shapes against 0.3 to 0.6 us of product). */
 /* A packed operand kept for reuse inside a memo scope: x's first rows
  * rows of cols floats at stride ld, dense in buf. */
 typedef struct memo_entry {
@@ -167,6 +162,11 @@ typedef struct memo_entry {
     unsigned long age;   /* of its last use: the oldest goes first */
 } memo_entry;
 
+/* A shape's primitive is found through a hash of its key (a chain per
+ * bucket) rather than by a walk over all of them: at long contexts a
+ * thread holds hundreds (a shape per causal query block), and the walk
+ * cost as much as a narrow head's product itself (K 8 to 16: 0.5 us of
+ * lookup at 500 shapes against 0.3 to 0.6 us of product). */
 typedef struct slot {
     dnnl_stream_t stream;
     prim prims[PRIMS];
@@ -402,11 +402,13 @@ void al_bf16_memo_written(const float *x, int rows, int cols, int ld)
 {
     if (!memo_depth || my_slot < 0 || rows <= 0 || cols <= 0) return;
     slot *s = &slots[my_slot];
-    const float *hi = x + (size_t)(rows - 1) * ld + cols;
+    /* as addresses: the operands are separate objects in general */
+    uintptr_t lo = (uintptr_t)x, hi = (uintptr_t)(x + (size_t)(rows - 1) * ld + cols);
     for (int i = 0; i < MEMO; i++) {
         const memo_entry *m = &s->memo[i];
-        if (m->x && m->x < hi && x < m->x + (m->rows - 1) * m->ld + m->cols)
-            s->memo[i].x = NULL;
+        if (!m->x) continue;
+        uintptr_t mlo = (uintptr_t)m->x, mhi = (uintptr_t)(m->x + (m->rows - 1) * m->ld + m->cols);
+        if (mlo < hi && lo < mhi) s->memo[i].x = NULL;
     }
 }
 

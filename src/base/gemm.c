@@ -469,9 +469,14 @@ static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
     gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C};
     if (M <= 0 || N <= 0) return;
-    if (run_split(g, split) == 0) return;
-    if (run_split(g, AL_SPLIT_ROWS) == 0 || run_split(g, AL_SPLIT_COLS) == 0) return;
-    here(g.bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (run_split(g, split) != 0 && run_split(g, AL_SPLIT_ROWS) != 0 &&
+        run_split(g, AL_SPLIT_COLS) != 0) {
+        here(g.bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* the blocks wrote C on the pool's threads: the caller's memo drops
+     * what it kept of C too (al_bf16.h) */
+    al_bf16_memo_written(C, M, N, ldc);
 }
 
 void al_sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
