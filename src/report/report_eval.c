@@ -373,9 +373,10 @@ int al_report_eval_plot(const al_report_analysis *A, int plots, al_err *e)
     if (!rc) rc = al_report_recall_write(A, e);
     for (int c = 0; c < V.n_contexts && !rc; c++) {
         int C = V.contexts[c];
-        if (!any_point(&V, C)) { /* passkey trials: curves only */ }
-        else if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
-        else draw(A, plots, "pareto", C);
+        if (any_point(&V, C)) {   /* passkey trials have curves only */
+            if (write_pareto(A, &V, C, e) || write_pareto_gp(A, C, e)) rc = -1;
+            else draw(A, plots, "pareto", C);
+        }
         if (!rc && any_curve(&V, C)) {
             if (write_positions(A, &V, C, e) || write_positions_gp(A, &V, C, e)) rc = -1;
             else draw(A, plots, "by_position", C);
