@@ -274,6 +274,14 @@ START_TEST(the_memo_reuses_packings_and_drops_written_ones)
         ck_assert_msg(!memcmp(C, ref, (size_t)M * rows[i] * 4), "key block %d", i);
     }
     ck_assert_int_eq(al_bf16_memo_hits() - hits, 4);   /* X twice, Y twice */
+    /* one matrix as both operands, B reading more rows than A: B's rows
+     * grow the entry A was given (a new buffer), so A is fetched again */
+    const float *Z = Y + K;   /* a matrix the memo has not seen */
+    al_sgemm_here(CblasNoTrans, CblasTrans, 32, NK - 1, K, 1.0f, Z, K, Z, K, 0.0f, C, NK - 1);
+    al_bf16_memo_disable(1);
+    al_sgemm_here(CblasNoTrans, CblasTrans, 32, NK - 1, K, 1.0f, Z, K, Z, K, 0.0f, ref, NK - 1);
+    al_bf16_memo_disable(0);
+    ck_assert_msg(!memcmp(C, ref, (size_t)32 * (NK - 1) * 4), "Z . Z^T");
     /* a product that writes an operand drops its packing */
     al_sgemm_here(CblasNoTrans, CblasNoTrans, M, K, K, 1.0f, Y, K, Y + M * K, K, 0.0f, X, K);
     prod(C, X, Y, M, NK, K);

@@ -42,6 +42,28 @@ static char *write_exp(const char *dir, const char *tail)
     return al_test_write(dir, "exp.yaml", text);
 }
 
+/* A passkey sweep of mha and mqa (seq_len 112, 6 steps) with `eval` as
+ * given, run into DIR/r (its path in r); returns the sweep's output. */
+static char *run_passkey_sweep(const char *dir, const char *name, const char *eval, char *r,
+                               size_t rn)
+{
+    char *data = write_text(dir), text[4096], *out;
+    snprintf(text, sizeof text,
+             "name: %s\n"
+             "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112,\n"
+             "        attention: {variant: mha}}\n"
+             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
+             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
+             "eval: %s\n",
+             name, data, eval);
+    char *exp = al_test_write(dir, "pk.yaml", text);
+    snprintf(r, rn, "%s/r", dir);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    free(exp), free(data);
+    return out;
+}
+
 /* The row of t whose columns a and b hold va and vb. */
 static int find_row(const al_csv *t, const char *a, const char *va, const char *b,
                     const char *vb)
@@ -228,19 +250,9 @@ END_TEST
  * as score --passkey by hand, and a row per configuration in the report. */
 START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
 {
-    char *dir = al_test_tmpdir(), *data = write_text(dir), text[4096], *out, r[4200], path[4400];
-    snprintf(text, sizeof text,
-             "name: pk\n"
-             "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
-             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112,\n"
-             "        attention: {variant: mha}}\n"
-             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
-             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
-             "eval: {passkey_lengths: [112, 180], passkey_depths: [0, 0.5], passkey_examples: 5}\n",
-             data);
-    char *exp = al_test_write(dir, "pk.yaml", text);
-    snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    char *dir = al_test_tmpdir(), r[4200], path[4400];
+    char *out = run_passkey_sweep(dir, "pk", "{passkey_lengths: [112, 180], passkey_depths: [0, "
+                                  "0.5], passkey_examples: 5}", r, sizeof r);
     ck_assert_msg(strstr(out, "eval: 2 result(s) computed over 2 ok trial(s)"), "%s", out);
     free(out);
     char *csv = NULL, *md = NULL;
@@ -261,7 +273,7 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
     ck_assert(al_read_file(path, &md, &n, &e) == 0);
     ck_assert_msg(strstr(md, "## Passkey retrieval") && strstr(md, "| configuration | 112 | 180 |")
                   && strstr(md, "\n| mqa | "), "%s", md);
-    free(md), free(csv), free(exp), free(data), free(dir);
+    free(md), free(csv), free(dir);
 }
 END_TEST
 
@@ -270,21 +282,10 @@ END_TEST
  * trial's own by_position.csv bucket (one seed: the mean is that value). */
 START_TEST(passkey_trials_report_their_loss_by_position)
 {
-    char *dir = al_test_tmpdir(), *data = write_text(dir), text[4096], *out, r[4200], path[4400];
-    snprintf(text, sizeof text,
-             "name: pkpos\n"
-             "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
-             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112,\n"
-             "        attention: {variant: mha}}\n"
-             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
-             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
-             "eval: {passkey_lengths: [112], passkey_depths: [0], passkey_examples: 2,\n"
-             "       by_position: true, contexts: [112, 224], buckets: 4}\n",
-             data);
-    char *exp = al_test_write(dir, "pk.yaml", text);
-    snprintf(r, sizeof r, "%s/r", dir);
-    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
-    free(out);
+    char *dir = al_test_tmpdir(), r[4200], path[4400];
+    free(run_passkey_sweep(dir, "pkpos", "{passkey_lengths: [112], passkey_depths: [0], "
+                           "passkey_examples: 2, by_position: true, contexts: [112, 224], "
+                           "buckets: 4}", r, sizeof r));
     char *md = NULL;
     size_t n;
     al_err e;
@@ -309,7 +310,7 @@ START_TEST(passkey_trials_report_their_loss_by_position)
     ck_assert_msg(access(path, F_OK) == 0, "%s", path);
     snprintf(path, sizeof path, "%s/eval_pareto_224.dat", r);
     ck_assert_msg(access(path, F_OK) != 0, "a Pareto file without points: %s", path);
-    free(md), free(exp), free(data), free(dir);
+    free(md), free(dir);
 }
 END_TEST
 

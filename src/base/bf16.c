@@ -451,6 +451,8 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
                                            : operand(s, 0, A, K, M, lda);
     const uint16_t *b = tb == CblasNoTrans ? operand(s, 1, B, K, N, ldb)
                                            : operand(s, 1, B, N, K, ldb);
+    if (A == B)   /* one memo entry: B's rows may have grown it, and moved its buffer */
+        a = ta == CblasNoTrans ? operand(s, 0, A, M, K, lda) : operand(s, 0, A, K, M, lda);
     DNNL_OK(dnnl_memory_set_data_handle(p->a, (void *)a));
     DNNL_OK(dnnl_memory_set_data_handle(p->b, (void *)b));
     DNNL_OK(dnnl_memory_set_data_handle(p->c, C));
