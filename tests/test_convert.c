@@ -400,6 +400,72 @@ START_TEST(check_names_what_a_method_cannot_do)
 }
 END_TEST
 
+/* ------------------------------------------------------------ position schemes */
+
+/* A 2-layer mha model whose second layer is NoPE (or rotates `frac`). */
+static void make_nope_model(al_model *m, double frac)
+{
+    const al_variant *v = al_variant_find("mha");
+    al_model_config c;
+    ck_assert_int_eq(al_test_tiny_config(&c, v, 2, 32, 4, 8, 16, 256), 0);
+    c.n_layer_attn = 2;
+    for (int k = 0; k < 2; k++) {
+        snprintf(c.layer_attn[k].variant, sizeof c.layer_attn[k].variant, "mha");
+        c.layer_attn[k].attn = v;
+        memcpy(c.layer_attn[k].set, c.attn_set, sizeof c.layer_attn[k].set);
+    }
+    c.layer_attn[1].has_rope_fraction = 1, c.layer_attn[1].rope_fraction = frac;
+    al_err e;
+    ck_assert_msg(al_model_init(m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(m, 4);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] *= 5.0f;
+}
+
+/* Convert keeps each layer's position scheme: mha -> gqa with as many K/V
+ * heads as heads is the identity, so a NoPE layer that came out rotated
+ * (the target's cycle, or a mapping, naming no fraction) would change the
+ * loss; a target that names another fraction, and svd from a source that is
+ * not plain RoPE, are refused. */
+START_TEST(convert_keeps_each_layers_rope_fraction)
+{
+    static const char *const to[] = {"{variant: gqa, n_kv_head: 4}",
+                                     "[{variant: gqa, n_kv_head: 4}]",
+                                     "[{variant: gqa, n_kv_head: 4}, {variant: gqa, n_kv_head: 4, "
+                                     "rope_fraction: 0}]"};
+    for (int i = 0; i < 3; i++) {
+        al_model src, dst;
+        make_nope_model(&src, 0.0);
+        make_target(&dst, &src, to[i]);
+        for (int l = 0; l < 2; l++)
+            ck_assert_msg(al_config_layer_rope(&dst.cfg, l).fraction == (l == 1 ? 0.0f : 1.0f),
+                          "%s: layer %d rotates %g", to[i], l,
+                          (double)al_config_layer_rope(&dst.cfg, l).fraction);
+        convert(&src, &dst, AL_CONVERT_MEAN, 1, NULL);
+        double a = loss_of(&src, 9), b = loss_of(&dst, 9);
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s: loss %.17g vs %.17g", to[i], a, b);
+        al_model_free(&src), al_model_free(&dst);
+    }
+    al_model src;
+    make_nope_model(&src, 0.0);
+    al_node *n;
+    al_err e = {""};
+    al_model_config c;
+    ck_assert_int_eq(al_yaml_parse("to", "[{variant: mqa}, {variant: mqa, rope_fraction: 1}]",
+                                   &n, &e), 0);
+    ck_assert_int_eq(al_convert_target(&src.cfg, n, &c, &e), -1);
+    ck_assert_msg(strstr(e.msg, "layer 1: rope_fraction 1 is not the source's 0"), "%s", e.msg);
+    al_node_free(n), al_model_free(&src);
+
+    al_model dst;
+    make_nope_model(&src, 0.5);
+    make_target(&dst, &src, "{variant: mla, d_latent: 8, d_rope: 4}");
+    ck_assert_int_eq(al_convert_check(&src.cfg, &dst.cfg, AL_CONVERT_SVD, &e), -1);
+    ck_assert_msg(strstr(e.msg, "layer 1") && strstr(e.msg, "rotates 0.5 of each head"), "%s",
+                  e.msg);
+    al_model_free(&src), al_model_free(&dst);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the command */
 
 typedef struct cli {
@@ -648,6 +714,7 @@ Suite *convert_suite(void)
     tcase_add_test(t, svd_at_full_rank_gives_the_readme_scores_and_the_values_before_kv_norm);
     tcase_add_test(t, svd_below_full_rank_loses_accuracy_gradually);
     tcase_add_test(t, check_names_what_a_method_cannot_do);
+    tcase_add_test(t, convert_keeps_each_layers_rope_fraction);
     tcase_add_test(t, a_converted_checkpoint_scores_like_pytorch_and_decodes_from_its_cache);
     tcase_add_test(t, the_output_records_source_hash_and_method);
     tcase_add_test(t, bad_input_is_one_line_exit_2_and_writes_nothing);

@@ -50,7 +50,15 @@ static al_model_config layer_cfg(const al_model_config *c, int l)
     al_model_config x = *c;
     al_attn_config a = al_config_layer_attn(c, l);
     al_config_set_attn(&x, &a);
+    x.rope_fraction = a.has_rope_fraction ? a.rope_fraction : c->rope_fraction;
     return x;
+}
+
+/* The share of layer l's heads that rotates (its item's, else the model's). */
+static double layer_fraction(const al_model_config *c, int l)
+{
+    al_attn_config a = al_config_layer_attn(c, l);
+    return a.has_rope_fraction ? a.rope_fraction : c->rope_fraction;
 }
 
 static int is_stack(const al_model_config *c) { return c->n_layer_attn > 0; }
@@ -99,6 +107,39 @@ static int same_trunk(const al_model_config *a, const al_model_config *b)
 
 /* ------------------------------------------------------------ target */
 
+/* Convert keeps each layer's position scheme: its keys are the source's
+ * (pooled, or split by the SVD), so they must rotate as the source's did.
+ * A target item without rope_fraction takes its layer's (a NoPE layer of
+ * the source stays NoPE, whatever the target's cycle); one that gives
+ * another fraction is refused. model.rope_fraction and model.rope_scaling
+ * are the source's already (dst starts as a copy). */
+static int keep_rope(const al_model_config *src, al_model_config *dst, al_err *e)
+{
+    int L = src->n_layer, moved = 0;
+    for (int l = 0; l < L; l++) {
+        al_attn_config a = al_config_layer_attn(dst, l);
+        double want = layer_fraction(src, l);
+        if (a.has_rope_fraction && a.rope_fraction != want)
+            return al_errf(e, "convert: layer %d: rope_fraction %g is not the source's %g: "
+                           "convert keeps each layer's position scheme (train or uptrain "
+                           "with the new one instead)", l, a.rope_fraction, want);
+        moved |= layer_fraction(dst, l) != want;
+    }
+    if (!moved) return 0;
+    if (L > AL_MAX_LAYER_ATTN)
+        return al_errf(e, "convert: the source's %d layers rotate differently from the "
+                       "target's cycle, and a model.layer_attention list holds at most %d "
+                       "items: give the target one item per layer", L, AL_MAX_LAYER_ATTN);
+    al_attn_config items[AL_MAX_LAYER_ATTN];   /* one item per layer, each with its own */
+    for (int l = 0; l < L; l++) {
+        items[l] = al_config_layer_attn(dst, l);
+        items[l].has_rope_fraction = 1, items[l].rope_fraction = layer_fraction(src, l);
+    }
+    dst->n_layer_attn = L;
+    memcpy(dst->layer_attn, items, (size_t)L * sizeof items[0]);
+    return 0;
+}
+
 int al_convert_target(const al_model_config *src, const al_node *to, al_model_config *dst,
                       al_err *e)
 {
@@ -136,7 +177,7 @@ int al_convert_target(const al_model_config *src, const al_node *to, al_model_co
     memcpy(dst->attn_set, c.model.attn_set, sizeof dst->attn_set);
     dst->n_layer_attn = c.model.n_layer_attn;
     memcpy(dst->layer_attn, c.model.layer_attn, sizeof dst->layer_attn);
-    return 0;
+    return keep_rope(src, dst, e);
 }
 
 /* ------------------------------------------------------------ check */
@@ -146,6 +187,12 @@ static int check_svd(const al_model_config *src, const al_model_config *dst, int
 {
     int dc = setting(dst, "d_latent"), dr = setting(dst, "d_rope"), dq = setting(dst, "d_q_latent");
     int dh = src->d_head, rows = 2 * Gs * dh, rank = rows < src->d_model ? rows : src->d_model;
+    if (src->rope_fraction != 1.0 || al_rope_kind_of(src->rope_scaling.kind) != AL_ROPE_NONE)
+        return al_errf(e, "convert: method 'svd' splits plain RoPE over the whole head: the "
+                       "source rotates %g of each head with rope_scaling '%s' (convert it by "
+                       "training mla from scratch or from a plain-RoPE source)",
+                       src->rope_fraction, src->rope_scaling.kind[0] ? src->rope_scaling.kind
+                                                                    : "none");
     if (dq != 0)
         return al_errf(e, "convert: method 'svd' builds mla without query compression: "
                        "'d_q_latent' must be 0, got %d", dq);
