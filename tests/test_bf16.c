@@ -355,6 +355,45 @@ START_TEST(the_memo_leaves_a_bf16_steps_bits_unchanged)
 }
 END_TEST
 
+/* A bf16 product split over 2 threads by rows reads all of B in each
+ * block, and by columns all of A: that operand is packed once by the pool
+ * (gemm.c's share). Every transposition and both splits give the bits of
+ * packing it in each block, and the shared packing was used. */
+START_TEST(a_splits_shared_operand_is_packed_once_with_the_same_bits)
+{
+    if (no_bf16()) return;
+    al_parallel_set_threads(2);
+    enum { M = 256, N = 320, K = 300 };   /* each operand above the sharing's minimum */
+    float *A = al_malloc(sizeof(float) * M * K), *B = al_malloc(sizeof(float) * K * N);
+    float *C1 = al_malloc(sizeof(float) * M * N), *C0 = al_malloc(sizeof(float) * M * N);
+    al_rng r;
+    al_rng_seed(&r, 5);
+    for (int i = 0; i < M * K; i++) A[i] = (float)al_rng_normal(&r);
+    for (int i = 0; i < K * N; i++) B[i] = (float)al_rng_normal(&r);
+    set_precision("bf16");
+    const int splits[] = {AL_SPLIT_ROWS, AL_SPLIT_COLS};
+    for (int t = 0; t < 4; t++)
+        for (int sp = 0; sp < 2; sp++) {
+            CBLAS_TRANSPOSE ta = t & 1 ? CblasTrans : CblasNoTrans;
+            CBLAS_TRANSPOSE tb = t & 2 ? CblasTrans : CblasNoTrans;
+            int lda = ta == CblasNoTrans ? K : M, ldb = tb == CblasNoTrans ? N : K;
+            for (int i = 0; i < M * N; i++) C1[i] = C0[i] = (float)(i % 7);
+            long before = al_gemm_shares();
+            al_sgemm_split(splits[sp], ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C1, N);
+            ck_assert_msg(al_gemm_shares() == before + 1, "ta %d tb %d split %d: not shared", ta,
+                          tb, splits[sp]);
+            al_gemm_share_disable(1);
+            al_sgemm_split(splits[sp], ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C0, N);
+            al_gemm_share_disable(0);
+            ck_assert_msg(!memcmp(C1, C0, sizeof(float) * M * N),
+                          "ta %d tb %d split %d: sharing changed the bits", ta, tb, splits[sp]);
+        }
+    set_precision("f32");
+    al_parallel_set_threads(1);
+    free(A), free(B), free(C1), free(C0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ runs */
 
 static void run_config(al_config *c, const char *dir, int threads)
@@ -712,6 +751,7 @@ Suite *bf16_suite(void)
     tcase_add_test(tc, bf16_step_should_give_f32_loss_and_gradients_within_tolerance);
     tcase_add_test(tc, the_memo_reuses_packings_and_drops_written_ones);
     tcase_add_test(tc, the_memo_leaves_a_bf16_steps_bits_unchanged);
+    tcase_add_test(tc, a_splits_shared_operand_is_packed_once_with_the_same_bits);
     tcase_add_test(tc, bf16_runs_should_repeat_bit_for_bit_at_1_and_2_threads);
     tcase_add_test(tc, bf16_resume_should_be_bit_exact_and_record_the_precision);
     tcase_add_test(tc, f32_config_should_not_write_the_precision);

@@ -101,6 +101,25 @@ void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, f
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc);
 
+/* The same with either operand already packed: ap (bp), when not NULL, is
+ * op(A)'s (op(B)'s) values as al_bf16_pack_rows packs the matrix as stored
+ * (M x K or, transposed, K x M; B: K x N or N x K), dense; A (B) is then
+ * not read. Why: a product split over threads by rows reads all of B in
+ * every block, and one split by columns all of A; gemm.c packs that shared
+ * operand once, each thread some of its rows, instead of once per block
+ * (at 2 threads the blocks packed 12M values twice a layer of bench small). */
+void al_bf16_gemm_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                         float alpha, const float *A, int lda, const uint16_t *ap,
+                         const float *B, int ldb, const uint16_t *bp, float beta, float *C,
+                         int ldc);
+/* rows x cols floats at stride ld rounded to bf16 as al_bf16_pack rounds
+ * them, dense into out. */
+void al_bf16_pack_rows(uint16_t *out, const float *x, size_t rows, size_t cols, size_t ld);
+/* A buffer of at least n bf16 values owned by the calling thread (kept,
+ * grown as asked; valid until its next call): where gemm.c packs a split's
+ * shared operand, which the pool's threads then read. */
+uint16_t *al_bf16_shared_buffer(size_t n);
+
 /* The memo: between al_bf16_memo_begin and al_bf16_memo_end (nested
  * scopes count as one), the calling thread keeps each operand it packs
  * (up to 16, the least recently used going first) and a later bf16

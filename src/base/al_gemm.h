@@ -82,6 +82,12 @@ int al_gemm_plan_get(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K
  * from the plan's (a forced split is not checked against the reference). */
 void al_gemm_force_split(int split);
 
+/* Tests: 1 turns off packing a bf16 split's shared operand once (gemm.c's
+ * share; AL_BF16_SHARE=0 does the same), 0 turns it back on. */
+void al_gemm_share_disable(int off);
+/* Splits whose shared operand was packed once, so far (tests). */
+long al_gemm_shares(void);
+
 /* Stops OpenBLAS's threads, which otherwise poll for work for about 0.1 s
  * after a threaded call, on the cores the pool needs; its next threaded
  * call starts them again. -1 (nothing done) where OpenBLAS does not export

@@ -100,6 +100,11 @@ void al_bf16_pack(uint16_t *out, const float *x, size_t n)
     pack_rows(out, x, 1, n, n);
 }
 
+void al_bf16_pack_rows(uint16_t *out, const float *x, size_t rows, size_t cols, size_t ld)
+{
+    pack_rows(out, x, rows, cols, ld);
+}
+
 #ifndef AL_HAVE_DNNL
 
 int al_bf16_check(al_err *e)
@@ -119,11 +124,25 @@ void al_bf16_memo_written(const float *x, int rows, int cols, int ld)
     (void)x, (void)rows, (void)cols, (void)ld;
 }
 
+void al_bf16_gemm_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                         float alpha, const float *A, int lda, const uint16_t *ap,
+                         const float *B, int ldb, const uint16_t *bp, float beta, float *C,
+                         int ldc)
+{
+    AL_ASSERT(!"bf16 products without oneDNN");   /* al_bf16_check refused the run */
+}
+
 void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc)
 {
-    AL_ASSERT(!"bf16 products without oneDNN");   /* al_bf16_check refused the run */
+    AL_ASSERT(!"bf16 products without oneDNN");
+}
+
+uint16_t *al_bf16_shared_buffer(size_t n)
+{
+    AL_ASSERT(!"bf16 products without oneDNN");
+    return NULL;
 }
 
 #else
@@ -175,6 +194,8 @@ typedef struct slot {
     uint16_t *a, *b;   /* the operands in bf16, dense in their stored layout */
     size_t a_cap, b_cap;
     memo_entry memo[MEMO];   /* buffers kept between scopes, entries not */
+    uint16_t *shared;        /* al_bf16_shared_buffer */
+    size_t shared_cap;
     unsigned long clock;
 } slot;
 
@@ -438,20 +459,41 @@ static const uint16_t *operand(slot *s, int which, const float *x, int rows, int
     return m->buf;
 }
 
+uint16_t *al_bf16_shared_buffer(size_t n)
+{
+    slot *s = my();
+    if (n > s->shared_cap) {
+        free(s->shared);
+        s->shared = al_malloc(n * sizeof *s->shared);
+        s->shared_cap = n;
+    }
+    return s->shared;
+}
+
 void al_bf16_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc)
+{
+    al_bf16_gemm_packed(ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc);
+}
+
+void al_bf16_gemm_packed(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                         float alpha, const float *A, int lda, const uint16_t *ap,
+                         const float *B, int ldb, const uint16_t *bp, float beta, float *C,
+                         int ldc)
 {
     slot *s = my();
     prim_key k;
     memset(&k, 0, sizeof k);   /* compared with memcmp */
     k = (prim_key){ta, tb, M, N, K, ldc, alpha, beta};
     prim *p = prim_get(s, &k);
-    const uint16_t *a = ta == CblasNoTrans ? operand(s, 0, A, M, K, lda)
-                                           : operand(s, 0, A, K, M, lda);
-    const uint16_t *b = tb == CblasNoTrans ? operand(s, 1, B, K, N, ldb)
-                                           : operand(s, 1, B, N, K, ldb);
-    if (A == B)   /* one memo entry: B's rows may have grown it, and moved its buffer */
+    const uint16_t *a = ap  ? ap
+                        : ta == CblasNoTrans ? operand(s, 0, A, M, K, lda)
+                                             : operand(s, 0, A, K, M, lda);
+    const uint16_t *b = bp  ? bp
+                        : tb == CblasNoTrans ? operand(s, 1, B, K, N, ldb)
+                                             : operand(s, 1, B, N, K, ldb);
+    if (A == B && !ap && !bp)   /* one memo entry: B's rows may have grown it, and moved its buffer */
         a = ta == CblasNoTrans ? operand(s, 0, A, M, K, lda) : operand(s, 0, A, K, M, lda);
     DNNL_OK(dnnl_memory_set_data_handle(p->a, (void *)a));
     DNNL_OK(dnnl_memory_set_data_handle(p->b, (void *)b));

@@ -116,9 +116,9 @@ static int use_bf16(int M, int N, int K)
 /* One product on the calling thread, in bf16 or f32 as decided for the
  * whole product (a split's blocks follow the whole product's decision, so
  * a product is never half bf16). Not counted: its callers count. */
-static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                 float *C, int ldc)
+static void here_packed(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                        float alpha, const float *A, int lda, const uint16_t *ap, const float *B,
+                        int ldb, const uint16_t *bp, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     AL_ASSERT(ldc >= N);
@@ -136,10 +136,17 @@ static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N,
     AL_ASSERT(lda >= (ta == CblasNoTrans ? K : M));   /* A (M, K) or (K, M) */
     AL_ASSERT(ldb >= (tb == CblasNoTrans ? N : K));   /* B (K, N) or (N, K) */
     if (bf16)
-        al_bf16_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        al_bf16_gemm_packed(ta, tb, M, N, K, alpha, A, lda, ap, B, ldb, bp, beta, C, ldc);
     else
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     al_bf16_memo_written(C, M, N, ldc);   /* a kept packing of C is stale now */
+}
+
+static void here(int bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc)
+{
+    here_packed(bf16, ta, tb, M, N, K, alpha, A, lda, NULL, B, ldb, NULL, beta, C, ldc);
 }
 
 void al_sgemm_here(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
@@ -160,6 +167,7 @@ typedef struct gemm_job {
     float alpha, beta;
     const float *A, *B;
     float *C;
+    const uint16_t *ap, *bp;   /* bf16: A (B) packed once for every block (share) */
 } gemm_job;
 
 /* Block [r0, r1) x [c0, c1) of C: one sgemm over the full K, so every
@@ -168,8 +176,11 @@ static void gemm_block(const gemm_job *g, long r0, long r1, long c0, long c1)
 {
     const float *A = g->ta == CblasNoTrans ? g->A + r0 * g->lda : g->A + r0;
     const float *B = g->tb == CblasNoTrans ? g->B + c0 : g->B + c0 * g->ldb;
-    here(g->bf16, g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda, B,
-         g->ldb, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
+    /* a shared packing is of the whole operand: only blocks that read all of it use it */
+    const uint16_t *ap = r0 == 0 && r1 == g->M ? g->ap : NULL;
+    const uint16_t *bp = c0 == 0 && c1 == g->N ? g->bp : NULL;
+    here_packed(g->bf16, g->ta, g->tb, (int)(r1 - r0), (int)(c1 - c0), g->K, g->alpha, A, g->lda,
+                ap, B, g->ldb, bp, g->beta, g->C + r0 * g->ldc + c0, g->ldc);
 }
 
 /* Blocks [lo, hi) of the grid, row-major over (rows, cols). */
@@ -222,6 +233,62 @@ static void run_blas(const gemm_job *g, int t)
     openblas_set_num_threads(1);
 }
 
+/* ---- a split's shared operand, packed once (bf16) */
+
+#define SHARE_MIN 65536L   /* values: below, a pool round costs more than packing twice */
+#define SHARE_GRAIN 16     /* rows per unit of the packing's cut */
+
+static atomic_int share_off = -1;   /* AL_BF16_SHARE=0, or al_gemm_share_disable */
+static atomic_long shares;          /* al_gemm_shares */
+
+void al_gemm_share_disable(int off) { atomic_store(&share_off, off ? 1 : 0); }
+long al_gemm_shares(void) { return atomic_load(&shares); }
+
+static int share_on(void)
+{
+    int off = atomic_load_explicit(&share_off, memory_order_relaxed);
+    if (off < 0) {
+        const char *v = getenv("AL_BF16_SHARE");
+        off = v && strcmp(v, "0") == 0;
+        atomic_store_explicit(&share_off, off, memory_order_relaxed);
+    }
+    return !off;
+}
+
+typedef struct share_job {
+    const float *x;
+    size_t cols, ld;
+    uint16_t *out;
+} share_job;
+
+static void share_rows(void *ctx, long lo, long hi, int tid)
+{
+    const share_job *j = ctx;
+    al_bf16_pack_rows(j->out + (size_t)lo * j->cols, j->x + (size_t)lo * j->ld, (size_t)(hi - lo),
+                      j->cols, j->ld);
+    (void)tid;
+}
+
+/* A bf16 split along one side reads the other operand whole in every
+ * block (rows: all of B; columns: all of A): the pool packs it once, each
+ * thread a share of its rows, into the caller's buffer, and the blocks
+ * read that. The bits are those of each block packing it (a packing
+ * depends on the values only). */
+static void share(gemm_job *g)
+{
+    if (!g->bf16 || (g->rows > 1) == (g->cols > 1) || !share_on()) return;
+    int by_rows = g->cols == 1, tr = by_rows ? g->tb != CblasNoTrans : g->ta != CblasNoTrans;
+    long a = by_rows ? g->K : g->M, b = by_rows ? g->N : g->K;   /* op(x)'s rows, cols */
+    long rows = tr ? b : a, cols = tr ? a : b;                   /* as stored */
+    if (rows * cols < SHARE_MIN) return;
+    share_job j = {by_rows ? g->B : g->A, (size_t)cols, (size_t)(by_rows ? g->ldb : g->lda),
+                   al_bf16_shared_buffer((size_t)(rows * cols))};
+    al_parallel_for(rows, SHARE_GRAIN, share_rows, &j);
+    atomic_fetch_add_explicit(&shares, 1, memory_order_relaxed);
+    if (by_rows) g->bp = j.out;
+    else g->ap = j.out;
+}
+
 /* Runs g with a split; 0, or -1 when the split does not apply here. */
 static int run_split(gemm_job g, int split)
 {
@@ -233,6 +300,7 @@ static int run_split(gemm_job g, int split)
     }
     int blocks = grid_of(split, g.M, g.N, t, &g.rows, &g.cols);
     if (blocks < 2) return -1;
+    share(&g);
     al_parallel_for(blocks, 1, gemm_blocks, &g);
     return 0;
 }
@@ -311,7 +379,7 @@ static void probe_init(probe *p, const plan_key *k, float alpha, float beta)
     p->ref = al_malloc(p->nc * sizeof(float));
     p->g = (gemm_job){(CBLAS_TRANSPOSE)k->ta, (CBLAS_TRANSPOSE)k->tb, k->M, k->N, k->K, ca, cb,
                       k->N, 1, 1, k->precision == AL_PRECISION_BF16 && al_bf16_worth(k->M, k->N, k->K),
-                      alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float))};
+                      alpha, beta, p->a, p->b, al_malloc(p->nc * sizeof(float)), NULL, NULL};
 }
 
 static void probe_free(probe *p)
@@ -467,7 +535,8 @@ static void sgemm_split(int split, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M
                         float *C, int ldc)
 {
     AL_ASSERT(split >= 0 && split < AL_NSPLITS);
-    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C};
+    gemm_job g = {ta, tb, M, N, K, lda, ldb, ldc, 1, 1, use_bf16(M, N, K), alpha, beta, A, B, C,
+                  NULL, NULL};
     if (M <= 0 || N <= 0) return;
     if (run_split(g, split) != 0 && run_split(g, AL_SPLIT_ROWS) != 0 &&
         run_split(g, AL_SPLIT_COLS) != 0) {
