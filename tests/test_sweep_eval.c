@@ -223,7 +223,8 @@ START_TEST(an_evaluation_cut_short_resumes_with_the_missing_rows)
     char *exp = write_exp(dir, "eval: {kv_dtypes: [f32, bf16], tokens: 256}\n");
     snprintf(r, sizeof r, "%s/r", dir);
     ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
-    ck_assert_msg(strstr(out, "eval: 4 result(s) computed over 2 ok trial(s)"), "%s", out);
+    /* each worker scored its trial: the sweep's pass found nothing left */
+    ck_assert_msg(!strstr(out, "result(s) computed"), "%s", out);
     free(out);
     snprintf(path, sizeof path, "%s/mha_seed1/eval.csv", r);
     char *text = NULL, *cut;
@@ -246,6 +247,41 @@ START_TEST(an_evaluation_cut_short_resumes_with_the_missing_rows)
 }
 END_TEST
 
+/* A trial's worker scores it as soon as it has trained (so results come
+ * with each trial, and a sweep cut short keeps them), all but eval.decode's
+ * timing, which the sweep's pass at the end runs with no trial training
+ * beside it; that pass then computes only the decode rows. */
+START_TEST(a_trials_worker_evaluates_it_and_leaves_decode_timing_to_the_sweep)
+{
+    char *dir = al_test_tmpdir(), *out, r[4200], path[4400], dpath[4400];
+    char *exp = write_exp(dir, "eval: {kv_dtypes: [f32, int8], tokens: 256,\n"
+                               "       decode: {contexts: [16], batch: [1], tokens: 4, repeats: 1}}\n");
+    snprintf(r, sizeof r, "%s/r", dir);
+    /* 2 eval.csv rows and 1 decode row a trial: the pass computed the decodes alone */
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s --jobs 2", exp, r), 0);
+    ck_assert_msg(strstr(out, "2 ok, 0 diverged") &&
+                  strstr(out, "eval: 2 result(s) computed over 2 ok trial(s)"), "%s", out);
+    free(out);
+    al_csv t;
+    snprintf(dpath, sizeof dpath, "%s/mqa_seed1/eval/decode.csv", r);
+    long timed = mtime_ns(dpath);
+    ck_assert(timed > 0);
+    /* the worker by itself: its trial scored again where the rows went missing */
+    snprintf(path, sizeof path, "%s/mqa_seed1/eval.csv", r);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(al_test_attnlabf(&out, "trial %s --index 1 --out %s --threads 1", exp, r), 0);
+    ck_assert_msg(strstr(out, "trial mqa_seed1: ok") &&
+                  strstr(out, "trial mqa_seed1: eval: 2 result(s)"), "%s", out);
+    free(out);
+    al_test_read_csv(path, &t);
+    ck_assert_int_eq(t.n_rows, 2);
+    ck_assert_int_ge(find_row(&t, "kv_dtype", "int8", "context", "16"), 0);
+    al_csv_free(&t);
+    ck_assert_msg(mtime_ns(dpath) == timed, "the worker timed decoding beside other trials");
+    free(exp), free(dir);
+}
+END_TEST
+
 /* Passkey trials: the grid into <trial>/eval/passkey.csv, the same CSV
  * as score --passkey by hand, and a row per configuration in the report. */
 START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
@@ -253,7 +289,8 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
     char *dir = al_test_tmpdir(), r[4200], path[4400];
     char *out = run_passkey_sweep(dir, "pk", "{passkey_lengths: [112, 180], passkey_depths: [0, "
                                   "0.5], passkey_examples: 5}", r, sizeof r);
-    ck_assert_msg(strstr(out, "eval: 2 result(s) computed over 2 ok trial(s)"), "%s", out);
+    ck_assert_msg(strstr(out, "2 ok, 0 diverged") && !strstr(out, "result(s) computed"), "%s",
+                  out);   /* each worker scored its own */
     free(out);
     char *csv = NULL, *md = NULL;
     size_t n;
@@ -426,6 +463,7 @@ Suite *sweep_eval_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, eval_added_to_a_finished_sweep_scores_its_checkpoints_as_score_does);
     tcase_add_test(tc, an_evaluation_cut_short_resumes_with_the_missing_rows);
+    tcase_add_test(tc, a_trials_worker_evaluates_it_and_leaves_decode_timing_to_the_sweep);
     tcase_add_test(tc, passkey_trials_are_evaluated_on_the_passkey_grid);
     tcase_add_test(tc, passkey_trials_report_their_loss_by_position);
     tcase_add_test(tc, eval_decode_times_each_checkpoint_at_every_context_and_batch);

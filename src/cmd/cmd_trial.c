@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "al_cli.h"
+#include "al_sweep_eval_run.h"
 #include "al_sweep_run.h"
 
 typedef struct trial_args {
@@ -36,7 +37,9 @@ static const al_cli_spec trial_spec = {
     "Run trial I of FILE's sweep into DIR/<trial id>: the worker that `attnlab\n"
     "sweep` starts for each trial (other executors can start it the same way).\n"
     "Give the same --set options as the sweep. Writes trial.json, config.yaml,\n"
-    "metrics.csv, progress and, at the end, result.json.\n"
+    "metrics.csv, progress and, at the end, result.json; then, once trained ok,\n"
+    "the sweep's `eval` of the trial (all but eval.decode's timing, which the\n"
+    "sweep runs once no trial trains).\n"
     "Exit status: 0 ok, 3 diverged, 1 failed, 2 bad input.\n",
 };
 
@@ -71,6 +74,16 @@ int al_cmd_trial(int argc, char **argv)
     rc = al_sweep_trial_run(&s, t, a.o.out, (int)a.threads, &e);
     if (rc == AL_EXIT_RUNTIME) fprintf(stderr, "attnlab: trial %s: %s\n", t->id, e.msg);
     else printf("trial %s: %s\n", t->id, rc == 0 ? "ok" : "diverged");
+    /* the sweep's eval, here and now; a failure leaves the trial ok, and the
+     * sweep's pass at the end tries again and reports it */
+    int n = 0;
+    long threads = al_threads_for(a.threads > 0 ? a.threads : t->cfg.train.threads);
+    if (rc == 0 && s.eval.on) {
+        if (al_sweep_evaluate_trial(&s, t, a.o.out, threads, &n, &e) != 0)
+            fprintf(stderr, "attnlab: trial %s: eval: %s\n", t->id, e.msg);
+        else if (n)
+            printf("trial %s: eval: %d result(s)\n", t->id, n);
+    }
     al_sweep_free(&s);
     return rc;
 }

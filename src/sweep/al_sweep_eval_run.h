@@ -20,4 +20,13 @@ typedef struct al_sweep_eval_stats {
  * -1 when some trial's evaluation failed (the others go on). */
 int al_sweep_evaluate(const al_sweep *s, const char *dir, long threads, al_sweep_eval_stats *st);
 
+/* Trial t alone, as al_sweep_evaluate evaluates it but for eval.decode's
+ * timing: what a trial's worker runs once it has trained ok (cmd_trial.c),
+ * so that a trial's results come with it, the cores score finished trials
+ * while others train, and a sweep cut short keeps what it scored. Decode
+ * speed is left to the sweep's pass at the end, when no trial trains
+ * beside it. *computed: what it computed. */
+int al_sweep_evaluate_trial(const al_sweep *s, const al_sweep_trial *t, const char *dir,
+                            long threads, int *computed, al_err *e);
+
 #endif

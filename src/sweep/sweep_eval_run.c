@@ -317,16 +317,17 @@ static int decode_trial(const al_sweep_eval *v, const char *tdir, const char *ck
  * examples through the caches, then those; an mqar trial: its examples
  * through the caches alone); then its decode speed with eval.decode. */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
-                      long threads, int *done, al_err *e)
+                      long threads, int timed, int *done, al_err *e)
 {
     const al_sweep_eval *v = &s->eval;
     char ckpt[TDIR_LEN + 32], text[TDIR_LEN + 32];
+    int decode = timed && v->decode.on;
     snprintf(ckpt, sizeof ckpt, "%s/%s", tdir, AL_CHECKPOINT_FILE);
-    if (!v->score) return v->decode.on ? decode_trial(v, tdir, ckpt, threads, done, e) : 0;
+    if (!v->score) return decode ? decode_trial(v, tdir, ckpt, threads, done, e) : 0;
     int pk = strcmp(t->cfg.data.source, "passkey") == 0;
     if (strcmp(t->cfg.data.source, "mqar") == 0) {   /* no text: its examples alone */
         int rc = recall_trial(v, t, tdir, ckpt, NULL, threads, done, e);
-        if (!rc && v->decode.on) rc = decode_trial(v, tdir, ckpt, threads, done, e);
+        if (!rc && decode) rc = decode_trial(v, tdir, ckpt, threads, done, e);
         return rc ? -1 : 0;
     }
     eval_file *F = al_malloc(sizeof *F);
@@ -344,8 +345,17 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
         if (!rc && v->by_position) rc = by_position(v, tdir, ckpt, text, T, threads, done, e);
     }
     free(F);
-    if (!rc && v->decode.on) rc = decode_trial(v, tdir, ckpt, threads, done, e);
+    if (!rc && decode) rc = decode_trial(v, tdir, ckpt, threads, done, e);
     return rc ? -1 : 0;
+}
+
+int al_sweep_evaluate_trial(const al_sweep *s, const al_sweep_trial *t, const char *dir,
+                            long threads, int *computed, al_err *e)
+{
+    char tdir[TDIR_LEN];
+    al_results_trial_dir(tdir, sizeof tdir, dir, t);
+    *computed = 0;
+    return s->eval.on ? eval_trial(s, t, tdir, threads, 0, computed, e) : 0;
 }
 
 int al_sweep_evaluate(const al_sweep *s, const char *dir, long threads, al_sweep_eval_stats *st)
@@ -360,7 +370,7 @@ int al_sweep_evaluate(const al_sweep *s, const char *dir, long threads, al_sweep
         al_results_trial_dir(tdir, sizeof tdir, dir, t);
         if (al_results_read_result(tdir, t->hash, &r) != 0 || r.status != AL_TRIAL_OK) continue;
         int before = st->computed;
-        if (eval_trial(s, t, tdir, threads, &st->computed, &e) != 0) {
+        if (eval_trial(s, t, tdir, threads, 1, &st->computed, &e) != 0) {
             fprintf(stderr, "attnlab: sweep: eval of %s: %s\n", t->id, e.msg);
             st->failed++;
         } else if (st->computed > before) {
