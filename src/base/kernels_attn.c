@@ -153,10 +153,12 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
     const sdpa_job *j = ctx;
     const sdpa_dims *d = &j->d;
     int T = d->T;
+    /* k's and v's rows are packed once a chunk: once a head, or once a
+     * group where a chunk runs heads of one K/V group one after the other */
+    al_bf16_memo_begin();
     for (long bh = lo; bh < hi; bh++) {
         head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
         float *P = j->att + (size_t)bh * T * T;
-        al_bf16_memo_begin();   /* k's and v's rows are packed once a head */
         for (int i0 = 0; i0 < T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, T), nk = block_keys(d, i1);
             al_sgemm_here(CblasNoTrans, CblasTrans, i1 - i0, nk, d->dqk, d->scale,
@@ -173,8 +175,8 @@ static void sdpa_fwd_heads(void *ctx, long lo, long hi, int tid)
                   P + (size_t)i0 * T, T, j->v + o.v, d->ldv, 0.0f,
                   j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
-        al_bf16_memo_end();
     }
+    al_bf16_memo_end();
     (void)tid;
 }
 
@@ -315,9 +317,12 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
     const sdpa_job *j = ctx;
     const sdpa_dims *d = &j->d;
     float *S = al_parallel_scratch(tid, (size_t)SDPA_BLOCK * d->T);
+    /* k's and v's rows are packed once a chunk: once a head, or once a
+     * group where a chunk runs heads of one K/V group one after the other
+     * (S is rewritten by the scores product, which drops its packing) */
+    al_bf16_memo_begin();
     for (long bh = lo; bh < hi; bh++) {
         head_ptrs o = head_at(d, (int)(bh / d->H), (int)(bh % d->H));
-        al_bf16_memo_begin();   /* k's and v's rows are packed once a head */
         for (int i0 = 0; i0 < d->T; i0 += SDPA_BLOCK) {
             int i1 = imin(i0 + SDPA_BLOCK, d->T), nk = block_keys(d, i1);
             scores(S, d, j->q + o.q, j->k + o.k, i0, i1, nk);
@@ -325,8 +330,8 @@ static void attn_fwd_heads(void *ctx, long lo, long hi, int tid)
             al_sgemm_here(CblasNoTrans, CblasNoTrans, i1 - i0, d->dv, nk, 1.0f, S, nk,
                   j->v + o.v, d->ldv, 0.0f, j->out + o.o + (size_t)i0 * d->ldo, d->ldo);
         }
-        al_bf16_memo_end();
     }
+    al_bf16_memo_end();
 }
 
 void al_attn_forward_band(float *out, float *stat, const float *q, const float *k,
