@@ -314,39 +314,50 @@ START_TEST(passkey_trials_are_evaluated_on_the_passkey_grid)
 }
 END_TEST
 
-/* Passkey trials have no eval.csv: their loss by position (eval.by_position)
- * still makes the report's "Loss by position" table, each cell the
- * trial's own by_position.csv bucket (one seed: the mean is that value). */
-START_TEST(passkey_trials_report_their_loss_by_position)
+/* Passkey trials learn the key's digits alone, so the loss of their filler
+ * by position says nothing: eval.by_position over passkey trials is refused
+ * at load time naming the key, and the report shows instead the answer's
+ * loss by length, each cell the mean over depths of the trial's own
+ * passkey.csv (one seed: the mean is that value). */
+START_TEST(passkey_trials_report_their_answer_loss_not_their_fillers)
 {
     char *dir = al_test_tmpdir(), r[4200], path[4400];
-    free(run_passkey_sweep(dir, "pkpos", "{passkey_lengths: [112], passkey_depths: [0], "
-                           "passkey_examples: 2, by_position: true, contexts: [112, 224], "
-                           "buckets: 4}", r, sizeof r));
+    char *data = write_text(dir), text[4096], *out;
+    snprintf(text, sizeof text,
+             "name: pkpos\n"
+             "data: {source: passkey, path: %s, test_fraction: 0.2, test_examples: 4}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112}\n"
+             "train: {batch_size: 4, eval_batches: 1, threads: 1, warmup_steps: 2, steps: 6}\n"
+             "sweep: {grid: {model.attention: [{variant: mha}, {variant: mqa}]}}\n"
+             "eval: {passkey_lengths: [112], by_position: true}\n", data);
+    char *exp = al_test_write(dir, "bad.yaml", text);
+    snprintf(r, sizeof r, "%s/bad", dir);
+    ck_assert_int_eq(al_test_attnlabf(&out, "sweep %s --out %s", exp, r), 2);
+    ck_assert_msg(strstr(out, "bad.yaml:6:45: error: 'eval.by_position' is a text model's loss "
+                              "by position, but trial ") &&
+                  strstr(out, "is a passkey trial, trained on the key's digits alone"), "%s", out);
+    free(out), free(exp), free(data);
+    ck_assert_msg(access(r, F_OK) != 0, "a refused sweep made %s", r);
+
+    free(run_passkey_sweep(dir, "pkpos", "{passkey_lengths: [112, 180], passkey_depths: [0, "
+                           "0.5], passkey_examples: 2}", r, sizeof r));
     char *md = NULL;
     size_t n;
     al_err e;
     snprintf(path, sizeof path, "%s/report.md", r);
     ck_assert(al_read_file(path, &md, &n, &e) == 0);
-    const char *sec = strstr(md, "\n## Loss by position\n");
-    ck_assert_msg(sec && !strstr(md, "## Checkpoints through the cache"), "%s", md);
-    const char *c224 = strstr(sec, "\n### Context 224\n");
-    ck_assert_msg(c224 && strstr(c224, "| configuration | seeds | 0-55 | 56-111 | 112-167 | "
-                                       "168-223 |"), "%s", sec);
+    const char *sec = strstr(md, "The answer's loss in nats per digit");
+    ck_assert_msg(sec && !strstr(md, "## Loss by position"), "%s", md);
     al_csv t;
-    snprintf(path, sizeof path, "%s/mqa_seed1/eval/by_position_224/by_position.csv", r);
+    snprintf(path, sizeof path, "%s/mqa_seed1/eval/passkey.csv", r);
     ck_assert_msg(al_csv_read(path, &t, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(t.n_rows, 4);
-    char want[512];
-    int k = snprintf(want, sizeof want, "\n| mqa | 1 |");
-    for (int b = 0; b < 4; b++)
-        k += snprintf(want + k, sizeof want - k, " %.4f |", num(&t, b, "loss"));
+    ck_assert_int_eq(t.n_rows, 4);   /* 2 lengths x 2 depths */
+    double mean[2] = {0, 0};
+    for (int i = 0; i < 4; i++) mean[atoi(al_csv_cell(&t, i, "length")) == 180] += num(&t, i, "loss") / 2;
     al_csv_free(&t);
-    ck_assert_msg(strstr(c224, want), "want %s in\n%s", want, c224);
-    snprintf(path, sizeof path, "%s/eval_by_position_224.dat", r);
-    ck_assert_msg(access(path, F_OK) == 0, "%s", path);
-    snprintf(path, sizeof path, "%s/eval_pareto_224.dat", r);
-    ck_assert_msg(access(path, F_OK) != 0, "a Pareto file without points: %s", path);
+    char want[256];
+    snprintf(want, sizeof want, "\n| mqa | %.3f | %.3f |", mean[0], mean[1]);
+    ck_assert_msg(strstr(sec, want), "want %s in\n%s", want, sec);
     free(md), free(dir);
 }
 END_TEST
@@ -465,7 +476,7 @@ Suite *sweep_eval_suite(void)
     tcase_add_test(tc, an_evaluation_cut_short_resumes_with_the_missing_rows);
     tcase_add_test(tc, a_trials_worker_evaluates_it_and_leaves_decode_timing_to_the_sweep);
     tcase_add_test(tc, passkey_trials_are_evaluated_on_the_passkey_grid);
-    tcase_add_test(tc, passkey_trials_report_their_loss_by_position);
+    tcase_add_test(tc, passkey_trials_report_their_answer_loss_not_their_fillers);
     tcase_add_test(tc, eval_decode_times_each_checkpoint_at_every_context_and_batch);
     tcase_add_loop_test(tc, bad_eval_keys_name_file_line_and_column, 0,
                         (int)(sizeof bad / sizeof bad[0]));

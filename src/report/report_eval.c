@@ -15,8 +15,9 @@
  * eval_by_position_C.png. The numbers are in eval_configs.csv.
  *
  * Passkey trials have <trial>/eval/passkey.csv instead: a table of each
- * configuration's exact-match and digit accuracy by window length, each
- * the mean over depths and seeds.
+ * configuration's exact-match and digit accuracy by window length, and one
+ * of the answer's loss, each the mean over depths and seeds. They have no
+ * loss by position: they learnt the key's digits, not their filler.
  */
 #include "report_eval.h"
 #include "report_plot.h"
@@ -151,6 +152,16 @@ static void collect_points(const al_report_analysis *A, ev *V)
     mark_front(V);
 }
 
+/* A passkey trial (it has eval/passkey.csv) learnt the key's digits alone:
+ * by_position files that an earlier attnlab made over its filler are of
+ * bytes it never learnt to predict, and are not shown. */
+static int is_passkey_trial(const al_report_analysis *A, const row *w)
+{
+    char path[DIR_LEN + 512];
+    snprintf(path, sizeof path, "%s/%s/eval/passkey.csv", A->dir, w->trial);
+    return access(path, F_OK) == 0;
+}
+
 /* g's loss by position at context C: its counted trials' by_position.csv,
  * bucket by bucket (trials cut otherwise are left out). */
 static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
@@ -162,7 +173,9 @@ static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
         char path[DIR_LEN + 512];
         al_csv t;
         al_err e;
-        if (!al_report_row_counts(w) || strcmp(w->group, A->g[g].first->group) != 0) continue;
+        if (!al_report_row_counts(w) || strcmp(w->group, A->g[g].first->group) != 0 ||
+            is_passkey_trial(A, w))
+            continue;
         snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", A->dir,
                  w->trial, C);
         if (al_csv_read(path, &t, &e) != 0 || t.n_rows < 1 || t.n_rows > EV_MAX_BUCKETS ||
@@ -188,14 +201,14 @@ static void make_curve(const al_report_analysis *A, int g, int C, ev_curve *cv)
     cv->seeds = m;
 }
 
-/* The contexts of every counted trial's eval/by_position_C directories:
- * passkey trials have no eval.csv to name them. */
+/* The contexts of every counted trial's eval/by_position_C directories
+ * (a context scored by position alone has no eval.csv row to name it). */
 static void scan_position_contexts(const al_report_analysis *A, ev *V)
 {
     for (int i = 0; i < A->sm.n; i++) {
         const row *w = &A->sm.rows[i];
         char path[DIR_LEN + 512];
-        if (!al_report_row_counts(w)) continue;
+        if (!al_report_row_counts(w) || is_passkey_trial(A, w)) continue;
         snprintf(path, sizeof path, "%s/%s/eval", A->dir, w->trial);
         DIR *d = opendir(path);
         if (!d) continue;
@@ -448,7 +461,7 @@ static void md_positions(FILE *f, int plots, const ev *V, int C)
 
 typedef struct pk_sum {
     int n_lengths, lengths[PK_MAX_LENGTHS];     /* ascending, from every trial's file */
-    double *exact, *digits;                     /* (rows, lengths): each trial's mean over
+    double *exact, *digits, *loss;              /* (rows, lengths): each trial's mean over
                                                    depths; NAN where it has none */
 } pk_sum;
 
@@ -463,7 +476,7 @@ static int pk_length_index(const pk_sum *P, int L)
 /* Pass 0 gathers the lengths; pass 1 averages trial i's cells over depths. */
 static void pk_add_file(pk_sum *P, int i, const al_csv *t, int pass)
 {
-    double ex[PK_MAX_LENGTHS] = {0}, dg[PK_MAX_LENGTHS] = {0};
+    double ex[PK_MAX_LENGTHS] = {0}, dg[PK_MAX_LENGTHS] = {0}, ls[PK_MAX_LENGTHS] = {0};
     int n[PK_MAX_LENGTHS] = {0};
     for (int r = 0; r < t->n_rows; r++) {
         int L = atoi(al_csv_cell(t, r, "length"));
@@ -477,12 +490,14 @@ static void pk_add_file(pk_sum *P, int i, const al_csv *t, int pass)
         if (k < 0) continue;
         ex[k] += strtod(al_csv_cell(t, r, "exact"), NULL);
         dg[k] += strtod(al_csv_cell(t, r, "digit_accuracy"), NULL);
+        ls[k] += strtod(al_csv_cell(t, r, "loss"), NULL);
         n[k]++;
     }
     for (int k = 0; pass && k < P->n_lengths; k++)
         if (n[k]) {
             P->exact[i * PK_MAX_LENGTHS + k] = ex[k] / n[k];
             P->digits[i * PK_MAX_LENGTHS + k] = dg[k] / n[k];
+            P->loss[i * PK_MAX_LENGTHS + k] = ls[k] / n[k];
         }
 }
 
@@ -494,7 +509,8 @@ static void pk_collect(const al_report_analysis *A, pk_sum *P)
     size_t cells = (size_t)A->sm.n * PK_MAX_LENGTHS + 1;
     P->exact = al_malloc(cells * sizeof *P->exact);
     P->digits = al_malloc(cells * sizeof *P->digits);
-    for (size_t c = 0; c < cells; c++) P->exact[c] = P->digits[c] = NAN;
+    P->loss = al_malloc(cells * sizeof *P->loss);
+    for (size_t c = 0; c < cells; c++) P->exact[c] = P->digits[c] = P->loss[c] = NAN;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < A->sm.n; i++) {
             const row *w = &A->sm.rows[i];
@@ -586,6 +602,36 @@ static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P, int
     free(d), free(p), free(rej);
 }
 
+/* The answer's loss by length: where exact match falls to 0 at once past
+ * the trained length, the loss of the key's digits says how far a model
+ * still leans toward the key (its rise is where a position scheme stops
+ * extending, experiments/long_context.yaml). */
+static void pk_loss_md(FILE *f, const al_report_analysis *A, const pk_sum *P)
+{
+    fputs("\nThe answer's loss in nats per digit (the mean cross-entropy of the key's five "
+          "digits, teacher-forced; for scale, an even guess among the ten digits is ln 10 = "
+          "2.303), each trial's the mean over depths, mean over seeds ± 95 % t-interval:\n\n",
+          f);
+    pk_table_head(f, P);
+    for (int g = 0; g < A->n_groups; g++) {
+        al_stat ls;
+        int any = 0;
+        for (int k = 0; k < P->n_lengths; k++) {
+            pk_stat(A, P->loss, g, -1, k, &ls);
+            any |= ls.n > 0;
+        }
+        if (!any) continue;
+        fprintf(f, "| %s |", A->g[g].first->group);
+        for (int k = 0; k < P->n_lengths; k++) {
+            pk_stat(A, P->loss, g, -1, k, &ls);
+            if (!ls.n) fputs(" - |", f);
+            else if (ls.n < 2) fprintf(f, " %.3f |", ls.mean);
+            else fprintf(f, " %.3f ± %.3f |", ls.mean, ls.ci95);
+        }
+        fputc('\n', f);
+    }
+}
+
 static void pk_md(FILE *f, const al_report_analysis *A)
 {
     pk_sum P;
@@ -619,8 +665,9 @@ static void pk_md(FILE *f, const al_report_analysis *A)
             fputc('\n', f);
         }
         if (base >= 0 && shown > 1) pk_deltas(f, A, &P, base);
+        pk_loss_md(f, A, &P);
     }
-    free(P.exact), free(P.digits);
+    free(P.exact), free(P.digits), free(P.loss);
 }
 
 void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)

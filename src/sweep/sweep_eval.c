@@ -248,13 +248,25 @@ static int parse_keys(const al_node *m, al_sweep_eval *v, al_err *e)
 
 /* Every trial must read text with a test split, and `tokens` must hold a
  * window of every context (the trial's seq_len where contexts is absent);
- * or be a passkey trial (scored on the passkey grid instead), or an mqar
- * one (its test examples through the caches, which needs recall on). */
+ * or be a passkey trial (scored on the passkey grid instead; not by
+ * position, see below), or an mqar one (its test examples through the
+ * caches, which needs recall on). */
 static int check_trials(const al_sweep *s, const al_node *m, al_err *e)
 {
     const al_sweep_eval *v = &s->eval;
     for (int i = 0; i < s->n_trials; i++) {
         const al_config *c = &s->trials[i].cfg;
+        /* a passkey model learns the key's digits alone (data.md): the loss
+         * of its filler by position is of bytes it never learnt to predict */
+        if (strcmp(c->data.source, "passkey") == 0 && v->by_position) {
+            const al_node *b = al_node_get(m, "by_position");
+            return al_node_errf(e, b ? b : m, "'eval.by_position' is a text model's loss by "
+                                "position, but trial %s is a passkey trial, trained on the "
+                                "key's digits alone, so its filler's loss says nothing: drop "
+                                "it (the passkey grid's answer loss by length and depth is "
+                                "in <trial>/eval/passkey.csv and the report)",
+                                s->trials[i].label);
+        }
         if (strcmp(c->data.source, "passkey") == 0) continue;
         if (strcmp(c->data.source, "mqar") == 0 && !v->recall)
             return al_node_errf(e, m, "'eval' answers mqar trials' examples through the caches "

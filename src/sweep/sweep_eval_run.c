@@ -16,10 +16,8 @@
  *                             forward pass) writes it
  *   <trial>/eval/passkey.csv  a passkey trial's instead of eval.csv: as
  *                             `score <model> <trial>/eval/test.txt --passkey
- *                             --seed <its data.seed>` with eval's grid writes it;
- *                             with by_position, its filler's by_position files
- *                             too (loss against position past the trained
- *                             length: experiments/long_context.yaml)
+ *                             --seed <its data.seed>` with eval's grid writes it
+ *                             (no by_position: sweep_eval.c refuses it there)
  *   <trial>/eval/recall.csv   a passkey or mqar trial's examples (the passkey
  *                             grid, or the first eval.mqar_examples of its
  *                             test split) answered through f32 and each other
@@ -314,7 +312,7 @@ static int decode_trial(const al_sweep_eval *v, const char *tdir, const char *ck
 
 /* Every (context, dtype) of trial t not yet in its eval.csv, then its
  * by_position files (a passkey trial: its passkey grid and with recall its
- * examples through the caches, then those; an mqar trial: its examples
+ * examples through the caches instead; an mqar trial: its examples
  * through the caches alone); then its decode speed with eval.decode. */
 static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *tdir,
                       long threads, int timed, int *done, al_err *e)
@@ -334,8 +332,7 @@ static int eval_trial(const al_sweep *s, const al_sweep_trial *t, const char *td
     int rc = read_rows(tdir, F, e) || write_text(t, tdir, v->tokens, text, sizeof text, e);
     if (!rc && pk) rc = passkey_trial(v, t, tdir, ckpt, text, threads, done, e);
     if (!rc && pk && v->recall) rc = recall_trial(v, t, tdir, ckpt, text, threads, done, e);
-    for (int c = 0; !rc && (!pk || v->by_position) && c < (v->n_contexts ? v->n_contexts : 1);
-         c++) {
+    for (int c = 0; !rc && !pk && c < (v->n_contexts ? v->n_contexts : 1); c++) {
         int T = v->n_contexts ? v->contexts[c] : t->cfg.model.seq_len;
         for (int k = 0; !rc && !pk && k < v->n_dtypes; k++) {
             if (has_row(F, v->dtypes[k], T)) continue;
