@@ -76,9 +76,9 @@ int al_cmd_trial(int argc, char **argv)
     else printf("trial %s: %s\n", t->id, rc == 0 ? "ok" : "diverged");
     /* the sweep's eval, here and now; a failure leaves the trial ok, and the
      * sweep's pass at the end tries again and reports it */
-    int n = 0;
-    long threads = al_threads_for(a.threads > 0 ? a.threads : t->cfg.train.threads);
     if (rc == 0 && s.eval.on) {
+        int n = 0;
+        long threads = al_threads_for(a.threads > 0 ? a.threads : t->cfg.train.threads);
         if (al_sweep_evaluate_trial(&s, t, a.o.out, threads, &n, &e) != 0)
             fprintf(stderr, "attnlab: trial %s: eval: %s\n", t->id, e.msg);
         else if (n)

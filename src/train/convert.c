@@ -45,20 +45,20 @@ int al_convert_default_method(const al_model_config *dst)
 
 /* Layer l of c as a model of that one attention: each layer converts by
  * itself (a model.layer_attention stack, layer by layer). */
-static al_model_config layer_cfg(const al_model_config *c, int l)
-{
-    al_model_config x = *c;
-    al_attn_config a = al_config_layer_attn(c, l);
-    al_config_set_attn(&x, &a);
-    x.rope_fraction = a.has_rope_fraction ? a.rope_fraction : c->rope_fraction;
-    return x;
-}
-
 /* The share of layer l's heads that rotates (its item's, else the model's). */
 static double layer_fraction(const al_model_config *c, int l)
 {
     al_attn_config a = al_config_layer_attn(c, l);
     return a.has_rope_fraction ? a.rope_fraction : c->rope_fraction;
+}
+
+static al_model_config layer_cfg(const al_model_config *c, int l)
+{
+    al_model_config x = *c;
+    al_attn_config a = al_config_layer_attn(c, l);
+    al_config_set_attn(&x, &a);
+    x.rope_fraction = layer_fraction(c, l);
+    return x;
 }
 
 static int is_stack(const al_model_config *c) { return c->n_layer_attn > 0; }
