@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "al_gemm.h"
 #include "al_size.h"
 #include "al_tensors.h"
 
@@ -140,6 +141,12 @@ uint64_t al_memory_available(uint64_t max_memory, int threads, char *what, size_
          * them on first use and spins forever when it cannot), and room for
          * the threads' stacks and malloc's arenas */
         uint64_t workers = threads > 1 ? (uint64_t)threads : 0;   /* and the caller */
+        /* OpenBLAS's own threads, started when it loads, map their buffers
+         * as they start: joined first, they are in in_use() on every run.
+         * Read while they may still be starting, the figure moved by a
+         * buffer from run to run, and advice read off a low one was refused
+         * (or hung in OpenBLAS) on the next (CI, stop 50). */
+        al_blas_threads_stop();
         uint64_t used = in_use() + (workers + 1) * AL_BLAS_BUFFER_BYTES +
                         workers * AL_THREAD_STACK_BYTES;
         uint64_t left = r.rlim_cur > used ? r.rlim_cur - used : 0;
