@@ -236,6 +236,108 @@ START_TEST(no_plan_no_rounds)
 }
 END_TEST
 
+/* ------------------------------------------------------------ a later stage's baseline */
+
+/* A group by name (-1: none). */
+static int group_named(const al_report_analysis *A, const char *name)
+{
+    for (int k = 0; k < A->n_groups; k++)
+        if (strcmp(A->g[k].first->group, name) == 0) return k;
+    return -1;
+}
+
+/* Two base models (mha the first stage's baseline, mqa), each continued by
+ * a stage `long` with scaling none (that stage's own baseline) and yarn,
+ * and by a stage `tune` with no baseline of its own. Each long_*_yarn is
+ * compared with the long_*_none from the same base model, paired by seed,
+ * never with another model's; tune falls back on base_mha; the report
+ * names each row's baseline, and its passkey table pairs the same way. */
+START_TEST(a_later_stages_baseline_is_compared_within_each_upstream_model)
+{
+    static const char *const up[] = {"mha", "mqa"};
+    char rows[8192] = "", path[4400];
+    double want_yarn[2] = {0, 0}, want_pk[2] = {0, 0}, want_tune = 0;
+    char *dir = al_test_tmpdir();
+    for (int s = 1; s <= 3; s++)
+        for (int u = 0; u < 2; u++) {
+            /* losses whose differences differ by model, and by seed */
+            double b = 2.0 + 0.1 * s + 0.3 * u, none = b - 0.4 - 0.01 * s * s,
+                   yarn = none - 0.05 * (u + 1) + 0.013 * s, tune = b - 0.2 + 0.02 * s * u;
+            double pk_none = 0.2 * u + 0.05 * s, pk_yarn = 0.5 + 0.1 * s * (u + 1) / 3.0;
+            want_yarn[u] += (yarn - none) / 3, want_pk[u] += (pk_yarn - pk_none) / 3;
+            if (u == 1) want_tune += (tune - (2.0 + 0.1 * s)) / 3;
+            size_t n = strlen(rows);
+            snprintf(rows + n, sizeof rows - n,
+                     "base_%s_seed%d,base_%s,base_%s,%s,%d,4096,%.6f,ok,base,\n"
+                     "long_base_%s_none_seed%d,long_base_%s_none,long_base_%s_none,true,%d,"
+                     "4096,%.6f,ok,long,base_%s_seed%d\n"
+                     "long_base_%s_yarn_seed%d,long_base_%s_yarn,long_base_%s_yarn,false,%d,"
+                     "4096,%.6f,ok,long,base_%s_seed%d\n"
+                     "tune_base_%s_seed%d,tune_base_%s,tune_base_%s,false,%d,4096,%.6f,ok,tune,"
+                     "base_%s_seed%d\n",
+                     up[u], s, up[u], up[u], u ? "false" : "true", s, b,
+                     up[u], s, up[u], up[u], s, none, up[u], s,
+                     up[u], s, up[u], up[u], s, yarn, up[u], s,
+                     up[u], s, up[u], up[u], s, tune, up[u], s);
+            const char *kind[] = {"none", "yarn"};
+            for (int k = 0; k < 2; k++) {
+                char cmd[4500], csv[256];
+                snprintf(path, sizeof path, "%s/long_base_%s_%s_seed%d", dir, up[u], kind[k], s);
+                snprintf(cmd, sizeof cmd, "mkdir -p '%s/eval'", path);
+                ck_assert_int_eq(system(cmd), 0);
+                snprintf(csv, sizeof csv, "length,depth,exact,digit_accuracy,loss\n"
+                         "512,0,%.6f,0.5,1.0\n", k ? pk_yarn : pk_none);
+                free(al_test_write(path, "eval/passkey.csv", csv));
+            }
+        }
+    char text[9000];
+    snprintf(text, sizeof text, "trial,config,group,baseline,seed,kv_bytes_per_token,val_loss,"
+             "status,stage,upstream\n%s", rows);
+    free(al_test_write(dir, "summary.csv", text));
+    al_report_analysis *A = analyze(dir);
+    int base = group_named(A, "base_mha");
+    ck_assert_int_ge(base, 0);
+    ck_assert(A->g[base].is_base);
+    for (int u = 0; u < 2; u++) {
+        char name[64];
+        snprintf(name, sizeof name, "long_base_%s_none", up[u]);
+        int none = group_named(A, name);
+        snprintf(name, sizeof name, "long_base_%s_yarn", up[u]);
+        int yarn = group_named(A, name);
+        ck_assert(none >= 0 && yarn >= 0 && A->g[none].is_base && !A->g[yarn].is_base);
+        ck_assert_int_eq(A->g[yarn].base, none);
+        ck_assert_int_eq(A->g[yarn].vs.delta.n, 3);
+        ck_assert_msg(fabs(A->g[yarn].vs.delta.mean - want_yarn[u]) < 1e-5, "%s: %g, want %g",
+                      name, A->g[yarn].vs.delta.mean, want_yarn[u]);
+    }
+    int mqa = group_named(A, "base_mqa"), tune = group_named(A, "tune_base_mqa");
+    ck_assert_int_eq(A->g[mqa].base, base);
+    ck_assert_int_eq(A->g[tune].base, base);
+    ck_assert(fabs(A->g[tune].vs.delta.mean - want_tune) < 1e-5);
+    al_report_analysis_free(A);
+
+    char *out;
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", dir), 0);
+    free(out);
+    char *md = read_in(dir, "report.md");
+    ck_assert_msg(strstr(md, "## Paired differences against each configuration's baseline"),
+                  "%s", md);
+    ck_assert_msg(strstr(md, "\n| long_base_mqa_yarn (vs long_base_mqa_none) | "), "%s", md);
+    ck_assert_msg(strstr(md, "\n| tune_base_mqa (vs base_mha) | "), "%s", md);
+    /* 8 configurations, 3 of them baselines: Holm over the other 5 */
+    ck_assert_msg(strstr(md, "family of the 5 comparisons with the baselines"), "%s", md);
+    const char *pk = strstr(md, "Exact-match accuracy minus its baseline's");
+    ck_assert_msg(pk != NULL, "%s", md);
+    for (int u = 0; u < 2; u++) {
+        char want[160];
+        snprintf(want, sizeof want, "\n| long_base_%s_yarn (vs long_base_%s_none) | %+.3f [", up[u],
+                 up[u], want_pk[u]);
+        ck_assert_msg(strstr(pk, want), "want %s in\n%s", want, pk);
+    }
+    free(md), free(dir);
+}
+END_TEST
+
 Suite *report_analysis_suite(void)
 {
     Suite *s = suite_create("report_analysis");
@@ -245,6 +347,7 @@ Suite *report_analysis_suite(void)
     tcase_add_test(tc, another_round_is_due_until_the_rule_resolves_or_max_is_reached);
     tcase_add_test(tc, an_open_seed_keeps_the_rounds_going);
     tcase_add_test(tc, no_plan_no_rounds);
+    tcase_add_test(tc, a_later_stages_baseline_is_compared_within_each_upstream_model);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -131,6 +131,44 @@ START_TEST(several_upstream_configurations_are_named_in_the_labels)
 }
 END_TEST
 
+/* A later stage's own sweep.baseline names its axes alone and marks, for
+ * each upstream trial, the trial the stage's others are paired with (the
+ * report, test_report_analysis.c); the first stage's stays as it was. */
+START_TEST(a_later_stages_baseline_marks_one_trial_per_upstream_trial)
+{
+    char *dir = al_test_tmpdir();
+    char *path = write_staged(dir, "e.yaml", "lr: 1.0e-3",
+                              "  - name: long\n    from: base\n"
+                              "    sweep:\n      grid: {train.lr: [3.0e-4, 1.0e-4]}\n"
+                              "      baseline: {train.lr: 1.0e-4}\n");
+    al_sweep s;
+    load_ok(path, &s);
+    ck_assert_int_eq(s.n_trials, 4 + 4 * 2);
+    int marked = 0;
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        int later = strncmp(t->label, "long_", 5) == 0;
+        int want = later ? strstr(t->label, "_lr1.0e-4_") != NULL
+                         : strncmp(t->label, "base_mha_", 9) == 0;
+        ck_assert_msg(t->baseline == want, "%s: baseline %d", t->label, t->baseline);
+        marked += later && want;
+    }
+    ck_assert_int_eq(marked, 4);   /* one per upstream trial */
+    al_sweep_free(&s);
+    free(path);
+    /* the stage's own axes only */
+    path = write_staged(dir, "e.yaml", "lr: 1.0e-3",
+                        "  - name: long\n    from: base\n"
+                        "    sweep:\n      grid: {train.lr: [3.0e-4, 1.0e-4]}\n"
+                        "      baseline: {model.attention: {variant: mha}}\n");
+    al_err e;
+    ck_assert_int_ne(al_sweep_load(path, NULL, 0, NULL, 0, &s, &e), 0);
+    ck_assert_msg(strstr(e.msg, "e.yaml:14:18: error: baseline key 'model.attention' is not a "
+                                "sweep axis"), "%s", e.msg);
+    free(path), free(dir);
+}
+END_TEST
+
 START_TEST(a_changed_base_gives_new_ids_downstream)
 {
     char *dir = al_test_tmpdir();
@@ -387,6 +425,7 @@ Suite *sweep_stage_suite(void)
     TCase *spec = tcase_create("spec");
     tcase_add_test(spec, a_stage_expands_once_per_upstream_trial_with_its_seed);
     tcase_add_test(spec, several_upstream_configurations_are_named_in_the_labels);
+    tcase_add_test(spec, a_later_stages_baseline_marks_one_trial_per_upstream_trial);
     tcase_add_test(spec, a_changed_base_gives_new_ids_downstream);
     tcase_add_test(spec, stage_errors_name_file_line_and_column);
     suite_add_tcase(s, spec);

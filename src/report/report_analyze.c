@@ -236,7 +236,7 @@ static void holm_verdicts(al_report_analysis *A)
  * the paired t test: one seed left on the plateau can widen the interval
  * of the mean accuracy past 0 while 5 of 10 seeds failing where the
  * baseline solved all is no chance result (mqar_variants: mla-16). */
-static void solved_verdicts(al_report_analysis *A, const group *base)
+static void solved_verdicts(al_report_analysis *A)
 {
     double *p = al_calloc((size_t)A->n_groups + 1, sizeof *p);
     int *rej = al_calloc((size_t)A->n_groups + 1, sizeof *rej), m = 0;
@@ -244,7 +244,8 @@ static void solved_verdicts(al_report_analysis *A, const group *base)
         group *g = &A->g[k];
         g->solved.p = NAN;
         if (g->is_base || !A->use_acc) continue;
-        al_report_solved_pairs(A, base, g, &g->solved.only_base, &g->solved.only_this);
+        al_report_solved_pairs(A, &A->g[g->base], g, &g->solved.only_base,
+                               &g->solved.only_this);
         p[m++] = g->solved.p = al_mcnemar_p(g->solved.only_base, g->solved.only_this);
     }
     al_holm(m, p, 0.05, rej);
@@ -279,7 +280,8 @@ static void sequential_verdicts(al_report_analysis *A, const group *base)
     for (int k = 0; k < A->n_groups; k++) {
         if (A->g[k].is_base) continue;
         for (int s = 0; s < reached; s++)
-            x[m * reached + s] = seed_q(A, &A->g[k], s + 1) - seed_q(A, base, s + 1);
+            x[m * reached + s] = seed_q(A, &A->g[k], s + 1) -
+                                 seed_q(A, &A->g[A->g[k].base], s + 1);
         m++;
     }
     A->seq.looks = open ? 0 : al_seq_decide(&A->seq.plan, m, x, reached, res);
@@ -298,23 +300,50 @@ static int same_cell(const row *a, const row *b)
            (isnan(a->scaling_flops) || a->scaling_flops == b->scaling_flops);
 }
 
-/* The baseline: the configuration the summary marks, else the first. */
+static const char *or_empty(const char *s) { return s ? s : ""; }
+
+/* The configuration the trial w started from ("" in a first stage or a
+ * plain sweep): its upstream trial's group. */
+static const char *upstream_group(const al_report_analysis *A, const row *w)
+{
+    const char *u = or_empty(w->upstream);
+    for (int i = 0; u[0] && i < A->sm.n; i++)
+        if (strcmp(A->sm.rows[i].trial, u) == 0) return A->sm.rows[i].group;
+    return "";
+}
+
+/* Is b, a configuration the summary marks, g's own baseline? In g's cell,
+ * in g's stage and from g's upstream configuration: a later stage's
+ * sweep.baseline (say rope_scaling none) is compared within each
+ * configuration it continues, never across them. */
+static int baseline_for(const al_report_analysis *A, const group *b, const group *g)
+{
+    return b->first->baseline && same_cell(b->first, g->first) &&
+           strcmp(or_empty(b->first->stage), or_empty(g->first->stage)) == 0 &&
+           strcmp(upstream_group(A, b->first), upstream_group(A, g->first)) == 0;
+}
+
+/* The baseline: the configuration the summary marks (a first stage's
+ * before a later one's), else the first; a group without one of its own
+ * (baseline_for) is compared with it. */
 static void baseline_deltas(al_report_analysis *A)
 {
-    group *base = A->n_groups ? &A->g[0] : NULL;
-    for (int k = 0; k < A->n_groups; k++)
-        if (A->g[k].first->baseline) {
-            base = &A->g[k];
-            break;
-        }
+    group *base = NULL;
+    for (int pass = 0; pass < 2 && !base; pass++)
+        for (int k = 0; k < A->n_groups && !base; k++)
+            if (A->g[k].first->baseline && (pass || !upstream_group(A, A->g[k].first)[0]))
+                base = &A->g[k];
+    if (!base && A->n_groups) base = &A->g[0];
     for (int k = 0; k < A->n_groups; k++) {
         group *g = &A->g[k], *cell = base;
         for (int j = 0; j < A->n_groups; j++)
-            if (A->g[j].first->baseline && same_cell(A->g[j].first, g->first)) {
+            if (baseline_for(A, &A->g[j], g)) {
                 cell = &A->g[j];
                 break;
             }
         g->is_base = g == cell;
+        g->base = (int)(cell - A->g);
+        g->base_first = cell->first;
         if (g == cell) memset(&g->vs.delta, 0, sizeof g->vs.delta), g->vs.delta.mean = NAN;
         else al_report_paired(A, g, cell, &g->vs.delta);
         g->vs.p = g->is_base ? NAN : al_stat_p(&g->vs.delta);
@@ -324,7 +353,7 @@ static void baseline_deltas(al_report_analysis *A)
     }
     if (base && A->seq.on) sequential_verdicts(A, base);
     else holm_verdicts(A);
-    if (base) solved_verdicts(A, base), al_report_gap_trends(A, base);
+    if (base) solved_verdicts(A), al_report_gap_trends(A);
 }
 
 /* ------------------------------------------------------------ the front */
@@ -434,6 +463,9 @@ int al_report_analyze(const char *dir, al_report_analysis **out, al_err *e)
     mark_front(A);
     A->scaling = al_report_scaling_analyze(A);
     qsort_r(A->g, (size_t)A->n_groups, sizeof *A->g, by_cache, A);
+    for (int k = 0; k < A->n_groups; k++)   /* group.base, in the sorted order */
+        for (int j = 0; j < A->n_groups; j++)
+            if (A->g[j].first == A->g[k].base_first) A->g[k].base = j;
     *out = A;
     return 0;
 }

@@ -561,27 +561,34 @@ static void pk_table_head(FILE *f, const pk_sum *P)
     fputc('\n', f);
 }
 
-/* Exact-match accuracy against the baseline's, paired by seed, Holm over
- * every (configuration, length) cell of the table. */
-static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P, int base)
+/* Exact-match accuracy against each configuration's baseline's (group.base:
+ * in a later stage with its own sweep.baseline, the same upstream model's),
+ * paired by seed, Holm over every (configuration, length) cell of the table. */
+static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
 {
     int cells = A->n_groups * P->n_lengths, m = 0, unresolved = 0;
     al_stat *d = al_calloc((size_t)cells + 1, sizeof *d);
     double *p = al_calloc((size_t)cells + 1, sizeof *p);
     int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
     for (int g = 0; g < A->n_groups; g++)
-        for (int k = 0; g != base && k < P->n_lengths; k++) {
-            pk_stat(A, P->exact, g, base, k, &d[g * P->n_lengths + k]);
+        for (int k = 0; !A->g[g].is_base && k < P->n_lengths; k++) {
+            pk_stat(A, P->exact, g, A->g[g].base, k, &d[g * P->n_lengths + k]);
             if (d[g * P->n_lengths + k].n) p[m++] = al_stat_p(&d[g * P->n_lengths + k]);
         }
     al_holm(m, p, 0.05, rej);
+    if (!m) goto out;
+    char nm[600];
+    if (al_report_n_bases(A) > 1) snprintf(nm, sizeof nm, "its baseline");
+    else snprintf(nm, sizeof nm, "%s", A->g[A->g[0].base].first->group);
     fprintf(f, "\nExact-match accuracy minus %s's, paired by seed, with its 95 %% t-interval; "
-            "**resolved** when p < 0.05 still after Holm over the %d cells below:\n\n",
-            A->g[base].first->group, m);
+            "**resolved** when p < 0.05 still after Holm over the %d cells below:\n\n", nm, m);
     pk_table_head(f, P);
     for (int g = 0, i = 0; g < A->n_groups; g++) {
-        if (g == base) continue;
-        fprintf(f, "| %s |", A->g[g].first->group);
+        int shown = 0;
+        for (int k = 0; !A->g[g].is_base && k < P->n_lengths; k++)
+            shown |= d[g * P->n_lengths + k].n > 0;
+        if (!shown) continue;
+        fprintf(f, "| %s |", al_report_vs_name(A, &A->g[g], nm, sizeof nm));
         for (int k = 0; k < P->n_lengths; k++) {
             const al_stat *s = &d[g * P->n_lengths + k];
             if (!s->n) {
@@ -599,6 +606,7 @@ static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P, int
     if (unresolved)
         fputs("\nA difference that is not resolved could change sign with other seeds: do not "
               "read a ranking into it.\n", f);
+out:
     free(d), free(p), free(rej);
 }
 
@@ -636,7 +644,7 @@ static void pk_md(FILE *f, const al_report_analysis *A)
 {
     pk_sum P;
     pk_collect(A, &P);
-    int base = -1, shown = 0;
+    int shown = 0;
     if (P.n_lengths) {
         fputs("\n## Passkey retrieval\n\nEach ok passkey trial's checkpoint on the grid of "
               "`eval.passkey_lengths` x `eval.passkey_depths` (`attnlab score --passkey`; "
@@ -653,7 +661,6 @@ static void pk_md(FILE *f, const al_report_analysis *A)
             }
             if (!any) continue;
             shown++;
-            if (A->g[g].is_base) base = g;
             fprintf(f, "| %s |", A->g[g].first->group);
             for (int k = 0; k < P.n_lengths; k++) {
                 pk_stat(A, P.exact, g, -1, k, &ex);
@@ -664,7 +671,7 @@ static void pk_md(FILE *f, const al_report_analysis *A)
             }
             fputc('\n', f);
         }
-        if (base >= 0 && shown > 1) pk_deltas(f, A, &P, base);
+        if (shown > 1) pk_deltas(f, A, &P);
         pk_loss_md(f, A, &P);
     }
     free(P.exact), free(P.digits), free(P.loss);

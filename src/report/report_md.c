@@ -181,12 +181,13 @@ static void md_deltas_rule(FILE *f, const al_report_analysis *A, int m)
     if (!A->seq.on) {
         fprintf(f, "\n*unadjusted*: the pair's own 95 %% interval excludes 0 (p < 0.05). "
                 "*resolved (Holm)*: still so after Holm's correction over the family of the "
-                "%d comparisons with the baseline (the smallest p against 0.05/%d, the next "
+                "%d comparisons with the baseline%s (the smallest p against 0.05/%d, the next "
                 "against 0.05/%d, ...; the chance of any false \"resolved\" stays at most "
                 "5 %%). The verdicts above and the Pareto front use the Holm-adjusted ones. "
                 "*seeds for 80 %%*: the seeds at which a two-sided paired t test at 5 %% has "
                 "80 %% power if the true difference and sd are the ones observed (noncentral "
-                "t, integrated numerically).\n", m, m, m > 1 ? m - 1 : 1);
+                "t, integrated numerically).\n", m, al_report_n_bases(A) > 1 ? "s" : "", m,
+                m > 1 ? m - 1 : 1);
         return;
     }
     int n_at[AL_SEQ_MAX_LOOKS], looks = al_seq_looks(&A->seq.plan, n_at, NULL);
@@ -206,14 +207,16 @@ static void md_deltas(FILE *f, const al_report_analysis *A)
     const group *base = base_group(A);
     if (!base || A->n_groups < 2) return;
     int unresolved = 0;
-    fprintf(f, "\n## Paired differences against the baseline (%s)\n\n", base->first->group);
+    if (al_report_n_bases(A) > 1)
+        fputs("\n## Paired differences against each configuration's baseline\n\n", f);
+    else fprintf(f, "\n## Paired differences against the baseline (%s)\n\n", base->first->group);
     fprintf(f, "| configuration | KV bytes/token | pairs | Δ %s | 95 %% interval | p | "
             "unadjusted | resolved (Holm) | seeds for 80 %% |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", A->metric);
     for (int k = 0; k < A->n_groups; k++) {
         const group *g = &A->g[k];
         if (g->is_base) continue;
-        char kv[64], lo[32] = "–", hi[32] = "–", p[32] = "–", need[32] = "–", v[160];
+        char kv[64], lo[32] = "–", hi[32] = "–", p[32] = "–", need[32] = "–", v[160], nm[600];
         al_report_fmt_int(kv, sizeof kv, g->first->kv);
         if (g->vs.delta.n > 1) {
             snprintf(lo, sizeof lo, "%+.4f", g->vs.delta.mean - g->vs.delta.ci95);
@@ -227,11 +230,11 @@ static void md_deltas(FILE *f, const al_report_analysis *A)
         char mean[32] = "–";
         if (!isnan(g->vs.delta.mean)) snprintf(mean, sizeof mean, "%+.4f", g->vs.delta.mean);
         fmt_verdict(v, sizeof v, &g->vs);
-        fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s | %s | %s | %s |\n", g->first->group,
-                kv, g->vs.delta.n, mean, lo, hi, p,
+        fprintf(f, "| %s | %s | %d | %s | [%s, %s] | %s | %s | %s | %s |\n",
+                al_report_vs_name(A, g, nm, sizeof nm), kv, g->vs.delta.n, mean, lo, hi, p,
                 al_stat_resolved(&g->vs.delta) ? "yes" : "no", v, need);
     }
-    md_deltas_rule(f, A, A->n_groups - 1);
+    md_deltas_rule(f, A, A->n_groups - al_report_n_bases(A));
     fprintf(f, "\n%s\n", unresolved
             ? "A difference that is not resolved could change sign with other seeds: do not "
               "read a ranking into it. More seeds narrow the interval (as 1/sqrt(n))."
@@ -278,19 +281,21 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
     if (!base || !any) return;
     fprintf(f, "\n### Did the gaps to %s move over the last quarter?\n\n| configuration | seeds "
             "| val Δ at 75 %% | val Δ at the end | change [95 %%] | p | trend (Holm) |\n"
-            "|---|---:|---|---|---|---:|---|\n", base->first->group);
+            "|---|---:|---|---|---|---:|---|\n",
+            al_report_n_bases(A) > 1 ? "each one's baseline" : base->first->group);
     for (int k = 0; k < A->n_groups; k++) {
         const group *g = &A->g[k];
-        if (g == base || !g->gap.change.n) continue;
-        char q[64], e[64], c[96], p[32] = "–";
+        if (g->is_base || !g->gap.change.n) continue;
+        char q[64], e[64], c[96], p[32] = "–", nm[600];
         al_report_fmt_delta(c, sizeof c, &g->gap.change);
         if (g->gap.change.n > 1) snprintf(p, sizeof p, "%.3g", al_stat_p(&g->gap.change));
         snprintf(q, sizeof q, "%+.4f (step %.0f)", g->gap.q.mean, g->gap.q_step);
         snprintf(e, sizeof e, "%+.4f (step %.0f)", g->gap.end.mean, g->gap.end_step);
         const char *t = al_report_gap_trend(&g->gap);
         narrowing += strcmp(t, "narrowing") == 0;
-        fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n", g->first->group, g->gap.change.n,
-                q, e, c, p, t[0] ? t : "one seed: no verdict");
+        fprintf(f, "| %s | %d | %s | %s | %s | %s | %s |\n",
+                al_report_vs_name(A, g, nm, sizeof nm), g->gap.change.n, q, e, c, p,
+                t[0] ? t : "one seed: no verdict");
     }
     fprintf(f, "\n*val Δ*: the configuration's validation loss minus %s's, paired by seed, mean "
             "over seeds, at the first eval at or after 75 %% of training and at the last; "
@@ -300,7 +305,7 @@ static void md_gaps(FILE *f, const al_report_analysis *A)
             "does not show that a gap will hold: under a cosine schedule the last quarter is "
             "the annealing, and gaps that held steady or widened there have shrunk with "
             "longer training (docs/sweeps.md, \"Did the gaps move?\").",
-            base->first->group);
+            al_report_n_bases(A) > 1 ? "its baseline" : base->first->group);
     fputs(narrowing ? " **A narrowing gap is partly one of learning speed**: the configuration "
           "was catching up when training stopped, so longer training may shrink the gap "
           "further, and a ranking that rests on it may not hold where the models end.\n"

@@ -53,6 +53,7 @@ typedef struct row {
     double scaling_size, scaling_flops;   /* sweep.scaling's size index and budget (NaN: none) */
     const char *cpu, *blas_core, *threads;   /* where it ran ("" in older summaries) */
     const char *model;   /* the model's hash: equal for the same model ("": older summary) */
+    const char *stage, *upstream;   /* its stage, and the trial it started from ("": none) */
     int causal;        /* 1, 0, or -1 when not given */
     int baseline;      /* the summary marks the baseline configuration's trials */
     int selected;      /* stands for its configuration and seed */
@@ -166,6 +167,10 @@ typedef struct group {
     int n, n_ok;              /* trials, and how many ended ok */
     int n_open;               /* seeds left out: a candidate has not finished */
     int is_base;
+    int base;                 /* the index of the group it is compared with (its own when
+                                 is_base): the baseline in its cell and, in a later stage
+                                 with its own sweep.baseline, of its upstream configuration */
+    const row *base_first;    /* that group's first row, which sorting does not move */
     group_quality quality;
     group_vs_base vs;
     group_solved solved;
@@ -259,6 +264,26 @@ static inline int al_report_row_counts(const row *w) { return al_report_row_ok(w
 static inline long al_report_held_context(const al_report_analysis *A)
 {
     return A->sm.held_context;
+}
+
+/* Baselines in the report: 1, or more where a later stage has its own
+ * sweep.baseline or sweep.scaling marks one per cell (group.base). */
+static inline int al_report_n_bases(const al_report_analysis *A)
+{
+    int n = 0;
+    for (int k = 0; k < A->n_groups; k++) n += A->g[k].is_base;
+    return n;
+}
+
+/* A paired table's row name: g's, and " (vs BASE)" when the report has
+ * more than one baseline. */
+static inline const char *al_report_vs_name(const al_report_analysis *A, const group *g,
+                                            char *buf, size_t n)
+{
+    if (al_report_n_bases(A) > 1)
+        snprintf(buf, n, "%s (vs %s)", g->first->group, A->g[g->base].first->group);
+    else snprintf(buf, n, "%s", g->first->group);
+    return buf;
 }
 
 /* The index of w's group in A (its `group` name), or -1. */

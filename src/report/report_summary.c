@@ -82,6 +82,8 @@ static int parse_row(const al_csv *t, int r, const char *path, row *w, al_err *e
     w->blas_core = al_csv_cell(t, r, "blas_core");
     w->threads = al_csv_cell(t, r, "threads");
     w->model = al_csv_cell(t, r, "model");
+    w->stage = al_csv_cell(t, r, "stage");
+    w->upstream = al_csv_cell(t, r, "upstream");
     if (!w->trial[0]) return al_errf(e, "%s:%d: error: empty 'trial'", path, t->line[r]);
     const char *cfg = al_csv_cell(t, r, "config"), *grp = al_csv_cell(t, r, "group");
     if (cfg[0]) snprintf(w->config, sizeof w->config, "%s", cfg);

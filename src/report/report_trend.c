@@ -154,7 +154,7 @@ static void gap_of(const al_report_analysis *A, group *g, const group *base)
     free(ia), free(ib), free(x);
 }
 
-void al_report_gap_trends(al_report_analysis *A, const group *base)
+void al_report_gap_trends(al_report_analysis *A)
 {
     double *p = al_calloc((size_t)A->n_groups + 1, sizeof *p);
     int *rej = al_calloc((size_t)A->n_groups + 1, sizeof *rej), m = 0;
@@ -164,13 +164,13 @@ void al_report_gap_trends(al_report_analysis *A, const group *base)
         g->gap.end = g->gap.change = g->gap.q;
         g->gap.holm = 0;
         g->gap.q_step = g->gap.end_step = NAN;
-        if (g == base) continue;
-        gap_of(A, g, base);
+        if (g->is_base) continue;
+        gap_of(A, g, &A->g[g->base]);
         p[m++] = al_stat_p(&g->gap.change);
     }
     al_holm(m, p, 0.05, rej);
     for (int k = 0, i = 0; k < A->n_groups; k++)
-        if (&A->g[k] != base) A->g[k].gap.holm = rej[i++];
+        if (!A->g[k].is_base) A->g[k].gap.holm = rej[i++];
     free(p), free(rej);
 }
 

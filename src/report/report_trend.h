@@ -25,7 +25,7 @@ void al_report_trends(al_report_analysis *A);
  * 75 % of training and at the last eval, and its change; gap.holm: the
  * change's paired t test rejects 0 under Holm's correction over the family
  * of comparisons with base. */
-void al_report_gap_trends(al_report_analysis *A, const group *base);
+void al_report_gap_trends(al_report_analysis *A);
 /* "narrowing" or "widening" (the change is beyond noise, towards 0 or away
  * from it), "steady" (it is not), "" (fewer than two pairs). */
 const char *al_report_gap_trend(const group_gap *g);

@@ -126,8 +126,6 @@ static int check_stage_sweep(stage_ctx *C, const stage_spec *sp, int k)
             return al_node_errf(C->e, sw->items[i], "seeds in rounds ({min, max, until: "
                                 "resolved}) are for a plain 'sweep', not stages: give a count "
                                 "or a list");
-        if (k > 0 && strcmp(sw->keys[i], "baseline") == 0)
-            return al_node_errf(C->e, sw->items[i], "'baseline' belongs to the first stage");
     }
     return 0;
 }
@@ -305,7 +303,11 @@ static void adopt(stage_ctx *C, int k, const al_sweep_trial *t, const al_sweep_t
     memcpy(x->group, grp, sizeof grp);
     snprintf(x->label, sizeof x->label, "%.140s_seed%llu", cfg, (unsigned long long)t->seed);
     snprintf(x->id, sizeof x->id, "%s", x->label);
-    if (k > 0) x->baseline = 0;   /* the first stage's baseline stands for all */
+    /* a later stage's own baseline (its axes alone) marks, for each upstream
+     * trial, the trial the stage's others are compared with; without one,
+     * the first stage's stands for all */
+    if (k > 0 && !(C->st[k].sweep && al_node_get(C->st[k].sweep, "baseline")))
+        x->baseline = 0;
     if (u) {
         uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ULL, t->hash), "upstream:"), u->hash);
         snprintf(x->hash, sizeof x->hash, "%016llx", (unsigned long long)h);
