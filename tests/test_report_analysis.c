@@ -334,7 +334,14 @@ START_TEST(a_later_stages_baseline_is_compared_within_each_upstream_model)
                  up[u], want_pk[u]);
         ck_assert_msg(strstr(pk, want), "want %s in\n%s", want, pk);
     }
-    free(md), free(dir);
+    free(md);
+    /* the page's tooltips name it too */
+    char *html = read_in(dir, "index.html");
+    const char *o = strstr(html, "\"name\":\"long_base_mqa_yarn\"");
+    ck_assert_msg(o && strstr(o, "\"vs\":\"long_base_mqa_none\"") &&
+                      strstr(o, "\"vs\":\"long_base_mqa_none\"") < strchr(o, '}'),
+                  "%s", o ? o : html);
+    free(html), free(dir);
 }
 END_TEST
 

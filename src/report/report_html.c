@@ -154,6 +154,7 @@ static json_t *group_json(const al_report_analysis *A, const group *g, double *y
         "drawable", al_report_drawable(g), "front", g->front.on,
         "place_resolved", g->front.resolved, "against", str(g->front.against));
     AL_ASSERT(o);
+    json_object_set_new(o, "vs", str(A->g[g->base].first->group));   /* its baseline */
     json_object_set_new(o, "delta", num(g->is_base ? NAN : d->mean));
     json_object_set_new(o, "delta_lo", num(iv ? d->mean - d->ci95 : NAN));
     json_object_set_new(o, "delta_hi", num(iv ? d->mean + d->ci95 : NAN));

@@ -280,9 +280,11 @@ static inline int al_report_n_bases(const al_report_analysis *A)
 static inline const char *al_report_vs_name(const al_report_analysis *A, const group *g,
                                             char *buf, size_t n)
 {
-    if (al_report_n_bases(A) > 1)
-        snprintf(buf, n, "%s (vs %s)", g->first->group, A->g[g->base].first->group);
-    else snprintf(buf, n, "%s", g->first->group);
+    /* two writes, so that a buffer shorter than both names cuts the second
+     * (as -Wformat-truncation reads it, no single call can overflow) */
+    size_t len = (size_t)snprintf(buf, n, "%s", g->first->group);
+    if (al_report_n_bases(A) > 1 && len < n)
+        snprintf(buf + len, n - len, " (vs %s)", A->g[g->base].first->group);
     return buf;
 }
 

@@ -187,8 +187,8 @@ static void variant_cell(table_row *t, const al_report_analysis *A, const row *w
 static void model_cells(table_row *t, const al_report_analysis *A, const group *g)
 {
     const row *w = g->first;
-    snprintf(put(t, "configuration", NAN), CELL, "%s%s", w->group,
-             g->is_base ? " (baseline)" : "");
+    if (g->is_base) snprintf(put(t, "configuration", NAN), CELL, "%s (baseline)", w->group);
+    else al_report_vs_name(A, g, put(t, "configuration", NAN), CELL);
     variant_cell(t, A, w);
     al_report_fmt_int(put(t, "params", w->params), CELL, w->params);
     al_report_fmt_int(put(t, "KV bytes/token", w->kv), CELL, w->kv);

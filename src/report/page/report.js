@@ -188,7 +188,8 @@
              D.metric + ': ' + c.q.toFixed(4) + (c.n > 1 ? ' ± ' + c.ci.toFixed(4) : '') +
              ' (' + c.n + (c.n === 1 ? ' seed)' : ' seeds)')];
     if (!c.base && finite(c.delta))
-      l.push('Δ vs baseline: ' + (c.delta >= 0 ? '+' : '') + c.delta.toFixed(4) +
+      l.push('Δ vs ' + (c.vs || 'baseline') + ': ' + (c.delta >= 0 ? '+' : '') +
+             c.delta.toFixed(4) +
              (finite(c.delta_lo) ? ' [' + c.delta_lo.toFixed(4) + ', ' + c.delta_hi.toFixed(4) +
               ']' : '') + (c.resolved ? ', resolved' : ', not resolved'));
     l.push(c.variant ? 'variant: ' + c.variant : '');
