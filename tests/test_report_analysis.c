@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "al_report.h"
 #include "al_stats.h"
@@ -345,6 +346,64 @@ START_TEST(a_later_stages_baseline_is_compared_within_each_upstream_model)
 }
 END_TEST
 
+/* ------------------------------------------------------------ files it no longer writes */
+
+static int exists_in(const char *dir, const char *name)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* A report removes the files its last run wrote and this one does not (a
+ * stage taken out of the sweep: its stages.* plot), and nothing else: not
+ * a file it never wrote, not summary.csv even when a list names it. */
+START_TEST(a_report_removes_the_files_it_no_longer_writes)
+{
+    char rows[4096] = "", text[4600], *out;
+    char *dir = al_test_tmpdir();
+    for (int s = 1; s <= 2; s++) {
+        size_t n = strlen(rows);
+        snprintf(rows + n, sizeof rows - n,
+                 "base_mha_seed%d,base_mha,base_mha,true,%d,4096,%.3f,ok,base,\n"
+                 "long_mha_seed%d,long_mha,long_mha,false,%d,4096,%.3f,ok,long,base_mha_seed%d\n",
+                 s, s, 2.0 + 0.1 * s, s, s, 1.8 + 0.05 * s, s);
+    }
+    snprintf(text, sizeof text, "trial,config,group,baseline,seed,kv_bytes_per_token,val_loss,"
+             "status,stage,upstream\n%s", rows);
+    free(al_test_write(dir, "summary.csv", text));
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", dir), 0);
+    free(out);
+    ck_assert(exists_in(dir, "stages.gp") && exists_in(dir, "stages.dat"));
+    char *list = read_in(dir, ".report_files");
+    ck_assert_msg(strstr(list, "stages.gp\n") && strstr(list, "report.md\n") &&
+                      !strstr(list, "summary.csv"), "%s", list);
+    free(list);
+
+    /* the stage taken out; a note of the user's; a list that names summary.csv */
+    snprintf(text, sizeof text, "trial,config,group,baseline,seed,kv_bytes_per_token,val_loss,"
+             "status\nbase_mha_seed1,base_mha,base_mha,true,1,4096,2.1,ok\n"
+             "base_mqa_seed1,base_mqa,base_mqa,false,1,1024,2.3,ok\n");
+    free(al_test_write(dir, "summary.csv", text));
+    free(al_test_write(dir, "notes.dat", "mine\n"));
+    list = read_in(dir, ".report_files");
+    char more[8192];
+    snprintf(more, sizeof more, "%ssummary.csv\n../escape.dat\n", list);
+    free(list);
+    free(al_test_write(dir, ".report_files", more));
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", dir), 0);
+    free(out);
+    ck_assert(!exists_in(dir, "stages.gp") && !exists_in(dir, "stages.dat"));
+    ck_assert(!exists_in(dir, "stages.png") && !exists_in(dir, "stages.svg"));
+    ck_assert(exists_in(dir, "report.md") && exists_in(dir, "configs.csv"));
+    ck_assert(exists_in(dir, "summary.csv") && exists_in(dir, "notes.dat"));
+    list = read_in(dir, ".report_files");
+    ck_assert_msg(!strstr(list, "stages.") && !strstr(list, "summary.csv") &&
+                      !strstr(list, "escape"), "%s", list);
+    free(list), free(dir);
+}
+END_TEST
+
 Suite *report_analysis_suite(void)
 {
     Suite *s = suite_create("report_analysis");
@@ -355,6 +414,7 @@ Suite *report_analysis_suite(void)
     tcase_add_test(tc, an_open_seed_keeps_the_rounds_going);
     tcase_add_test(tc, no_plan_no_rounds);
     tcase_add_test(tc, a_later_stages_baseline_is_compared_within_each_upstream_model);
+    tcase_add_test(tc, a_report_removes_the_files_it_no_longer_writes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,6 +9,7 @@
 #include "al_report.h"
 #include "report_decode.h"
 #include "report_eval.h"
+#include "report_files.h"
 #include "report_html.h"
 #include "report_md.h"
 #include "report_plot.h"
@@ -31,6 +32,8 @@ int al_report_write_analysis(const al_report_analysis *A, al_report_stats *st, a
         rc = al_report_write_md(A, md, len, e) || al_report_write_html(A, md, len, e) ? -2 : 0;
         free(md);
     }
+    int removed;   /* only once everything it writes is written */
+    if (!rc && al_report_files_prune(A->files, A->dir, &removed, e)) rc = -2;
     *st = (al_report_stats){A->sm.n, A->n_ok, A->n_groups, A->n_front, plots};
     return rc;
 }

@@ -11,6 +11,7 @@
  * See report_rows.h for how trials become configurations and seeds.
  */
 #include "al_report.h"
+#include "report_files.h"
 #include "report_rows.h"
 #include "report_scaling.h"
 #include "report_trend.h"
@@ -449,6 +450,7 @@ int al_report_analyze(const char *dir, al_report_analysis **out, al_err *e)
     if (strlen(dir) >= DIR_LEN - 300) return al_errf(e, "%s: path too long", dir);
     al_report_analysis *A = al_calloc(1, sizeof *A);
     snprintf(A->dir, sizeof A->dir, "%s", dir);
+    A->files = al_report_files_new();
     if (al_report_summary_read(dir, &A->sm, e)) {
         al_report_analysis_free(A);
         return -1;
@@ -474,6 +476,7 @@ void al_report_analysis_free(al_report_analysis *A)
 {
     if (!A) return;
     al_report_scaling_free(A->scaling);
+    al_report_files_free(A->files);
     al_report_summary_free(&A->sm);
     free(A->g);
     free(A);

@@ -5,6 +5,7 @@
  */
 #include "report_plot.h"
 #include "al_gnuplot.h"
+#include "report_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@ FILE *al_report_open(const al_report_analysis *A, const char *name, char *path, 
                      al_err *e)
 {
     snprintf(path, DIR_LEN + 64, "%s/%s", A->dir, name);
+    al_report_files_add(A->files, name);
     return al_open_atomic(path, tmp, DIR_LEN + 96, e);
 }
 

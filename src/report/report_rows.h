@@ -213,6 +213,7 @@ struct al_report_analysis {
     report_marker mk;
     report_rounds seq;
     struct scaling_analysis *scaling;   /* sweep.scaling's fits (report_scaling.h), or NULL */
+    struct al_report_files *files;      /* what the writers opened (report_files.h) */
 };
 
 /* report_summary.c: DIR/summary.csv into s (-1 with e naming file:line when
