@@ -159,6 +159,32 @@ START_TEST(a_later_stages_baseline_marks_one_trial_per_upstream_trial)
 }
 END_TEST
 
+/* A sweep's ETA weighs each trial's steps by its training FLOPs: a
+ * fine-tune at 4x the length and a quarter of the batch trains the same
+ * tokens a step at more FLOPs (attention grows with the length), so its
+ * steps weigh more than the base stage's, by the cost model's ratio. */
+START_TEST(a_longer_stage_weighs_more_in_the_eta)
+{
+    char *dir = al_test_tmpdir();
+    char *path = write_staged(dir, "e.yaml", "lr: 1.0e-3",
+                              "  - name: long\n    from: base\n    steps: [10%]\n"
+                              "    model: {seq_len: 64}\n    train: {batch_size: 1}\n");
+    al_sweep s;
+    load_ok(path, &s);
+    const al_sweep_trial *b = find(&s, "base_mha_seed1"), *l = find(&s, "long_base_mha_seed1");
+    ck_assert_int_eq(b->cfg.train.batch_size * b->cfg.model.seq_len,
+                     l->cfg.train.batch_size * l->cfg.model.seq_len);   /* tokens a step */
+    double want = l->train_flops_per_token / b->train_flops_per_token;
+    ck_assert_msg(want > 1.05, "%g", want);
+    long wb = al_sweep_trial_work(b, 1000), wl = al_sweep_trial_work(l, 1000);
+    ck_assert_int_eq(al_sweep_trial_work(b, 2000), 2 * wb);
+    ck_assert_msg(fabs((double)wl / (double)wb - want) < 1e-3 * want, "%ld / %ld, want %g", wl,
+                  wb, want);
+    al_sweep_free(&s);
+    free(path), free(dir);
+}
+END_TEST
+
 START_TEST(a_changed_base_gives_new_ids_downstream)
 {
     char *dir = al_test_tmpdir();
@@ -420,6 +446,7 @@ Suite *sweep_stage_suite(void)
     tcase_add_test(spec, a_stage_expands_once_per_upstream_trial_with_its_seed);
     tcase_add_test(spec, several_upstream_configurations_are_named_in_the_labels);
     tcase_add_test(spec, a_later_stages_baseline_marks_one_trial_per_upstream_trial);
+    tcase_add_test(spec, a_longer_stage_weighs_more_in_the_eta);
     tcase_add_test(spec, a_changed_base_gives_new_ids_downstream);
     tcase_add_test(spec, stage_errors_name_file_line_and_column);
     suite_add_tcase(s, spec);

@@ -294,6 +294,11 @@ void al_sweep_stack_label(char *out, size_t n, const al_model_config *m, const c
 /* sweep_costs.c: a decoded trial's cost figures (al_sweep_trial), from
  * its resolved config. */
 int al_sweep_trial_costs(al_sweep_trial *t, al_err *e);
+/* The work of `steps` of t's training, for a sweep's ETA: its training
+ * FLOPs in thousands (at least 1 a step; 1 without a cost figure). Steps alone made a stage of
+ * fine-tunes at 4x the length look as cheap a step as the base stage's,
+ * and long_context's ETA half the time it took. */
+long al_sweep_trial_work(const al_sweep_trial *t, long steps);
 /* The FLOPs trial t trains: its train_flops_per_token times the tokens of
  * the steps it ran (steps_done; the planned steps before a result). */
 double al_sweep_trial_train_flops(const al_sweep_trial *t, int steps_done);

@@ -22,6 +22,13 @@ int al_sweep_trial_costs(al_sweep_trial *t, al_err *e)
     return 0;
 }
 
+long al_sweep_trial_work(const al_sweep_trial *t, long steps)
+{
+    double per_step = t->train_flops_per_token * t->cfg.train.batch_size * t->cfg.model.seq_len;
+    double kflop = per_step / 1e3;   /* < 2^63 / 1e3 for any model that fits in memory */
+    return steps * (kflop >= 1 ? (long)(kflop + 0.5) : 1);
+}
+
 double al_sweep_trial_train_flops(const al_sweep_trial *t, int steps_done)
 {
     int steps = steps_done > 0 ? steps_done : t->cfg.train.steps;

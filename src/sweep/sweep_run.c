@@ -195,6 +195,7 @@ typedef struct runner {
     int *status;                   /* per trial: enum al_trial_status as known now */
     char *taken;                   /* per pending entry: launched, or resolved unlaunched */
     int n_left;                    /* pending entries neither launched nor resolved */
+    /* work (al_sweep_trial_work), not steps: a step's cost differs by trial */
     long steps_total;              /* of the pending trials */
     long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
     double stop_t;
@@ -224,7 +225,7 @@ static void draw(void *ctx, al_status *st)
         al_status_job j = {sl->t->id, "", sl->has_p, sl->p.step, sl->p.steps, sl->p.loss,
                            sl->p.val_loss, sl->p.tokens_per_s};
         al_status_job_line(st, &j);
-        if (sl->has_p) running += sl->p.step;
+        if (sl->has_p) running += al_sweep_trial_work(sl->t, sl->p.step);
     }
     char title[600];
     snprintf(title, sizeof title, "sweep %s", R->s->name);
@@ -414,8 +415,8 @@ static void count_ending(runner *R, const slot *sl, const al_trial_result *r)
         al_status_event(&R->disp, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
         return;
     }
-    R->steps_closed += sl->t->cfg.train.steps;
-    R->steps_trained += r->steps_done;
+    R->steps_closed += al_sweep_trial_work(sl->t, sl->t->cfg.train.steps);
+    R->steps_trained += al_sweep_trial_work(sl->t, r->steps_done);
     if (r->status == AL_TRIAL_OK) {
         R->st->ok++;
         al_status_event(&R->disp, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending,
@@ -495,7 +496,7 @@ static void find_pending(runner *R)
             continue;
         }
         R->pending[R->n_pending++] = i;
-        R->steps_total += s->trials[i].cfg.train.steps;
+        R->steps_total += al_sweep_trial_work(&s->trials[i], s->trials[i].cfg.train.steps);
     }
     R->n_left = R->n_pending;
 }
@@ -515,7 +516,7 @@ static int resolve_blocked(runner *R, int k, al_err *e)
     R->taken[k] = 1, R->n_left--;
     R->status[t->index] = AL_TRIAL_FAILED;
     R->st->failed++;
-    R->steps_closed += t->cfg.train.steps;
+    R->steps_closed += al_sweep_trial_work(t, t->cfg.train.steps);
     al_status_event(&R->disp, "not started %s: %s", t->id, r.reason);
     if (al_sweep_prepare_trial(R->s, R->o->dir, t, tdir, sizeof tdir, e) ||
         al_results_write_result(tdir, t, &r, e))

@@ -421,7 +421,7 @@ static void draw(void *ctx, al_status *st)
         al_status_job j = {t->t->id, tag, t->has_p, t->p.step, t->p.steps, t->p.loss,
                            t->p.val_loss, t->p.tokens_per_s};
         al_status_job_line(st, &j);
-        n_run++, running += t->has_p ? t->p.step : 0;
+        n_run++, running += t->has_p ? al_sweep_trial_work(t->t, t->p.step) : 0;
     }
     char title[600];
     snprintf(title, sizeof title, "sweep %s (slurm)", F->s->name);
@@ -465,8 +465,8 @@ static int task_ended(follower *F, ftask *t, al_err *e)
     F->n_ended++;
     if (ending(F, t, &r, e) != 0) return -1;
     F->st->ran++;
-    F->steps_closed += t->t->cfg.train.steps;
-    F->steps_trained += r.steps_done;
+    F->steps_closed += al_sweep_trial_work(t->t, t->t->cfg.train.steps);
+    F->steps_trained += al_sweep_trial_work(t->t, r.steps_done);
     al_status_duration(dur, sizeof dur, t->running ? al_now() - t->t0 : 0);
     if (r.status == AL_TRIAL_OK) {
         F->st->ok++;
@@ -547,7 +547,7 @@ static void follow_task(follower *F, long job, int task, const al_sweep_trial *t
     f->open = 1;
     al_results_trial_dir(f->tdir, sizeof f->tdir, F->o->dir, t);
     F->n_open++;
-    F->steps_total += t->cfg.train.steps;
+    F->steps_total += al_sweep_trial_work(t, t->cfg.train.steps);
 }
 
 /* A task of an earlier run that left the queue while nobody followed it
