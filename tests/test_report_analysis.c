@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "al_csv.h"
 #include "al_report.h"
 #include "al_stats.h"
 #include "al_test.h"
@@ -346,6 +347,59 @@ START_TEST(a_later_stages_baseline_is_compared_within_each_upstream_model)
 }
 END_TEST
 
+/* ------------------------------------------------------------ equal differences */
+
+/* Two seeds whose differences are equal (sd 0): mqa's loss is 0.25 above
+ * mha's at both, its passkey share 0.25 below. A t test would call both
+ * resolved (p = 0); the report must not: the sign test gives 0.5. Values
+ * exact in binary, so the sd is exactly 0. */
+START_TEST(two_equal_differences_are_not_resolved)
+{
+    char rows[1024] = "", text[1400], path[4400], *out;
+    char *dir = al_test_tmpdir();
+    const char *name[] = {"mha", "mqa"};
+    for (int s = 1; s <= 2; s++)
+        for (int v = 0; v < 2; v++) {
+            size_t n = strlen(rows);
+            snprintf(rows + n, sizeof rows - n, "%s_seed%d,%s,%s,%s,%d,4096,%.2f,ok\n", name[v],
+                     s, name[v], name[v], v ? "false" : "true", s, 1.5 + 0.5 * s + 0.25 * v);
+            char csv[128], cmd[4500];
+            snprintf(path, sizeof path, "%s/%s_seed%d", dir, name[v], s);
+            snprintf(cmd, sizeof cmd, "mkdir -p '%s/eval'", path);
+            ck_assert_int_eq(system(cmd), 0);
+            snprintf(csv, sizeof csv, "length,depth,exact,digit_accuracy,loss\n512,0,%.2f,0.5,1\n",
+                     0.5 - 0.25 * v);
+            free(al_test_write(path, "eval/passkey.csv", csv));
+        }
+    snprintf(text, sizeof text, "trial,config,group,baseline,seed,kv_bytes_per_token,val_loss,"
+             "status\n%s", rows);
+    free(al_test_write(dir, "summary.csv", text));
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", dir), 0);
+    free(out);
+    al_csv t;
+    al_err e;
+    snprintf(path, sizeof path, "%s/configs.csv", dir);
+    ck_assert_msg(al_csv_read(path, &t, &e) == 0, "%s", e.msg);
+    int found = 0;
+    for (int r = 0; r < t.n_rows; r++) {
+        if (strcmp(al_csv_cell(&t, r, "config"), "mqa") != 0) continue;
+        found = 1;
+        ck_assert_str_eq(al_csv_cell(&t, r, "delta_vs_baseline"), "0.25");
+        ck_assert_str_eq(al_csv_cell(&t, r, "resolved"), "false");
+        ck_assert_str_eq(al_csv_cell(&t, r, "resolved_holm"), "false");
+        ck_assert_str_eq(al_csv_cell(&t, r, "p_value"), "0.5");
+        ck_assert_str_eq(al_csv_cell(&t, r, "seeds_needed"), "6");
+    }
+    al_csv_free(&t);
+    ck_assert(found);
+    char *md = read_in(dir, "report.md");
+    const char *pk = strstr(md, "Exact-match accuracy minus mha's");
+    ck_assert_msg(pk && strstr(pk, "\n| mqa | -0.250 (each of 2 seeds; sign test) |"), "%s", md);
+    ck_assert_msg(!strstr(pk, "sign test) **resolved**"), "%s", pk);
+    free(md), free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ files it no longer writes */
 
 static int exists_in(const char *dir, const char *name)
@@ -415,6 +469,7 @@ Suite *report_analysis_suite(void)
     tcase_add_test(tc, no_plan_no_rounds);
     tcase_add_test(tc, a_later_stages_baseline_is_compared_within_each_upstream_model);
     tcase_add_test(tc, a_report_removes_the_files_it_no_longer_writes);
+    tcase_add_test(tc, two_equal_differences_are_not_resolved);
     suite_add_tcase(s, tc);
     return s;
 }

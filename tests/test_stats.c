@@ -138,6 +138,35 @@ START_TEST(p_value_agrees_with_the_interval)
 }
 END_TEST
 
+/* Pairs that all moved by the same amount (sd 0; a share over 100 keys
+ * moves in steps of 0.01, so two seeds agree often): t would be infinite.
+ * The sign test instead: n differences on one side, p = 2 / 2^n. Two pairs
+ * 0.5, five 1/16, six 1/32 (the first below 0.05); no difference at all 1. */
+START_TEST(equal_differences_fall_back_on_the_sign_test)
+{
+    double up[6] = {0.03, 0.03, 0.03, 0.03, 0.03, 0.03}, down[6], zero[3] = {0, 0, 0};
+    for (int i = 0; i < 6; i++) down[i] = -up[i];
+    al_stat s;
+    al_stat_of(up, 2, &s);
+    ck_assert(s.sd == 0 && s.ci95 == 0);
+    ck_assert_double_eq(al_stat_p(&s), 0.5);
+    ck_assert_int_eq(al_stat_resolved(&s), 0);
+    al_stat_of(down, 5, &s);
+    ck_assert_double_eq(al_stat_p(&s), 0.0625);
+    ck_assert_int_eq(al_stat_resolved(&s), 0);
+    al_stat_of(down, 6, &s);
+    ck_assert_double_eq(al_stat_p(&s), 0.03125);
+    ck_assert_int_eq(al_stat_resolved(&s), 1);
+    al_stat_of(zero, 3, &s);
+    ck_assert_double_eq(al_stat_p(&s), 1.0);
+    ck_assert_int_eq(al_stat_resolved(&s), 0);
+    /* the seeds such a difference needs are the sign test's 6 (or beyond a smaller cap) */
+    ck_assert_int_eq(al_seeds_needed(0.03, 0.0, 0.8, 10000), AL_SIGN_TEST_PAIRS);
+    ck_assert_int_eq(al_seeds_needed(0.03, 0.0, 0.8, 4), 5);
+    ck_assert_int_eq(al_seeds_needed(0.0, 0.0, 0.8, 10000), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ power */
 
 /* Pairs for 80 % power, two-sided paired t at 5 %, from the printed table
@@ -333,6 +362,7 @@ Suite *stats_suite(void)
     tcase_add_test(tc, mcnemar_exact_p_by_hand);
     tcase_add_test(tc, p_value_agrees_with_the_interval);
     tcase_add_test(tc, seeds_needed_matches_the_power_table);
+    tcase_add_test(tc, equal_differences_fall_back_on_the_sign_test);
     tcase_add_test(tc, power_agrees_with_scipy_nct);
     tcase_add_test(tc, sequential_looks_spend_five_percent);
     tcase_add_test(tc, sequential_rule_keeps_false_resolutions_under_five_percent);

@@ -136,8 +136,8 @@ START_TEST(verdicts_read_the_interval_as_worked_by_hand)
     ck_assert_str_eq(verdict(AL_CLAIM_NO_WORSE, 0.01, 4, 0.010, 0.006, 0), "cannot tell");
     char why[128];
     al_sweep_claim nw = {.expect = AL_CLAIM_NO_WORSE, .margin = 0.01};
-    al_stat straddle = {.n = 4, .mean = 0.010, .ci95 = 0.006}, near0 = {.n = 4, .mean = 0.005,
-                                                                      .ci95 = 0.008};
+    al_stat straddle = {.n = 4, .mean = 0.010, .sd = NAN, .ci95 = 0.006},
+            near0 = {.n = 4, .mean = 0.005, .sd = NAN, .ci95 = 0.008};
     al_report_claim_verdict(&nw, &straddle, 0, why, sizeof why);   /* [0.004, 0.016] */
     ck_assert_str_eq(why, "resolved worse, but the interval straddles the margin 0.01");
     al_report_claim_verdict(&nw, &near0, 0, why, sizeof why);      /* [-0.003, 0.013] */
@@ -148,6 +148,15 @@ START_TEST(verdicts_read_the_interval_as_worked_by_hand)
     ck_assert_str_eq(verdict(AL_CLAIM_ANY, 0, 4, 0.01, 0.02, 0), "not resolved");
     /* one pair has no interval: never a verdict */
     ck_assert_str_eq(verdict(AL_CLAIM_BETTER, 0, 1, -0.5, NAN, 0), "cannot tell");
+    /* two pairs that both moved by -0.03 (sd 0): a zero-width interval, but
+     * the sign test's p is 0.5, so no verdict; six such pairs give 1/32 */
+    al_sweep_claim better = {.expect = AL_CLAIM_BETTER};
+    al_stat same2 = {.n = 2, .mean = -0.03, .sd = 0, .ci95 = 0};
+    ck_assert_str_eq(al_report_claim_verdict(&better, &same2, 0, why, sizeof why), "cannot tell");
+    ck_assert_str_eq(why, "all 2 pairs differ by the same amount, no spread to size; "
+                          "the sign test needs 6");
+    al_stat same6 = {.n = 6, .mean = -0.03, .sd = 0, .ci95 = 0};
+    ck_assert_str_eq(al_report_claim_verdict(&better, &same6, 0, why, sizeof why), "supported");
 }
 END_TEST
 

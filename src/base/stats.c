@@ -39,6 +39,7 @@ void al_stat_of(const double *x, int n, al_stat *s)
 
 int al_stat_resolved(const al_stat *d)
 {
+    if (d->n >= 2 && d->sd == 0) return al_stat_p(d) < 0.05;   /* the sign test, below */
     return d->n >= 2 && isfinite(d->ci95) && fabs(d->mean) > d->ci95;
 }
 
@@ -58,10 +59,16 @@ double al_ls_slope(const double *x, const double *y, int n)
 
 /* ------------------------------------------------------------ p and Holm */
 
+/* Every pair differing by the same amount (sd 0) makes t infinite, yet
+ * says nothing of the spread: two seeds whose passkey shares over 100 keys
+ * both moved by +0.03 are no proof. Such pairs fall back on the sign test,
+ * which needs no spread: n differences all on one side have probability
+ * 2^(1-n), two-sided, when there is no difference (AL_SIGN_TEST_PAIRS = 6
+ * pairs for p < 0.05). */
 double al_stat_p(const al_stat *d)
 {
     if (d->n < 2 || !isfinite(d->mean) || !isfinite(d->sd)) return NAN;
-    if (d->sd == 0) return d->mean == 0 ? 1.0 : 0.0;
+    if (d->sd == 0) return d->mean == 0 ? 1.0 : fmin(1.0, ldexp(1.0, 1 - d->n));
     double t = fabs(d->mean) / (d->sd / sqrt((double)d->n));
     return 2 * gsl_cdf_tdist_Q(t, (double)(d->n - 1));
 }
@@ -156,7 +163,8 @@ double al_paired_power(double effect, int n, double alpha)
 /* Power grows with n for a fixed effect: bisect on [2, cap]. */
 int al_seeds_needed(double mean, double sd, double power, int cap)
 {
-    if (!isfinite(mean) || !isfinite(sd) || !(sd > 0) || mean == 0) return 0;
+    if (!isfinite(mean) || !isfinite(sd) || sd < 0 || mean == 0) return 0;
+    if (sd == 0) return AL_SIGN_TEST_PAIRS <= cap ? AL_SIGN_TEST_PAIRS : cap + 1;
     double effect = fabs(mean) / sd;
     if (al_paired_power(effect, cap, 0.05) < power) return cap + 1;
     int lo = 2, hi = cap;   /* power(hi) >= power */

@@ -56,6 +56,14 @@ const char *al_report_claim_verdict(const al_sweep_claim *c, const al_stat *d, i
         snprintf(why, n, "%d paired seed%s, no interval", d->n, d->n == 1 ? "" : "s");
         return "cannot tell";
     }
+    if (d->sd == 0 && d->mean != 0 && !al_stat_resolved(d)) {
+        /* a zero-width interval from equal differences is no certainty
+         * (al_stat_p); from AL_SIGN_TEST_PAIRS pairs on, the sign test
+         * resolves it, unadjusted for the number of claims */
+        snprintf(why, n, "all %d pairs differ by the same amount, no spread to size; "
+                 "the sign test needs %d", d->n, AL_SIGN_TEST_PAIRS);
+        return "cannot tell";
+    }
     double w = maximize ? -d->mean : d->mean, lo = w - d->ci95, hi = w + d->ci95;
     switch (c->expect) {
     case AL_CLAIM_BETTER:

@@ -566,7 +566,7 @@ static void pk_table_head(FILE *f, const pk_sum *P)
  * paired by seed, Holm over every (configuration, length) cell of the table. */
 static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
 {
-    int cells = A->n_groups * P->n_lengths, m = 0, unresolved = 0;
+    int cells = A->n_groups * P->n_lengths, m = 0, unresolved = 0, same = 0;
     al_stat *d = al_calloc((size_t)cells + 1, sizeof *d);
     double *p = al_calloc((size_t)cells + 1, sizeof *p);
     int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
@@ -598,11 +598,19 @@ static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
             int res = rej[i++];
             unresolved += !res;
             if (s->n < 2) fprintf(f, " %+.3f (1 seed) |", s->mean);
+            else if (s->sd == 0 && s->mean != 0)   /* no interval to draw: al_stat_p */
+                fprintf(f, " %+.3f (each of %d seeds; sign test)%s |", s->mean, s->n,
+                        res ? " **resolved**" : ""), same++;
             else fprintf(f, " %+.3f [%+.3f, %+.3f]%s |", s->mean, s->mean - s->ci95,
                          s->mean + s->ci95, res ? " **resolved**" : "");
         }
         fputc('\n', f);
     }
+    if (same)
+        fprintf(f, "\n*each of N seeds*: every seed's difference was the same (a share over a "
+                "few keys moves in steps), so the t test cannot size its spread; the cell takes "
+                "the sign test's p = 2^(1 - N) instead, which needs %d seeds to resolve.\n",
+                AL_SIGN_TEST_PAIRS);
     if (unresolved)
         fputs("\nA difference that is not resolved could change sign with other seeds: do not "
               "read a ranking into it.\n", f);
