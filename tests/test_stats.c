@@ -160,6 +160,17 @@ START_TEST(equal_differences_fall_back_on_the_sign_test)
     al_stat_of(zero, 3, &s);
     ck_assert_double_eq(al_stat_p(&s), 1.0);
     ck_assert_int_eq(al_stat_resolved(&s), 0);
+    /* equal to rounding: 0.1 + 0.2 and 0.3 differ in the 17th digit, a sd of
+     * 4e-17 that the t test would read as near-certainty (p about 1e-15) */
+    double r[2] = {0.1 + 0.2, 0.3}, noise[3] = {1e-17, -1e-17, 2e-17}, near[2] = {1e-3, 1.5e-3};
+    al_stat_of(r, 2, &s);
+    ck_assert(s.sd > 0 && al_stat_all_equal(&s));
+    ck_assert_double_eq(al_stat_p(&s), 0.5);
+    ck_assert_int_eq(al_stat_resolved(&s), 0);
+    al_stat_of(noise, 3, &s);   /* rounding around 0: no difference */
+    ck_assert_double_eq(al_stat_p(&s), 1.0);
+    al_stat_of(near, 2, &s);    /* a real, if small, spread: the t test */
+    ck_assert(!al_stat_all_equal(&s) && al_stat_p(&s) > 0.05 && al_stat_p(&s) < 0.5);
     /* the seeds such a difference needs are the sign test's 6 (or beyond a smaller cap) */
     ck_assert_int_eq(al_seeds_needed(0.03, 0.0, 0.8, 10000), AL_SIGN_TEST_PAIRS);
     ck_assert_int_eq(al_seeds_needed(0.03, 0.0, 0.8, 4), 5);

@@ -28,19 +28,25 @@ double al_t975(int dof);
 double al_t_quantile(double p, int dof);
 /* 1 when the 95 % interval of a difference excludes 0 (n >= 2 and
  * |mean| > ci95); 0 otherwise, including too few pairs. Pairs that all
- * differ by the same amount (sd 0, a zero-width interval) are resolved
- * only by the sign test (al_stat_p): AL_SIGN_TEST_PAIRS of them or more. */
+ * differ by the same amount (al_stat_all_equal, a zero-width interval) are
+ * resolved only by the sign test (al_stat_p): AL_SIGN_TEST_PAIRS or more. */
 int al_stat_resolved(const al_stat *d);
+
+/* 1 when n >= 2 and the values agree to rounding: sd <= 1e-9 |mean| +
+ * 1e-12 (the same share averaged in another order), so their sd is 0 in
+ * all but the last digits and no spread can be learnt from them. */
+int al_stat_all_equal(const al_stat *d);
 
 /* Least-squares slope of y on x over the n points with finite y (NAN
  * when fewer than 2, or all x equal). */
 double al_ls_slope(const double *x, const double *y, int n);
 
 /* Two-sided p-value of the one-sample (paired) t test of mean 0 on d:
- * NAN when n < 2. When sd is 0 and the mean is not (every pair moved by the
- * same amount, as shares over a few keys do), the sign test's 2^(1-n): the
- * t statistic would be infinite with nothing learnt of the spread. p < 0.05
- * exactly when al_stat_resolved. */
+ * NAN when n < 2. When every pair moved by the same amount
+ * (al_stat_all_equal, as shares over a few keys do) and that amount is not
+ * 0, the sign test's 2^(1-n): the t statistic would be infinite with
+ * nothing learnt of the spread; 1 when it is 0. p < 0.05 exactly when
+ * al_stat_resolved. */
 #define AL_SIGN_TEST_PAIRS 6   /* the fewest equal-signed pairs with 2^(1-n) < 0.05 */
 double al_stat_p(const al_stat *d);
 /* Holm-Bonferroni over a family of m tests at family-wise level alpha:
@@ -70,8 +76,9 @@ double al_paired_power(double effect, int n, double alpha);
 /* Seeds (pairs) for `power` (0.8) at level 0.05 when the difference and
  * the sd of the paired differences are the observed mean and sd: the
  * smallest n >= 2 that reaches it; cap + 1 when even cap does not; 0 when
- * there is nothing to size (mean 0, no sd). With sd 0 and a difference,
- * AL_SIGN_TEST_PAIRS (what the sign test al_stat_p falls back on needs). */
+ * there is nothing to size (mean 0, no sd). With pairs all equal (sd 0
+ * to rounding) and a difference, AL_SIGN_TEST_PAIRS (what the sign test
+ * al_stat_p falls back on needs). */
 int al_seeds_needed(double mean, double sd, double power, int cap);
 
 /* The sequential seeds rule (sweep.seeds: {min, max, until: resolved}).

@@ -37,9 +37,22 @@ void al_stat_of(const double *x, int n, al_stat *s)
     s->ci95 = al_t975(k - 1) * s->sd / sqrt((double)k);
 }
 
+/* Shares averaged over depths in another order differ in the 16th digit:
+ * differences that agree to rounding count as equal. A real difference
+ * between seeds is never this tight (a loss's moves by 1e-3 or more). */
+static int pairs_equal(double mean, double sd)
+{
+    return isfinite(sd) && sd <= 1e-9 * fabs(mean) + 1e-12;
+}
+
+int al_stat_all_equal(const al_stat *d)
+{
+    return d->n >= 2 && isfinite(d->mean) && pairs_equal(d->mean, d->sd);
+}
+
 int al_stat_resolved(const al_stat *d)
 {
-    if (d->n >= 2 && d->sd == 0) return al_stat_p(d) < 0.05;   /* the sign test, below */
+    if (al_stat_all_equal(d)) return al_stat_p(d) < 0.05;   /* the sign test, below */
     return d->n >= 2 && isfinite(d->ci95) && fabs(d->mean) > d->ci95;
 }
 
@@ -68,7 +81,8 @@ double al_ls_slope(const double *x, const double *y, int n)
 double al_stat_p(const al_stat *d)
 {
     if (d->n < 2 || !isfinite(d->mean) || !isfinite(d->sd)) return NAN;
-    if (d->sd == 0) return d->mean == 0 ? 1.0 : fmin(1.0, ldexp(1.0, 1 - d->n));
+    if (al_stat_all_equal(d))
+        return fabs(d->mean) <= 1e-12 ? 1.0 : fmin(1.0, ldexp(1.0, 1 - d->n));
     double t = fabs(d->mean) / (d->sd / sqrt((double)d->n));
     return 2 * gsl_cdf_tdist_Q(t, (double)(d->n - 1));
 }
@@ -163,8 +177,8 @@ double al_paired_power(double effect, int n, double alpha)
 /* Power grows with n for a fixed effect: bisect on [2, cap]. */
 int al_seeds_needed(double mean, double sd, double power, int cap)
 {
-    if (!isfinite(mean) || !isfinite(sd) || sd < 0 || mean == 0) return 0;
-    if (sd == 0) return AL_SIGN_TEST_PAIRS <= cap ? AL_SIGN_TEST_PAIRS : cap + 1;
+    if (!isfinite(mean) || !isfinite(sd) || sd < 0 || fabs(mean) <= 1e-12) return 0;
+    if (pairs_equal(mean, sd)) return AL_SIGN_TEST_PAIRS <= cap ? AL_SIGN_TEST_PAIRS : cap + 1;
     double effect = fabs(mean) / sd;
     if (al_paired_power(effect, cap, 0.05) < power) return cap + 1;
     int lo = 2, hi = cap;   /* power(hi) >= power */

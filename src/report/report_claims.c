@@ -56,7 +56,7 @@ const char *al_report_claim_verdict(const al_sweep_claim *c, const al_stat *d, i
         snprintf(why, n, "%d paired seed%s, no interval", d->n, d->n == 1 ? "" : "s");
         return "cannot tell";
     }
-    if (d->sd == 0 && d->mean != 0 && !al_stat_resolved(d)) {
+    if (al_stat_all_equal(d) && al_stat_p(d) < 1 && !al_stat_resolved(d)) {
         /* a zero-width interval from equal differences is no certainty
          * (al_stat_p); from AL_SIGN_TEST_PAIRS pairs on, the sign test
          * resolves it, unadjusted for the number of claims */

@@ -598,7 +598,7 @@ static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
             int res = rej[i++];
             unresolved += !res;
             if (s->n < 2) fprintf(f, " %+.3f (1 seed) |", s->mean);
-            else if (s->sd == 0 && s->mean != 0)   /* no interval to draw: al_stat_p */
+            else if (al_stat_all_equal(s) && al_stat_p(s) < 1)   /* no interval: al_stat_p */
                 fprintf(f, " %+.3f (each of %d seeds; sign test)%s |", s->mean, s->n,
                         res ? " **resolved**" : ""), same++;
             else fprintf(f, " %+.3f [%+.3f, %+.3f]%s |", s->mean, s->mean - s->ci95,
