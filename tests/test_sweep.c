@@ -184,6 +184,33 @@ START_TEST(exclude_drops_the_matching_trials)
 }
 END_TEST
 
+/* A number in an exclude key indexes a list axis: seed 2 of the stacks
+ * whose first layer is gqa is dropped, and nothing else. */
+START_TEST(exclude_indexes_a_list_axis)
+{
+    char *dir = al_test_tmpdir(), *data = write_text(dir), text[2048];
+    snprintf(text, sizeof text,
+             "name: exl\ndata: {source: text, path: %s}\n"
+             "model: {n_layer: 2, d_model: 16, n_head: 2, seq_len: 16}\n"
+             "train: {batch_size: 4, eval_batches: 2, threads: 1, warmup_steps: 2, steps: 4}\n"
+             "sweep:\n  seeds: [1, 2]\n  grid:\n    model.layer_attention:\n"
+             "      - [{variant: mha}, {variant: mha}]\n"
+             "      - [{variant: gqa, n_kv_head: 1}, {variant: mha}]\n"
+             "  exclude:\n    - {seed: 2, model.layer_attention.0.variant: gqa}\n", data);
+    free(data);
+    char *path = al_test_write(dir, "exp.yaml", text);
+    al_sweep s;
+    load_ok(path, &s);
+    ck_assert_int_eq(s.n_trials, 3);
+    ck_assert_int_eq(s.n_excluded, 1);
+    for (int i = 0; i < s.n_trials; i++)
+        ck_assert_msg(!(s.trials[i].seed == 2 && strstr(s.trials[i].label, "gqa")), "%s",
+                      s.trials[i].label);
+    al_sweep_free(&s);
+    free(path), free(dir);
+}
+END_TEST
+
 START_TEST(seed_count_and_no_sweep_give_seeded_trials)
 {
     char *dir = al_test_tmpdir();
@@ -324,6 +351,9 @@ static const bad_case bad[] = {
      "8:14: error: exclude key 'train.lr' is not a sweep axis (nor under one)"},
     {"sweep:\n  grid: {model.n_head: [1, 2]}\n  exclude: [{model.n_head: 1}, {model.n_head: 2}]\n",
      "8:12: error: every trial is excluded (2 of 2)"},
+    {"sweep:\n  grid: {model.n_head: [1, 2]}\n  exclude: [{model.n_head: 1}, {model.n_head: 3}]\n",
+     "8:32: error: this exclude item matches no trial of the sweep (its values must equal an "
+     "axis's, key by key)"},
     {"sweep:\n  grid: {model.n_head: [1, 1]}\n",
      "7:3: error: the sweep gives the same trial twice ('h1' and 'h1'): remove the duplicate value"},
     {"sweep:\n  grid: {model.attention: [{variant: mha}], model.attention.n_kv_head: [1]}\n",
@@ -967,6 +997,7 @@ Suite *sweep_suite(void)
     TCase *tc = tcase_create("spec");
     tcase_add_test(tc, grid_zip_and_seeds_expand_into_their_product);
     tcase_add_test(tc, exclude_drops_the_matching_trials);
+    tcase_add_test(tc, exclude_indexes_a_list_axis);
     tcase_add_test(tc, select_and_baseline_group_the_trials);
     tcase_add_test(tc, seed_count_and_no_sweep_give_seeded_trials);
     tcase_add_test(tc, ids_are_stable_and_never_reuse_another_config);

@@ -35,6 +35,7 @@ typedef struct spec_ctx {
     int n_plugins;
     const al_node *sweep;      /* the sweep mapping, or NULL (a stage may have none) */
     const al_node *exclude;    /* a sequence of mappings, or NULL */
+    int *exclude_hits;         /* (exclude->n) the trials each item dropped, while expanding */
     const al_node *seeds;      /* the seeds node, or NULL */
     const al_node *baseline;   /* sweep.baseline (a mapping), or NULL */
     const al_sweep_axis_in *extra;   /* axes a stage adds before the sweep's own */

@@ -561,14 +561,19 @@ static void combination(const spec_ctx *C, int k, int *choice, int *seed_i)
 }
 
 /* The node at a dotted path, or NULL. */
+/* A dotted path's node; a number indexes a list from 0, so an exclude item
+ * can name one layer of a list axis (model.layer_attention.0.variant). */
 static const al_node *node_at(const al_node *root, const char *path)
 {
-    char key[256];
+    char key[256], *end;
     const al_node *cur = root;
     for (const char *k = path; cur && *k;) {
         size_t len = strcspn(k, ".");
         snprintf(key, sizeof key, "%.*s", (int)len, k);
-        cur = al_node_get(cur, key);
+        long i = strtol(key, &end, 10);
+        if (cur->kind == AL_NODE_SEQ && key[0] >= '0' && key[0] <= '9' && !*end)
+            cur = i < cur->n ? cur->items[i] : NULL;
+        else cur = al_node_get(cur, key);
         k += len + (k[len] == '.');
     }
     return cur;
@@ -623,7 +628,7 @@ static int node_matches_all(const al_node *tree, const al_node *m)
     return 1;
 }
 
-static int excluded(const spec_ctx *C, const al_node *tree, uint64_t seed)
+static int excluded(spec_ctx *C, const al_node *tree, uint64_t seed)
 {
     if (!C->exclude) return 0;
     for (int i = 0; i < C->exclude->n; i++) {
@@ -637,7 +642,7 @@ static int excluded(const spec_ctx *C, const al_node *tree, uint64_t seed)
             else
                 all = node_matches(node_at(tree, p), m->items[k]);
         }
-        if (all) return 1;
+        if (all) return C->exclude_hits[i]++, 1;
     }
     return 0;
 }
@@ -835,8 +840,17 @@ static int expand_all(spec_ctx *C)
     C->cost_keys = al_calloc((size_t)total, sizeof *C->cost_keys);
     if (C->trees_out) *C->trees_out = C->trees = al_calloc((size_t)total, sizeof *C->trees);
     C->n_total = total;
-    for (int k = 0; k < total; k++)
-        if (expand_one(C, k, &kept)) return -1;
+    C->exclude_hits = al_calloc((size_t)(C->exclude ? C->exclude->n : 0) + 1, sizeof(int));
+    int rc = 0;
+    for (int k = 0; k < total && !rc; k++) rc = expand_one(C, k, &kept);
+    /* an item that drops nothing is a typo or a value no axis takes: the
+     * trials it meant to drop would run (and cost) unseen */
+    for (int i = 0; !rc && C->exclude && i < C->exclude->n; i++)
+        if (!C->exclude_hits[i])
+            rc = al_node_errf(C->e, C->exclude->items[i], "this exclude item matches no trial of "
+                              "the sweep (its values must equal an axis's, key by key)");
+    free(C->exclude_hits), C->exclude_hits = NULL;
+    if (rc) return -1;
     s->n_trials = kept;
     if (kept == 0)
         return al_node_errf(C->e, C->exclude ? C->exclude : al_sweep_node(C), "every trial is excluded "
