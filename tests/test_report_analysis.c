@@ -400,6 +400,63 @@ START_TEST(two_equal_differences_are_not_resolved)
 }
 END_TEST
 
+/* ------------------------------------------------------------ loss by position, paired */
+
+/* mha (the baseline) and yarn over 3 seeds, scored by position at 256 and
+ * 1,024 in two buckets of unequal tokens (the last holds a quarter): the
+ * report pairs each seed's whole-window loss (token-weighted) and its last
+ * bucket's with the baseline's, and the means agree with sums by hand. */
+START_TEST(loss_by_position_is_paired_with_the_baseline)
+{
+    static const char *const name[] = {"mha", "yarn"};
+    static const int ctx[] = {256, 1024};
+    char rows[1024] = "", text[1400], path[4400], *out;
+    double want_whole[2] = {0, 0}, want_last[2] = {0, 0};
+    char *dir = al_test_tmpdir();
+    for (int s = 1; s <= 3; s++)
+        for (int v = 0; v < 2; v++) {
+            size_t n = strlen(rows);
+            snprintf(rows + n, sizeof rows - n, "%s_seed%d,%s,%s,%s,%d,4096,%.3f,ok\n", name[v], s,
+                     name[v], name[v], v ? "false" : "true", s, 2.0 + 0.01 * s);
+            for (int c = 0; c < 2; c++) {
+                /* yarn's far bucket falls with context, by seed */
+                double near = 1.5 + 0.02 * s + 0.001 * v * s,
+                       far = 1.8 + 0.3 * c + 0.05 * s - v * (0.1 + 0.2 * c + 0.013 * s * s);
+                int t0 = 3 * ctx[c] / 4, t1 = ctx[c] / 4;
+                char csv[256], cmd[4500];
+                snprintf(path, sizeof path, "%s/%s_seed%d/eval/by_position_%d", dir, name[v], s,
+                         ctx[c]);
+                snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+                ck_assert_int_eq(system(cmd), 0);
+                snprintf(csv, sizeof csv, "bucket_start,bucket_end,loss,tokens\n0,%d,%.6f,%d\n"
+                         "%d,%d,%.6f,%d\n", t0, near, t0, t0, ctx[c], far, t1);
+                free(al_test_write(path, "by_position.csv", csv));
+                double whole = (near * t0 + far * t1) / (t0 + t1), sign = v ? 1 : -1;
+                want_whole[c] += sign * whole / 3, want_last[c] += sign * far / 3;
+            }
+        }
+    snprintf(text, sizeof text, "trial,config,group,baseline,seed,kv_bytes_per_token,val_loss,"
+             "status\n%s", rows);
+    free(al_test_write(dir, "summary.csv", text));
+    ck_assert_int_eq(al_test_attnlabf(&out, "report %s", dir), 0);
+    free(out);
+    char *md = read_in(dir, "report.md"), want[160];
+    const char *w = strstr(md, "Loss over the whole window (nats/token) at each context minus mha's");
+    const char *l = strstr(md, "Loss in the window's last bucket of positions");
+    ck_assert_msg(w && l && w < l, "%s", md);
+    ck_assert_msg(strstr(l, "| configuration | 256: 192-255 | 1024: 768-1023 |"), "%s", l);
+    snprintf(want, sizeof want, "\n| yarn | %+.4f [", want_whole[0]);
+    ck_assert_msg(strstr(w, want) && strstr(w, want) < l, "want %s in %s", want, w);
+    snprintf(want, sizeof want, " | %+.4f [", want_whole[1]);
+    ck_assert_msg(strstr(w, want) && strstr(w, want) < l, "want %s in %s", want, w);
+    snprintf(want, sizeof want, "\n| yarn | %+.4f [", want_last[0]);
+    ck_assert_msg(strstr(l, want), "want %s in %s", want, l);
+    snprintf(want, sizeof want, " | %+.4f [", want_last[1]);
+    ck_assert_msg(strstr(l, want), "want %s in %s", want, l);
+    free(md), free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ files it no longer writes */
 
 static int exists_in(const char *dir, const char *name)
@@ -470,6 +527,7 @@ Suite *report_analysis_suite(void)
     tcase_add_test(tc, a_later_stages_baseline_is_compared_within_each_upstream_model);
     tcase_add_test(tc, a_report_removes_the_files_it_no_longer_writes);
     tcase_add_test(tc, two_equal_differences_are_not_resolved);
+    tcase_add_test(tc, loss_by_position_is_paired_with_the_baseline);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -528,8 +528,8 @@ static void pk_collect(const al_report_analysis *A, pk_sum *P)
 /* Over the seeds of group g at length k: the trials' values (v) or, with
  * base, each seed's value minus the baseline's at the same seed (the
  * pairs of al_report_seed_pairs, both trials ok). */
-static void pk_stat(const al_report_analysis *A, const double *v, int g, int base, int k,
-                    al_stat *s)
+static void cell_stat(const al_report_analysis *A, const double *v, int stride, int g, int base,
+                      int k, al_stat *s)
 {
     double *x = al_calloc((size_t)A->sm.n + 1, sizeof *x);
     int m = 0, n = 0, *ia = al_calloc((size_t)A->sm.n + 1, sizeof *ia);
@@ -537,19 +537,25 @@ static void pk_stat(const al_report_analysis *A, const double *v, int g, int bas
     if (base < 0)
         for (int i = 0; i < A->sm.n; i++) {
             const row *w = &A->sm.rows[i];
-            double vi = v[i * PK_MAX_LENGTHS + k];
+            double vi = v[i * stride + k];
             if (al_report_row_counts(w) && al_report_group_of(A, w) == g && !isnan(vi))
                 x[m++] = vi;
         }
     else n = al_report_seed_pairs(A, &A->g[g], &A->g[base], ia, ib);
     for (int p = 0; p < n; p++) {
-        double a = v[ia[p] * PK_MAX_LENGTHS + k], b = v[ib[p] * PK_MAX_LENGTHS + k];
+        double a = v[ia[p] * stride + k], b = v[ib[p] * stride + k];
         if (al_report_row_counts(&A->sm.rows[ia[p]]) &&
             al_report_row_counts(&A->sm.rows[ib[p]]) && !isnan(a) && !isnan(b))
             x[m++] = a - b;
     }
     al_stat_of(x, m, s);
     free(x), free(ia), free(ib);
+}
+
+static void pk_stat(const al_report_analysis *A, const double *v, int g, int base, int k,
+                    al_stat *s)
+{
+    cell_stat(A, v, PK_MAX_LENGTHS, g, base, k, s);
 }
 
 static void pk_table_head(FILE *f, const pk_sum *P)
@@ -561,48 +567,54 @@ static void pk_table_head(FILE *f, const pk_sum *P)
     fputc('\n', f);
 }
 
-/* Exact-match accuracy against each configuration's baseline's (group.base:
- * in a later stage with its own sweep.baseline, the same upstream model's),
- * paired by seed, Holm over every (configuration, length) cell of the table. */
-static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
+/* A table of v (rows x stride, n_cols used) minus each configuration's
+ * baseline's (group.base: in a later stage with its own sweep.baseline, the
+ * same upstream model's), paired by seed, Holm over every (configuration,
+ * column) cell; what says what v is, heads[k] names column k. */
+static void paired_table(FILE *f, const al_report_analysis *A, const double *v, int stride,
+                         int n_cols, char heads[][24], const char *what, const char *fmt)
 {
-    int cells = A->n_groups * P->n_lengths, m = 0, unresolved = 0, same = 0;
+    int cells = A->n_groups * n_cols, m = 0, unresolved = 0, same = 0;
     al_stat *d = al_calloc((size_t)cells + 1, sizeof *d);
     double *p = al_calloc((size_t)cells + 1, sizeof *p);
     int *rej = al_calloc((size_t)cells + 1, sizeof *rej);
     for (int g = 0; g < A->n_groups; g++)
-        for (int k = 0; !A->g[g].is_base && k < P->n_lengths; k++) {
-            pk_stat(A, P->exact, g, A->g[g].base, k, &d[g * P->n_lengths + k]);
-            if (d[g * P->n_lengths + k].n) p[m++] = al_stat_p(&d[g * P->n_lengths + k]);
+        for (int k = 0; !A->g[g].is_base && k < n_cols; k++) {
+            cell_stat(A, v, stride, g, A->g[g].base, k, &d[g * n_cols + k]);
+            if (d[g * n_cols + k].n) p[m++] = al_stat_p(&d[g * n_cols + k]);
         }
     al_holm(m, p, 0.05, rej);
     if (!m) goto out;
-    char nm[600];
+    char nm[600], num[3][32];
     if (al_report_n_bases(A) > 1) snprintf(nm, sizeof nm, "its baseline");
     else snprintf(nm, sizeof nm, "%s", A->g[A->g[0].base].first->group);
-    fprintf(f, "\nExact-match accuracy minus %s's, paired by seed, with its 95 %% t-interval; "
-            "**resolved** when p < 0.05 still after Holm over the %d cells below:\n\n", nm, m);
-    pk_table_head(f, P);
+    fprintf(f, "\n%s minus %s's, paired by seed, with its 95 %% t-interval; **resolved** when p "
+            "< 0.05 still after Holm over the %d cells below:\n\n| configuration |", what, nm, m);
+    for (int k = 0; k < n_cols; k++) fprintf(f, " %s |", heads[k]);
+    fputs("\n| --- |", f);
+    for (int k = 0; k < n_cols; k++) fputs(" --- |", f);
+    fputc('\n', f);
     for (int g = 0, i = 0; g < A->n_groups; g++) {
         int shown = 0;
-        for (int k = 0; !A->g[g].is_base && k < P->n_lengths; k++)
-            shown |= d[g * P->n_lengths + k].n > 0;
+        for (int k = 0; !A->g[g].is_base && k < n_cols; k++) shown |= d[g * n_cols + k].n > 0;
         if (!shown) continue;
         fprintf(f, "| %s |", al_report_vs_name(A, &A->g[g], nm, sizeof nm));
-        for (int k = 0; k < P->n_lengths; k++) {
-            const al_stat *s = &d[g * P->n_lengths + k];
+        for (int k = 0; k < n_cols; k++) {
+            const al_stat *s = &d[g * n_cols + k];
             if (!s->n) {
                 fputs(" - |", f);
                 continue;
             }
             int res = rej[i++];
             unresolved += !res;
-            if (s->n < 2) fprintf(f, " %+.3f (1 seed) |", s->mean);
+            snprintf(num[0], sizeof num[0], fmt, s->mean);
+            snprintf(num[1], sizeof num[1], fmt, s->mean - s->ci95);
+            snprintf(num[2], sizeof num[2], fmt, s->mean + s->ci95);
+            if (s->n < 2) fprintf(f, " %s (1 seed) |", num[0]);
             else if (al_stat_all_equal(s) && al_stat_p(s) < 1)   /* no interval: al_stat_p */
-                fprintf(f, " %+.3f (each of %d seeds; sign test)%s |", s->mean, s->n,
+                fprintf(f, " %s (each of %d seeds; sign test)%s |", num[0], s->n,
                         res ? " **resolved**" : ""), same++;
-            else fprintf(f, " %+.3f [%+.3f, %+.3f]%s |", s->mean, s->mean - s->ci95,
-                         s->mean + s->ci95, res ? " **resolved**" : "");
+            else fprintf(f, " %s [%s, %s]%s |", num[0], num[1], num[2], res ? " **resolved**" : "");
         }
         fputc('\n', f);
     }
@@ -616,6 +628,72 @@ static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
               "read a ranking into it.\n", f);
 out:
     free(d), free(p), free(rej);
+}
+
+/* Exact-match accuracy against each configuration's baseline's, by length. */
+static void pk_deltas(FILE *f, const al_report_analysis *A, const pk_sum *P)
+{
+    char heads[PK_MAX_LENGTHS][24];
+    for (int k = 0; k < P->n_lengths; k++) snprintf(heads[k], sizeof heads[k], "%d", P->lengths[k]);
+    paired_table(f, A, P->exact, PK_MAX_LENGTHS, P->n_lengths, heads, "Exact-match accuracy",
+                 "%+.3f");
+}
+
+/* Each counted trial's loss at each of V's contexts from its
+ * by_position.csv (rows x EV_MAX_CONTEXTS; NAN where it has none): over
+ * the whole window (buckets weighted by their tokens) into whole, and in
+ * the window's last bucket, the positions furthest past the trained
+ * length, into last. */
+static void pos_values(const al_report_analysis *A, const ev *V, double *whole, double *last)
+{
+    for (int i = 0; i < A->sm.n; i++)
+        for (int c = 0; c < V->n_contexts; c++) {
+            const row *w = &A->sm.rows[i];
+            char path[DIR_LEN + 512];
+            al_csv t;
+            al_err e;
+            whole[i * EV_MAX_CONTEXTS + c] = last[i * EV_MAX_CONTEXTS + c] = NAN;
+            if (!al_report_row_counts(w) || al_report_group_of(A, w) < 0 || is_passkey_trial(A, w))
+                continue;
+            snprintf(path, sizeof path, "%s/%s/eval/by_position_%d/by_position.csv", A->dir,
+                     w->trial, V->contexts[c]);
+            if (access(path, F_OK) != 0) continue;
+            if (al_csv_read(path, &t, &e) == 0 && t.n_rows > 0) {
+                double sum = 0, tokens = 0;
+                for (int b = 0; b < t.n_rows; b++) {
+                    double n = strtod(al_csv_cell(&t, b, "tokens"), NULL);
+                    sum += n * strtod(al_csv_cell(&t, b, "loss"), NULL), tokens += n;
+                }
+                if (tokens > 0) whole[i * EV_MAX_CONTEXTS + c] = sum / tokens;
+                last[i * EV_MAX_CONTEXTS + c] = strtod(al_csv_cell(&t, t.n_rows - 1, "loss"), NULL);
+            }
+            al_csv_free(&t);
+        }
+}
+
+/* Loss by position against each configuration's baseline, paired by seed:
+ * the whole window's and its last bucket's, a column per context. */
+static void pos_deltas(FILE *f, const al_report_analysis *A, const ev *V)
+{
+    size_t cells = (size_t)A->sm.n * EV_MAX_CONTEXTS + 1;
+    double *whole = al_malloc(cells * sizeof *whole), *last = al_malloc(cells * sizeof *last);
+    char heads[EV_MAX_CONTEXTS][24], what[160];
+    const ev_curve *first[EV_MAX_CONTEXTS] = {0};
+    for (int i = 0; i < V->n_curves; i++)
+        for (int c = 0; c < V->n_contexts; c++)
+            if (V->c[i].context == V->contexts[c] && !first[c]) first[c] = &V->c[i];
+    pos_values(A, V, whole, last);
+    for (int c = 0; c < V->n_contexts; c++) snprintf(heads[c], sizeof heads[c], "%d", V->contexts[c]);
+    paired_table(f, A, whole, EV_MAX_CONTEXTS, V->n_contexts, heads,
+                 "Loss over the whole window (nats/token) at each context", "%+.4f");
+    for (int c = 0; c < V->n_contexts; c++)
+        if (first[c] && first[c]->n)
+            snprintf(heads[c], sizeof heads[c], "%d: %.0f-%.0f", V->contexts[c],
+                     first[c]->lo[first[c]->n - 1], first[c]->hi[first[c]->n - 1] - 1);
+    snprintf(what, sizeof what, "Loss in the window's last bucket of positions (nats/token; "
+             "the positions furthest past the trained length)");
+    paired_table(f, A, last, EV_MAX_CONTEXTS, V->n_contexts, heads, what, "%+.4f");
+    free(whole), free(last);
 }
 
 /* The answer's loss by length: where exact match falls to 0 at once past
@@ -709,13 +787,14 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
     if (V.n_curves) {
         fputs("\n## Loss by position\n\nEach ok trial's final checkpoint scored after training "
               "(the experiment's `eval.by_position`) over whole C-token windows of its test split "
-              "(a passkey trial's: its filler text), the plain forward pass (`attnlab score "
+              "(not a passkey trial's: it learnt the key's digits, not its filler), the plain forward pass (`attnlab score "
               "<trial>/model.safetensors <trial>/eval/test.txt --seq-len C --by-position`; "
               "`<trial>/eval/by_position_C/`): the loss in each bucket of positions, mean over "
               "seeds. Past a model's trained length, the position where its loss starts to rise "
               "is where its position scheme stops extending. The numbers: "
               "`eval_by_position_C.dat`.\n", f);
         for (int c = 0; c < V.n_contexts; c++) md_positions(f, plots, &V, V.contexts[c]);
+        if (V.n_curves > V.n_contexts) pos_deltas(f, A, &V);
     }
     ev_free(&V);
 }
