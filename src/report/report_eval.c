@@ -794,7 +794,7 @@ void al_report_eval_md(FILE *f, const al_report_analysis *A, int plots)
               "is where its position scheme stops extending. The numbers: "
               "`eval_by_position_C.dat`.\n", f);
         for (int c = 0; c < V.n_contexts; c++) md_positions(f, plots, &V, V.contexts[c]);
-        if (V.n_curves > V.n_contexts) pos_deltas(f, A, &V);
+        pos_deltas(f, A, &V);   /* nothing when no configuration has a baseline to pair */
     }
     ev_free(&V);
 }
