@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "al_cost.h"
 #include "al_csv.h"
+#include "al_kvcache.h"
 #include "al_sweep_spec.h"
 #include "al_test.h"
 
@@ -467,6 +469,72 @@ START_TEST(bad_eval_keys_name_file_line_and_column)
 }
 END_TEST
 
+/* Forward FLOPs a token at window T, counted by the cost model directly. */
+static double prefill_at(const al_sweep_trial *t, int T)
+{
+    al_model_config m = t->cfg.model;
+    m.seq_len = T;
+    al_cost_opts o = {T, 1, AL_KV_F32};
+    al_model_cost c;
+    al_err e;
+    ck_assert_msg(al_cost_of_model(&m, &o, &c, &e) == 0, "%s", e.msg);
+    return c.prefill_flops_per_token;
+}
+
+/* The ETA counts eval after training: each context's tokens once per kv
+ * dtype and once more by position; a passkey trial's grid, a key a window
+ * of its length (score --passkey's defaults when eval names none); an mqar
+ * trial's examples and a sweep without eval add nothing. */
+START_TEST(the_eta_counts_evals_forward_flops)
+{
+    char *dir = al_test_tmpdir(), *data = write_text(dir), text[4096];
+    char *exp = write_exp(dir, "eval: {contexts: [16, 64], kv_dtypes: [f32, int8], "
+                               "by_position: true, tokens: 1000}\n");
+    al_sweep s;
+    al_err e;
+    ck_assert_msg(al_sweep_load(exp, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < s.n_trials; i++) {
+        const al_sweep_trial *t = &s.trials[i];
+        double want = 1000.0 * 3 * (prefill_at(t, 16) + prefill_at(t, 64)) / 1e3;
+        ck_assert_msg(prefill_at(t, 64) > prefill_at(t, 16), "attention grows with the window");
+        ck_assert_msg(fabs((double)al_sweep_trial_eval_work(&s.eval, t) - want) <= 1,
+                      "%s: %ld, want %.0f", t->id, al_sweep_trial_eval_work(&s.eval, t), want);
+    }
+    s.eval.on = 0;
+    ck_assert_int_eq(al_sweep_trial_eval_work(&s.eval, &s.trials[0]), 0);
+    al_sweep_free(&s);
+    free(exp);
+    const char *pk[] = {"eval: {passkey_lengths: [112, 224], passkey_depths: [0, 0.5], "
+                        "passkey_examples: 5}", "eval: {}"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(text, sizeof text,
+                 "name: pk\ndata: {source: passkey, path: %s, test_fraction: 0.2}\n"
+                 "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 112}\n"
+                 "train: {batch_size: 4, threads: 1, warmup_steps: 2, steps: 6}\n%s\n", data, pk[k]);
+        exp = al_test_write(dir, "pk.yaml", text);
+        ck_assert_msg(al_sweep_load(exp, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+        const al_sweep_trial *t = &s.trials[0];
+        double want = k == 0 ? 2.0 * 5 * (112 * prefill_at(t, 112) + 224 * prefill_at(t, 224))
+                             : 4.0 * 20 * (112 * prefill_at(t, 112) + 224 * prefill_at(t, 224) +
+                                           448 * prefill_at(t, 448));
+        ck_assert_msg(fabs((double)al_sweep_trial_eval_work(&s.eval, t) - want / 1e3) <= 1,
+                      "%s: %ld, want %.0f", pk[k], al_sweep_trial_eval_work(&s.eval, t), want / 1e3);
+        al_sweep_free(&s);
+        free(exp);
+    }
+    snprintf(text, sizeof text,
+             "name: mq\ndata: {source: mqar, vocab_size: 40, num_kv_pairs: 3}\n"
+             "model: {n_layer: 1, d_model: 16, n_head: 2, seq_len: 32}\n"
+             "train: {batch_size: 4, threads: 1, warmup_steps: 2, steps: 6}\n"
+             "eval: {mqar_examples: 50}\n");
+    exp = al_test_write(dir, "mq.yaml", text);
+    ck_assert_msg(al_sweep_load(exp, NULL, 0, NULL, 0, &s, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(al_sweep_trial_eval_work(&s.eval, &s.trials[0]), 0);
+    al_sweep_free(&s);
+    free(exp), free(data), free(dir);
+}
+END_TEST
+
 Suite *sweep_eval_suite(void)
 {
     Suite *s = suite_create("sweep_eval");
@@ -478,6 +546,7 @@ Suite *sweep_eval_suite(void)
     tcase_add_test(tc, passkey_trials_are_evaluated_on_the_passkey_grid);
     tcase_add_test(tc, passkey_trials_report_their_answer_loss_not_their_fillers);
     tcase_add_test(tc, eval_decode_times_each_checkpoint_at_every_context_and_batch);
+    tcase_add_test(tc, the_eta_counts_evals_forward_flops);
     tcase_add_loop_test(tc, bad_eval_keys_name_file_line_and_column, 0,
                         (int)(sizeof bad / sizeof bad[0]));
     suite_add_tcase(s, tc);

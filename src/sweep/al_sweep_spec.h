@@ -299,6 +299,15 @@ int al_sweep_trial_costs(al_sweep_trial *t, al_err *e);
  * fine-tunes at 4x the length look as cheap a step as the base stage's,
  * and long_context's ETA half the time it took. */
 long al_sweep_trial_work(const al_sweep_trial *t, long steps);
+/* The work of t's `eval` after training, in the same units: the forward
+ * FLOPs of what it scores (each context's tokens once per kv dtype, once
+ * more by position; a passkey trial's grid, every key a window of its
+ * length). Left out: recall through the caches and eval.decode (small
+ * beside these). Scoring through a cache runs a step a token, slower a
+ * FLOP than training's batched products, so this is a lower bound: it was
+ * about a third of long_context's fine-tunes' wall time that the ETA did
+ * not count. */
+long al_sweep_trial_eval_work(const al_sweep_eval *v, const al_sweep_trial *t);
 /* The FLOPs trial t trains: its train_flops_per_token times the tokens of
  * the steps it ran (steps_done; the planned steps before a result). */
 double al_sweep_trial_train_flops(const al_sweep_trial *t, int steps_done);

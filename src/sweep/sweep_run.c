@@ -195,7 +195,8 @@ typedef struct runner {
     int *status;                   /* per trial: enum al_trial_status as known now */
     char *taken;                   /* per pending entry: launched, or resolved unlaunched */
     int n_left;                    /* pending entries neither launched nor resolved */
-    /* work (al_sweep_trial_work), not steps: a step's cost differs by trial */
+    /* work (al_sweep_trial_work, al_sweep_trial_eval_work), not steps: a
+     * step's cost differs by trial, and eval runs after the last step */
     long steps_total;              /* of the pending trials */
     long steps_closed, steps_trained;   /* of those that ended: scheduled, trained */
     double stop_t;
@@ -415,8 +416,10 @@ static void count_ending(runner *R, const slot *sl, const al_trial_result *r)
         al_status_event(&R->disp, "[%d/%d] interrupted %s", sl->n, R->n_pending, sl->t->id);
         return;
     }
-    R->steps_closed += al_sweep_trial_work(sl->t, sl->t->cfg.train.steps);
-    R->steps_trained += al_sweep_trial_work(sl->t, r->steps_done);
+    long eval = al_sweep_trial_eval_work(&R->s->eval, sl->t);   /* done when it ended ok */
+    R->steps_closed += al_sweep_trial_work(sl->t, sl->t->cfg.train.steps) + eval;
+    R->steps_trained += al_sweep_trial_work(sl->t, r->steps_done) +
+                        (r->status == AL_TRIAL_OK ? eval : 0);
     if (r->status == AL_TRIAL_OK) {
         R->st->ok++;
         al_status_event(&R->disp, "[%d/%d] done %s: val_loss %.4f in %s", sl->n, R->n_pending,
@@ -496,7 +499,8 @@ static void find_pending(runner *R)
             continue;
         }
         R->pending[R->n_pending++] = i;
-        R->steps_total += al_sweep_trial_work(&s->trials[i], s->trials[i].cfg.train.steps);
+        R->steps_total += al_sweep_trial_work(&s->trials[i], s->trials[i].cfg.train.steps) +
+                          al_sweep_trial_eval_work(&s->eval, &s->trials[i]);
     }
     R->n_left = R->n_pending;
 }
@@ -516,7 +520,8 @@ static int resolve_blocked(runner *R, int k, al_err *e)
     R->taken[k] = 1, R->n_left--;
     R->status[t->index] = AL_TRIAL_FAILED;
     R->st->failed++;
-    R->steps_closed += al_sweep_trial_work(t, t->cfg.train.steps);
+    R->steps_closed += al_sweep_trial_work(t, t->cfg.train.steps) +
+                       al_sweep_trial_eval_work(&R->s->eval, t);
     al_status_event(&R->disp, "not started %s: %s", t->id, r.reason);
     if (al_sweep_prepare_trial(R->s, R->o->dir, t, tdir, sizeof tdir, e) ||
         al_results_write_result(tdir, t, &r, e))

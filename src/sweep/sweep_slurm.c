@@ -465,8 +465,10 @@ static int task_ended(follower *F, ftask *t, al_err *e)
     F->n_ended++;
     if (ending(F, t, &r, e) != 0) return -1;
     F->st->ran++;
-    F->steps_closed += al_sweep_trial_work(t->t, t->t->cfg.train.steps);
-    F->steps_trained += al_sweep_trial_work(t->t, r.steps_done);
+    long eval = al_sweep_trial_eval_work(&F->s->eval, t->t);   /* done when it ended ok */
+    F->steps_closed += al_sweep_trial_work(t->t, t->t->cfg.train.steps) + eval;
+    F->steps_trained += al_sweep_trial_work(t->t, r.steps_done) +
+                        (r.status == AL_TRIAL_OK ? eval : 0);
     al_status_duration(dur, sizeof dur, t->running ? al_now() - t->t0 : 0);
     if (r.status == AL_TRIAL_OK) {
         F->st->ok++;
@@ -547,7 +549,8 @@ static void follow_task(follower *F, long job, int task, const al_sweep_trial *t
     f->open = 1;
     al_results_trial_dir(f->tdir, sizeof f->tdir, F->o->dir, t);
     F->n_open++;
-    F->steps_total += al_sweep_trial_work(t, t->cfg.train.steps);
+    F->steps_total += al_sweep_trial_work(t, t->cfg.train.steps) +
+                      al_sweep_trial_eval_work(&F->s->eval, t);
 }
 
 /* A task of an earlier run that left the queue while nobody followed it
