@@ -22,15 +22,15 @@ do for [fmt in "png svg"] {
        "curves.dat" index 2 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#2a8a3a" notitle, \
        "curves.dat" index 2 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#2a8a3a" title "long_base_mha_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 3 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#7a3fa0" notitle, \
-       "curves.dat" index 3 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_mha+mha+mha+mha-ropefraction0_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 3 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_mha_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 4 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#d06a00" notitle, \
-       "curves.dat" index 4 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_mha_kind-ntk-factor4-originalseqlen256", \
+       "curves.dat" index 4 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_mha+mha+mha+mha-ropefraction0_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 5 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#107e86" notitle, \
        "curves.dat" index 5 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_mha+mha+mha+mha-ropefraction0_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 6 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#8a5a2b" notitle, \
-       "curves.dat" index 6 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_mha_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 6 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_mha+mha+mha+mha-ropefraction0_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 7 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c2378a" notitle, \
-       "curves.dat" index 7 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_mha+mha+mha+mha-ropefraction0_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 7 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_mha_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 8 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#505050" notitle, \
        "curves.dat" index 8 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "long_base_mha+mha+mha+mha-ropefraction0_kind-none-factor1", \
        "curves.dat" index 9 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
@@ -64,17 +64,17 @@ do for [fmt in "png svg"] {
        "curves.dat" index 23 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#7a3fa0" notitle, \
        "curves.dat" index 23 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_gqa-kv2_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 24 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#d06a00" notitle, \
-       "curves.dat" index 24 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 24 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_gqa-kv2_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 25 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#107e86" notitle, \
-       "curves.dat" index 25 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_gqa-kv2_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 25 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-none-factor1", \
        "curves.dat" index 26 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#8a5a2b" notitle, \
-       "curves.dat" index 26 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-none-factor1", \
+       "curves.dat" index 26 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 27 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c2378a" notitle, \
-       "curves.dat" index 27 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 27 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_gqa-kv2_kind-none-factor1", \
        "curves.dat" index 28 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#505050" notitle, \
-       "curves.dat" index 28 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "long_base_gqa-kv2_kind-none-factor1", \
+       "curves.dat" index 28 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "long_base_gqa-kv2_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 29 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
-       "curves.dat" index 29 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "long_base_gqa-kv2_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 29 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 30 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1f5fa8" notitle, \
        "curves.dat" index 30 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16-ropefracti", \
        "curves.dat" index 31 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c03030" notitle, \
