@@ -76,21 +76,21 @@ do for [fmt in "png svg"] {
        "curves.dat" index 29 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
        "curves.dat" index 29 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "long_base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 30 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1f5fa8" notitle, \
-       "curves.dat" index 30 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16-ropefracti", \
+       "curves.dat" index 30 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "base_mla-latent64-rope16", \
        "curves.dat" index 31 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c03030" notitle, \
-       "curves.dat" index 31 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c03030" title "base_mla-latent64-rope16", \
+       "curves.dat" index 31 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c03030" title "base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16+mla-latent64-rope16-ropefracti", \
        "curves.dat" index 32 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#2a8a3a" notitle, \
-       "curves.dat" index 32 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#2a8a3a" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 32 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#2a8a3a" title "long_base_mla-latent64-rope16_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 33 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#7a3fa0" notitle, \
-       "curves.dat" index 33 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_mla-latent64-rope16_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 33 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_mla-latent64-rope16_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 34 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#d06a00" notitle, \
-       "curves.dat" index 34 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_mla-latent64-rope16_kind-ntk-factor4-originalseqlen256", \
+       "curves.dat" index 34 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 35 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#107e86" notitle, \
-       "curves.dat" index 35 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-ntk-factor4-originalseqlen256", \
+       "curves.dat" index 35 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_mla-latent64-rope16_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 36 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#8a5a2b" notitle, \
-       "curves.dat" index 36 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 36 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 37 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c2378a" notitle, \
-       "curves.dat" index 37 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_mla-latent64-rope16_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 37 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_mla-latent64-rope16+mla-latent64-rope16+mla-latent64-ro_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 38 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#505050" notitle, \
        "curves.dat" index 38 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "long_base_mla-latent64-rope16_kind-none-factor1", \
        "curves.dat" index 39 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
