@@ -40,9 +40,11 @@ void al_stat_of(const double *x, int n, al_stat *s)
 /* Shares averaged over depths in another order differ in the 16th digit:
  * differences that agree to rounding count as equal. A real difference
  * between seeds is never this tight (a loss's moves by 1e-3 or more). */
+#define ROUNDING 1e-12   /* an absolute difference this small is rounding, not a result */
+
 static int pairs_equal(double mean, double sd)
 {
-    return isfinite(sd) && sd <= 1e-9 * fabs(mean) + 1e-12;
+    return isfinite(sd) && sd <= 1e-9 * fabs(mean) + ROUNDING;
 }
 
 int al_stat_all_equal(const al_stat *d)
@@ -82,7 +84,7 @@ double al_stat_p(const al_stat *d)
 {
     if (d->n < 2 || !isfinite(d->mean) || !isfinite(d->sd)) return NAN;
     if (al_stat_all_equal(d))
-        return fabs(d->mean) <= 1e-12 ? 1.0 : fmin(1.0, ldexp(1.0, 1 - d->n));
+        return fabs(d->mean) <= ROUNDING ? 1.0 : fmin(1.0, ldexp(1.0, 1 - d->n));
     double t = fabs(d->mean) / (d->sd / sqrt((double)d->n));
     return 2 * gsl_cdf_tdist_Q(t, (double)(d->n - 1));
 }
@@ -177,7 +179,7 @@ double al_paired_power(double effect, int n, double alpha)
 /* Power grows with n for a fixed effect: bisect on [2, cap]. */
 int al_seeds_needed(double mean, double sd, double power, int cap)
 {
-    if (!isfinite(mean) || !isfinite(sd) || sd < 0 || fabs(mean) <= 1e-12) return 0;
+    if (!isfinite(mean) || !isfinite(sd) || sd < 0 || fabs(mean) <= ROUNDING) return 0;
     if (pairs_equal(mean, sd)) return AL_SIGN_TEST_PAIRS <= cap ? AL_SIGN_TEST_PAIRS : cap + 1;
     double effect = fabs(mean) / sd;
     if (al_paired_power(effect, cap, 0.05) < power) return cap + 1;
