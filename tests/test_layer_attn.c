@@ -401,6 +401,49 @@ START_TEST(cached_decode_of_a_local_global_stack_with_sinks_equals_the_full_forw
 }
 END_TEST
 
+/* How far back a stack reaches: position t's logits over a change of token
+ * 0 alone. Three local layers (window 5: each reaches 4 back) then one mha
+ * reach every position, through the global layer (long_context's 3:1
+ * stack, whose passkey scores rest on it); four local layers reach exactly
+ * 4 x 4 = 16 back and leave every later position bit for bit. A global
+ * layer that kept its neighbours' window, or a window off by one, fails. */
+static double change_of_first_token(const char *const *names, int n_layer, int window, int t)
+{
+    enum { T = 40 };
+    al_model_config c = stack(names, n_layer, n_layer, T, VOC);
+    for (int k = 0; k < n_layer; k++)
+        if (strcmp(names[k], "local") == 0) set_setting(&c.layer_attn[k], "window", window);
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(&m, 31);
+    scale_weights(&m, 4.0f);
+    ck_assert_int_eq(al_model_reserve(&m, 1, T, &e), 0);
+    int tok[T];
+    random_tokens(tok, T, VOC, 12);
+    float before[VOC];
+    al_model_forward(&m, tok, NULL, NULL, 1, T);
+    memcpy(before, m.logits + (size_t)t * VOC, sizeof before);
+    tok[0] = (tok[0] + 1) % VOC;
+    al_model_forward(&m, tok, NULL, NULL, 1, T);
+    double d = 0;
+    for (int i = 0; i < VOC; i++) d = fmax(d, fabs((double)m.logits[(size_t)t * VOC + i] - before[i]));
+    al_model_free(&m);
+    return d;
+}
+
+START_TEST(a_local_stack_reaches_its_band_and_its_global_layer_everything)
+{
+    const char *three_one[] = {"local", "local", "local", "mha"};
+    const char *four[] = {"local", "local", "local", "local"};
+    ck_assert_double_gt(change_of_first_token(three_one, 4, 5, 39), 1e-4);
+    ck_assert_double_gt(change_of_first_token(four, 4, 5, 16), 0.0);   /* small, four hops */
+    for (int t = 17; t < 40; t += 11)
+        ck_assert_msg(change_of_first_token(four, 4, 5, t) == 0.0,
+                      "four local layers of window 5 reached 0 from %d", t);
+}
+END_TEST
+
 /* ------------------------------------------------------------ checkpoints */
 
 START_TEST(a_stack_checkpoint_round_trips_and_old_ones_still_load)
@@ -662,6 +705,7 @@ Suite *layer_attn_suite(void)
     tcase_add_test(tc, gradients_through_a_mixed_stack_match_finite_differences);
     tcase_add_test(tc, cached_decode_of_a_mixed_stack_equals_the_full_forward_past_a_tile);
     tcase_add_test(tc, cached_decode_of_a_local_global_stack_with_sinks_equals_the_full_forward);
+    tcase_add_test(tc, a_local_stack_reaches_its_band_and_its_global_layer_everything);
     tcase_add_test(tc, a_stack_checkpoint_round_trips_and_old_ones_still_load);
     tcase_add_test(tc, resume_refuses_a_changed_list);
     tcase_add_test(tc, kv_prints_each_layer_and_the_sum);
