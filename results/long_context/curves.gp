@@ -14,7 +14,7 @@ do for [fmt in "png svg"] {
   set grid
   set key top right
   set xlabel "optimizer step (every configuration trains the same tokens per step)"
-  set yrange [*:2.352]
+  set yrange [*:2.36]
   plot "curves.dat" index 0 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1f5fa8" notitle, \
        "curves.dat" index 0 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "base_mha", \
        "curves.dat" index 1 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c03030" notitle, \
@@ -36,25 +36,25 @@ do for [fmt in "png svg"] {
        "curves.dat" index 9 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
        "curves.dat" index 9 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "long_base_mha_kind-none-factor1", \
        "curves.dat" index 10 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1f5fa8" notitle, \
-       "curves.dat" index 10 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-none-factor1", \
+       "curves.dat" index 10 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "long_base_local-window64+local-window64+local-window64+mha_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 11 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c03030" notitle, \
-       "curves.dat" index 11 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c03030" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-ntk-factor4-originalseqlen256", \
+       "curves.dat" index 11 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c03030" title "long_base_local-window64+local-window64+local-window64+mha_kind-none-factor1", \
        "curves.dat" index 12 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#2a8a3a" notitle, \
-       "curves.dat" index 12 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#2a8a3a" title "long_base_local-window64+local-window64+local-window64+mha_kind-ntk-factor4-originalseqlen256", \
+       "curves.dat" index 12 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#2a8a3a" title "base_local-window64+local-window64+local-window64+mha", \
        "curves.dat" index 13 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#7a3fa0" notitle, \
-       "curves.dat" index 13 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_local-window64+local-window64+local-window64+mha_kind-none-factor1", \
+       "curves.dat" index 13 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#7a3fa0" title "long_base_local-window64+local-window64+local-window64+mha_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 14 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#d06a00" notitle, \
-       "curves.dat" index 14 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 14 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#d06a00" title "long_base_local-window64+local-window64+local-window64+mha_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 15 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#107e86" notitle, \
-       "curves.dat" index 15 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_local-window64+local-window64+local-window64+mha_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 15 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#107e86" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-none-factor1", \
        "curves.dat" index 16 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#8a5a2b" notitle, \
-       "curves.dat" index 16 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-yarn-factor4-originalseqlen256", \
+       "curves.dat" index 16 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#8a5a2b" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-ntk-factor4-originalseqlen256", \
        "curves.dat" index 17 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c2378a" notitle, \
-       "curves.dat" index 17 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "base_local-window64+local-window64+local-window64+mha", \
+       "curves.dat" index 17 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#c2378a" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-linear-factor4-originalseqlen256", \
        "curves.dat" index 18 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#505050" notitle, \
-       "curves.dat" index 18 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "base_local-window64+local-window64+local-window64+mha-ropefraction0", \
+       "curves.dat" index 18 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#505050" title "long_base_local-window64+local-window64+local-window64+mha-ropefr_kind-yarn-factor4-originalseqlen256", \
        "curves.dat" index 19 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1a1a80" notitle, \
-       "curves.dat" index 19 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "long_base_local-window64+local-window64+local-window64+mha_kind-linear-factor4-originalseqlen256", \
+       "curves.dat" index 19 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1a1a80" title "base_local-window64+local-window64+local-window64+mha-ropefraction0", \
        "curves.dat" index 20 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#1f5fa8" notitle, \
        "curves.dat" index 20 using 1:3 with linespoints pt 7 ps 0.5 lw 1.5 lc rgb "#1f5fa8" title "base_gqa-kv2+gqa-kv2+gqa-kv2+gqa-kv2-ropefraction0", \
        "curves.dat" index 21 using 1:4:5 with filledcurves fs transparent solid 0.18 noborder lc rgb "#c03030" notitle, \
