@@ -366,6 +366,62 @@ START_TEST(bad_values_are_one_line_errors)
 }
 END_TEST
 
+/* `generate` decodes with the checkpoint's rope_scaling, and --rope-scaling
+ * replaces it: the same weights saved with yarn:4 and without scaling give
+ * one greedy continuation past 4 x seq_len when the flag puts back what the
+ * other file holds, and different ones as saved (so positions matter). */
+static char *greedy(const char *ck, const char *dir, const char *flag, size_t *n)
+{
+    char *out = NULL, path[600], *bytes;
+    ck_assert_msg(al_test_attnlabf(&out, "generate %s --prompt 'In the beginning God created' "
+                                   "--tokens 24 --context 56 --temperature 0 --out %s %s",
+                                   ck, dir, flag) == 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/sample-000.txt", dir);
+    al_err e;
+    ck_assert_msg(al_read_file(path, &bytes, n, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(*n, 24);
+    return bytes;
+}
+
+static void save_scaled(const char *path, const char *kind)
+{
+    static const char *const names[] = {"gqa", "mla", "gta", "mha"};
+    const al_variant *vs[4];
+    for (int k = 0; k < 4; k++) vs[k] = al_variant_find(names[k]);
+    al_model_config c;
+    ck_assert_int_eq(al_test_stack_config(&c, vs, 4, 4, 16, 2, 8, 8, 256), 0);
+    c.layer_attn[1].set[al_variant_setting_index(vs[1], "d_rope")] = 4;
+    snprintf(c.rope_scaling.kind, sizeof c.rope_scaling.kind, "%s", kind);
+    c.rope_scaling.factor = 4, c.rope_scaling.original_seq_len = 8;
+    al_model m;
+    al_err e;
+    ck_assert_msg(al_model_init(&m, &c, &e) == 0, "%s", e.msg);
+    al_model_init_weights(&m, 11);
+    scale_weights(&m, 12.0f);
+    ck_assert_msg(al_checkpoint_save(path, &m, 1, &e) == 0, "%s", e.msg);
+    al_model_free(&m);
+}
+
+START_TEST(generate_uses_the_checkpoints_scaling_and_the_flag_replaces_it)
+{
+    char *dir = al_test_tmpdir(), yarn[512], none[512];
+    snprintf(yarn, sizeof yarn, "%s/yarn.safetensors", dir);
+    snprintf(none, sizeof none, "%s/none.safetensors", dir);
+    save_scaled(yarn, "yarn");
+    save_scaled(none, "none");
+    size_t n1, n2, n3, n4;
+    char *y = greedy(yarn, dir, "", &n1), *u = greedy(none, dir, "", &n2);
+    char *u_as_y = greedy(none, dir, "--rope-scaling yarn:4", &n3);
+    char *y_as_u = greedy(yarn, dir, "--rope-scaling none:1", &n4);
+    ck_assert_msg(memcmp(y, u, 24) != 0, "yarn:4 and no scaling generated the same bytes");
+    ck_assert_msg(memcmp(u_as_y, y, 24) == 0, "--rope-scaling yarn:4 did not act as the saved yarn");
+    ck_assert_msg(memcmp(y_as_u, u, 24) == 0, "--rope-scaling none:1 did not drop the saved yarn");
+    free(y), free(u), free(u_as_y), free(y_as_u);
+    free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the PyTorch loader */
 
 static double score_of(const char *out)
@@ -492,6 +548,7 @@ Suite *rope_suite(void)
     tcase_add_test(tc, decode_equals_the_full_forward_past_T0_with_scaling_on);
     tcase_add_test(tc, config_and_checkpoint_round_trip_the_keys);
     tcase_add_test(tc, bad_values_are_one_line_errors);
+    tcase_add_test(tc, generate_uses_the_checkpoints_scaling_and_the_flag_replaces_it);
     tcase_add_test(tc, torch_loader_scores_a_scaled_checkpoint_as_attnlab_does);
     tcase_add_test(tc, long_context_experiment_plans_its_stages);
     suite_add_tcase(s, tc);
