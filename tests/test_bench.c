@@ -80,6 +80,37 @@ START_TEST(bad_options_should_be_refused_with_one_line)
 }
 END_TEST
 
+/* One training step of the tiny shape at T = 1024 under kernel: the line
+ * attnlab-bench prints for it. */
+static char *step_at_1024(const char *kernel)
+{
+    char bench[4096], cmd[4400], *out = NULL;
+    bench_path(bench, sizeof bench);
+    snprintf(cmd, sizeof cmd, "%s train --shape tiny --variant mha --threads 1 --steps 1 "
+             "--warmup 0 --seq-len 1024 --batch 1 --attention-kernel %s", bench, kernel);
+    ck_assert_msg(al_test_run(cmd, &out) == 0, "%s", out);
+    return out;
+}
+
+/* Issue 38's memory test, measured: the peak RSS of a fused training step
+ * at T = 1024 is below a dense one's by at least the probabilities dense
+ * keeps, L x H x T x (T - 1) floats (tiny: L 2, H 4; 32.0 MiB), which the
+ * model's own count of the step's memory (need_mib) also shows. */
+START_TEST(a_fused_step_at_1024_peaks_below_a_dense_one_by_its_probabilities)
+{
+    char *d = step_at_1024("dense"), *f = step_at_1024("fused");
+    double probs = 2.0 * 4 * 1024 * 1023 * 4 / (1024.0 * 1024);
+    double need_d = field(d, "train", "need_mib"), need_f = field(f, "train", "need_mib");
+    double rss_d = field(d, "train", "rss_peak_mib"), rss_f = field(f, "train", "rss_peak_mib");
+    ck_assert_msg(fabs(need_d - need_f - probs) <= 0.11,   /* each printed to 0.1 MiB */
+                  "counted: dense %g, fused %g MiB; the probabilities are %g", need_d, need_f,
+                  probs);
+    ck_assert_msg(rss_d - rss_f >= 0.9 * probs, "peak RSS: dense %g, fused %g MiB (%g expected)",
+                  rss_d, rss_f, probs);
+    free(d), free(f);
+}
+END_TEST
+
 /* The quick mode's smallest cell through the whole script: attnlab only. */
 START_TEST(quick_cell_should_print_consistent_figures)
 {
@@ -129,6 +160,7 @@ Suite *bench_suite(void)
     tcase_add_test(tc, flops_per_token_should_match_an_independent_count);
     tcase_add_test(tc, bad_options_should_be_refused_with_one_line);
     tcase_add_test(tc, quick_cell_should_print_consistent_figures);
+    tcase_add_test(tc, a_fused_step_at_1024_peaks_below_a_dense_one_by_its_probabilities);
     suite_add_tcase(s, tc);
     return s;
 }
