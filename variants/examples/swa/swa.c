@@ -22,10 +22,17 @@
  * written for version 3 lives on as tests/plugins/swa_v4.c, which builds
  * against <attnlab/attnlab_variant_v4.h> and still loads.
  *
- * Training cost: scores are computed for the full (T, T) block through the
- * shared gemm wrappers and the band is applied by the softmax, so training
- * costs what mha costs; the window changes what the model can see, not the
- * arithmetic.
+ * Training: attention runs through the core's training kernel
+ * (<attnlab/al_flash.h>), the one the built-in variants use: the band is
+ * the kernel's (window, no sinks), the kernel is the one
+ * train.attention_kernel picks (al_attn_shape.attn_kernel), and the
+ * activations saved for backward are what that kernel says
+ * (al_attn_kernel_saved_floats): under fused, a log-sum-exp per query row
+ * instead of a (T, T) block per head, and tiles the band hides whole are
+ * skipped, so a window costs O(T * window). A variant whose scores are not
+ * dot products of q and k parts writes its own (tests/plugins/swa_v4.c
+ * keeps this example's first, hand-written version: the scores through
+ * al_gemm_nt, the band by the softmax, the (T, T) probabilities saved).
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +40,7 @@
 #include <string.h>
 
 #include <attnlab/attnlab_variant.h>
+#include <attnlab/al_flash.h>
 #include <attnlab/al_kvcache.h>
 
 enum { SET_WINDOW, N_SETTINGS };
@@ -80,63 +88,38 @@ static int swa_params(const void *ctx, al_param_spec *out)
     return 4;
 }
 
-/* Saved activations: q, k (RoPE'd), v, y (BT, H*dh) | att (B, H, T, T) */
-static size_t swa_act_floats(const void *ctx, int B, int T)
+/* The attention of a (B, T) batch for the training kernel: every head its
+ * own K/V (H groups of 1), query t over keys t-window+1 .. t (causal) or
+ * |t - s| < window (not), no sinks. */
+static al_attn_problem problem(const swa_ctx *c, int B, int T)
 {
-    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
-    return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)B * s->n_head * T * T;
+    int H = c->s.n_head, dh = c->s.d_head;
+    return (al_attn_problem){B, T, H, H, dh, dh, 1.0f / sqrtf((float)dh), c->s.causal,
+                             c->window, 0};
 }
 
-/* Backward scratch: dy, dq, dk, dv (BT, H*dh) | dscores (T, T) */
+/* Saved activations: q, k (RoPE'd), v, y (BT, H*dh) | what the kernel
+ * keeps for backward (stat: al_attn_kernel_saved_floats) */
+static size_t swa_act_floats(const void *ctx, int B, int T)
+{
+    const swa_ctx *c = ctx;
+    al_attn_problem p = problem(c, B, T);
+    return 4 * (size_t)B * T * c->s.n_head * c->s.d_head +
+           al_attn_kernel_saved_floats(c->s.attn_kernel, &p);
+}
+
+/* Backward scratch: dy, dq, dk, dv (BT, H*dh); the kernel's tiles come from
+ * the core's per-thread scratch */
 static size_t swa_scratch_floats(const void *ctx, int B, int T)
 {
     const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
-    return 4 * (size_t)B * T * s->n_head * s->d_head + (size_t)T * T;
+    return 4 * (size_t)B * T * s->n_head * s->d_head;
 }
 
 static size_t swa_kv_elems(const void *ctx)
 {
     const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     return 2 * (size_t)s->n_head * s->d_head;
-}
-
-/* ------------------------------------------------------------ attention core */
-
-/* att (T, T) = softmax over the band of q . k^T * scale, zero outside it;
- * y (T, dh) = att . v. q, k, v, y are one head's columns (row stride ld). */
-static void head_forward(const swa_ctx *c, float *y, float *att, const float *q,
-                         const float *k, const float *v, int T, int ld, float scale)
-{
-    int dh = c->s.d_head;
-    al_gemm_nt(att, T, q, ld, k, ld, T, T, dh, scale, 0.0f);
-    for (int t = 0; t < T; t++) {
-        int lo, hi;
-        band(c, t, T, &lo, &hi);
-        float *row = att + (size_t)t * T;
-        al_softmax_row(row + lo, hi - lo + 1);
-        memset(row, 0, (size_t)lo * sizeof(float));
-        memset(row + hi + 1, 0, (size_t)(T - 1 - hi) * sizeof(float));
-    }
-    al_gemm_nn(y, ld, att, T, v, ld, T, dh, T, 1.0f, 0.0f);
-}
-
-/* Given dy: dq, dk, dv += ...; ds is (T, T) scratch. Entries outside the
- * band have att = 0 and so get no gradient. */
-static void head_backward(const al_attn_shape *s, float *dq, float *dk, float *dv, float *ds,
-                          const float *dy, const float *att, const float *q, const float *k,
-                          const float *v, int T, int ld, float scale)
-{
-    int dh = s->d_head;
-    al_gemm_nt(ds, T, dy, ld, v, ld, T, T, dh, 1.0f, 0.0f);   /* datt = dy . v^T */
-    al_gemm_tn(dv, ld, att, T, dy, ld, T, dh, T, 1.0f, 1.0f); /* dv += att^T . dy */
-    for (int t = 0; t < T; t++) {                              /* softmax backward */
-        const float *a = att + (size_t)t * T;
-        float *d = ds + (size_t)t * T, dot = 0.0f;
-        for (int j = 0; j < T; j++) dot += a[j] * d[j];
-        for (int j = 0; j < T; j++) d[j] = a[j] * (d[j] - dot) * scale;
-    }
-    al_gemm_nn(dq, ld, ds, T, k, ld, T, dh, T, 1.0f, 1.0f);   /* dq += ds . k */
-    al_gemm_tn(dk, ld, ds, T, q, ld, T, dh, T, 1.0f, 1.0f);   /* dk += ds^T . q */
 }
 
 /* ------------------------------------------------------------ ops */
@@ -147,19 +130,14 @@ static void swa_forward(const void *ctx, float *out, float *act, float *scratch,
     const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
     size_t n = (size_t)BT * Hd;
-    float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
-    float scale = 1.0f / sqrtf((float)dh);
+    float *q = act, *k = q + n, *v = k + n, *y = v + n, *stat = y + n;
+    al_attn_problem pr = problem(ctx, B, T);
     al_linear_forward(q, x, p[0], BT, D, Hd);   /* q = x . wq^T */
     al_linear_forward(k, x, p[1], BT, D, Hd);   /* k = x . wk^T */
     al_linear_forward(v, x, p[2], BT, D, Hd);   /* v = x . wv^T */
     al_rope_layer_forward(q, B, T, H, dh, dh, Hd, 0, s);
     al_rope_layer_forward(k, B, T, H, dh, dh, Hd, 0, s);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t o = (size_t)b * T * Hd + (size_t)h * dh;
-            head_forward(ctx, y + o, att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o,
-                         T, Hd, scale);
-        }
+    al_attn_kernel_forward(s->attn_kernel, y, stat, q, k, v, &pr);   /* y = softmax(q.k^T) v */
     al_linear_forward(out, y, p[3], BT, Hd, D); /* out = y . wo^T */
 }
 
@@ -170,17 +148,13 @@ static void swa_backward(const void *ctx, float *dx, float *const *dp, float *sc
     const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
     int D = s->d_model, H = s->n_head, dh = s->d_head, Hd = H * dh, BT = B * T;
     size_t n = (size_t)BT * Hd;
-    const float *q = act, *k = q + n, *v = k + n, *y = v + n, *att = y + n;
-    float *dy = scratch, *dq = dy + n, *dk = dq + n, *dv = dk + n, *ds = dv + n;
-    float scale = 1.0f / sqrtf((float)dh);
-    memset(scratch, 0, 4 * n * sizeof(float));
+    const float *q = act, *k = q + n, *v = k + n, *y = v + n, *stat = y + n;
+    float *dy = scratch, *dq = dy + n, *dk = dq + n, *dv = dk + n;
+    al_attn_problem pr = problem(ctx, B, T);
+    memset(dy, 0, n * sizeof(float));   /* al_linear_backward adds into dy */
     al_linear_backward(dy, dp[3], dout, y, p[3], BT, Hd, D);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t o = (size_t)b * T * Hd + (size_t)h * dh;
-            head_backward(s, dq + o, dk + o, dv + o, ds, dy + o,
-                          att + ((size_t)b * H + h) * T * T, q + o, k + o, v + o, T, Hd, scale);
-        }
+    /* OVERWRITES dq, dk, dv (y: the forward's output, which fused reads) */
+    al_attn_kernel_backward(s->attn_kernel, dq, dk, dv, dy, y, stat, q, k, v, &pr);
     /* q = rope(q0), k = rope(k0): rotate the gradients back */
     al_rope_layer_backward(dq, B, T, H, dh, dh, Hd, 0, s);
     al_rope_layer_backward(dk, B, T, H, dh, dh, Hd, 0, s);
@@ -189,14 +163,15 @@ static void swa_backward(const void *ctx, float *dx, float *const *dp, float *sc
     al_linear_backward(dx, dp[2], dv, x, p[2], BT, D, Hd);
 }
 
-/* Attention pictures: forward saved the banded probabilities of every
- * head, att (B, H, T, T); after a forward on one sequence they are P. */
+/* Attention pictures: after a forward on one sequence, the probabilities
+ * the kernel applied, rebuilt from its saved state and q, k. */
 static void swa_probs(const void *ctx, float *P, const float *act, const float *src,
                       float *const *p, int T)
 {
-    const al_attn_shape *s = &((const swa_ctx *)ctx)->s;
-    size_t n = (size_t)T * s->n_head * s->d_head;
-    memcpy(P, act + 4 * n, (size_t)s->n_head * T * T * sizeof(float));
+    const swa_ctx *c = ctx;
+    size_t n = (size_t)T * c->s.n_head * c->s.d_head;
+    al_attn_problem pr = problem(c, 1, T);
+    al_attn_kernel_probs(c->s.attn_kernel, P, act + 4 * n, act, act + n, &pr);
 }
 
 /* ------------------------------------------------------------ decode */
