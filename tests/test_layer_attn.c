@@ -427,7 +427,8 @@ static double change_of_first_token(const char *const *names, int n_layer, int w
     tok[0] = (tok[0] + 1) % VOC;
     al_model_forward(&m, tok, NULL, NULL, 1, T);
     double d = 0;
-    for (int i = 0; i < VOC; i++) d = fmax(d, fabs((double)m.logits[(size_t)t * VOC + i] - before[i]));
+    for (int i = 0; i < VOC; i++)
+        d = fmax(d, fabs((double)m.logits[(size_t)t * VOC + i] - before[i]));
     al_model_free(&m);
     return d;
 }

@@ -422,7 +422,7 @@ START_TEST(generate_uses_the_checkpoints_scaling_and_the_flag_replaces_it)
     char *u_as_y = greedy(none, dir, "--rope-scaling yarn:4", &n3);
     char *y_as_u = greedy(yarn, dir, "--rope-scaling none:1", &n4);
     ck_assert_msg(memcmp(y, u, 24) != 0, "yarn:4 and no scaling generated the same bytes");
-    ck_assert_msg(memcmp(u_as_y, y, 24) == 0, "--rope-scaling yarn:4 did not act as the saved yarn");
+    ck_assert_msg(memcmp(u_as_y, y, 24) == 0, "--rope-scaling yarn:4 did not act as saved yarn");
     ck_assert_msg(memcmp(y_as_u, u, 24) == 0, "--rope-scaling none:1 did not drop the saved yarn");
     free(y), free(u), free(u_as_y), free(y_as_u);
     free(dir);
